@@ -1,0 +1,67 @@
+package diag
+
+import "strings"
+
+// CodeDoc documents one stable diagnostic code. `mqbc explain CODE` prints it
+// and `mqbc docs` lists the whole table.
+type CodeDoc struct {
+	Code    string
+	Title   string // short name of the mistake
+	Doc     string // why it is a problem and what to do instead
+	Example string // a .mqb fragment that triggers it
+}
+
+// Codes is the one table of every code mqb reports. Codes are never reused:
+// retire a code by marking its Doc, not by deleting the row.
+var Codes = []CodeDoc{
+	{"E001", "syntax error", "The file does not follow the .mqb grammar at this point. The message names what the parser expected.", "route r {\n  from file { path = \"a\" \n"},
+	{"E002", "bad literal", "A string, raw block, number or duration is malformed: an unterminated string, an unknown escape, a duration with an unknown unit.", "ttl = 10years"},
+	{"E010", "duplicate route name", "Route names identify checkpoints and dedup state; two routes with one name would share them.", "route a { … }\nroute a { … }"},
+	{"E011", "unknown ref", "`ref NAME` must name an endpoint declared in the files being built (`output NAME = kind { … }`).", "to ref enrichh"},
+	{"E012", "unknown endpoint kind", "The kind after `from`, `to`, `handle`, `call` or `forward` is not one the standard library declares.", "to sqll { … }"},
+	{"E013", "unknown attribute", "The block sets an attribute its kind does not declare. mq-bridge ignores unknown keys; mqb refuses them because a typo would silently change behaviour.", "from file { pth = \"a.jsonl\" }"},
+	{"E014", "unknown step", "A route statement names no step the standard library declares.", "dedupe { key = payload.id }"},
+	{"E015", "wrong value type", "The attribute's value has a different type than its declaration (a string where a duration is expected, say).", "ttl = \"1h\""},
+	{"E016", "missing required attribute", "The kind declares this attribute as required and the block does not set it.", "to sql { url = \"sqlite://a.db\" }"},
+	{"E017", "invalid enum value", "The attribute takes one of a fixed set of identifiers.", "mode = tail"},
+	{"E018", "duplicate attribute", "An attribute is set twice in one block; only one value can win, so neither does.", "path = \"a\"\npath = \"b\""},
+	{"E019", "bad route structure", "A route needs exactly one `from`, then steps, then exactly one `to`; settings come first.", "route r { to file { path = \"x\" } }"},
+	{"E020", "expression does not compile", "Expressions are expr-lang over payload, meta, message_id and env(\"NAME\"). An unknown variable or function, or a type error, is reported here instead of failing at run time.", "filter paylod.total > 0"},
+	{"E021", "template cannot resolve", "A `${…}` placeholder in a string does not compile. mq-bridge only warns and silently falls back to message_id; mqb refuses.", "key = \"${payload:}\""},
+	{"E022", "attribute misuse", "The attribute is valid but cannot be used where it is written (a kind that cannot be a source used in `from`, a sink-only kind used as a source, an environment variable in a non-template attribute).", "from switch { … }"},
+	{"E030", "input-only step on the output side", "`id` and `dedup` act on records as they arrive from the source; after `handle` or an output-only step they would run once per sink attempt. mq-bridge makes this a startup error; mqb makes it a build error.", "retry { attempts = 3 }\ndedup { key = payload.id }"},
+	{"E031", "output-only step on the input side", "`retry` and `dlq` wrap the sink write and cannot appear before the record reaches the output side.", ""},
+	{"E032", "meta[\"mqb.id\"] read before it is set", "A step reads meta[\"mqb.id\"] above the `id` step that sets it (or with no `id` step at all), so it would see an empty value on every record and dedup would silently fall back to message_id. Move `id` above it.", "dedup { key = meta[\"mqb.id\"] }\nid payload.order_id"},
+	{"E040", "source_position needs a replayable source", "`name_by = source_position` names files by the source's position. The source has no position that repeats on replay (NATS, a file in subscribe mode, …), so names could not be honoured.", "from nats { … }\nto file { name_by = source_position }"},
+	{"E041", "csv with source_position", "Each part file would need its own header row; positional naming does not support csv.", "to file { format = csv, name_by = source_position }"},
+	{"E042", "bulk_copy with a conflict clause", "COPY cannot express ON CONFLICT; pick bulk speed or deduplication.", "bulk_copy = true\ninsert_query = \"… ON CONFLICT (id) DO NOTHING\""},
+	{"E043", "report_outcome without a deterministic key", "Without a stable key (Mongo id_field, SQL conflict columns bound to stable values) there is no duplicate to detect, so the outcome would always be `inserted`.", "to mongodb { report_outcome = true }"},
+	{"E044", "report_outcome with request_reply", "request_reply switches the publisher to the reply-polling path, which never reports an outcome.", "report_outcome = true\nrequest_reply = true"},
+	{"E045", "guarantee not proven", "The route declares `guarantee effectively_once` but the checker cannot prove it; the message names the missing piece.", "guarantee effectively_once\nfrom file { … }\nto nats { … }"},
+	{"W001", "dedup keyed on a per-delivery id", "The source mints a fresh message_id per read, so a dedup keyed on it dedupes nothing across a replay. Key on a business field or meta[\"mqb.id\"].", "from file { … }\ndedup { key = message_id }"},
+	{"W002", "dedup keyed on identity on a CDC route", "Identity is not a version: every update of a row shares one business key and would collapse into one. Keep the default message_id, which includes the LSN.", "from postgres_cdc { … }\nid payload.id\ndedup { key = meta[\"mqb.id\"] }"},
+	{"W003", "switch without default", "Records matching no case are dropped (and counted). A failed request forwards the original record, which may match nothing.", "to switch { on = meta[\"x\"]  case \"a\" { … } }"},
+	{"W004", "concurrency > 1 into a write_time object store", "Names are minted inside the worker pool, so key order becomes arrival order and replays can reorder updates to one key.", "concurrency = 4\nto object_store { name_by = write_time }"},
+	{"W005", "date_partition ignored", "Under source_position parts are written flat under the prefix; the name already carries the range.", "name_by = source_position\ndate_partition = true"},
+	{"W006", "plain INSERT without a conflict clause", "A replay fails the row as a non-retryable constraint error (to the DLQ) or inserts it twice. Add ON CONFLICT … DO NOTHING / ON DUPLICATE KEY UPDATE.", "insert_query = \"INSERT INTO t (id) VALUES (${payload.id})\""},
+	{"W007", "deprecated idempotency", "`idempotency = true|false` is the old spelling of `name_by = source_position|write_time`; an explicit name_by wins.", "idempotency = true"},
+}
+
+// Lookup returns the documentation of code (case-insensitive).
+func Lookup(code string) (CodeDoc, bool) {
+	code = strings.ToUpper(code)
+	for _, c := range Codes {
+		if c.Code == code {
+			return c, true
+		}
+	}
+	return CodeDoc{}, false
+}
+
+// SeverityOf derives the severity from the code's letter.
+func SeverityOf(code string) Severity {
+	if strings.HasPrefix(code, "W") {
+		return Warning
+	}
+	return Error
+}

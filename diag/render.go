@@ -1,0 +1,67 @@
+package diag
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Sources maps a file name to its text, so rendering can quote the line.
+type Sources map[string][]byte
+
+// WriteText renders every diagnostic as
+//
+//	file:line:col: error[E012]: summary
+//	   3 |   to sqll {
+//	     |      ^^^^
+//	  = detail
+func WriteText(w io.Writer, l List, src Sources) {
+	for _, d := range l {
+		fmt.Fprintf(w, "%s: %s[%s]: %s\n", d.Range.Start, d.Severity, d.Code, d.Summary)
+		if line, ok := sourceLine(src[d.Range.Start.File], d.Range.Start.Line); ok {
+			num := fmt.Sprint(d.Range.Start.Line)
+			pad := strings.Repeat(" ", len(num))
+			fmt.Fprintf(w, " %s | %s\n", num, strings.ReplaceAll(line, "\t", " "))
+			width := 1
+			if d.Range.End.Line == d.Range.Start.Line && d.Range.End.Col > d.Range.Start.Col {
+				width = d.Range.End.Col - d.Range.Start.Col
+			}
+			col := max(d.Range.Start.Col, 1)
+			if col-1 > len(line) {
+				col = len(line) + 1
+			}
+			fmt.Fprintf(w, " %s | %s%s\n", pad, strings.Repeat(" ", col-1), strings.Repeat("^", width))
+		}
+		if d.Detail != "" {
+			fmt.Fprintf(w, "  = %s\n", d.Detail)
+		}
+	}
+}
+
+// WriteJSON renders the list as one JSON array.
+func WriteJSON(w io.Writer, l List) error {
+	if l == nil {
+		l = List{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(l)
+}
+
+func sourceLine(src []byte, n int) (string, bool) {
+	if src == nil || n < 1 {
+		return "", false
+	}
+	for i := 1; i < n; i++ {
+		j := strings.IndexByte(string(src), '\n')
+		if j < 0 {
+			return "", false
+		}
+		src = src[j+1:]
+	}
+	if j := strings.IndexByte(string(src), '\n'); j >= 0 {
+		src = src[:j]
+	}
+	return strings.TrimRight(string(src), "\r"), true
+}

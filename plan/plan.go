@@ -1,0 +1,137 @@
+// Package plan is the contract between the compiler and the runtime: the
+// checked, resolved description of every route, with its proven delivery
+// guarantee and the reasons for it. `mqbc build -o plan.json` writes it;
+// `mqbc run` compiles to it in memory and hands it to the runtime, which never
+// reads the AST. Every attribute is resolved (defaults filled in from stdlib),
+// every expression is kept as expr-lang source text (never evaluated here, so
+// env() values never enter a plan), and Redacted hides URL passwords before
+// a plan is written anywhere a person can read it.
+package plan
+
+import (
+	"github.com/mqb-dev/mqb/diag"
+)
+
+// Version is the plan format version written into every plan.
+const Version = 1
+
+// Guarantee values, as they appear in the plan JSON.
+const (
+	EffectivelyOnce = "effectively-once"
+	AtLeastOnce     = "at-least-once"
+)
+
+// Plan is the whole build output.
+type Plan struct {
+	Version int     `json:"version"`
+	Routes  []Route `json:"routes"`
+}
+
+// Route is one compiled route.
+type Route struct {
+	Name        string   `json:"name"`
+	Guarantee   string   `json:"guarantee"`
+	Reasons     []string `json:"reasons"`
+	Warnings    []string `json:"warnings,omitempty"`
+	Concurrency int      `json:"concurrency"`
+	BatchSize   int      `json:"batch_size"`
+	// Nodes in execution order: the source, the input-side steps, the
+	// handler (if any), the output-side steps, the sink.
+	Nodes []Node   `json:"nodes"`
+	Edges []Edge   `json:"edges"`
+	Pos   diag.Pos `json:"pos"`
+}
+
+// Roles of a node in a route.
+const (
+	RoleSource  = "source"
+	RoleStep    = "step"
+	RoleHandler = "handler"
+	RoleSink    = "sink"
+)
+
+// Sides of a step.
+const (
+	SideInput  = "input"
+	SideOutput = "output"
+)
+
+// Node is a source, a step, a handler or a sink.
+type Node struct {
+	ID   string `json:"id"`   // unique within the route: "n0", "n1", …
+	Role string `json:"role"` // RoleSource | RoleStep | RoleHandler | RoleSink
+	Kind string `json:"kind"` // a stdlib kind: "file", "id", "dedup", "sql", "switch", …
+	Side string `json:"side"` // SideInput | SideOutput
+	// Ref names the named endpoint this node was resolved from, if any.
+	Ref string `json:"ref,omitempty"`
+	// Attrs holds every declared attribute that is set or has a default.
+	Attrs map[string]Value `json:"attrs,omitempty"`
+	// Expr is the expression of steps written `id <expr>` or `filter <expr>`.
+	Expr string `json:"expr,omitempty"`
+	// Children are the nested endpoints of structural kinds: switch cases
+	// and default, request call and forward, fanout targets, dlq target.
+	Children []Branch `json:"children,omitempty"`
+	Pos      diag.Pos `json:"pos"`
+}
+
+// Branch labels for Node.Children.
+const (
+	BranchCase    = "case"
+	BranchDefault = "default"
+	BranchCall    = "call"
+	BranchForward = "forward"
+	BranchTo      = "to"
+)
+
+// Branch is one nested endpoint of a structural node.
+type Branch struct {
+	Label string `json:"label"`           // BranchCase, BranchDefault, …
+	Match string `json:"match,omitempty"` // the case value, for BranchCase
+	Node  Node   `json:"node"`
+}
+
+// Edge is data flow from one node to the next.
+type Edge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Value types.
+const (
+	TString   = "string"
+	TInt      = "int"
+	TFloat    = "float"
+	TBool     = "bool"
+	TDuration = "duration"
+	TEnum     = "enum"
+	TList     = "list"
+	TBlock    = "block"
+	TExpr     = "expr"     // an expr-lang expression, evaluated per record
+	TTemplate = "template" // a string with ${…} placeholders
+)
+
+// Value is a resolved attribute value.
+type Value struct {
+	Type string `json:"type"`
+	// Str holds TString and TEnum values, and the written form of a
+	// TDuration ("1h").
+	Str      string           `json:"str,omitempty"`
+	Int      int64            `json:"int,omitempty"` // TInt; nanoseconds for TDuration
+	Float    float64          `json:"float,omitempty"`
+	Bool     bool             `json:"bool,omitempty"`
+	List     []Value          `json:"list,omitempty"`
+	Block    map[string]Value `json:"block,omitempty"`
+	Expr     string           `json:"expr,omitempty"`     // TExpr: expr-lang source
+	Template []Part           `json:"template,omitempty"` // TTemplate
+	// Stable records the checker's stability verdict for TExpr and
+	// TTemplate values: true when the value is the same on every replay.
+	Stable bool     `json:"stable,omitempty"`
+	Pos    diag.Pos `json:"pos"`
+}
+
+// Part is a piece of a template: either literal text or an expression
+// (already normalised: `${payload:x}` arrives here as `payload.x`).
+type Part struct {
+	Lit  string `json:"lit,omitempty"`
+	Expr string `json:"expr,omitempty"`
+}

@@ -1,0 +1,96 @@
+package plan
+
+import (
+	"net/url"
+	"regexp"
+)
+
+// Redacted returns a deep copy of p with every password in a URL-looking
+// string replaced by "xxxxx". Write only redacted plans to files or terminals.
+func (p Plan) Redacted() Plan {
+	out := p
+	out.Routes = make([]Route, len(p.Routes))
+	for i, r := range p.Routes {
+		r.Nodes = redactNodes(r.Nodes)
+		out.Routes[i] = r
+	}
+	return out
+}
+
+func redactNodes(ns []Node) []Node {
+	out := make([]Node, len(ns))
+	for i, n := range ns {
+		out[i] = redactNode(n)
+	}
+	return out
+}
+
+func redactNode(n Node) Node {
+	if n.Attrs != nil {
+		attrs := make(map[string]Value, len(n.Attrs))
+		for k, v := range n.Attrs {
+			attrs[k] = redactValue(v)
+		}
+		n.Attrs = attrs
+	}
+	if n.Children != nil {
+		ch := make([]Branch, len(n.Children))
+		for i, b := range n.Children {
+			b.Node = redactNode(b.Node)
+			ch[i] = b
+		}
+		n.Children = ch
+	}
+	return n
+}
+
+func redactValue(v Value) Value {
+	v.Str = RedactURLs(v.Str)
+	if v.Template != nil {
+		t := make([]Part, len(v.Template))
+		for i, p := range v.Template {
+			p.Lit = RedactURLs(p.Lit)
+			t[i] = p
+		}
+		v.Template = t
+	}
+	if v.List != nil {
+		l := make([]Value, len(v.List))
+		for i, e := range v.List {
+			l[i] = redactValue(e)
+		}
+		v.List = l
+	}
+	if v.Block != nil {
+		b := make(map[string]Value, len(v.Block))
+		for k, e := range v.Block {
+			b[k] = redactValue(e)
+		}
+		v.Block = b
+	}
+	return v
+}
+
+var userinfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):([^@\s]*)@`)
+
+// RedactURLs replaces the password of every scheme://user:password@ in s,
+// and the value of password-like query parameters, with "xxxxx".
+func RedactURLs(s string) string {
+	s = userinfoRE.ReplaceAllString(s, "${1}:xxxxx@")
+	if u, err := url.Parse(s); err == nil && u.RawQuery != "" {
+		q := u.Query()
+		changed := false
+		for k := range q {
+			switch k {
+			case "password", "pass", "pwd", "secret", "token", "sslpassword":
+				q.Set(k, "xxxxx")
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+			return u.String()
+		}
+	}
+	return s
+}

@@ -1,0 +1,184 @@
+// Package stdlib declares every endpoint kind, step and expression function
+// mqb knows: attribute names, types, defaults, required-ness, enum values,
+// sides, and the facts the guarantee proof needs (does a source mint stable
+// ids, does it have a replayable position and in which modes, how does a sink
+// absorb a repeat). It is data, read by the compiler, the runtime's registry,
+// `mqbc docs` and the editor grammar generator — one source of truth.
+package stdlib
+
+import "sort"
+
+// Type is the type of an attribute value.
+type Type string
+
+const (
+	String   Type = "string"   // "…" or """…"""; may hold ${…} when Template
+	Int      Type = "int"      // 42
+	Float    Type = "float"    // 1.5 (an int is accepted)
+	Bool     Type = "bool"     // true | false
+	Duration Type = "duration" // 500ms, 1h
+	Enum     Type = "enum"     // one identifier of Attr.Enum
+	Expr     Type = "expr"     // an expr-lang expression, evaluated per record
+	List     Type = "list"     // [ … ] of Attr.Elem
+	Block    Type = "block"    // { … } of Attr.Block attributes
+	Any      Type = "any"      // any value (map fields)
+)
+
+// Attr declares one attribute of a kind or step.
+type Attr struct {
+	Name     string
+	Type     Type
+	Doc      string
+	Required bool
+	Default  any      // string, int64, float64, bool, time.Duration-string ("5s"), enum ident
+	Enum     []string // for Enum
+	Elem     Type     // for List
+	// Template allows ${…} placeholders in a String attribute.
+	Template bool
+	// Query marks a String attribute whose placeholders become bound
+	// parameters (SQL), never spliced text.
+	Query bool
+	// Secret marks an attribute whose value must be redacted in output.
+	Secret bool
+	// Deprecated names the attribute that replaces this one.
+	Deprecated string
+}
+
+// Side says where in a route a step may stand.
+type Side string
+
+const (
+	InputOnly  Side = "input"
+	OutputOnly Side = "output"
+	Both       Side = "both"
+)
+
+// Step declares a route step (a middleware).
+type Step struct {
+	Name string
+	Doc  string
+	Side Side
+	// ExprArg: the step is written `name <expr>` (id, filter).
+	ExprArg bool
+	// Free: the block holds arbitrary `field = <expr>` pairs (map).
+	Free bool
+	// Nested: the block holds one `to <kind> { … }` (dlq).
+	Nested bool
+	Attrs  []Attr
+}
+
+// Absorb says how a sink absorbs a repeated write.
+type Absorb string
+
+const (
+	AbsorbNone       Absorb = "none"       // a repeat lands twice (brokers, write_time files)
+	AbsorbConflict   Absorb = "conflict"   // SQL conflict clause on stable columns
+	AbsorbKeyField   Absorb = "key_field"  // Mongo id_field
+	AbsorbEngine     Absorb = "engine"     // ClickHouse ReplacingMergeTree
+	AbsorbPositional Absorb = "positional" // name_by = source_position
+	AbsorbStructural Absorb = "structural" // switch/request/fanout: decided per branch
+)
+
+// Kind declares an endpoint kind usable after from/to/handle/call/forward.
+type Kind struct {
+	Name   string
+	Doc    string
+	Source bool // usable after `from`
+	Sink   bool // usable after `to`, `call`, `forward`, `handle`
+	Attrs  []Attr
+	// StableIDs: the source derives message_id from the record it carries,
+	// so it is the same on every replay.
+	StableIDs bool
+	// IDNote explains where message_id comes from.
+	IDNote string
+	// PositionModes lists the values of the `mode` attribute under which
+	// the source has a replayable position; ["*"] means every mode, nil
+	// means never.
+	PositionModes []string
+	// CDC marks change-data-capture sources (identity is not a version).
+	CDC bool
+	// Broker marks sinks that cannot deduplicate (Kafka, NATS).
+	Broker bool
+	// Absorb is how the sink absorbs a repeat (refined by the checker,
+	// e.g. SQL depends on the insert's conflict clause).
+	Absorb Absorb
+	// Structural kinds hold nested endpoints instead of a connection.
+	Structural bool
+	// Schemes lists the URL schemes accepted by the `url` attribute.
+	Schemes []string
+}
+
+// HasPosition reports whether the source has a replayable position when its
+// mode attribute is mode.
+func (k *Kind) HasPosition(mode string) bool {
+	for _, m := range k.PositionModes {
+		if m == "*" || m == mode {
+			return true
+		}
+	}
+	return false
+}
+
+// Attr returns the attribute named name, or nil.
+func (k *Kind) Attr(name string) *Attr { return findAttr(k.Attrs, name) }
+
+// Attr returns the attribute named name, or nil.
+func (s *Step) Attr(name string) *Attr { return findAttr(s.Attrs, name) }
+
+func findAttr(as []Attr, name string) *Attr {
+	for i := range as {
+		if as[i].Name == name {
+			return &as[i]
+		}
+	}
+	return nil
+}
+
+// LookupKind returns the endpoint kind named name.
+func LookupKind(name string) (*Kind, bool) {
+	for i := range Kinds {
+		if Kinds[i].Name == name {
+			return &Kinds[i], true
+		}
+	}
+	return nil, false
+}
+
+// LookupStep returns the step named name.
+func LookupStep(name string) (*Step, bool) {
+	for i := range Steps {
+		if Steps[i].Name == name {
+			return &Steps[i], true
+		}
+	}
+	return nil, false
+}
+
+// KindNames lists every kind name, sorted.
+func KindNames() []string {
+	var out []string
+	for _, k := range Kinds {
+		out = append(out, k.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// StepNames lists every step name, sorted.
+func StepNames() []string {
+	var out []string
+	for _, s := range Steps {
+		out = append(out, s.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Route settings, written `name = value` at the top of a route body.
+var Settings = []Attr{
+	{Name: "concurrency", Type: Int, Default: int64(1), Doc: "Number of workers writing batches to the sink. Above 1, batches complete out of order; the source still commits only the highest contiguous acked position."},
+	{Name: "batch_size", Type: Int, Default: int64(1024), Doc: "Records per batch read from the source and written to the sink in one transaction."},
+}
+
+// Guarantees are the values of the `guarantee` route setting.
+var Guarantees = []string{"effectively_once", "at_least_once"}

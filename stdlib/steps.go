@@ -1,0 +1,39 @@
+package stdlib
+
+// Steps declares every route step.
+var Steps = []Step{
+	{
+		Name: "id", Side: InputOnly, ExprArg: true,
+		Doc: "Derives a replay-stable identity from the record and stores it, as a string, in meta[\"mqb.id\"]. The key is set only when every selector resolves; a record missing a field keeps no identity (and a keyed sink dead-letters it).",
+	},
+	{
+		Name: "dedup", Side: InputOnly,
+		Doc: "Drops repeats before the sink: reserves a key on receive (in-flight for 5 s), promotes it to processed on ack, and acks duplicates straight back to the source.",
+		Attrs: []Attr{
+			{Name: "key", Type: Expr, Default: "message_id", Doc: "The dedup key. Keep it stable: message_id of a file source is fresh per read."},
+			{Name: "store", Type: String, Default: "pebble://.mqb/dedup", Secret: true, Doc: "pebble://dir on one machine, or postgres:// / mysql:// shared by instances."},
+			{Name: "ttl", Type: Duration, Default: "24h", Doc: "How long a processed key is remembered."},
+		},
+	},
+	{
+		Name: "filter", Side: Both, ExprArg: true,
+		Doc: "Keeps records for which the boolean expression is true; the others are acked and counted as filtered.",
+	},
+	{
+		Name: "map", Side: Both, Free: true,
+		Doc: "Sets payload fields: `field = <expr>` per line, evaluated against the incoming record.",
+	},
+	{
+		Name: "retry", Side: OutputOnly,
+		Doc: "Retries a failed sink write with exponential backoff; only retryable errors (connection, deadlock, timeout) are retried.",
+		Attrs: []Attr{
+			{Name: "attempts", Type: Int, Default: int64(5), Doc: "Total attempts including the first."},
+			{Name: "backoff", Type: Duration, Default: "100ms", Doc: "First wait; doubles each attempt."},
+			{Name: "max_backoff", Type: Duration, Default: "30s", Doc: "Longest wait between attempts."},
+		},
+	},
+	{
+		Name: "dlq", Side: OutputOnly, Nested: true,
+		Doc: "Dead-letter queue: a record that fails for good goes to the nested `to` endpoint with meta[\"mqb.error\"] holding the reason.",
+	},
+}
