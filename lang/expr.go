@@ -1,0 +1,133 @@
+package lang
+
+import (
+	"strings"
+
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/mqb-dev/mqb/diag"
+)
+
+// Expr is an expression written in expr-lang syntax, or a single literal
+// (string, number, duration, identifier) that the checker interprets by the
+// attribute's declared type. The grammar treats it as opaque: Parse takes
+// tokens while they continue an expression and stops at a newline, a comma,
+// a brace, or an operand that cannot follow the previous one — so
+// `on = meta["k"]  case "a" { … }` ends the expression before `case`.
+type Expr struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Tokens []lexer.Token
+}
+
+// operator words of expr-lang that join two operands.
+var wordOps = map[string]bool{
+	"in": true, "not": true, "and": true, "or": true, "matches": true,
+	"contains": true, "startsWith": true, "endsWith": true,
+}
+
+// Parse implements participle.Parseable.
+func (e *Expr) Parse(lex *lexer.PeekingLexer) error {
+	depth := 0
+	prevOperand := false
+loop:
+	for {
+		t := lex.Peek()
+		if t.EOF() {
+			break
+		}
+		switch t.Type {
+		case TNewline:
+			if depth == 0 {
+				break loop
+			}
+		case TPunct:
+			switch t.Value {
+			case ",", "}":
+				if depth == 0 {
+					break loop
+				}
+				if t.Value == "}" {
+					depth--
+					prevOperand = true
+				} else {
+					prevOperand = false
+				}
+			case "{":
+				if depth == 0 {
+					break loop
+				}
+				depth++
+				prevOperand = false
+			case "(", "[":
+				if depth == 0 && prevOperand && t.Value == "(" && len(e.Tokens) > 0 && e.Tokens[len(e.Tokens)-1].Type != TIdent {
+					break loop
+				}
+				depth++
+				prevOperand = false
+			case ")", "]":
+				if depth == 0 {
+					break loop
+				}
+				depth--
+				prevOperand = true
+			}
+		case TIdent:
+			if wordOps[t.Value] {
+				prevOperand = false
+				break
+			}
+			if prevOperand && depth == 0 {
+				break loop
+			}
+			prevOperand = true
+		case TInt, TFloat, TDuration, TString, TRaw:
+			if prevOperand && depth == 0 {
+				break loop
+			}
+			prevOperand = true
+		case TOp:
+			if t.Value == "=" && depth == 0 {
+				break loop
+			}
+			prevOperand = false
+		}
+		tok := lex.Next()
+		e.Tokens = append(e.Tokens, *tok)
+	}
+	if len(e.Tokens) == 0 {
+		return participle.NextMatch
+	}
+	e.Pos = e.Tokens[0].Pos
+	last := e.Tokens[len(e.Tokens)-1]
+	e.EndPos = last.Pos
+	e.EndPos.Advance(last.Value)
+	return nil
+}
+
+// Range of the expression.
+func (e *Expr) Range() diag.Range { return Range(e.Pos, e.EndPos) }
+
+// Text returns the expression's source text as written.
+func (e *Expr) Text(src []byte) string {
+	if e.Pos.Offset <= e.EndPos.Offset && e.EndPos.Offset <= len(src) {
+		return string(src[e.Pos.Offset:e.EndPos.Offset])
+	}
+	var b strings.Builder
+	for i, t := range e.Tokens {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t.Value)
+	}
+	return b.String()
+}
+
+// Single returns the expression's only token when it is one token long.
+func (e *Expr) Single() (lexer.Token, bool) {
+	if len(e.Tokens) == 1 {
+		return e.Tokens[0], true
+	}
+	return lexer.Token{}, false
+}

@@ -1,0 +1,325 @@
+package lang
+
+import (
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/mqb-dev/mqb/diag"
+)
+
+// Token types produced by the lexer.
+const (
+	TEOF      lexer.TokenType = lexer.EOF
+	TNewline  lexer.TokenType = iota + 1 // "\n"
+	TComment                             // # … or // …
+	TIdent                               // route, payload, order_id
+	TInt                                 // 42, 0x1f, 1_000
+	TFloat                               // 1.5, 1e3
+	TDuration                            // 500ms, 1h30m
+	TString                              // "…" or '…' (may hold ${…})
+	TRaw                                 // """…"""
+	TOp                                  // == != <= >= && || ?? ?. .. ** + - * / % < > ! ? : . | ^ =
+	TPunct                               // { } [ ] ( ) ,
+)
+
+var symbols = map[string]lexer.TokenType{
+	"EOF": TEOF, "NL": TNewline, "Comment": TComment, "Ident": TIdent, "Int": TInt,
+	"Float": TFloat, "Duration": TDuration, "String": TString, "Raw": TRaw,
+	"Op": TOp, "Punct": TPunct,
+}
+
+// TokenName returns the grammar name of a token type.
+func TokenName(t lexer.TokenType) string {
+	for k, v := range symbols {
+		if v == t {
+			return k
+		}
+	}
+	return "?"
+}
+
+// definition adapts Lex to participle's lexer.Definition. The parser does
+// not use it directly (it lexes once and replays the tokens), but participle
+// needs the symbol table to build the grammar.
+type definition struct{}
+
+func (definition) Symbols() map[string]lexer.TokenType { return symbols }
+
+func (definition) Lex(filename string, r io.Reader) (lexer.Lexer, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	toks, _ := Lex(filename, b)
+	return &replay{toks: toks}, nil
+}
+
+// replay feeds already-lexed tokens to participle.
+type replay struct {
+	toks []lexer.Token
+	i    int
+}
+
+func (r *replay) Next() (lexer.Token, error) {
+	if r.i >= len(r.toks) {
+		var pos lexer.Position
+		if n := len(r.toks); n > 0 {
+			pos = r.toks[n-1].Pos
+		}
+		return lexer.EOFToken(pos), nil
+	}
+	t := r.toks[r.i]
+	r.i++
+	return t, nil
+}
+
+// Lex splits src into tokens, ending with an EOF token. It never fails:
+// malformed input is reported as diagnostics and lexed as well as possible.
+func Lex(filename string, src []byte) ([]lexer.Token, diag.List) {
+	l := &lexState{src: string(src), pos: lexer.Position{Filename: filename, Line: 1, Column: 1}}
+	l.run()
+	return l.toks, l.diags
+}
+
+type lexState struct {
+	src   string
+	pos   lexer.Position
+	toks  []lexer.Token
+	diags diag.List
+}
+
+func (l *lexState) errorf(code string, at lexer.Position, width int, format string, args ...any) {
+	start := posOf(at)
+	end := start
+	end.Col += width
+	end.Offset += width
+	l.diags.Addf(code, diag.Range{Start: start, End: end}, format, args...)
+}
+
+// emit appends a token of n bytes starting at the current position.
+func (l *lexState) emit(t lexer.TokenType, n int) {
+	v := l.src[l.pos.Offset : l.pos.Offset+n]
+	l.toks = append(l.toks, lexer.Token{Type: t, Value: v, Pos: l.pos})
+	l.advance(v)
+}
+
+func (l *lexState) advance(s string) {
+	for _, c := range s {
+		if c == '\n' {
+			l.pos.Line++
+			l.pos.Column = 1
+		} else {
+			l.pos.Column++
+		}
+	}
+	l.pos.Offset += len(s)
+}
+
+var multiOps = []string{"==", "!=", "<=", ">=", "&&", "||", "??", "?.", "..", "**"}
+
+func (l *lexState) run() {
+	for l.pos.Offset < len(l.src) {
+		rest := l.src[l.pos.Offset:]
+		c := rest[0]
+		switch {
+		case c == ' ' || c == '\t' || c == '\r':
+			n := 1
+			for n < len(rest) && (rest[n] == ' ' || rest[n] == '\t' || rest[n] == '\r') {
+				n++
+			}
+			l.advance(rest[:n])
+		case c == '\n':
+			l.emit(TNewline, 1)
+		case c == '#' || strings.HasPrefix(rest, "//"):
+			n := strings.IndexByte(rest, '\n')
+			if n < 0 {
+				n = len(rest)
+			}
+			l.emit(TComment, n)
+		case strings.HasPrefix(rest, `"""`):
+			l.raw(rest)
+		case c == '"' || c == '\'':
+			l.str(rest, c)
+		case isDigit(c):
+			l.number(rest)
+		case isIdentStart(c):
+			n := 1
+			for n < len(rest) && isIdentPart(rest[n]) {
+				n++
+			}
+			l.emit(TIdent, n)
+		case strings.IndexByte("{}[](),", c) >= 0:
+			l.emit(TPunct, 1)
+		case strings.IndexByte("=!<>&|?.+-*/%:^", c) >= 0:
+			n := 1
+			for _, op := range multiOps {
+				if strings.HasPrefix(rest, op) {
+					n = 2
+					break
+				}
+			}
+			if c == '&' && n == 1 {
+				l.errorf("E001", l.pos, 1, "unexpected character %q (did you mean \"&&\"?)", "&")
+				l.advance(rest[:1])
+				continue
+			}
+			l.emit(TOp, n)
+		default:
+			r, size := utf8.DecodeRuneInString(rest)
+			if r == utf8.RuneError && size <= 1 {
+				l.errorf("E001", l.pos, 1, "invalid UTF-8 byte 0x%02x", rest[0])
+				l.pos.Offset++
+				l.pos.Column++
+				continue
+			}
+			l.errorf("E001", l.pos, 1, "unexpected character %q", r)
+			l.advance(rest[:size])
+		}
+	}
+	l.toks = append(l.toks, lexer.EOFToken(l.pos))
+}
+
+func (l *lexState) raw(rest string) {
+	end := strings.Index(rest[3:], `"""`)
+	if end < 0 {
+		l.errorf("E002", l.pos, 3, `unterminated raw block: no closing """`)
+		l.emit(TRaw, len(rest))
+		return
+	}
+	l.emit(TRaw, end+6)
+}
+
+// str lexes a quoted string. A ${…} placeholder may hold nested quotes and
+// braces: "${meta["mqb.id"]}" is one string.
+func (l *lexState) str(rest string, quote byte) {
+	n, ok := scanString(rest, quote)
+	if !ok {
+		l.errorf("E002", l.pos, 1, "unterminated string: add a closing %c on the same line", quote)
+	}
+	l.emit(TString, n)
+}
+
+// scanString returns the length of the quoted string at the start of s and
+// whether it was terminated. It stops at a newline outside a placeholder.
+func scanString(s string, quote byte) (int, bool) {
+	i := 1
+	for i < len(s) {
+		switch c := s[i]; {
+		case c == '\\':
+			i += 2
+		case c == quote:
+			return i + 1, true
+		case c == '\n':
+			return i, false
+		case c == '$' && i+1 < len(s) && s[i+1] == '{':
+			n, ok := scanPlaceholder(s[i:])
+			if !ok {
+				return i + n, false
+			}
+			i += n
+		default:
+			i++
+		}
+	}
+	return min(i, len(s)), false
+}
+
+// scanPlaceholder returns the length of the ${…} at the start of s,
+// counting nested braces and skipping quoted strings inside it.
+func scanPlaceholder(s string) (int, bool) {
+	depth := 0
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\':
+			i++
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return i + 1, true
+			}
+		case '"', '\'':
+			n, ok := scanString(s[i:], c)
+			if !ok {
+				return i + n, false
+			}
+			i += n - 1
+		case '\n':
+			return i, false
+		}
+	}
+	return len(s), false
+}
+
+var durationUnits = []string{"ns", "us", "µs", "ms", "s", "m", "h", "d"}
+
+func (l *lexState) number(rest string) {
+	n := 0
+	isFloat := false
+	if strings.HasPrefix(rest, "0x") || strings.HasPrefix(rest, "0X") {
+		n = 2
+		for n < len(rest) && (isHex(rest[n]) || rest[n] == '_') {
+			n++
+		}
+		l.emit(TInt, n)
+		return
+	}
+	for n < len(rest) && (isDigit(rest[n]) || rest[n] == '_') {
+		n++
+	}
+	if n+1 < len(rest) && rest[n] == '.' && isDigit(rest[n+1]) {
+		isFloat = true
+		n++
+		for n < len(rest) && isDigit(rest[n]) {
+			n++
+		}
+	}
+	if n < len(rest) && (rest[n] == 'e' || rest[n] == 'E') {
+		m := n + 1
+		if m < len(rest) && (rest[m] == '+' || rest[m] == '-') {
+			m++
+		}
+		if m < len(rest) && isDigit(rest[m]) {
+			for m < len(rest) && isDigit(rest[m]) {
+				m++
+			}
+			l.emit(TFloat, m)
+			return
+		}
+	}
+	if n < len(rest) && (isIdentStart(rest[n]) || strings.HasPrefix(rest[n:], "µ")) {
+		// A duration: one or more <number><unit> groups, e.g. 1h30m.
+		m := n
+		for m < len(rest) && (isIdentPart(rest[m]) || rest[m] == '.' && m+1 < len(rest) && isDigit(rest[m+1]) || strings.HasPrefix(rest[m:], "µ")) {
+			if strings.HasPrefix(rest[m:], "µ") {
+				m += len("µ")
+				continue
+			}
+			m++
+		}
+		if _, err := ParseDuration(rest[:m]); err != nil {
+			l.errorf("E002", l.pos, m, "invalid duration %q: use a number followed by ns, us, ms, s, m, h or d (e.g. 500ms, 1h30m)", rest[:m])
+		}
+		l.emit(TDuration, m)
+		return
+	}
+	if isFloat {
+		l.emit(TFloat, n)
+		return
+	}
+	l.emit(TInt, n)
+}
+
+func isDigit(c byte) bool      { return c >= '0' && c <= '9' }
+func isHex(c byte) bool        { return isDigit(c) || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+func isIdentPart(c byte) bool  { return isIdentStart(c) || isDigit(c) }
+
+// posOf converts a participle position to a diag position.
+func posOf(p lexer.Position) diag.Pos {
+	return diag.Pos{File: p.Filename, Line: p.Line, Col: p.Column, Offset: p.Offset}
+}

@@ -1,0 +1,210 @@
+package lang
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/mqb-dev/mqb/diag"
+)
+
+var parser = participle.MustBuild[File](
+	participle.Lexer(definition{}),
+	participle.Elide("Comment"),
+	participle.UseLookahead(4),
+)
+
+// Grammar returns the EBNF of the .mqb grammar, as written to grammar.ebnf.
+func Grammar() string {
+	return "// Generated from lang's participle grammar by `go test ./lang -update`. Do not edit.\n" +
+		"// Expr is an expr-lang expression (or one literal), parsed by lang.Expr.Parse.\n\n" +
+		parser.String() + "\n"
+}
+
+// Parse parses one .mqb file. It always returns a File holding every
+// declaration that parsed; the list holds every lexical and syntax error.
+func Parse(filename string, src []byte) (*File, diag.List) {
+	toks, diags := Lex(filename, src)
+	f := &File{Name: filename, Src: src}
+	for _, t := range toks {
+		if t.Type == TComment {
+			f.Comments = append(f.Comments, t)
+		}
+	}
+	parsed, err := parseTokens(toks)
+	if err == nil {
+		f.Decls = parsed.Decls
+	} else {
+		// Recover: parse each top-level declaration on its own, so one
+		// broken route does not hide the errors (or the checks) of the rest.
+		for _, chunk := range splitDecls(toks) {
+			p, err := parseTokens(chunk)
+			if err != nil {
+				d := syntaxError(err)
+				end := chunk[len(chunk)-1].Pos
+				if d.Range.Start.Offset == end.Offset && end.Offset < len(src) {
+					d.Summary = `a block is not closed: expected "}" before the next declaration`
+				}
+				diags = append(diags, d)
+				continue
+			}
+			f.Decls = append(f.Decls, p.Decls...)
+		}
+	}
+	for _, d := range f.Decls {
+		checkSeparators(d, &diags)
+	}
+	return f, dedupe(diags)
+}
+
+func parseTokens(toks []lexer.Token) (*File, error) {
+	pl, err := lexer.Upgrade(&replay{toks: toks}, TComment)
+	if err != nil {
+		return nil, err
+	}
+	return parser.ParseFromLexer(pl)
+}
+
+// splitDecls cuts the token stream at every line that starts, at brace
+// depth 0, with a declaration keyword; each chunk ends with an EOF token.
+func splitDecls(toks []lexer.Token) [][]lexer.Token {
+	var chunks [][]lexer.Token
+	start, depth := 0, 0
+	lineStart := true
+	for i, t := range toks {
+		if t.EOF() {
+			break
+		}
+		// A declaration keyword followed by a name at the start of a line
+		// starts a new chunk even inside an unclosed block: an unclosed
+		// brace is the commonest mistake, and it must not swallow the
+		// routes after it.
+		if lineStart && isDeclStart(toks, i) && i > start {
+			chunks = append(chunks, withEOF(toks[start:i]))
+			start = i
+			depth = 0
+		}
+		switch {
+		case t.Type == TPunct && t.Value == "{":
+			depth++
+		case t.Type == TPunct && t.Value == "}":
+			depth--
+		}
+		lineStart = t.Type == TNewline || (lineStart && t.Type == TComment)
+	}
+	end := len(toks) - 1
+	if end > start {
+		chunks = append(chunks, withEOF(toks[start:end]))
+	}
+	return chunks
+}
+
+func isDeclStart(toks []lexer.Token, i int) bool {
+	t := toks[i]
+	if t.Type != TIdent || (t.Value != "route" && t.Value != "output" && t.Value != "input") {
+		return false
+	}
+	return i+1 < len(toks) && toks[i+1].Type == TIdent
+}
+
+func withEOF(toks []lexer.Token) []lexer.Token {
+	out := make([]lexer.Token, len(toks), len(toks)+1)
+	copy(out, toks)
+	last := toks[len(toks)-1]
+	pos := last.Pos
+	pos.Advance(last.Value)
+	return append(out, lexer.EOFToken(pos))
+}
+
+func syntaxError(err error) diag.Diagnostic {
+	var perr participle.Error
+	if errors.As(err, &perr) {
+		pos := posOf(perr.Position())
+		end := pos
+		end.Col++
+		end.Offset++
+		return diag.Diagnostic{Severity: diag.Error, Code: "E001", Summary: friendlyMessage(perr.Message()), Range: diag.Range{Start: pos, End: end}}
+	}
+	return diag.Diagnostic{Severity: diag.Error, Code: "E001", Summary: err.Error()}
+}
+
+// friendlyMessage rewrites participle's token names into words a user knows.
+func friendlyMessage(m string) string {
+	r := strings.NewReplacer(
+		`"\n"`, "end of line", `<nl>`, "end of line", `<ident>`, "a name", `<string>`, "a string",
+		`<raw>`, "a raw block", `<eof>`, "end of file", `"<EOF>"`, "end of file",
+	)
+	m = r.Replace(m)
+	return strings.TrimSuffix(m, ".")
+}
+
+// checkSeparators reports two items written on one line with no comma.
+func checkSeparators(d *Decl, diags *diag.List) {
+	var b *Block
+	switch {
+	case d.Route != nil:
+		b = d.Route.Body
+	case d.Endpoint != nil:
+		b = d.Endpoint.Body
+	}
+	walkBlocks(b, func(b *Block) {
+		// Two attributes on one line need a comma between them
+		// (`a = 1 b = 2` is almost always a typo). A nested block or a
+		// case may follow an attribute directly, as in DESIGN's
+		// `to switch { on = <expr>  case "x" { … }  default { … } }`.
+		prevAssign := false
+		for _, e := range b.Entries {
+			if e.Item == nil {
+				prevAssign = false
+				continue
+			}
+			if prevAssign && e.Item.Assign != nil {
+				diags.Add("E001", e.Item.Key.Range(), fmt.Sprintf("expected a newline or a comma before %q", e.Item.Key.Name), "Attributes in a block are separated by newlines or commas.")
+			}
+			prevAssign = e.Item.Assign != nil
+		}
+	})
+}
+
+// walkBlocks calls fn for b and every block nested in it.
+func walkBlocks(b *Block, fn func(*Block)) {
+	if b == nil {
+		return
+	}
+	fn(b)
+	for _, it := range b.Items() {
+		walkBlocks(it.Body, fn)
+		if it.Assign != nil {
+			walkValueBlocks(it.Assign, fn)
+		}
+	}
+}
+
+func walkValueBlocks(v *Value, fn func(*Block)) {
+	switch {
+	case v.Block != nil:
+		walkBlocks(v.Block, fn)
+	case v.List != nil:
+		for _, e := range v.List.Elems {
+			walkValueBlocks(e, fn)
+		}
+	}
+}
+
+// dedupe drops repeated diagnostics at the same position with the same text
+// (the lexer and a recovered parse can report one mistake twice).
+func dedupe(l diag.List) diag.List {
+	seen := map[string]bool{}
+	out := l[:0]
+	for _, d := range l {
+		k := fmt.Sprint(d.Range.Start.Offset, d.Code, d.Summary)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
