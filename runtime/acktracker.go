@@ -1,0 +1,111 @@
+package runtime
+
+import (
+	"fmt"
+	"sync"
+)
+
+// AckTracker follows records from read to ack and tells the source how far
+// it may commit. Records are tracked in read order under consecutive
+// sequence numbers; they may be acked in any order (concurrent workers,
+// duplicates acked straight back), but the committable position only moves
+// over a contiguous run of acked records, so a crash never skips a record
+// that was read before an acked one and not yet acked itself.
+//
+// Memory is bounded by the number of records in flight, which the route
+// bounds with its channels.
+type AckTracker struct {
+	mu   sync.Mutex
+	base uint64     // sequence number of pending[head]
+	head int        // first entry still pending
+	ents []ackEntry // pending[head:] are tracked, not yet committed
+}
+
+type ackEntry struct {
+	next  int64 // source offset just after the record
+	acked bool
+}
+
+// NewAckTracker starts a tracker whose first record is seq first.
+func NewAckTracker(first uint64) *AckTracker {
+	return &AckTracker{base: first}
+}
+
+// Next is the sequence number the next tracked record must carry.
+func (t *AckTracker) Next() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.base + uint64(len(t.ents)-t.head)
+}
+
+// Track registers record seq, whose source offset after it is next.
+// Records must be tracked in order without gaps.
+func (t *AckTracker) Track(seq uint64, next int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if want := t.base + uint64(len(t.ents)-t.head); seq != want {
+		return fmt.Errorf("ack tracker: record %d tracked out of order (want %d)", seq, want)
+	}
+	t.ents = append(t.ents, ackEntry{next: next})
+	return nil
+}
+
+// Ack marks record seq as acknowledged. Acking twice is harmless; acking a
+// record never tracked is an error.
+func (t *AckTracker) Ack(seq uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ackLocked(seq)
+}
+
+// AckAll acks every record in seqs under one lock.
+func (t *AckTracker) AckAll(seqs []uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range seqs {
+		if err := t.ackLocked(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *AckTracker) ackLocked(seq uint64) error {
+	if seq < t.base {
+		return nil // already committed
+	}
+	i := t.head + int(seq-t.base)
+	if i >= len(t.ents) {
+		return fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
+	}
+	t.ents[i].acked = true
+	return nil
+}
+
+// Advance drops the contiguous acked prefix and reports the last record of
+// it: the position the source may commit. ok is false when nothing new is
+// committable.
+func (t *AckTracker) Advance() (seq uint64, next int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.head < len(t.ents) && t.ents[t.head].acked {
+		seq, next, ok = t.base, t.ents[t.head].next, true
+		t.head++
+		t.base++
+	}
+	// Compact once the committed prefix dominates, keeping appends O(1)
+	// amortised without holding committed entries forever.
+	if t.head > 0 && t.head >= len(t.ents)/2 {
+		n := copy(t.ents, t.ents[t.head:])
+		t.ents = t.ents[:n]
+		t.head = 0
+	}
+	return seq, next, ok
+}
+
+// Pending is the number of tracked records not yet committed.
+func (t *AckTracker) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.ents) - t.head
+}

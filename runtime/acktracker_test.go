@@ -1,0 +1,116 @@
+package runtime
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func TestAckTracker(t *testing.T) {
+	type commit struct {
+		seq  uint64
+		next int64
+		ok   bool
+	}
+	tests := []struct {
+		name  string
+		first uint64
+		n     int      // records tracked; record i has next offset (i+1)*10
+		acks  [][]int  // ack rounds (indexes relative to first); Advance after each
+		want  []commit // one per round
+	}{
+		{"in order", 0, 3, [][]int{{0}, {1}, {2}},
+			[]commit{{0, 10, true}, {1, 20, true}, {2, 30, true}}},
+		{"gap holds commit", 0, 4, [][]int{{1, 2}, {0}, {3}},
+			[]commit{{0, 0, false}, {2, 30, true}, {3, 40, true}}},
+		{"reverse order", 0, 3, [][]int{{2}, {1}, {0}},
+			[]commit{{0, 0, false}, {0, 0, false}, {2, 30, true}}},
+		{"resume from checkpoint", 100, 3, [][]int{{0, 2}, {1}},
+			[]commit{{100, 10, true}, {102, 30, true}}},
+		{"double ack", 0, 2, [][]int{{0, 0}, {1, 1}},
+			[]commit{{0, 10, true}, {1, 20, true}}},
+		{"nothing acked", 5, 2, [][]int{{}},
+			[]commit{{0, 0, false}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewAckTracker(tc.first)
+			for i := 0; i < tc.n; i++ {
+				if err := tr.Track(tc.first+uint64(i), int64(i+1)*10); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for r, round := range tc.acks {
+				for _, a := range round {
+					if err := tr.Ack(tc.first + uint64(a)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				seq, next, ok := tr.Advance()
+				got := commit{seq, next, ok}
+				if !ok {
+					got = commit{}
+				}
+				if got != tc.want[r] {
+					t.Errorf("round %d: got %+v, want %+v", r, got, tc.want[r])
+				}
+			}
+		})
+	}
+}
+
+func TestAckTrackerErrors(t *testing.T) {
+	tr := NewAckTracker(0)
+	if err := tr.Track(1, 1); err == nil {
+		t.Error("tracking with a gap: want error")
+	}
+	if err := tr.Ack(0); err == nil {
+		t.Error("acking an untracked record: want error")
+	}
+}
+
+// TestAckTrackerShuffled acks batches in random order, as concurrent workers
+// do, and checks the committed position never passes an unacked record.
+func TestAckTrackerShuffled(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		tr := NewAckTracker(0)
+		const batches, size = 50, 7
+		acked := make([]bool, batches*size)
+		order := rng.Perm(batches)
+		next := uint64(0)
+		for _, b := range order {
+			// Track lazily up to the batch being acked (the reader is ahead).
+			for next < uint64((b+1)*size) {
+				if err := tr.Track(next, int64(next+1)); err != nil {
+					t.Fatal(err)
+				}
+				next++
+			}
+			for i := b * size; i < (b+1)*size; i++ {
+				if err := tr.Ack(uint64(i)); err != nil {
+					t.Fatal(err)
+				}
+				acked[i] = true
+			}
+			seq, off, ok := tr.Advance()
+			if !ok {
+				continue
+			}
+			if off != int64(seq+1) {
+				t.Fatalf("seed %d: offset %d for seq %d", seed, off, seq)
+			}
+			for i := uint64(0); i <= seq; i++ {
+				if !acked[i] {
+					t.Fatalf("seed %d: committed %d past unacked %d", seed, seq, i)
+				}
+			}
+			if int(seq+1) < len(acked) && acked[seq+1] && tr.Pending() > 0 && uint64(len(acked)) > next {
+				// seq+1 acked means Advance should have moved further.
+				t.Fatalf("seed %d: stopped at %d though %d is acked", seed, seq, seq+1)
+			}
+		}
+		if seq, _, _ := tr.Advance(); tr.Pending() != 0 {
+			t.Fatalf("seed %d: %d pending at end (last %d)", seed, tr.Pending(), seq)
+		}
+	}
+}

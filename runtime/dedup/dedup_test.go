@@ -1,0 +1,100 @@
+package dedup
+
+import (
+	"testing"
+	"time"
+)
+
+func TestReserveExpiryAndTTL(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	type op struct {
+		do      string // reserve | promote | release | reopen
+		keys    []string
+		at      time.Duration // offset from t0
+		want    []Verdict
+		ttl     time.Duration
+		comment string
+	}
+	tests := []struct {
+		name string
+		ops  []op
+	}{
+		{"new then repeat in same call", []op{
+			{do: "reserve", keys: []string{"a", "b", "a"}, want: []Verdict{New, New, InFlight}},
+		}},
+		{"reservation holds within expiry", []op{
+			{do: "reserve", keys: []string{"a"}, want: []Verdict{New}},
+			{do: "reserve", keys: []string{"a"}, at: 4 * time.Second, want: []Verdict{InFlight}},
+		}},
+		{"reservation expires after 5s", []op{
+			{do: "reserve", keys: []string{"a"}, want: []Verdict{New}},
+			{do: "reserve", keys: []string{"a"}, at: 5 * time.Second, want: []Verdict{New}},
+		}},
+		{"processed within ttl", []op{
+			{do: "reserve", keys: []string{"a"}, want: []Verdict{New}},
+			{do: "promote", keys: []string{"a"}, at: time.Second, ttl: time.Hour},
+			{do: "reserve", keys: []string{"a"}, at: 30 * time.Minute, want: []Verdict{Processed}},
+		}},
+		{"processed expires after ttl", []op{
+			{do: "reserve", keys: []string{"a"}, want: []Verdict{New}},
+			{do: "promote", keys: []string{"a"}, ttl: time.Hour},
+			{do: "reserve", keys: []string{"a"}, at: time.Hour + time.Second, want: []Verdict{New}},
+		}},
+		{"release frees at once", []op{
+			{do: "reserve", keys: []string{"a"}, want: []Verdict{New}},
+			{do: "release", keys: []string{"a"}},
+			{do: "reserve", keys: []string{"a"}, at: time.Millisecond, want: []Verdict{New}},
+		}},
+		{"processed survives reopen", []op{
+			{do: "reserve", keys: []string{"a", "b"}, want: []Verdict{New, New}},
+			{do: "promote", keys: []string{"a"}, ttl: time.Hour},
+			{do: "reopen"},
+			// b was reserved by the previous opening (a process that died):
+			// free at once, not after 5 s.
+			{do: "reserve", keys: []string{"a", "b"}, at: time.Second, want: []Verdict{Processed, New}},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { s.Close() }()
+			for i, o := range tc.ops {
+				now := t0.Add(o.at)
+				switch o.do {
+				case "reserve":
+					got := make([]Verdict, len(o.keys))
+					if err := s.Reserve(o.keys, now, got); err != nil {
+						t.Fatal(err)
+					}
+					for j := range got {
+						if got[j] != o.want[j] {
+							t.Errorf("op %d key %q: got %v, want %v", i, o.keys[j], got[j], o.want[j])
+						}
+					}
+				case "promote":
+					if err := s.Promote(o.keys, now, o.ttl); err != nil {
+						t.Fatal(err)
+					}
+				case "release":
+					if err := s.Release(o.keys); err != nil {
+						t.Fatal(err)
+					}
+				case "reopen":
+					if err := s.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					if err := s.Close(); err != nil {
+						t.Fatal(err)
+					}
+					if s, err = Open(dir); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

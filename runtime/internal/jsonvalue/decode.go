@@ -1,0 +1,435 @@
+// Package jsonvalue decodes one JSON document into the values mqb
+// expressions see — map[string]any, []any, string, int64 (an integer that
+// fits), float64, bool, nil — and validates documents without building them.
+//
+// encoding/json would turn every number into float64 (an id above 2^53
+// silently changes) and costs several times more per record; a payload is
+// decoded once per record on the hot path, so this is a small dedicated
+// parser. Object keys are interned per Decoder, since every line of a file
+// repeats the same keys.
+package jsonvalue
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxDepth bounds nesting so a hostile line cannot exhaust the stack.
+const maxDepth = 512
+
+// SyntaxError describes invalid JSON.
+type SyntaxError struct {
+	Offset int
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.Msg)
+}
+
+// Decoder decodes documents; it is not safe for concurrent use.
+type Decoder struct {
+	keys  map[string]string
+	buf   []byte // unescape scratch
+	data  []byte
+	pos   int
+	build bool
+	depth int
+}
+
+// NewDecoder returns a Decoder with an empty key cache.
+func NewDecoder() *Decoder { return &Decoder{keys: make(map[string]string, 64)} }
+
+// Decode parses data, which must hold exactly one JSON value (surrounding
+// whitespace allowed).
+func (d *Decoder) Decode(data []byte) (any, error) {
+	d.data, d.pos, d.build, d.depth = data, 0, true, 0
+	v, err := d.document()
+	d.data = nil
+	return v, err
+}
+
+// Valid reports whether data holds exactly one JSON value, without
+// allocating the decoded value.
+func (d *Decoder) Valid(data []byte) error {
+	d.data, d.pos, d.build, d.depth = data, 0, false, 0
+	_, err := d.document()
+	d.data = nil
+	return err
+}
+
+func (d *Decoder) document() (any, error) {
+	d.skipSpace()
+	v, err := d.value()
+	if err != nil {
+		return nil, err
+	}
+	d.skipSpace()
+	if d.pos != len(d.data) {
+		return nil, d.errorf("unexpected %q after the value", d.data[d.pos])
+	}
+	return v, nil
+}
+
+func (d *Decoder) errorf(format string, args ...any) error {
+	return &SyntaxError{Offset: d.pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (d *Decoder) skipSpace() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (d *Decoder) value() (any, error) {
+	if d.pos >= len(d.data) {
+		return nil, d.errorf("unexpected end of input")
+	}
+	switch c := d.data[d.pos]; {
+	case c == '{':
+		return d.object()
+	case c == '[':
+		return d.array()
+	case c == '"':
+		s, err := d.str(false)
+		if err != nil || !d.build {
+			return nil, err
+		}
+		return s, nil
+	case c == 't':
+		return true, d.literal("true")
+	case c == 'f':
+		return false, d.literal("false")
+	case c == 'n':
+		return nil, d.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return d.number()
+	default:
+		return nil, d.errorf("unexpected %q", c)
+	}
+}
+
+func (d *Decoder) literal(word string) error {
+	if len(d.data)-d.pos < len(word) || string(d.data[d.pos:d.pos+len(word)]) != word {
+		return d.errorf("invalid literal, want %s", word)
+	}
+	d.pos += len(word)
+	return nil
+}
+
+func (d *Decoder) object() (any, error) {
+	d.pos++ // '{'
+	if d.depth++; d.depth > maxDepth {
+		return nil, d.errorf("nesting deeper than %d", maxDepth)
+	}
+	defer func() { d.depth-- }()
+	var m map[string]any
+	if d.build {
+		m = make(map[string]any, 8)
+	}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return m, nil
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
+			return nil, d.errorf("want an object key")
+		}
+		k, err := d.str(true)
+		if err != nil {
+			return nil, err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
+			return nil, d.errorf("want ':' after an object key")
+		}
+		d.pos++
+		d.skipSpace()
+		v, err := d.value()
+		if err != nil {
+			return nil, err
+		}
+		if d.build {
+			m[k] = v
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.errorf("unterminated object")
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return m, nil
+		default:
+			return nil, d.errorf("want ',' or '}' in an object")
+		}
+	}
+}
+
+func (d *Decoder) array() (any, error) {
+	d.pos++ // '['
+	if d.depth++; d.depth > maxDepth {
+		return nil, d.errorf("nesting deeper than %d", maxDepth)
+	}
+	defer func() { d.depth-- }()
+	var a []any
+	if d.build {
+		a = make([]any, 0, 4)
+	}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+		return a, nil
+	}
+	for {
+		d.skipSpace()
+		v, err := d.value()
+		if err != nil {
+			return nil, err
+		}
+		if d.build {
+			a = append(a, v)
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.errorf("unterminated array")
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			return a, nil
+		default:
+			return nil, d.errorf("want ',' or ']' in an array")
+		}
+	}
+}
+
+// str parses a string at d.pos ('"'); when key, the result is interned.
+func (d *Decoder) str(key bool) (string, error) {
+	start := d.pos + 1
+	i := start
+	for i < len(d.data) {
+		c := d.data[i]
+		if c == '"' {
+			d.pos = i + 1
+			if !d.build {
+				return "", nil
+			}
+			raw := d.data[start:i]
+			if key {
+				return d.intern(raw), nil
+			}
+			return string(raw), nil
+		}
+		if c == '\\' {
+			return d.strEscaped(start, key)
+		}
+		if c < 0x20 {
+			d.pos = i
+			return "", d.errorf("control character in string")
+		}
+		i++
+	}
+	d.pos = i
+	return "", d.errorf("unterminated string")
+}
+
+func (d *Decoder) intern(raw []byte) string {
+	if s, ok := d.keys[string(raw)]; ok {
+		return s
+	}
+	s := string(raw)
+	if len(d.keys) < 4096 {
+		d.keys[s] = s
+	}
+	return s
+}
+
+func (d *Decoder) strEscaped(start int, key bool) (string, error) {
+	buf := d.buf[:0]
+	i := start
+	for i < len(d.data) {
+		c := d.data[i]
+		switch {
+		case c == '"':
+			d.pos = i + 1
+			d.buf = buf
+			if !d.build {
+				return "", nil
+			}
+			if key {
+				return d.intern(buf), nil
+			}
+			return string(buf), nil
+		case c < 0x20:
+			d.pos = i
+			return "", d.errorf("control character in string")
+		case c != '\\':
+			buf = append(buf, c)
+			i++
+			continue
+		}
+		if i+1 >= len(d.data) {
+			break
+		}
+		e := d.data[i+1]
+		i += 2
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := hex4(d.data, i)
+			if !ok {
+				d.pos = i
+				return "", d.errorf("invalid \\u escape")
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2, ok2 := rune(-1), false
+				if i+6 <= len(d.data) && d.data[i] == '\\' && d.data[i+1] == 'u' {
+					r2, ok2 = hex4(d.data, i+2)
+				}
+				if dec := utf16.DecodeRune(r, r2); ok2 && dec != utf8.RuneError {
+					r = dec
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			d.pos = i - 1
+			return "", d.errorf("invalid escape \\%c", e)
+		}
+	}
+	d.pos = i
+	return "", d.errorf("unterminated string")
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+var errNumber = errors.New("invalid number")
+
+func (d *Decoder) number() (any, error) {
+	start := d.pos
+	i := d.pos
+	if d.data[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(d.data) && d.data[i] >= '0' && d.data[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	intStart := i
+	if n := digits(); n == 0 || (n > 1 && d.data[intStart] == '0') {
+		d.pos = i
+		return nil, d.errorf("%v", errNumber)
+	}
+	isFloat := false
+	if i < len(d.data) && d.data[i] == '.' {
+		i++
+		isFloat = true
+		if digits() == 0 {
+			d.pos = i
+			return nil, d.errorf("%v", errNumber)
+		}
+	}
+	if i < len(d.data) && (d.data[i] == 'e' || d.data[i] == 'E') {
+		i++
+		isFloat = true
+		if i < len(d.data) && (d.data[i] == '+' || d.data[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			d.pos = i
+			return nil, d.errorf("%v", errNumber)
+		}
+	}
+	d.pos = i
+	if !d.build {
+		return nil, nil
+	}
+	lit := d.data[start:i]
+	if !isFloat {
+		if n, ok := parseInt(lit); ok {
+			return n, nil
+		}
+	}
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil && !math.IsInf(f, 0) {
+		return nil, &SyntaxError{Offset: start, Msg: err.Error()}
+	}
+	return f, nil
+}
+
+// parseInt parses a validated integer literal; ok is false on overflow.
+func parseInt(b []byte) (int64, bool) {
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) > 19 {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range b {
+		u = u*10 + uint64(c-'0')
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u > math.MaxInt64 { // 19 digits never wrap a uint64
+		return 0, false
+	}
+	return int64(u), true
+}

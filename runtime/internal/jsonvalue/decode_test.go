@@ -1,0 +1,53 @@
+package jsonvalue
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		in   string
+		want any
+		err  bool
+	}{
+		{`{"a":1,"b":"x","c":[true,false,null],"d":{"e":1.5}}`, map[string]any{"a": int64(1), "b": "x", "c": []any{true, false, nil}, "d": map[string]any{"e": 1.5}}, false},
+		{` 9007199254740993 `, int64(9007199254740993), false},
+		{`-9223372036854775808`, int64(-9223372036854775808), false},
+		{`9223372036854775808`, 9223372036854775808.0, false},
+		{`99999999999999999999`, 99999999999999999999.0, false},
+		{`1e3`, 1000.0, false},
+		{`"a\"b\\c\u00e9\ud83d\ude00\n"`, "a\"b\\cé😀\n", false},
+		{`[]`, []any{}, false},
+		{`{}`, map[string]any{}, false},
+		{`{"a":1`, nil, true},
+		{`{"a":1}x`, nil, true},
+		{`01`, nil, true},
+		{`1.`, nil, true},
+		{`"abc`, nil, true},
+		{`{a:1}`, nil, true},
+		{`tru`, nil, true},
+		{`"\x"`, nil, true},
+		{"\"a\tb\"", nil, true},
+		{``, nil, true},
+		{`[1,]`, nil, true},
+	}
+	d := NewDecoder()
+	for _, tc := range tests {
+		got, err := d.Decode([]byte(tc.in))
+		if (err != nil) != tc.err {
+			t.Errorf("Decode(%s): err = %v, want error %v", tc.in, err, tc.err)
+			continue
+		}
+		if verr := d.Valid([]byte(tc.in)); (verr != nil) != tc.err {
+			t.Errorf("Valid(%s) = %v", tc.in, verr)
+		}
+		if !tc.err && !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Decode(%s) = %#v, want %#v", tc.in, got, tc.want)
+		}
+		if tc.err == json.Valid([]byte(tc.in)) && tc.in != "" {
+			t.Errorf("%s: disagrees with encoding/json on validity", tc.in)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+// Package pebbledb opens Pebble databases shared by several routes of one
+// process. Pebble locks its directory, so two routes naming the same
+// pebble:// store must share one *pebble.DB; Open reference-counts handles by
+// absolute directory and the last Close closes the database.
+package pebbledb
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// Handle is one reference to a shared database.
+type Handle struct {
+	DB *pebble.DB
+	// Epoch is random per opening of the directory. Pebble's directory lock
+	// means only one process holds the store, so a value written under
+	// another epoch was written by a process that is gone.
+	Epoch uint64
+	Dir   string
+
+	closeOnce sync.Once
+}
+
+type shared struct {
+	db    *pebble.DB
+	epoch uint64
+	refs  int
+}
+
+var (
+	mu   sync.Mutex
+	open = map[string]*shared{}
+)
+
+// DirFromURL returns the directory of a pebble://dir store URL, resolved
+// against base when relative.
+func DirFromURL(url, base string) (string, error) {
+	dir, ok := strings.CutPrefix(url, "pebble://")
+	if !ok {
+		return "", fmt.Errorf("store %q: only pebble://dir stores are supported by this runtime", url)
+	}
+	if dir == "" {
+		return "", fmt.Errorf("store %q: empty directory", url)
+	}
+	if !filepath.IsAbs(dir) && base != "" {
+		dir = filepath.Join(base, dir)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("store %q: %w", url, err)
+	}
+	return abs, nil
+}
+
+// Open returns a handle on the database in dir, opening it on first use.
+func Open(dir string) (*Handle, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pebble store %s: %w", dir, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	s, ok := open[abs]
+	if !ok {
+		db, err := pebble.Open(abs, &pebble.Options{Logger: quietLogger{}})
+		if err != nil {
+			return nil, fmt.Errorf("open pebble store %s: %w", abs, err)
+		}
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		s = &shared{db: db, epoch: binary.LittleEndian.Uint64(b[:])}
+		open[abs] = s
+	}
+	s.refs++
+	return &Handle{DB: s.db, Epoch: s.epoch, Dir: abs}, nil
+}
+
+// Close drops this reference; the last one closes the database.
+func (h *Handle) Close() error {
+	var err error
+	h.closeOnce.Do(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		s := open[h.Dir]
+		if s == nil {
+			return
+		}
+		s.refs--
+		if s.refs == 0 {
+			delete(open, h.Dir)
+			if cerr := s.db.Close(); cerr != nil {
+				err = fmt.Errorf("close pebble store %s: %w", h.Dir, cerr)
+			}
+		}
+	})
+	return err
+}
+
+// Sync makes every write applied so far durable (fsyncs the WAL).
+func (h *Handle) Sync() error {
+	if err := h.DB.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("sync pebble store %s: %w", h.Dir, err)
+	}
+	return nil
+}
+
+// quietLogger drops Pebble's informational chatter; fatal errors still panic
+// as Pebble expects.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
