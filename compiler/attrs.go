@@ -1,0 +1,440 @@
+package compiler
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/mqb-dev/mqb/diag"
+	"github.com/mqb-dev/mqb/lang"
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/stdlib"
+)
+
+// attrInfo is a checked attribute value plus what the proof needs.
+type attrInfo struct {
+	val      plan.Value
+	parts    []partInfo // template placeholders and literals, in order
+	stab     stability
+	explicit bool // written in the file rather than defaulted
+	rng      diag.Range
+}
+
+// partInfo is one piece of a template with its stability.
+type partInfo struct {
+	lit    string
+	expr   string
+	isExpr bool
+	stab   stability
+}
+
+// checkAttrs checks the items of block against decls, reports unknown,
+// duplicate, mistyped and missing attributes, and fills defaults. nested,
+// when not nil, claims items that are nested endpoints rather than
+// attributes (switch cases, request call/forward, fanout targets).
+func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner string, at diag.Range, nested func(*lang.Item) bool) map[string]*attrInfo {
+	out := map[string]*attrInfo{}
+	seen := map[string]bool{}
+	for _, it := range block.Items() {
+		key := it.Key.Name
+		if nested != nil && nested(it) {
+			continue
+		}
+		a := findAttr(decls, key)
+		if a == nil {
+			names := make([]string, 0, len(decls))
+			for _, d := range decls {
+				names = append(names, d.Name)
+			}
+			detail := didYouMean(key, names)
+			if len(names) == 0 {
+				detail = joinDetail(detail, owner+" takes no attributes.")
+			} else if detail == "" {
+				detail = owner + " takes " + joinNames(names) + "."
+			}
+			rc.c.add("E013", it.Key.Range(), fmt.Sprintf("%s has no attribute %q", owner, key), detail)
+			continue
+		}
+		if seen[key] {
+			rc.c.add("E018", it.Key.Range(), fmt.Sprintf("%s sets %s twice", owner, key), "Only one value can win, so neither does: delete one.")
+			continue
+		}
+		seen[key] = true
+		if it.Assign == nil {
+			rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s.%s needs a value: %s = …", owner, key, key), "")
+			continue
+		}
+		if a.Deprecated != "" && !rc.inNamedUnused {
+			rc.warn("W007", it.Key.Range(), fmt.Sprintf("%s.%s is deprecated; write %s", owner, key, a.Deprecated),
+				fmt.Sprintf("`%s = true|false` is the old spelling of `%s = source_position|write_time`; an explicit %s wins.", key, a.Deprecated, a.Deprecated))
+		}
+		ai, ok := rc.convertValue(a, it.Assign, owner)
+		if !ok {
+			continue
+		}
+		ai.explicit = true
+		ai.rng = it.Range()
+		out[key] = ai
+	}
+	for i := range decls {
+		a := &decls[i]
+		if _, ok := out[a.Name]; ok || seen[a.Name] {
+			continue
+		}
+		if a.Required {
+			rc.c.add("E016", at, fmt.Sprintf("%s needs attribute %s", owner, a.Name), strings.TrimSuffix(a.Doc, ".")+".")
+			continue
+		}
+		if ai := rc.defaultValue(a, at); ai != nil {
+			out[a.Name] = ai
+		}
+	}
+	return out
+}
+
+func findAttr(decls []stdlib.Attr, name string) *stdlib.Attr {
+	for i := range decls {
+		if decls[i].Name == name {
+			return &decls[i]
+		}
+	}
+	return nil
+}
+
+// defaultValue converts a stdlib default into a plan value.
+func (rc *routeCtx) defaultValue(a *stdlib.Attr, at diag.Range) *attrInfo {
+	if a.Default == nil {
+		return nil
+	}
+	ai := &attrInfo{stab: stableValue, rng: at}
+	switch a.Type {
+	case stdlib.Duration:
+		s, _ := a.Default.(string)
+		d, err := lang.ParseDuration(s)
+		if err != nil {
+			panic(fmt.Sprintf("stdlib: bad default duration %q for %s", s, a.Name))
+		}
+		ai.val = plan.Value{Type: plan.TDuration, Str: s, Int: int64(d)}
+	case stdlib.Expr, stdlib.Any:
+		s, _ := a.Default.(string)
+		ce, ok := rc.compileExpr(s, diag.Pos{}, false, at, "E020", "default of "+a.Name, false)
+		if !ok {
+			return nil
+		}
+		ai.stab = rc.stabilityOf(ce)
+		ai.val = plan.Value{Type: plan.TExpr, Expr: s, Stable: ai.stab.Stable}
+	case stdlib.Enum:
+		ai.val = plan.Value{Type: plan.TEnum, Str: fmt.Sprint(a.Default)}
+	case stdlib.String:
+		ai.val = plan.Value{Type: plan.TString, Str: fmt.Sprint(a.Default)}
+	case stdlib.Int:
+		ai.val = plan.Value{Type: plan.TInt, Int: toInt64(a.Default)}
+	case stdlib.Float:
+		f, _ := a.Default.(float64)
+		ai.val = plan.Value{Type: plan.TFloat, Float: f}
+	case stdlib.Bool:
+		b, _ := a.Default.(bool)
+		ai.val = plan.Value{Type: plan.TBool, Bool: b}
+	default:
+		return nil
+	}
+	return ai
+}
+
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	}
+	return 0
+}
+
+// describe names what a value is, for "expects X, got Y".
+func describe(v *lang.Value) string {
+	switch {
+	case v.List != nil:
+		return "a list"
+	case v.Block != nil:
+		return "a block"
+	case v.Expr != nil:
+		if tok, ok := v.Expr.Single(); ok {
+			switch tok.Type {
+			case lang.TString, lang.TRaw:
+				return "a string"
+			case lang.TInt:
+				return "an integer"
+			case lang.TFloat:
+				return "a number"
+			case lang.TDuration:
+				return "a duration"
+			case lang.TIdent:
+				if tok.Value == "true" || tok.Value == "false" {
+					return "a boolean"
+				}
+				return "the name " + tok.Value
+			}
+		}
+		return "an expression"
+	}
+	return "nothing"
+}
+
+var typeWords = map[stdlib.Type]string{
+	stdlib.String: "a string", stdlib.Int: "an integer", stdlib.Float: "a number", stdlib.Bool: "true or false",
+	stdlib.Duration: "a duration such as 500ms or 1h", stdlib.Enum: "one of", stdlib.Expr: "an expression",
+	stdlib.List: "a list", stdlib.Block: "a block { name = <expr> … }", stdlib.Any: "an expression",
+}
+
+// convertValue checks v against a's declared type and converts it.
+func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*attrInfo, bool) {
+	pos := v.Range().Start
+	ai := &attrInfo{stab: stableValue, rng: v.Range()}
+	wrong := func(detail string) (*attrInfo, bool) {
+		want := typeWords[a.Type]
+		if a.Type == stdlib.Enum {
+			want += " " + joinNames(a.Enum)
+		}
+		rc.c.add("E015", v.Range(), fmt.Sprintf("%s.%s expects %s, got %s", owner, a.Name, want, describe(v)), detail)
+		return nil, false
+	}
+	var tok lexer.Token
+	single := false
+	if v.Expr != nil {
+		tok, single = v.Expr.Single()
+	}
+	switch a.Type {
+	case stdlib.String:
+		if !single || (tok.Type != lang.TString && tok.Type != lang.TRaw) {
+			detail := ""
+			if v.Expr != nil && strings.Contains(v.Expr.Text(rc.file.Src), "env(") && a.Template {
+				detail = `Read an environment variable inside a template: "${env("NAME")}".`
+			} else if single && tok.Type == lang.TIdent {
+				detail = fmt.Sprintf("Quote it: %s = %q.", a.Name, tok.Value)
+			}
+			return wrong(detail)
+		}
+		return rc.convertString(a, tok, owner, ai)
+	case stdlib.Int:
+		if !single || tok.Type != lang.TInt {
+			return wrong("")
+		}
+		n, err := lang.ParseInt(tok.Value)
+		if err != nil {
+			rc.c.add("E002", v.Range(), fmt.Sprintf("%s.%s: integer %s is out of range", owner, a.Name, tok.Value), "")
+			return nil, false
+		}
+		ai.val = plan.Value{Type: plan.TInt, Int: n, Pos: pos}
+	case stdlib.Float:
+		if !single || (tok.Type != lang.TInt && tok.Type != lang.TFloat) {
+			return wrong("")
+		}
+		f, err := strconv.ParseFloat(strings.ReplaceAll(tok.Value, "_", ""), 64)
+		if err != nil {
+			rc.c.add("E002", v.Range(), fmt.Sprintf("%s.%s: bad number %s", owner, a.Name, tok.Value), "")
+			return nil, false
+		}
+		ai.val = plan.Value{Type: plan.TFloat, Float: f, Pos: pos}
+	case stdlib.Bool:
+		if !single || tok.Type != lang.TIdent || (tok.Value != "true" && tok.Value != "false") {
+			return wrong("")
+		}
+		ai.val = plan.Value{Type: plan.TBool, Bool: tok.Value == "true", Pos: pos}
+	case stdlib.Duration:
+		if !single || tok.Type != lang.TDuration {
+			detail := ""
+			if single && (tok.Type == lang.TString || tok.Type == lang.TInt) {
+				detail = "Write the duration without quotes and with a unit: 500ms, 30s, 1h."
+			}
+			return wrong(detail)
+		}
+		d, err := lang.ParseDuration(tok.Value)
+		if err != nil {
+			rc.c.add("E002", v.Range(), fmt.Sprintf("%s.%s: %v", owner, a.Name, err), "Units are ns, us, ms, s, m, h, d.")
+			return nil, false
+		}
+		ai.val = plan.Value{Type: plan.TDuration, Str: tok.Value, Int: int64(d), Pos: pos}
+	case stdlib.Enum:
+		if !single || tok.Type != lang.TIdent {
+			detail := ""
+			if single && tok.Type == lang.TString {
+				detail = fmt.Sprintf("Write it without quotes: %s = %s.", a.Name, strings.Trim(tok.Value, `"'`))
+			}
+			return wrong(detail)
+		}
+		if !slices.Contains(a.Enum, tok.Value) {
+			rc.c.add("E017", v.Range(), fmt.Sprintf("%s.%s cannot be %s; it is one of %s", owner, a.Name, tok.Value, joinNames(a.Enum)), didYouMean(tok.Value, a.Enum))
+			return nil, false
+		}
+		ai.val = plan.Value{Type: plan.TEnum, Str: tok.Value, Pos: pos}
+	case stdlib.Expr, stdlib.Any:
+		if v.Expr == nil {
+			return wrong("")
+		}
+		return rc.convertExpr(v.Expr, owner+"."+a.Name, ai, false)
+	case stdlib.Block:
+		if v.Block == nil {
+			return wrong("")
+		}
+		ai.val = plan.Value{Type: plan.TBlock, Block: map[string]plan.Value{}, Pos: pos}
+		for _, it := range v.Block.Items() {
+			if it.Assign == nil || it.Assign.Expr == nil {
+				rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s.%s.%s expects `= <expr>`", owner, a.Name, it.Key.Name), "")
+				continue
+			}
+			if _, dup := ai.val.Block[it.Key.Name]; dup {
+				rc.c.add("E018", it.Key.Range(), fmt.Sprintf("%s.%s sets %s twice", owner, a.Name, it.Key.Name), "")
+				continue
+			}
+			sub, ok := rc.convertExpr(it.Assign.Expr, owner+"."+a.Name+"."+it.Key.Name, &attrInfo{stab: stableValue}, false)
+			if ok {
+				ai.val.Block[it.Key.Name] = sub.val
+				ai.stab = both(ai.stab, sub.stab)
+			}
+		}
+	case stdlib.List:
+		if v.List == nil {
+			return wrong("")
+		}
+		elem := stdlib.Attr{Name: a.Name, Type: a.Elem, Template: a.Template, Enum: a.Enum}
+		ai.val = plan.Value{Type: plan.TList, List: []plan.Value{}, Pos: pos}
+		for _, e := range v.List.Elems {
+			sub, ok := rc.convertValue(&elem, e, owner)
+			if ok {
+				ai.val.List = append(ai.val.List, sub.val)
+				ai.stab = both(ai.stab, sub.stab)
+			}
+		}
+	default:
+		return wrong("")
+	}
+	return ai, true
+}
+
+// convertString handles a String attribute: plain text, or a template
+// whose placeholders each compile as expressions.
+func (rc *routeCtx) convertString(a *stdlib.Attr, tok lexer.Token, owner string, ai *attrInfo) (*attrInfo, bool) {
+	parts, ds := lang.SplitTemplate(tok)
+	rc.c.diags = append(rc.c.diags, ds...)
+	if len(ds) > 0 {
+		return nil, false
+	}
+	hasExpr := false
+	for _, p := range parts {
+		hasExpr = hasExpr || p.IsExpr()
+	}
+	pos := lang.Range(tok.Pos, tok.Pos).Start
+	if !hasExpr {
+		ai.val = plan.Value{Type: plan.TString, Str: parts[0].Lit, Pos: pos}
+		for _, p := range parts[1:] {
+			ai.val.Str += p.Lit
+		}
+		return ai, true
+	}
+	if !a.Template {
+		for _, p := range parts {
+			if p.IsExpr() {
+				rc.c.add("E022", p.Range, fmt.Sprintf("%s.%s does not take ${…} placeholders", owner, a.Name),
+					"Only attributes declared as templates evaluate placeholders (and env()); here the text would be used as written. Write the value literally, or escape the dollar as \\$.")
+				return nil, false
+			}
+		}
+	}
+	ok := true
+	ai.val = plan.Value{Type: plan.TTemplate, Pos: pos}
+	for _, p := range parts {
+		if !p.IsExpr() {
+			ai.val.Template = append(ai.val.Template, plan.Part{Lit: p.Lit})
+			ai.parts = append(ai.parts, partInfo{lit: p.Lit, stab: stableValue})
+			continue
+		}
+		mappable := p.Expr == p.Written && (tok.Type == lang.TRaw || !strings.ContainsAny(p.Written, `"\`))
+		what := fmt.Sprintf("placeholder ${%s} in %s.%s", p.Written, owner, a.Name)
+		ce, good := rc.compileExpr(p.Expr, p.Range.Start, mappable, p.Range, "E021", what, false)
+		if !good {
+			ok = false
+			continue
+		}
+		st := rc.stabilityOf(ce)
+		ai.stab = both(ai.stab, st)
+		ai.val.Template = append(ai.val.Template, plan.Part{Expr: p.Expr})
+		ai.parts = append(ai.parts, partInfo{expr: p.Expr, isExpr: true, stab: st})
+	}
+	if !ok {
+		return nil, false
+	}
+	ai.val.Stable = ai.stab.Stable
+	return ai, true
+}
+
+// convertExpr compiles an expression-typed value. A string literal with
+// ${…} placeholders (the mq-bridge spelling of a dedup key, say) is turned
+// into the equivalent expression.
+func (rc *routeCtx) convertExpr(e *lang.Expr, what string, ai *attrInfo, asBool bool) (*attrInfo, bool) {
+	src := e.Text(rc.file.Src)
+	at := e.Range().Start
+	mappable := true
+	if tok, ok := e.Single(); ok && (tok.Type == lang.TString || tok.Type == lang.TRaw) {
+		parts, ds := lang.SplitTemplate(tok)
+		if len(ds) == 0 && len(parts) > 0 && (len(parts) > 1 || parts[0].IsExpr()) {
+			src = templateExpr(parts)
+			mappable = false
+		}
+	}
+	ce, ok := rc.compileExpr(src, at, mappable, e.Range(), "E020", what, asBool)
+	if !ok {
+		return nil, false
+	}
+	ai.stab = rc.stabilityOf(ce)
+	ai.val = plan.Value{Type: plan.TExpr, Expr: src, Stable: ai.stab.Stable, Pos: at}
+	return ai, true
+}
+
+// templateExpr rewrites template parts as one expr-lang expression.
+func templateExpr(parts []lang.TemplatePart) string {
+	if len(parts) == 1 {
+		return parts[0].Expr
+	}
+	var terms []string
+	for _, p := range parts {
+		if p.IsExpr() {
+			terms = append(terms, "string("+p.Expr+")")
+		} else {
+			terms = append(terms, strconv.Quote(p.Lit))
+		}
+	}
+	return strings.Join(terms, " + ")
+}
+
+// lexTok rebuilds the token of a label string.
+func lexTok(s *lang.Str) lexer.Token {
+	t := lang.TString
+	if strings.HasPrefix(s.Raw, `"""`) {
+		t = lang.TRaw
+	}
+	return lexer.Token{Type: t, Value: s.Raw, Pos: s.Pos}
+}
+
+func joinNames(names []string) string {
+	switch len(names) {
+	case 0:
+		return "nothing"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+func joinDetail(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + " " + b
+}

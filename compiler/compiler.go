@@ -1,0 +1,161 @@
+// Package compiler turns parsed .mqb files into a plan.Plan: it resolves
+// route structure and refs, checks every attribute against stdlib, compiles
+// every expression and ${…} placeholder with expr-lang's checker, works out
+// which values are stable across replays, proves each route's delivery
+// guarantee with human-readable reasons, and emits the plan the runtime
+// executes. Every finding is a diag.Diagnostic collected in one list; checking
+// goes on after an error so one build reports every mistake.
+//
+// The stages live in their own files, in the order they run:
+// resolve.go (route structure, kinds, refs), attrs.go (attribute types and
+// defaults), exprs.go (expr-lang compilation), stability.go (stable versus
+// per-delivery values), sqlconflict.go (SQL conflict clauses), prove.go (the
+// guarantee proof) and emit.go (plan nodes and edges).
+package compiler
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/mqb-dev/mqb/diag"
+	"github.com/mqb-dev/mqb/lang"
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/stdlib"
+)
+
+// Source is one named .mqb file to parse and compile.
+type Source struct {
+	Name string
+	Src  []byte
+}
+
+// CompileSources parses every source and compiles the result. Files are
+// compiled in the order given; parse errors do not stop checking of the
+// declarations that did parse.
+func CompileSources(srcs []Source) (*plan.Plan, diag.List) {
+	var files []*lang.File
+	var diags diag.List
+	for _, s := range srcs {
+		f, ds := lang.Parse(s.Name, s.Src)
+		diags = append(diags, ds...)
+		files = append(files, f)
+	}
+	p, ds := Compile(files)
+	diags = append(diags, ds...)
+	diags = dedupe(diags)
+	diags.Sort()
+	return p, diags
+}
+
+// Compile checks the files and builds the plan. The plan is returned even
+// when there are errors (with the routes that could be built), so tools such
+// as an editor can show verdicts; a caller that executes it must first check
+// diags.HasErrors().
+func Compile(files []*lang.File) (*plan.Plan, diag.List) {
+	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}}
+	c.collectEndpoints(files)
+	p := &plan.Plan{Version: plan.Version, Routes: []plan.Route{}}
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		for _, d := range f.Decls {
+			if d == nil || d.Route == nil {
+				continue
+			}
+			if r := c.compileRoute(f, d.Route); r != nil {
+				p.Routes = append(p.Routes, *r)
+			}
+		}
+	}
+	c.checkUnusedEndpoints()
+	diags := dedupe(c.diags)
+	diags.Sort()
+	return p, diags
+}
+
+// compiler holds state across the files of one build.
+type compiler struct {
+	diags      diag.List
+	endpoints  map[string]*namedEndpoint
+	routeNames map[string]diag.Range
+}
+
+// namedEndpoint is an `output NAME = kind { … }` or `input NAME = …`
+// declaration, checked where it is used.
+type namedEndpoint struct {
+	decl *lang.NamedEndpoint
+	file *lang.File
+	used bool
+}
+
+func (c *compiler) add(code string, r diag.Range, summary, detail string) {
+	c.diags.Add(code, r, summary, detail)
+}
+
+func (c *compiler) addf(code string, r diag.Range, format string, args ...any) {
+	c.diags.Add(code, r, fmt.Sprintf(format, args...), "")
+}
+
+func (c *compiler) collectEndpoints(files []*lang.File) {
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		for _, d := range f.Decls {
+			if d == nil || d.Endpoint == nil || d.Endpoint.Name == nil {
+				continue
+			}
+			name := d.Endpoint.Name.Name
+			if prev, ok := c.endpoints[name]; ok {
+				c.add("E010", d.Endpoint.Name.Range(), fmt.Sprintf("endpoint %q is declared twice", name),
+					fmt.Sprintf("The first declaration is at %s.", lang.Range(prev.decl.Pos, prev.decl.Pos).Start))
+				continue
+			}
+			c.endpoints[name] = &namedEndpoint{decl: d.Endpoint, file: f}
+		}
+	}
+}
+
+// checkUnusedEndpoints checks named endpoints no route uses, so their
+// mistakes are reported too.
+func (c *compiler) checkUnusedEndpoints() {
+	names := make([]string, 0, len(c.endpoints))
+	for n := range c.endpoints {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ne := c.endpoints[n]
+		if ne.used || ne.decl.Kind == nil {
+			continue
+		}
+		rc := &routeCtx{c: c, file: ne.file, name: "output " + n}
+		role := roleSink
+		if ne.decl.Dir == "input" {
+			role = roleSource
+		}
+		rc.checkKindBody(ne.decl.Kind, ne.decl.Body, role, n, lang.Range(ne.decl.Pos, ne.decl.EndPos))
+	}
+}
+
+// dedupe drops diagnostics repeated at one position with one text: a named
+// endpoint used by several routes is checked once per use.
+func dedupe(l diag.List) diag.List {
+	seen := make(map[string]bool, len(l))
+	out := l[:0:0]
+	for _, d := range l {
+		k := fmt.Sprint(d.Range.Start.File, d.Range.Start.Offset, d.Code, d.Summary)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// kindNames and stepNames feed "did you mean".
+var (
+	kindNames = stdlib.KindNames()
+	stepNames = stdlib.StepNames()
+)

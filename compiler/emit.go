@@ -1,0 +1,66 @@
+package compiler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mqb-dev/mqb/lang"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// emit turns the checked route into its plan form.
+func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
+	out := &plan.Route{
+		Name:        rc.name,
+		Guarantee:   plan.AtLeastOnce,
+		Reasons:     g.reasons,
+		Warnings:    rc.warnings,
+		Concurrency: int(rc.concurrency),
+		BatchSize:   int(rc.batchSize),
+		Nodes:       []plan.Node{},
+		Edges:       []plan.Edge{},
+		Pos:         lang.Range(r.Pos, r.Pos).Start,
+	}
+	if g.effectivelyOnce {
+		out.Guarantee = plan.EffectivelyOnce
+	}
+	if !g.effectivelyOnce && g.missing != "" {
+		out.Reasons = append(out.Reasons, "not effectively-once: "+g.missing)
+	}
+	if out.Reasons == nil {
+		out.Reasons = []string{}
+	}
+	for i, n := range rc.nodes {
+		out.Nodes = append(out.Nodes, rc.node(n))
+		if i > 0 {
+			out.Edges = append(out.Edges, plan.Edge{From: out.Nodes[i-1].ID, To: out.Nodes[i].ID})
+		}
+	}
+	return out
+}
+
+func (rc *routeCtx) node(n *nodeInfo) plan.Node {
+	id := fmt.Sprintf("n%d", rc.nextID)
+	rc.nextID++
+	pn := plan.Node{ID: id, Role: n.role, Kind: n.name, Side: n.side, Ref: n.ref, Expr: n.exprText, Pos: n.rng.Start}
+	if len(n.attrs) > 0 {
+		pn.Attrs = make(map[string]plan.Value, len(n.attrs))
+		for k, a := range n.attrs {
+			pn.Attrs[k] = a.val
+		}
+	}
+	for _, b := range n.children {
+		pn.Children = append(pn.Children, plan.Branch{Label: b.label, Match: b.match, Node: rc.node(b.node)})
+	}
+	return pn
+}
+
+// VerdictLine renders a route's verdict as `mqbc build` prints it:
+//
+//	orders_to_db: effectively-once — identity: id payload.order_id (stable); write: …
+func VerdictLine(r plan.Route) string {
+	if len(r.Reasons) == 0 {
+		return r.Name + ": " + r.Guarantee
+	}
+	return r.Name + ": " + r.Guarantee + " — " + strings.Join(r.Reasons, "; ")
+}

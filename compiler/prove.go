@@ -1,0 +1,374 @@
+package compiler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// guaranteeProof is a route's verdict with the reasons that prove it, or
+// the missing piece when effectively-once is not proven.
+type guaranteeProof struct {
+	effectivelyOnce bool
+	reasons         []string
+	missing         string
+}
+
+// sinkProof is the verdict for one sink (or handler, or branch).
+type sinkProof struct {
+	ok      bool
+	reasons []string
+	missing string
+}
+
+// prove applies DESIGN §3 to a route: effectively-once when the sink write
+// is key-addressed and idempotent with a stable key, or positionally named
+// over a replayable source; otherwise at-least-once.
+func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
+	var g guaranteeProof
+	if rc.idText != "" {
+		g.reasons = append(g.reasons, fmt.Sprintf("identity: id %s (%s)", rc.idText, rc.idStab))
+	}
+	var stableDedup *nodeInfo
+	for _, d := range rc.dedups {
+		key, ttl := d.attrs["key"], d.attrs["ttl"]
+		if key == nil || ttl == nil {
+			continue
+		}
+		g.reasons = append(g.reasons, fmt.Sprintf("dedup: key %s (%s), remembered for %s", key.val.Expr, key.stab, ttl.val.Str))
+		if key.stab.Stable && stableDedup == nil {
+			stableDedup = d
+		}
+	}
+	if handler != nil {
+		hp := rc.proveSink(handler)
+		if hp.ok {
+			g.reasons = append(g.reasons, "handler: "+handler.name+" runs before the sink; its own write is idempotent ("+strings.Join(hp.reasons, "; ")+"), so a replay re-runs it without landing twice")
+		} else {
+			line := "handler: " + handler.name + " runs before the sink's idempotency, so a replay runs it again (its side effects are at-least-once)"
+			if stableDedup != nil {
+				line += "; the dedup above keeps duplicates away from it within its ttl"
+			}
+			g.reasons = append(g.reasons, line)
+		}
+	}
+	if sink == nil {
+		g.missing = "the route has no sink"
+		if source == nil {
+			g.missing = "the route has no source and no sink"
+		}
+		return g
+	}
+	sp := rc.proveSink(sink)
+	g.reasons = append(g.reasons, sp.reasons...)
+	g.effectivelyOnce = sp.ok
+	g.missing = sp.missing
+	if !sp.ok && sink.kind != nil && sink.kind.Broker {
+		if stableDedup != nil {
+			g.reasons = append(g.reasons, fmt.Sprintf("note: duplicates filtered within ttl (%s) by dedup before %s", stableDedup.attrs["ttl"].val.Str, sink.name))
+		} else {
+			g.reasons = append(g.reasons, "note: no dedup with a stable key before the broker, so consumers see every replay")
+		}
+	}
+	return g
+}
+
+// proveSink decides how the node absorbs a repeated write.
+func (rc *routeCtx) proveSink(n *nodeInfo) sinkProof {
+	if n == nil || n.kind == nil {
+		return sinkProof{missing: "the sink did not check"}
+	}
+	k := n.kind
+	if k.Structural {
+		return rc.proveStructural(n)
+	}
+	switch k.Name {
+	case "sql":
+		return rc.proveSQL(n)
+	case "mongodb":
+		return rc.proveMongo(n)
+	case "clickhouse":
+		table := ""
+		if t := n.attrs["table"]; t != nil {
+			table = t.val.Str
+		}
+		return sinkProof{ok: true, reasons: []string{fmt.Sprintf(
+			"write: clickhouse table %s, effectively-once pending run-time verification: ReplacingMergeTree verified against the server at run start-up", table)}}
+	case "file", "object_store":
+		return rc.provePositional(n)
+	}
+	p := sinkProof{}
+	if k.Broker {
+		p.reasons = []string{fmt.Sprintf("write: %s is a broker and cannot absorb a repeat", k.Name)}
+		p.missing = fmt.Sprintf("sink write is not idempotent: a %s sink cannot absorb a repeat; a dedup with a stable key filters duplicates within its ttl but is still at-least-once", k.Name)
+	} else {
+		p.reasons = []string{fmt.Sprintf("write: %s has no key to absorb a repeat", k.Name)}
+		p.missing = fmt.Sprintf("sink write is not idempotent: %s has no key to absorb a repeat", k.Name)
+	}
+	return p
+}
+
+func (rc *routeCtx) proveStructural(n *nodeInfo) sinkProof {
+	p := sinkProof{ok: len(n.children) > 0}
+	if len(n.children) == 0 {
+		p.missing = n.name + " has no branches"
+	}
+	for _, b := range n.children {
+		label := b.label
+		if b.label == plan.BranchCase {
+			label = fmt.Sprintf("case %q", b.match)
+		}
+		bp := rc.proveSink(b.node)
+		for _, r := range bp.reasons {
+			p.reasons = append(p.reasons, fmt.Sprintf("%s %s: %s", n.name, label, r))
+		}
+		if !bp.ok {
+			if p.ok || p.missing == "" {
+				p.missing = fmt.Sprintf("%s %s: %s", n.name, label, bp.missing)
+			}
+			p.ok = false
+		}
+	}
+	return p
+}
+
+func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
+	iq := n.attrs["insert_query"]
+	table := ""
+	if t := n.attrs["table"]; t != nil {
+		table = t.val.Str
+	}
+	reportOutcome := boolAttr(n, "report_outcome")
+	var p sinkProof
+	defer func() {
+		if reportOutcome && !p.ok && !rc.inNamedUnused {
+			rc.c.add("E043", n.attrs["report_outcome"].rng, fmt.Sprintf("sql report_outcome in route %s has no deterministic key", rc.name),
+				"Without conflict columns bound to stable values there is no duplicate to detect, so the outcome would always be `inserted`.")
+		}
+	}()
+	if iq == nil {
+		if table == "" {
+			if n.role != plan.RoleSource {
+				rc.c.add("E016", n.rng, "sql sink needs insert_query (or table)", "insert_query is an INSERT with every ${…} bound as a parameter.")
+			}
+			p.missing = "the sql sink has no insert_query"
+			return p
+		}
+		p.reasons = []string{fmt.Sprintf("write: plain INSERT of the payload's fields into %s", table)}
+		p.missing = fmt.Sprintf("sink write is not idempotent: plain INSERT into %s; set insert_query with ON CONFLICT (id) DO NOTHING", table)
+		return p
+	}
+	parts := iq.parts
+	if parts == nil {
+		parts = []partInfo{{lit: iq.val.Str, stab: stableValue}}
+	}
+	ins, ok := parseInsert(skeleton(parts))
+	if !ok {
+		p.reasons = []string{"write: insert_query is not an INSERT … (columns) VALUES (…) statement mqb can analyse"}
+		p.missing = "sink write is not proven idempotent: insert_query is not an INSERT … (columns) VALUES (…) with a conflict clause"
+		return p
+	}
+	if ins.kind != conflictNone && boolAttr(n, "bulk_copy") && !rc.inNamedUnused {
+		rc.c.add("E042", n.attrs["bulk_copy"].rng, fmt.Sprintf("sql bulk_copy in route %s cannot honour %s", rc.name, ins.clause),
+			"COPY cannot express a conflict clause; pick bulk speed (drop the clause) or deduplication (drop bulk_copy).")
+	}
+	switch ins.kind {
+	case conflictNone:
+		first := "id"
+		if len(ins.columns) > 0 {
+			first = ins.columns[0]
+		}
+		if !rc.inNamedUnused {
+			rc.warn("W006", iq.rng, fmt.Sprintf("insert_query into %s in route %s is a plain INSERT without a conflict clause", ins.table, rc.name),
+				fmt.Sprintf("A replay fails the row as a non-retryable constraint error (to the DLQ) or inserts it twice. Add ON CONFLICT (%s) DO NOTHING, or ON DUPLICATE KEY UPDATE on MySQL.", first))
+		}
+		p.reasons = []string{fmt.Sprintf("write: plain INSERT into %s", ins.table)}
+		p.missing = fmt.Sprintf("sink write is not idempotent: plain INSERT; add ON CONFLICT (%s) DO NOTHING", first)
+	case conflictColumns:
+		p.ok = true
+		var keys []string
+		for _, col := range ins.targets {
+			i := indexOf(ins.columns, col)
+			if i < 0 {
+				p.ok = false
+				p.missing = fmt.Sprintf("sink write is not proven idempotent: conflict column %s of %s is not in the insert's column list", col, ins.clause)
+				break
+			}
+			st := valueStability(ins.values[i], parts)
+			shown := showValue(ins.values[i], parts)
+			if !st.Stable {
+				p.ok = false
+				p.missing = fmt.Sprintf("sink write is not idempotent: %s targets column %s, bound to %s, which is per-delivery (%s)", ins.clause, col, shown, st.Why)
+				p.reasons = []string{fmt.Sprintf("write: %s, but its key %s is per-delivery", ins.clause, col)}
+				break
+			}
+			keys = append(keys, fmt.Sprintf("%s = %s (stable)", col, shown))
+		}
+		if p.ok {
+			p.reasons = []string{"write: " + ins.clause, "key: " + strings.Join(keys, ", ")}
+		} else if p.reasons == nil {
+			p.reasons = []string{"write: " + ins.clause + ", but its conflict target is not in the column list"}
+		}
+	case conflictAnyKey:
+		p.ok = true
+		for i, v := range ins.values {
+			if st := valueStability(v, parts); !st.Stable {
+				p.ok = false
+				p.missing = fmt.Sprintf("sink write is not idempotent: %s names no columns, so every bound value must be stable, but %s = %s is per-delivery (%s)", ins.clause, ins.columns[i], showValue(v, parts), st.Why)
+				break
+			}
+		}
+		if p.ok {
+			p.reasons = []string{"write: " + ins.clause, "key: every bound value is stable"}
+		} else {
+			p.reasons = []string{"write: " + ins.clause + ", but a bound value is per-delivery"}
+		}
+	}
+	return p
+}
+
+func (rc *routeCtx) proveMongo(n *nodeInfo) sinkProof {
+	var p sinkProof
+	idf := n.attrs["id_field"]
+	switch {
+	case idf == nil:
+		p.reasons = []string{"write: mongodb without id_field gives every insert a fresh _id"}
+		p.missing = "sink write is not idempotent: mongodb without id_field gives every insert a fresh _id; set id_field = \"order_id\""
+	case idf.val.Type == plan.TTemplate:
+		shown := templateText(idf.val.Template)
+		if idf.stab.Stable {
+			p.ok = true
+			p.reasons = []string{fmt.Sprintf("write: mongodb id_field %s becomes _id (stable); a repeat hits the unique _id index", shown)}
+		} else {
+			p.reasons = []string{fmt.Sprintf("write: mongodb id_field %s is per-delivery: %s", shown, idf.stab.Why)}
+			p.missing = fmt.Sprintf("mongodb id_field %s is per-delivery: %s", shown, idf.stab.Why)
+		}
+	default:
+		field := idf.val.Str
+		st := stableValue
+		if t, ok := rc.taint[field]; ok {
+			st = t
+		}
+		if st.Stable {
+			p.ok = true
+			p.reasons = []string{fmt.Sprintf("write: mongodb id_field %s, _id = payload.%s (stable); a repeat hits the unique _id index", field, field)}
+		} else {
+			p.reasons = []string{fmt.Sprintf("write: mongodb id_field %s is per-delivery: %s", field, st.Why)}
+			p.missing = fmt.Sprintf("mongodb id_field %s is per-delivery: %s", field, st.Why)
+		}
+	}
+	if !rc.inNamedUnused && boolAttr(n, "report_outcome") {
+		if !p.ok {
+			rc.c.add("E043", n.attrs["report_outcome"].rng, fmt.Sprintf("mongodb report_outcome in route %s has no deterministic key", rc.name),
+				"Set id_field to a stable field: without a deterministic _id there is no duplicate to detect, so the outcome would always be `inserted`.")
+		}
+		if boolAttr(n, "request_reply") {
+			rc.c.add("E044", n.attrs["request_reply"].rng, fmt.Sprintf("mongodb in route %s sets both report_outcome and request_reply", rc.name),
+				"request_reply switches the publisher to the reply-polling path, which never reports an outcome: drop request_reply.")
+		}
+	}
+	return p
+}
+
+func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
+	var p sinkProof
+	nameBy := n.attrs["name_by"]
+	scheme, explicit := "write_time", false
+	at := n.rng
+	if nameBy != nil {
+		scheme, explicit = nameBy.val.Str, nameBy.explicit
+		if nameBy.explicit {
+			at = nameBy.rng
+		}
+	}
+	if idem := n.attrs["idempotency"]; idem != nil && !explicit {
+		scheme, explicit, at = "write_time", true, idem.rng
+		if idem.val.Bool {
+			scheme = "source_position"
+		}
+	}
+	srcHas := rc.src == nil || rc.src.HasPosition(rc.srcMode)
+	srcDesc := "the source"
+	if rc.src != nil {
+		srcDesc = rc.src.Name
+		if rc.srcMode != "" {
+			srcDesc += " in " + rc.srcMode + " mode"
+		}
+	}
+	effective := scheme
+	if scheme == "auto" {
+		effective = "write_time"
+		if srcHas && rc.src != nil {
+			effective = "source_position"
+		}
+	}
+	if effective == "source_position" {
+		if !srcHas {
+			if !rc.inNamedUnused {
+				rc.c.add("E040", at, fmt.Sprintf("%s name_by = source_position in route %s needs a replayable source, but %s has none", n.name, rc.name, srcDesc),
+					"Positional names repeat only when the source re-reads records at the same positions: kafka, postgres_cdc, a sql cursor, a file in consume mode, mongodb. Use a key-addressed sink instead, or name_by = write_time.")
+			}
+			p.missing = fmt.Sprintf("%s has no replayable position for name_by = source_position", srcDesc)
+			return p
+		}
+		if f := n.attrs["format"]; f != nil && f.val.Str == "csv" && !rc.inNamedUnused {
+			rc.c.add("E041", f.rng, fmt.Sprintf("%s in route %s writes csv under name_by = source_position", n.name, rc.name),
+				"Each part file would need its own header row; use format = json, or name_by = write_time.")
+		}
+		if d := n.attrs["date_partition"]; d != nil && d.explicit && d.val.Bool && !rc.inNamedUnused {
+			rc.warn("W005", d.rng, fmt.Sprintf("%s date_partition is ignored under name_by = source_position in route %s", n.name, rc.name),
+				"Parts are written flat under the prefix; the name already carries the range.")
+		}
+		how := "name_by = source_position"
+		if scheme == "auto" {
+			how = "name_by = auto resolves to source_position"
+		}
+		p.ok = true
+		p.reasons = []string{fmt.Sprintf("write: %s names immutable parts by source position (%s); %s has a replayable position, so a replay rewrites the same names and is skipped", n.name, how, srcDesc)}
+		return p
+	}
+	if n.name == "object_store" && rc.concurrency > 1 && !rc.inNamedUnused {
+		hint := "set concurrency = 1"
+		if srcHas {
+			hint = "use name_by = source_position"
+		}
+		rc.warn("W004", at, fmt.Sprintf("route %s writes to a write_time object store with concurrency %d", rc.name, rc.concurrency),
+			"Names are minted inside the worker pool, so key order becomes arrival order and a replay can reorder updates to one key: "+hint+".")
+	}
+	p.reasons = []string{fmt.Sprintf("write: %s under name_by = write_time names every write anew, so a replay lands twice", n.name)}
+	if srcHas && rc.src != nil {
+		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time; set name_by = source_position (%s has a replayable position)", n.name, srcDesc)
+	} else {
+		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time and %s has no replayable position; write to a key-addressed sink (SQL ON CONFLICT, Mongo id_field) instead", n.name, srcDesc)
+	}
+	return p
+}
+
+func boolAttr(n *nodeInfo, name string) bool {
+	a := n.attrs[name]
+	return a != nil && a.val.Type == plan.TBool && a.val.Bool
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if strings.EqualFold(x, s) {
+			return i
+		}
+	}
+	return -1
+}
+
+func templateText(parts []plan.Part) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, p := range parts {
+		if p.Expr != "" {
+			b.WriteString("${" + p.Expr + "}")
+		} else {
+			b.WriteString(p.Lit)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

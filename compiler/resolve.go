@@ -1,0 +1,507 @@
+package compiler
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/mqb-dev/mqb/diag"
+	"github.com/mqb-dev/mqb/lang"
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/stdlib"
+)
+
+// role is where an endpoint stands in a route.
+type role int
+
+const (
+	roleSource role = iota
+	roleSink
+	roleHandler
+)
+
+func (r role) keyword() string {
+	switch r {
+	case roleSource:
+		return "from"
+	case roleHandler:
+		return "handle"
+	}
+	return "to"
+}
+
+// routeCtx is the state of one route while it is checked: what the source
+// is (for stability), whether an `id` step has run yet, and the nodes built
+// so far in execution order.
+type routeCtx struct {
+	c    *compiler
+	file *lang.File
+	name string
+
+	src     *stdlib.Kind // nil until the source is known
+	srcMode string
+	idSet   bool
+	idStab  stability
+	idText  string
+	taint   map[string]stability // payload fields rewritten by map
+
+	// inNamedUnused is set while checking an endpoint no route uses: there
+	// is no route context, so route-dependent errors are not reported.
+	inNamedUnused bool
+	curRange      diag.Range
+
+	concurrency    int64
+	batchSize      int64
+	guarantee      string
+	guaranteeRange diag.Range
+
+	nodes    []*nodeInfo // execution order
+	dedups   []*nodeInfo
+	warnings []string
+	nextID   int
+}
+
+// nodeInfo is a node being built plus the facts the proof needs about it.
+type nodeInfo struct {
+	role     string
+	side     string
+	name     string // kind or step name
+	kind     *stdlib.Kind
+	step     *stdlib.Step
+	ref      string
+	attrs    map[string]*attrInfo
+	expr     *compiledExpr
+	exprText string
+	exprStab stability
+	children []branchInfo
+	rng      diag.Range
+}
+
+type branchInfo struct {
+	label, match string
+	node         *nodeInfo
+}
+
+// warn records a warning as a diagnostic and on the route's plan.
+func (rc *routeCtx) warn(code string, r diag.Range, summary, detail string) {
+	rc.c.add(code, r, summary, detail)
+	rc.warnings = append(rc.warnings, fmt.Sprintf("%s: %s", code, summary))
+}
+
+func (c *compiler) compileRoute(f *lang.File, r *lang.Route) *plan.Route {
+	if r.Name == nil || r.Body == nil {
+		return nil
+	}
+	name := r.Name.Name
+	if prev, dup := c.routeNames[name]; dup {
+		c.add("E010", r.Name.Range(), fmt.Sprintf("route %q is declared twice", name),
+			fmt.Sprintf("The first declaration is at %s; route names key checkpoints and dedup state, so they must be unique.", prev.Start))
+	} else {
+		c.routeNames[name] = r.Name.Range()
+	}
+	rc := &routeCtx{c: c, file: f, name: name, concurrency: 1, batchSize: 1024, taint: map[string]stability{}}
+	errorsBefore := len(c.diags.Errors())
+	items := r.Body.Items()
+
+	fromIdx := -1
+	for i, it := range items {
+		if it.Key.Name != "from" {
+			continue
+		}
+		if fromIdx >= 0 {
+			c.add("E019", it.Key.Range(), fmt.Sprintf("route %s has a second from", name), "A route reads from exactly one source; write a second route for another source.")
+			continue
+		}
+		fromIdx = i
+	}
+	var source *nodeInfo
+	if fromIdx < 0 {
+		c.add("E019", r.Name.Range(), fmt.Sprintf("route %s has no from", name), "Add `from <kind> { … }` after the route settings.")
+	} else {
+		rc.curRange = items[fromIdx].Range()
+		source = rc.checkEndpointItem(items[fromIdx], roleSource)
+		if source != nil {
+			rc.src = source.kind
+			if m, ok := source.attrs["mode"]; ok {
+				rc.srcMode = m.val.Str
+			}
+			rc.nodes = append(rc.nodes, source)
+		}
+	}
+
+	const (
+		phaseSettings = iota
+		phaseInput
+		phaseOutput
+	)
+	phase := phaseSettings
+	var sink, handler *nodeInfo
+	sawTo, sawHandle := false, false
+	var outputOnlyBeforeHandle []*lang.Item
+	var outputReason string
+	for i, it := range items {
+		key := it.Key.Name
+		rc.curRange = it.Range()
+		switch {
+		case i == fromIdx:
+			phase = max(phase, phaseInput)
+		case key == "from":
+			// reported above
+		case key == "guarantee" || isSetting(key):
+			if phase > phaseSettings || sawTo {
+				c.add("E019", it.Key.Range(), fmt.Sprintf("route setting %s of route %s must come before from", key, name), "Settings open the route body: guarantee, concurrency, batch_size.")
+			}
+			rc.checkSetting(it)
+		case key == "handle":
+			switch {
+			case fromIdx < 0 || i < fromIdx:
+				c.add("E019", it.Key.Range(), fmt.Sprintf("handle in route %s comes before from", name), "The order is: settings, from, input steps, handle, output steps, to.")
+			case sawTo:
+				c.add("E019", it.Key.Range(), fmt.Sprintf("handle in route %s comes after to", name), "The order is: settings, from, input steps, handle, output steps, to.")
+			case sawHandle:
+				c.add("E019", it.Key.Range(), fmt.Sprintf("route %s has a second handle", name), "A route has at most one handler.")
+			}
+			for _, o := range outputOnlyBeforeHandle {
+				c.add("E031", o.Key.Range(), fmt.Sprintf("%s is output-only but stands before handle in route %s", o.Key.Name, name),
+					"The output side runs handle, then output steps, then the sink: move it below handle.")
+			}
+			outputOnlyBeforeHandle = nil
+			sawHandle = true
+			phase = phaseOutput
+			if outputReason == "" {
+				outputReason = fmt.Sprintf("after handle at line %d", it.Pos.Line)
+			}
+			if n := rc.checkEndpointItem(it, roleHandler); n != nil && handler == nil {
+				handler = n
+				rc.nodes = append(rc.nodes, n)
+			}
+		case key == "to":
+			if sawTo {
+				c.add("E019", it.Key.Range(), fmt.Sprintf("route %s has a second to", name), "A route writes to exactly one sink; use `to fanout { to … to … }` for several.")
+				continue
+			}
+			sawTo = true
+			if fromIdx >= 0 && i < fromIdx {
+				c.add("E019", it.Key.Range(), fmt.Sprintf("to in route %s comes before from", name), "The order is: settings, from, steps, to.")
+			}
+			sink = rc.checkEndpointItem(it, roleSink)
+			if sink != nil {
+				rc.nodes = append(rc.nodes, sink)
+			}
+		default:
+			st, ok := stdlib.LookupStep(key)
+			if !ok {
+				if it.Assign != nil {
+					names := append(settingNames(), "guarantee")
+					c.add("E013", it.Key.Range(), fmt.Sprintf("route %s has no setting %q", name, key), joinDetail(didYouMean(key, names), "Route settings are guarantee, concurrency and batch_size."))
+				} else {
+					names := append(slices.Clone(stepNames), "from", "to", "handle")
+					c.add("E014", it.Key.Range(), fmt.Sprintf("unknown step %q in route %s", key, name), joinDetail(didYouMean(key, names), "Steps are "+joinNames(stepNames)+"."))
+				}
+				continue
+			}
+			switch {
+			case fromIdx < 0 || i < fromIdx:
+				c.add("E019", it.Key.Range(), fmt.Sprintf("step %s in route %s comes before from", key, name), "Steps follow the source, in data-flow order.")
+			case sawTo:
+				c.add("E019", it.Key.Range(), fmt.Sprintf("step %s in route %s comes after to", key, name), "The sink ends the route; put output steps such as retry and dlq above it.")
+			}
+			side := plan.SideInput
+			if phase == phaseOutput || st.Side == stdlib.OutputOnly {
+				side = plan.SideOutput
+			}
+			if st.Side == stdlib.InputOnly && side == plan.SideOutput {
+				c.add("E030", it.Key.Range(), fmt.Sprintf("%s is input-only but stands on the output side of route %s (%s)", key, name, outputReason),
+					fmt.Sprintf("%s acts on records as they arrive; on the output side it would run once per sink attempt. Move it above handle and any retry/dlq.", key))
+			}
+			if st.Side == stdlib.OutputOnly && !sawHandle {
+				outputOnlyBeforeHandle = append(outputOnlyBeforeHandle, it)
+			}
+			if n := rc.checkStep(it, st, side); n != nil {
+				rc.nodes = append(rc.nodes, n)
+			}
+			if st.Side == stdlib.OutputOnly {
+				phase = phaseOutput
+				if outputReason == "" {
+					outputReason = fmt.Sprintf("after %s at line %d", key, it.Pos.Line)
+				}
+			}
+		}
+	}
+	if !sawTo {
+		c.add("E019", r.Name.Range(), fmt.Sprintf("route %s has no to", name), "End the route with `to <kind> { … }`.")
+	}
+	proof := rc.prove(source, handler, sink)
+	// A route that already has errors is not proven either; E045 on top of
+	// them would only repeat the first mistake.
+	if rc.guarantee == "effectively_once" && !proof.effectivelyOnce && len(c.diags.Errors()) == errorsBefore {
+		c.add("E045", rc.guaranteeRange, fmt.Sprintf("route %s declares guarantee effectively_once but it is not proven: %s", name, proof.missing),
+			"The route is at-least-once as written; fix the missing piece or drop the guarantee line.")
+	}
+	return rc.emit(r, proof)
+}
+
+func isSetting(key string) bool {
+	for _, s := range stdlib.Settings {
+		if s.Name == key {
+			return true
+		}
+	}
+	return false
+}
+
+func settingNames() []string {
+	var out []string
+	for _, s := range stdlib.Settings {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func (rc *routeCtx) checkSetting(it *lang.Item) {
+	key := it.Key.Name
+	if key == "guarantee" {
+		rc.guaranteeRange = it.Range()
+		var word string
+		if it.Arg != nil {
+			if tok, ok := it.Arg.Single(); ok && tok.Type == lang.TIdent {
+				word = tok.Value
+			}
+		}
+		if !slices.Contains(stdlib.Guarantees, word) {
+			rng := it.Key.Range()
+			if it.Arg != nil {
+				rng = it.Arg.Range()
+			}
+			rc.c.add("E017", rng, fmt.Sprintf("guarantee of route %s must be effectively_once or at_least_once", rc.name), didYouMean(word, stdlib.Guarantees))
+			return
+		}
+		rc.guarantee = word
+		return
+	}
+	var decl *stdlib.Attr
+	for i := range stdlib.Settings {
+		if stdlib.Settings[i].Name == key {
+			decl = &stdlib.Settings[i]
+		}
+	}
+	if it.Assign == nil {
+		rc.c.add("E015", it.Key.Range(), fmt.Sprintf("route setting %s needs a value: %s = …", key, key), "")
+		return
+	}
+	ai, ok := rc.convertValue(decl, it.Assign, "route "+rc.name)
+	if !ok {
+		return
+	}
+	if ai.val.Int < 1 {
+		rc.c.add("E015", it.Assign.Range(), fmt.Sprintf("route setting %s must be at least 1", key), "")
+		return
+	}
+	switch key {
+	case "concurrency":
+		rc.concurrency = ai.val.Int
+	case "batch_size":
+		rc.batchSize = ai.val.Int
+	}
+}
+
+// checkEndpointItem checks `from|to|handle|call|forward <kind> { … }` or
+// `… ref NAME`.
+func (rc *routeCtx) checkEndpointItem(it *lang.Item, r role) *nodeInfo {
+	switch {
+	case it.Ref != nil:
+		ne, ok := rc.c.endpoints[it.Ref.Name]
+		if !ok {
+			var names []string
+			for n := range rc.c.endpoints {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			rc.c.add("E011", it.Ref.Range(), fmt.Sprintf("unknown ref %q in route %s", it.Ref.Name, rc.name),
+				joinDetail(didYouMean(it.Ref.Name, names), "Declare it with `output "+it.Ref.Name+" = <kind> { … }`."))
+			return nil
+		}
+		ne.used = true
+		if (r == roleSource) != (ne.decl.Dir == "input") {
+			want := "output"
+			if r == roleSource {
+				want = "input"
+			}
+			rc.c.add("E022", it.Ref.Range(), fmt.Sprintf("%s %s refers to %s endpoint %q; it must be an %s endpoint", it.Key.Name, it.Ref.Name, ne.decl.Dir, it.Ref.Name, want), "")
+			return nil
+		}
+		if ne.decl.Kind == nil {
+			return nil
+		}
+		n := rc.checkKindBody(ne.decl.Kind, ne.decl.Body, r, it.Key.Name, it.Range())
+		if n != nil {
+			n.ref = it.Ref.Name
+		}
+		return n
+	case it.Kind != nil:
+		return rc.checkKindBody(it.Kind, it.Body, r, it.Key.Name, it.Range())
+	default:
+		rc.c.add("E019", it.Key.Range(), fmt.Sprintf("%s in route %s needs a kind: %s <kind> { … } or %s ref NAME", it.Key.Name, rc.name, it.Key.Name, it.Key.Name),
+			"Kinds are "+joinNames(kindNames)+".")
+		return nil
+	}
+}
+
+// checkKindBody checks one endpoint of the given kind.
+func (rc *routeCtx) checkKindBody(kindID *lang.Ident, body *lang.Block, r role, keyword string, rng diag.Range) *nodeInfo {
+	k, ok := stdlib.LookupKind(kindID.Name)
+	if !ok {
+		rc.c.add("E012", kindID.Range(), fmt.Sprintf("unknown endpoint kind %q after %s", kindID.Name, keyword),
+			joinDetail(didYouMean(kindID.Name, kindNames), "Kinds are "+joinNames(kindNames)+"."))
+		return nil
+	}
+	if r == roleSource && !k.Source {
+		rc.c.add("E022", kindID.Range(), fmt.Sprintf("%s cannot be a source (from %s)", k.Name, k.Name), "Sources are "+joinNames(sourceKinds())+".")
+		return nil
+	}
+	if r != roleSource && !k.Sink {
+		rc.c.add("E022", kindID.Range(), fmt.Sprintf("%s cannot be written to (%s %s)", k.Name, keyword, k.Name), "It is a source-only kind.")
+		return nil
+	}
+	if r == roleSource && k.Structural {
+		return nil
+	}
+	n := &nodeInfo{kind: k, name: k.Name, rng: rng, side: plan.SideOutput}
+	switch r {
+	case roleSource:
+		n.role, n.side = plan.RoleSource, plan.SideInput
+	case roleHandler:
+		n.role = plan.RoleHandler
+	default:
+		n.role = plan.RoleSink
+	}
+	owner := k.Name
+	var nested func(it *lang.Item) bool
+	if k.Structural {
+		nested = rc.structuralChildren(n, k)
+	}
+	n.attrs = rc.checkAttrs(k.Attrs, body, owner, kindID.Range(), nested)
+	if k.Structural {
+		rc.checkStructure(n, kindID.Range())
+	}
+	return n
+}
+
+func sourceKinds() []string {
+	var out []string
+	for _, k := range stdlib.Kinds {
+		if k.Source {
+			out = append(out, k.Name)
+		}
+	}
+	return out
+}
+
+// structuralChildren returns the handler of nested items of switch,
+// request and fanout.
+func (rc *routeCtx) structuralChildren(n *nodeInfo, k *stdlib.Kind) func(*lang.Item) bool {
+	return func(it *lang.Item) bool {
+		key := it.Key.Name
+		switch {
+		case k.Name == "switch" && key == "case" && it.Label != nil:
+			match := lang.StringValue(lexTok(it.Label))
+			for _, b := range n.children {
+				if b.label == plan.BranchCase && b.match == match {
+					rc.c.add("E018", it.Label.Range(), fmt.Sprintf("switch has two cases %q", match), "Only the first would ever match.")
+				}
+			}
+			if child := rc.branchTarget(it, "case"); child != nil {
+				n.children = append(n.children, branchInfo{label: plan.BranchCase, match: match, node: child})
+			}
+			return true
+		case k.Name == "switch" && key == "default" && it.Kind == nil && it.Ref == nil:
+			for _, b := range n.children {
+				if b.label == plan.BranchDefault {
+					rc.c.add("E018", it.Key.Range(), "switch has two default branches", "")
+				}
+			}
+			if child := rc.branchTarget(it, "default"); child != nil {
+				n.children = append(n.children, branchInfo{label: plan.BranchDefault, node: child})
+			}
+			return true
+		case k.Name == "request" && (key == "call" || key == "forward"):
+			label := plan.BranchCall
+			if key == "forward" {
+				label = plan.BranchForward
+			}
+			for _, b := range n.children {
+				if b.label == label {
+					rc.c.add("E018", it.Key.Range(), fmt.Sprintf("request has two %s endpoints", key), "")
+				}
+			}
+			if child := rc.checkEndpointItem(it, roleSink); child != nil {
+				n.children = append(n.children, branchInfo{label: label, node: child})
+			}
+			return true
+		case k.Name == "fanout" && key == "to":
+			if child := rc.checkEndpointItem(it, roleSink); child != nil {
+				n.children = append(n.children, branchInfo{label: plan.BranchTo, node: child})
+			}
+			return true
+		}
+		return false
+	}
+}
+
+// branchTarget checks `case "x" { to … }` or `default { to … }` and
+// `dlq { to … }`: a block holding exactly one `to`.
+func (rc *routeCtx) branchTarget(it *lang.Item, what string) *nodeInfo {
+	if it.Body == nil {
+		rc.c.add("E019", it.Key.Range(), fmt.Sprintf("%s needs a block holding one `to <kind> { … }`", what), "")
+		return nil
+	}
+	var target *nodeInfo
+	count := 0
+	for _, in := range it.Body.Items() {
+		if in.Key.Name != "to" {
+			rc.c.add("E019", in.Key.Range(), fmt.Sprintf("%s holds %q; it takes one `to <kind> { … }`", what, in.Key.Name), didYouMean(in.Key.Name, []string{"to"}))
+			continue
+		}
+		count++
+		if count > 1 {
+			rc.c.add("E019", in.Key.Range(), fmt.Sprintf("%s has a second to", what), "Use `to fanout { to … to … }` to write to several endpoints.")
+			continue
+		}
+		target = rc.checkEndpointItem(in, roleSink)
+	}
+	if count == 0 {
+		rc.c.add("E019", it.Key.Range(), fmt.Sprintf("%s needs a `to <kind> { … }`", what), "")
+	}
+	return target
+}
+
+// checkStructure checks the shape of a structural node once its children
+// are known.
+func (rc *routeCtx) checkStructure(n *nodeInfo, rng diag.Range) {
+	switch n.name {
+	case "switch":
+		hasDefault := false
+		for _, b := range n.children {
+			hasDefault = hasDefault || b.label == plan.BranchDefault
+		}
+		if !hasDefault && !rc.inNamedUnused {
+			rc.warn("W003", rng, fmt.Sprintf("switch in route %s has no default branch", rc.name),
+				"Records matching no case are dropped (and counted); a failed request forwards the original record, which may match nothing.")
+		}
+	case "request":
+		var call, fwd bool
+		for _, b := range n.children {
+			call = call || b.label == plan.BranchCall
+			fwd = fwd || b.label == plan.BranchForward
+		}
+		if !call {
+			rc.c.add("E016", rng, "request needs a call endpoint: call <kind> { … }", "")
+		}
+		if !fwd {
+			rc.c.add("E016", rng, "request needs a forward endpoint: forward <kind> { … }", "")
+		}
+	case "fanout":
+		if len(n.children) == 0 {
+			rc.c.add("E016", rng, "fanout needs at least one `to <kind> { … }`", "")
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package compiler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mqb-dev/mqb/lang"
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/stdlib"
+)
+
+// checkStep checks one route step: `id <expr>`, `filter <expr>`,
+// `map { f = <expr> … }`, `dlq { to … }`, or a step with attributes.
+func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *nodeInfo {
+	n := &nodeInfo{role: plan.RoleStep, side: side, name: st.Name, step: st, rng: it.Range()}
+	switch {
+	case st.ExprArg:
+		if it.Arg == nil {
+			rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s in route %s takes an expression: %s <expr>", st.Name, rc.name, st.Name), "For example: id payload.order_id, filter payload.total > 0.")
+			return nil
+		}
+		ai, ok := rc.convertExpr(it.Arg, st.Name, &attrInfo{}, st.Name == "filter")
+		if st.Name == "id" {
+			rc.idSet = true
+			rc.idStab = stableValue
+			rc.idText = ""
+		}
+		if !ok {
+			return nil
+		}
+		n.exprText, n.exprStab = ai.val.Expr, ai.stab
+		if st.Name == "id" {
+			rc.idStab = ai.stab
+			rc.idText = ai.val.Expr
+		}
+	case st.Free:
+		if it.Body == nil {
+			rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s in route %s takes a block of field = <expr>", st.Name, rc.name), "")
+			return nil
+		}
+		n.attrs = map[string]*attrInfo{}
+		next := map[string]stability{}
+		for _, f := range it.Body.Items() {
+			if f.Assign == nil || f.Assign.Expr == nil {
+				rc.c.add("E015", f.Key.Range(), fmt.Sprintf("map field %s needs `= <expr>`", f.Key.Name), "")
+				continue
+			}
+			if _, dup := n.attrs[f.Key.Name]; dup {
+				rc.c.add("E018", f.Key.Range(), fmt.Sprintf("map sets %s twice", f.Key.Name), "Only one value can win, so neither does: delete one.")
+				continue
+			}
+			ai, ok := rc.convertExpr(f.Assign.Expr, "map field "+f.Key.Name, &attrInfo{}, false)
+			if !ok {
+				continue
+			}
+			ai.explicit, ai.rng = true, f.Range()
+			n.attrs[f.Key.Name] = ai
+			next[f.Key.Name] = ai.stab
+		}
+		for k, v := range next {
+			rc.taint[k] = v
+		}
+	case st.Nested:
+		if child := rc.branchTarget(it, st.Name); child != nil {
+			n.children = []branchInfo{{label: plan.BranchTo, node: child}}
+		}
+	default:
+		if it.Arg != nil || it.Kind != nil || it.Ref != nil || it.Assign != nil {
+			rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s in route %s takes a block: %s { … }", st.Name, rc.name, st.Name), "")
+			return nil
+		}
+		n.attrs = rc.checkAttrs(st.Attrs, it.Body, st.Name, it.Key.Range(), nil)
+		if st.Name == "dedup" {
+			rc.checkDedup(n, it)
+		}
+	}
+	return n
+}
+
+// checkDedup warns about dedup keys that cannot recognise a replay.
+func (rc *routeCtx) checkDedup(n *nodeInfo, it *lang.Item) {
+	key := n.attrs["key"]
+	if key == nil {
+		return
+	}
+	rng := it.Key.Range()
+	if key.explicit {
+		rng = key.rng
+	}
+	if !key.stab.Stable && key.stab.Why != mqbIDUnset {
+		detail := "A replay gets a new key, so the dedup store never sees a repeat. Key on a business field (payload.order_id) or meta[\"mqb.id\"] set by an id step."
+		if !key.explicit {
+			detail = "The default key is message_id. " + detail
+		}
+		rc.warn("W001", rng, fmt.Sprintf("dedup in route %s dedupes nothing: its key %s is per-delivery (%s)", rc.name, key.val.Expr, key.stab.Why), detail)
+	}
+	if rc.src != nil && rc.src.CDC && strings.Contains(key.val.Expr, "mqb.id") {
+		rc.warn("W002", rng, fmt.Sprintf("dedup in route %s is keyed on meta[\"mqb.id\"] over a CDC source", rc.name),
+			"Identity is not a version: every update of a row shares one business key and would collapse into one. Keep the default message_id, which includes the LSN.")
+	}
+	rc.dedups = append(rc.dedups, n)
+}
