@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/mqb-dev/mqb/compiler"
+	"github.com/mqb-dev/mqb/diag"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+func init() {
+	register(&command{
+		Name:    "build",
+		Usage:   "mqbc build FILE… [-o plan.json] [--format text|json]",
+		Summary: "check .mqb files, print each route's proven guarantee, and write the plan",
+		Run:     runBuild,
+	})
+}
+
+func runBuild(args []string, stdout, stderr io.Writer) int {
+	c := commands["build"]
+	fs := newFlags(c, stderr)
+	out := fs.String("o", "", "write the plan (JSON, secrets redacted) to this file; - for stdout")
+	format := fs.String("format", "text", "diagnostics format: text or json")
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if err := oneOf("format", *format, "text", "json"); err != nil {
+		fmt.Fprintln(stderr, "mqbc build:", err)
+		return exitUsage
+	}
+	if len(paths) == 0 {
+		fmt.Fprintln(stderr, "usage: "+c.Usage)
+		return exitUsage
+	}
+	p, diags, sources, err := compileFiles(paths)
+	if err != nil {
+		fmt.Fprintln(stderr, "mqbc build:", err)
+		return exitError
+	}
+	writeDiags(stderr, *format, diags, sources)
+	if diags.HasErrors() {
+		return exitError
+	}
+	red := p.Redacted()
+	if *format == "json" {
+		type verdict struct {
+			Name      string   `json:"name"`
+			Guarantee string   `json:"guarantee"`
+			Reasons   []string `json:"reasons"`
+		}
+		vs := []verdict{}
+		for _, r := range red.Routes {
+			vs = append(vs, verdict{r.Name, r.Guarantee, r.Reasons})
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if *out != "-" {
+			_ = enc.Encode(vs)
+		}
+	} else if *out != "-" {
+		for _, r := range red.Routes {
+			fmt.Fprintln(stdout, plan.RedactURLs(compiler.VerdictLine(r)))
+		}
+	}
+	if *out != "" {
+		if err := writePlan(*out, red, stdout); err != nil {
+			fmt.Fprintln(stderr, "mqbc build:", err)
+			return exitError
+		}
+	}
+	return exitOK
+}
+
+// writeDiags prints diagnostics as text with carets, or as a JSON array.
+func writeDiags(w io.Writer, format string, diags diag.List, sources diag.Sources) {
+	if format == "json" {
+		_ = diag.WriteJSON(w, diags)
+		return
+	}
+	diag.WriteText(w, diags, sources)
+}
+
+// writePlan writes an already redacted plan as indented JSON.
+func writePlan(path string, p plan.Plan, stdout io.Writer) error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode plan: %w", err)
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write plan: %w", err)
+	}
+	return nil
+}
