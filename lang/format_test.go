@@ -79,7 +79,7 @@ func setSection(ar *txtar.Archive, name string, data []byte) {
 // formatInputs returns every .mqb text the formatter must handle: golden
 // inputs and outputs, examples/**/*.mqb, and the .mqb sections of the
 // repository's testdata/**/*.txtar that parse without errors.
-func formatInputs(t *testing.T) map[string][]byte {
+func formatInputs(t testing.TB) map[string][]byte {
 	t.Helper()
 	inputs := map[string][]byte{"design": []byte(designExample)}
 	golden, _ := filepath.Glob("testdata/format/*.txtar")

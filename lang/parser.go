@@ -57,7 +57,26 @@ func Parse(filename string, src []byte) (*File, diag.List) {
 	for _, d := range f.Decls {
 		checkSeparators(d, &diags)
 	}
-	return f, dedupe(diags)
+	return f, clampRanges(dedupe(diags), len(src))
+}
+
+// clampRanges keeps every range inside the n-byte input: an error at end
+// of file would otherwise end one byte past it.
+func clampRanges(l diag.List, n int) diag.List {
+	for i := range l {
+		r := &l[i].Range
+		for _, p := range []*diag.Pos{&r.Start, &r.End} {
+			if p.Offset > n {
+				p.Col -= p.Offset - n
+				p.Offset = n
+			}
+			p.Col = max(p.Col, 1)
+		}
+		if r.End.Offset < r.Start.Offset {
+			r.End = r.Start
+		}
+	}
+	return l
 }
 
 func parseTokens(toks []lexer.Token) (*File, error) {
