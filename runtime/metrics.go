@@ -1,0 +1,107 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the runtime's Prometheus collectors, labelled by route.
+type metrics struct {
+	in, out, dedup, filtered, dlq, errors *prometheus.CounterVec
+	lag                                   *prometheus.GaugeVec
+}
+
+// routeMetrics are one route's children of the collectors.
+type routeMetrics struct {
+	in, out, dedup, filtered, dlq, errors prometheus.Counter
+	lag                                   prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mqb", Name: name, Help: help}, []string{"route"})
+	}
+	m := &metrics{
+		in:       counter("records_in_total", "Records read from the route's source."),
+		out:      counter("records_out_total", "Records written to the route's sink."),
+		dedup:    counter("records_deduplicated_total", "Records dropped as duplicates (dedup step or covered part file)."),
+		filtered: counter("records_filtered_total", "Records dropped by a filter."),
+		dlq:      counter("records_dead_lettered_total", "Records written to the dead-letter queue."),
+		errors:   counter("record_errors_total", "Records that failed with no dead-letter queue to take them."),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "mqb", Name: "commit_lag_records",
+			Help: "Records read but not yet covered by the committed checkpoint."}, []string{"route"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	for _, c := range []**prometheus.CounterVec{&m.in, &m.out, &m.dedup, &m.filtered, &m.dlq, &m.errors} {
+		if *c, err = register(reg, *c); err != nil {
+			return nil, err
+		}
+	}
+	if m.lag, err = register(reg, m.lag); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector an earlier Run on the same
+// registerer left there.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("register metrics: %w", err)
+	}
+	return c, nil
+}
+
+func (m *metrics) forRoute(name string) *routeMetrics {
+	return &routeMetrics{
+		in: m.in.WithLabelValues(name), out: m.out.WithLabelValues(name),
+		dedup: m.dedup.WithLabelValues(name), filtered: m.filtered.WithLabelValues(name),
+		dlq: m.dlq.WithLabelValues(name), errors: m.errors.WithLabelValues(name),
+		lag: m.lag.WithLabelValues(name),
+	}
+}
+
+func (m *routeMetrics) add(out, filtered, dups, dlq, errs int64) {
+	m.out.Add(float64(out))
+	m.filtered.Add(float64(filtered))
+	m.dedup.Add(float64(dups))
+	m.dlq.Add(float64(dlq))
+	m.errors.Add(float64(errs))
+}
+
+// ServeMetrics serves gatherer's metrics at http://addr/metrics until ctx is
+// cancelled (for `mqbc run --metrics-addr`). It returns once listening,
+// with the bound address (useful with port 0).
+func ServeMetrics(ctx context.Context, addr string, gatherer prometheus.Gatherer) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	return ln.Addr(), nil
+}

@@ -1,0 +1,235 @@
+package runtime
+
+import (
+	"bufio"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+func strV(s string) plan.Value  { return plan.Value{Type: plan.TString, Str: s} }
+func enumV(s string) plan.Value { return plan.Value{Type: plan.TEnum, Str: s} }
+func intV(n int64) plan.Value   { return plan.Value{Type: plan.TInt, Int: n} }
+func exprV(s string) plan.Value { return plan.Value{Type: plan.TExpr, Expr: s} }
+func tmplV(parts ...plan.Part) plan.Value {
+	return plan.Value{Type: plan.TTemplate, Template: parts}
+}
+func lit(s string) plan.Part { return plan.Part{Lit: s} }
+func ex(s string) plan.Part  { return plan.Part{Expr: s} }
+
+// testEnv is the set of paths a test pipeline uses, all under one temp dir.
+type testEnv struct {
+	dir, input, db, dlq, state, dedup, parts string
+}
+
+func newTestEnv(t *testing.T) testEnv {
+	d := t.TempDir()
+	return testEnv{dir: d, input: filepath.Join(d, "orders.jsonl"), db: filepath.Join(d, "orders.db"),
+		dlq: filepath.Join(d, "dlq.jsonl"), state: filepath.Join(d, "state"), dedup: filepath.Join(d, "dedup"),
+		parts: filepath.Join(d, "parts")}
+}
+
+const testMaxRecord = 2048
+
+// sqlitePlan is file → id → dedup → dlq → sqlite ON CONFLICT DO NOTHING.
+func sqlitePlan(e testEnv, batch, concurrency int) plan.Plan {
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "file", Side: plan.SideInput, Attrs: map[string]plan.Value{
+			"path": strV(e.input), "mode": enumV("consume"), "format": enumV("json"),
+			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
+		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
+		{ID: "n2", Role: plan.RoleStep, Kind: "dedup", Side: plan.SideInput, Attrs: map[string]plan.Value{
+			"key": exprV(`meta["mqb.id"]`), "store": strV("pebble://" + e.dedup),
+			"ttl": {Type: plan.TDuration, Str: "1h", Int: int64(3600e9)}}},
+		{ID: "n3", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
+			Label: plan.BranchTo, Node: plan.Node{ID: "n3.0", Role: plan.RoleSink, Kind: "file",
+				Attrs: map[string]plan.Value{"path": strV(e.dlq), "name_by": enumV("write_time")}}}}},
+		{ID: "n4", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+			"url":          tmplV(lit("sqlite://" + e.db)),
+			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, body TEXT)`),
+			"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`),
+				lit(", "), ex("payload.amount"), lit(", "), ex("payload.body"), lit(") ON CONFLICT (id) DO NOTHING")),
+		}},
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
+		Name: "orders", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
+		Nodes: nodes, Edges: chain(nodes)}}}
+}
+
+// partsPlan is file → file (name_by = source_position), with a DLQ.
+func partsPlan(e testEnv, batch, concurrency int) plan.Plan {
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
+			"path": strV(e.input), "mode": enumV("consume"),
+			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
+		{ID: "n1", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
+			Label: plan.BranchTo, Node: plan.Node{ID: "n1.0", Role: plan.RoleSink, Kind: "file",
+				Attrs: map[string]plan.Value{"path": strV(e.dlq)}}}}},
+		{ID: "n2", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{
+			"path": strV(e.parts), "name_by": enumV("source_position")}},
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
+		Name: "parts", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
+		Nodes: nodes, Edges: chain(nodes)}}}
+}
+
+func chain(ns []plan.Node) []plan.Edge {
+	var es []plan.Edge
+	for i := 1; i < len(ns); i++ {
+		es = append(es, plan.Edge{From: ns[i-1].ID, To: ns[i].ID})
+	}
+	return es
+}
+
+// dataset is a generated input with what a correct run must produce.
+type dataset struct {
+	lines   []string
+	ids     map[string]int  // unique valid id → amount of its first occurrence
+	bad     map[uint64]bool // positions (record indexes) that must reach the DLQ
+	dups    int             // valid lines whose id was seen before
+	valid   []uint64        // positions of JSON-valid, short lines (for part sinks)
+	records int
+}
+
+// genDataset writes n lines: mostly orders, with repeated ids, malformed
+// JSON, missing ids, null amounts (NOT NULL violation) and over-long lines.
+func genDataset(t testing.TB, path string, n int, seed uint64) dataset {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	ds := dataset{ids: map[string]int{}, bad: map[uint64]bool{}}
+	var b strings.Builder
+	next := 0
+	for i := 0; i < n; i++ {
+		pos := uint64(i)
+		var line string
+		switch r := rng.IntN(100); {
+		case r < 3:
+			line = fmt.Sprintf(`{"order_id": "o-%d", "amount": 1, "body": broken`, i)
+			ds.bad[pos] = true
+		case r < 5:
+			line = fmt.Sprintf(`{"amount": %d, "body": "no id"}`, i)
+			ds.bad[pos] = true
+			ds.valid = append(ds.valid, pos)
+		case r < 7:
+			line = fmt.Sprintf(`{"order_id": "n-%d", "amount": null, "body": "null amount"}`, i)
+			ds.bad[pos] = true
+			ds.valid = append(ds.valid, pos)
+		case r < 8:
+			line = fmt.Sprintf(`{"order_id": "l-%d", "amount": 1, "body": "%s"}`, i, strings.Repeat("x", testMaxRecord))
+			ds.bad[pos] = true
+		case r < 20 && next > 0:
+			k := rng.IntN(next)
+			line = fmt.Sprintf(`{"order_id": "o-%d", "amount": %d, "body": {"repeat": %d}}`, k, k, i)
+			ds.dups++
+			ds.valid = append(ds.valid, pos)
+		default:
+			line = fmt.Sprintf(`{"order_id": "o-%d", "amount": %d, "body": "order number %d"}`, next, next, next)
+			ds.ids[fmt.Sprintf("o-%d", next)] = next
+			next++
+			ds.valid = append(ds.valid, pos)
+		}
+		ds.lines = append(ds.lines, line)
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	ds.records = n
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// checkSQLite asserts the table holds each unique valid id exactly once.
+func checkSQLite(t testing.TB, dbPath string, ds dataset) {
+	t.Helper()
+	db, err := sql.Open(sqliteDriver, "file:"+dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT id, amount FROM orders`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]int{}
+	for rows.Next() {
+		var id string
+		var amount int
+		if err := rows.Scan(&id, &amount); err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := got[id]; dup {
+			t.Errorf("id %s stored twice", id)
+		}
+		got[id] = amount
+	}
+	if len(got) != len(ds.ids) {
+		t.Errorf("table has %d rows, want %d", len(got), len(ds.ids))
+	}
+	for id, amount := range ds.ids {
+		if g, ok := got[id]; !ok {
+			t.Errorf("id %s missing from the table", id)
+		} else if g != amount {
+			t.Errorf("id %s: amount %d, want %d", id, g, amount)
+		}
+	}
+}
+
+// readDLQ returns how many times each position appears in the DLQ file,
+// checking every line carries a reason.
+func readDLQ(t testing.TB, path string) map[uint64]int {
+	t.Helper()
+	out := map[uint64]int{}
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return out
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var env struct {
+			Error    string `json:"error"`
+			Position uint64 `json:"position"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &env); err != nil {
+			t.Fatalf("dlq line %q: %v", sc.Text(), err)
+		}
+		if env.Error == "" {
+			t.Errorf("dlq line without a reason: %s", sc.Text())
+		}
+		out[env.Position]++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkDLQ asserts every bad position is in the DLQ (exactly once when
+// exact) and nothing else is.
+func checkDLQ(t testing.TB, got map[uint64]int, want map[uint64]bool, exact bool) {
+	t.Helper()
+	for p := range want {
+		if got[p] == 0 {
+			t.Errorf("bad record %d missing from the DLQ", p)
+		} else if exact && got[p] != 1 {
+			t.Errorf("bad record %d in the DLQ %d times", p, got[p])
+		}
+	}
+	for p := range got {
+		if !want[p] {
+			t.Errorf("record %d in the DLQ but valid", p)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package runtime
+
+import (
+	"github.com/google/uuid"
+)
+
+// Record is one unit moving through a route.
+type Record struct {
+	// Payload is the record as read (one line, without its newline), or as
+	// re-encoded after a map step changed it.
+	Payload []byte
+	// Meta is the string metadata; nil until a step sets a key.
+	Meta map[string]string
+	// Seq is the source position: for a file, the record's index.
+	Seq uint64
+	// Next is the source offset just after the record (a file's byte
+	// offset of the next line).
+	Next int64
+
+	msgID    uuid.UUID
+	hasMsgID bool
+
+	value   any // decoded payload, valid when decoded
+	decoded bool
+	dirty   bool // value changed by map: re-encode before writing
+
+	state  recState
+	reason string // why the record is dead
+
+	sinkErr string // set by a sink when this record failed on its own
+}
+
+type recState uint8
+
+const (
+	stLive      recState = iota
+	stFiltered           // dropped by filter, acked
+	stDuplicate          // dropped by dedup (or covered by a part file), acked
+	stDead               // failed for good: to the DLQ
+)
+
+// MessageID is the record's u128 id in UUID form: a fresh UUIDv7 per read,
+// minted on first use (nothing can tell a lazily minted id from an eager one).
+func (r *Record) MessageID() string {
+	if !r.hasMsgID {
+		id, err := uuid.NewV7()
+		if err != nil {
+			id = uuid.New()
+		}
+		r.msgID, r.hasMsgID = id, true
+	}
+	return r.msgID.String()
+}
+
+func (r *Record) setMeta(k, v string) {
+	if r.Meta == nil {
+		r.Meta = make(map[string]string, 4)
+	}
+	r.Meta[k] = v
+}
+
+func (r *Record) kill(reason string) {
+	r.state = stDead
+	r.reason = reason
+}
+
+// batch is a run of consecutive records from one source.
+type batch struct {
+	recs []Record
+	// arena backs the payloads of recs, one allocation per batch.
+	arena []byte
+	// srcEnd is the source offset after the last record, for progress.
+	srcEnd int64
+	// reserved lists the dedup keys reserved for the batch: promoted when
+	// it is acked, released when it fails.
+	reserved []reservation
+}

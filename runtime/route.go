@@ -1,0 +1,398 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
+	"github.com/mqb-dev/mqb/runtime/dedup"
+	"github.com/mqb-dev/mqb/runtime/internal/jsonvalue"
+)
+
+// metaError is the metadata key a dead-lettered record carries its reason in.
+const metaError = "mqb.error"
+
+// route is one running pipeline: source → steps → sink, with its DLQ,
+// retry policy, ack tracker and checkpoint.
+type route struct {
+	name        string
+	log         *slog.Logger
+	batchSize   int
+	concurrency int
+	commitEvery time.Duration
+	now         func() time.Time
+
+	src         *fileSource
+	cp          *checkpoint.Store
+	steps       []step
+	dedupStores []*dedup.Store
+	sink        sink
+	sinkProgs   []*program
+	parts       *partSink // the sink, when it writes part files
+	retry       retryPolicy
+	dlq         sink
+	dlqProgs    []*program
+	needPayload bool
+
+	tracker *AckTracker
+	stats   routeCounters
+	metrics *routeMetrics
+
+	failOnce sync.Once
+	failErr  error
+	failed   atomic.Bool
+	stopRead context.CancelFunc
+}
+
+type routeCounters struct {
+	in, out, deduplicated, filtered, deadLettered, errors atomic.Int64
+	committed                                            atomic.Int64
+}
+
+// worker holds per-goroutine scratch: a JSON decoder, an expression VM.
+type worker struct {
+	dec      *jsonvalue.Decoder
+	eval     evaluator
+	keys     []string
+	idx      []int
+	verdicts []dedup.Verdict
+	ptrs     []*Record
+	dead     []*Record
+	seqs     []uint64
+}
+
+// reservation is a set of keys a dedup step reserved for a batch.
+type reservation struct {
+	store *dedup.Store
+	ttl   time.Duration
+	keys  []string
+}
+
+func (rt *route) close() error {
+	var errs []error
+	if rt.src != nil {
+		errs = append(errs, rt.src.close())
+	}
+	if rt.sink != nil {
+		errs = append(errs, rt.sink.Close())
+	}
+	if rt.dlq != nil {
+		errs = append(errs, rt.dlq.Close())
+	}
+	for _, d := range rt.dedupStores {
+		errs = append(errs, d.Close())
+	}
+	if rt.cp != nil {
+		errs = append(errs, rt.cp.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// fail stops the route after a failure nothing can absorb: reading stops,
+// the failed batch is never acked, and what was acked before is committed.
+func (rt *route) fail(err error) {
+	rt.failOnce.Do(func() {
+		rt.failErr = err
+		rt.failed.Store(true)
+		rt.log.Error("route failed", "err", err)
+		if rt.stopRead != nil {
+			rt.stopRead()
+		}
+	})
+}
+
+// run executes the route until its source ends (consume mode at EOF, all
+// records committed) or ctx is cancelled (graceful drain: in-flight batches
+// finish and are committed).
+func (rt *route) run(ctx context.Context) error {
+	cp, haveCP, err := rt.cp.Load(rt.name)
+	if err != nil {
+		return err
+	}
+	if err := rt.src.open(ctx, cp, haveCP); err != nil {
+		return err
+	}
+	if rt.src.f == nil { // cancelled while waiting for the file to appear
+		return nil
+	}
+	if haveCP && rt.src.offset > 0 {
+		rt.log.Info("resuming from checkpoint", "next_index", rt.src.nextSeq, "offset", rt.src.offset)
+	}
+	rt.tracker = NewAckTracker(rt.src.nextSeq)
+
+	readCtx, stopRead := context.WithCancel(ctx)
+	rt.stopRead = stopRead
+	defer stopRead()
+
+	procCh := make(chan *batch, rt.concurrency)
+	sinkCh := make(chan *batch, rt.concurrency)
+	var wg sync.WaitGroup
+
+	// Reader: the only goroutine touching the source.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(procCh)
+		for {
+			b, eof, err := rt.src.next(readCtx, rt.batchSize)
+			if err != nil {
+				rt.fail(err)
+				return
+			}
+			if len(b.recs) > 0 {
+				for i := range b.recs {
+					if err := rt.tracker.Track(b.recs[i].Seq, b.recs[i].Next); err != nil {
+						rt.fail(fmt.Errorf("route %s: %w", rt.name, err))
+						return
+					}
+				}
+				n := int64(len(b.recs))
+				rt.stats.in.Add(n)
+				rt.metrics.in.Add(float64(n))
+				// Always hand a read batch on, even when draining: the
+				// workers consume until procCh closes, so this cannot block
+				// forever, and a drain finishes what was read.
+				procCh <- b
+			}
+			if eof || readCtx.Err() != nil {
+				return
+			}
+		}
+	}()
+
+	// Processing workers: decode, input/output steps.
+	var procWG sync.WaitGroup
+	for range rt.concurrency {
+		procWG.Add(1)
+		go func() {
+			defer procWG.Done()
+			w := &worker{dec: jsonvalue.NewDecoder()}
+			for b := range procCh {
+				if rt.failed.Load() {
+					continue
+				}
+				if err := rt.process(w, b); err != nil {
+					rt.fail(err)
+					continue
+				}
+				sinkCh <- b
+			}
+		}()
+	}
+	go func() { procWG.Wait(); close(sinkCh) }()
+
+	// Sink workers: write, dead-letter, promote dedup keys, ack.
+	var sinkWG sync.WaitGroup
+	for range rt.concurrency {
+		sinkWG.Add(1)
+		go func() {
+			defer sinkWG.Done()
+			w := &worker{}
+			for b := range sinkCh {
+				if rt.failed.Load() {
+					rt.releaseAll(b)
+					continue
+				}
+				if err := rt.deliver(w, b); err != nil {
+					rt.releaseAll(b)
+					rt.fail(err)
+				}
+			}
+		}()
+	}
+
+	// Committer: moves the checkpoint to the contiguous acked position.
+	done := make(chan struct{})
+	commitErr := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(rt.commitEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if err := rt.commit(); err != nil {
+					rt.fail(err)
+				}
+			case <-done:
+				commitErr <- rt.commit()
+				return
+			}
+		}
+	}()
+
+	wg.Wait()
+	sinkWG.Wait()
+	close(done)
+	if err := <-commitErr; err != nil && rt.failErr == nil {
+		rt.failErr = err
+	}
+	if rt.failErr == nil && rt.tracker.Pending() > 0 && ctx.Err() == nil {
+		rt.failErr = fmt.Errorf("route %s: %d records read but never acknowledged", rt.name, rt.tracker.Pending())
+	}
+	return rt.failErr
+}
+
+// process runs the route's steps over b.
+func (rt *route) process(w *worker, b *batch) error {
+	if rt.parts != nil {
+		rt.parts.skipCovered(b.recs)
+	}
+	for i := range b.recs {
+		r := &b.recs[i]
+		if r.state != stLive {
+			continue
+		}
+		switch rt.src.format {
+		case "json":
+			if rt.needPayload {
+				v, err := w.dec.Decode(r.Payload)
+				if err != nil {
+					r.kill(err.Error())
+					continue
+				}
+				r.value, r.decoded = v, true
+			} else if err := w.dec.Valid(r.Payload); err != nil {
+				r.kill(err.Error())
+			}
+		default:
+			r.value, r.decoded = string(r.Payload), true
+		}
+	}
+	for _, s := range rt.steps {
+		if err := s.apply(w, b); err != nil {
+			return fmt.Errorf("route %s: %w", rt.name, err)
+		}
+	}
+	// Records that go no further are acked now, straight back to the source.
+	seqs := w.seqs[:0]
+	for i := range b.recs {
+		if st := b.recs[i].state; st == stFiltered || st == stDuplicate {
+			seqs = append(seqs, b.recs[i].Seq)
+		}
+	}
+	w.seqs = seqs
+	return rt.tracker.AckAll(seqs)
+}
+
+// deliver writes b's live records to the sink and its dead ones to the
+// DLQ, then promotes dedup keys and acks every record of b.
+func (rt *route) deliver(w *worker, b *batch) error {
+	ctx := context.Background() // a drain finishes the batch whatever happens to the run's ctx
+	live := w.ptrs[:0]
+	for i := range b.recs {
+		if b.recs[i].state == stLive {
+			live = append(live, &b.recs[i])
+		}
+	}
+	w.ptrs = live
+	if err := rt.retry.write(ctx, rt.sink, live, func(err error) {
+		rt.log.Warn("sink write failed, retrying", "err", err)
+	}); err != nil {
+		return fmt.Errorf("route %s: sink: %w", rt.name, err)
+	}
+	var out, filtered, dups int64
+	dead := w.dead[:0]
+	for i := range b.recs {
+		r := &b.recs[i]
+		switch r.state {
+		case stLive:
+			if r.sinkErr != "" {
+				r.kill(r.sinkErr)
+				dead = append(dead, r)
+			} else {
+				out++
+			}
+		case stDead:
+			dead = append(dead, r)
+		case stFiltered:
+			filtered++
+		case stDuplicate:
+			dups++
+		}
+	}
+	w.dead = dead
+	var dlqd, errs int64
+	if len(dead) > 0 {
+		for _, r := range dead {
+			r.setMeta(metaError, r.reason)
+		}
+		if rt.dlq != nil {
+			if err := rt.retry.write(ctx, rt.dlq, dead, func(err error) {
+				rt.log.Warn("dead-letter write failed, retrying", "err", err)
+			}); err != nil {
+				return fmt.Errorf("route %s: dlq: %w", rt.name, err)
+			}
+		}
+		for _, r := range dead {
+			switch {
+			case rt.dlq == nil:
+				rt.log.Warn("record dropped (no dlq)", "position", r.Seq, "reason", r.reason)
+				errs++
+			case r.sinkErr != "":
+				rt.log.Error("record dropped: the dlq refused it", "position", r.Seq, "reason", r.reason, "dlq_error", r.sinkErr)
+				errs++
+			default:
+				dlqd++
+			}
+		}
+	}
+	for _, res := range b.reserved {
+		if err := res.store.Promote(res.keys, rt.now(), res.ttl); err != nil {
+			return fmt.Errorf("route %s: %w", rt.name, err)
+		}
+	}
+	b.reserved = nil
+	seqs := w.seqs[:0]
+	for i := range b.recs {
+		seqs = append(seqs, b.recs[i].Seq)
+	}
+	w.seqs = seqs
+	if err := rt.tracker.AckAll(seqs); err != nil {
+		return fmt.Errorf("route %s: %w", rt.name, err)
+	}
+	rt.stats.out.Add(out)
+	rt.stats.filtered.Add(filtered)
+	rt.stats.deduplicated.Add(dups)
+	rt.stats.deadLettered.Add(dlqd)
+	rt.stats.errors.Add(errs)
+	rt.metrics.add(out, filtered, dups, dlqd, errs)
+	return nil
+}
+
+// releaseAll frees the dedup reservations of a batch that will not be acked.
+func (rt *route) releaseAll(b *batch) {
+	for _, res := range b.reserved {
+		if err := res.store.Release(res.keys); err != nil {
+			rt.log.Warn("release dedup reservations", "err", err)
+		}
+	}
+	b.reserved = nil
+}
+
+// commit saves the contiguous acked position, after making the dedup
+// promotions of the records it covers durable.
+func (rt *route) commit() error {
+	seq, next, ok := rt.tracker.Advance()
+	rt.metrics.lag.Set(float64(rt.tracker.Pending()))
+	if !ok {
+		return nil
+	}
+	for _, d := range rt.dedupStores {
+		if d.Handle() != rt.cp.Handle() {
+			if err := d.Sync(); err != nil {
+				return fmt.Errorf("route %s: %w", rt.name, err)
+			}
+		}
+	}
+	pos := checkpoint.Position{Source: rt.src.path, Mode: rt.src.mode, NextIndex: seq + 1, Offset: next}
+	if err := rt.cp.Save(rt.name, pos); err != nil {
+		return fmt.Errorf("route %s: %w", rt.name, err)
+	}
+	rt.stats.committed.Store(int64(seq + 1))
+	return nil
+}

@@ -1,0 +1,167 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/stdlib"
+)
+
+// Options configure a Run.
+type Options struct {
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// BaseDir resolves relative paths in the plan (files, sqlite://,
+	// pebble://); empty means the process's working directory.
+	BaseDir string
+	// StateDir holds the checkpoint and dedup stores whose attribute is left
+	// at its stdlib default (StateDir/state, StateDir/dedup); empty keeps
+	// the declared defaults (.mqb/state, .mqb/dedup).
+	StateDir string
+	// Registerer receives the Prometheus metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Progress, when set, receives a progress line per file-source route
+	// every ProgressInterval.
+	Progress         io.Writer
+	ProgressInterval time.Duration
+	// Env resolves env("NAME") in expressions; nil means os.Getenv.
+	Env stdlib.EnvLookup
+	// CommitInterval is how often each route checkpoints its contiguous
+	// acked position (default 100ms; a drain or the end of a file always
+	// commits). Longer means fewer fsyncs and more replay after a crash.
+	CommitInterval time.Duration
+}
+
+// RouteStats counts a route's records. Every record read ends in exactly
+// one of the other counters once acked: In = Out + Deduplicated + Filtered
+// + DeadLettered + Errors.
+type RouteStats struct {
+	Name string `json:"name"`
+	In   int64  `json:"in"`
+	Out  int64  `json:"out"`
+	// Deduplicated counts records dropped by dedup, or skipped because a
+	// part file already covers their position.
+	Deduplicated int64 `json:"deduplicated"`
+	Filtered     int64 `json:"filtered"`
+	DeadLettered int64 `json:"dead_lettered"`
+	// Errors counts records that failed with no DLQ to take them (logged
+	// and dropped) or that the DLQ itself refused.
+	Errors int64 `json:"errors"`
+	// Committed is the number of leading records whose position is
+	// checkpointed (the next record index to read on restart).
+	Committed int64 `json:"committed"`
+}
+
+// Stats is the outcome of a Run, one entry per route in plan order.
+type Stats struct {
+	Routes []RouteStats `json:"routes"`
+}
+
+// Route returns the stats of the route named name.
+func (s Stats) Route(name string) RouteStats {
+	for _, r := range s.Routes {
+		if r.Name == name {
+			return r
+		}
+	}
+	return RouteStats{Name: name}
+}
+
+// Run executes every route of p concurrently. It returns when every route
+// has ended (a finite source was read and committed to the end) or, after
+// ctx is cancelled, when every route has drained: in-flight batches are
+// finished and committed, stores closed, and the error is nil. A route that
+// fails for good cancels the others and its error is returned.
+func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.CommitInterval <= 0 {
+		opts.CommitInterval = 100 * time.Millisecond
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = time.Second
+	}
+	metrics, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return Stats{}, err
+	}
+	routes := make([]*route, 0, len(p.Routes))
+	closeAll := func() error {
+		var errs []error
+		for _, rt := range routes {
+			errs = append(errs, rt.close())
+		}
+		return errors.Join(errs...)
+	}
+	seen := map[string]bool{}
+	for i := range p.Routes {
+		pr := &p.Routes[i]
+		if seen[pr.Name] {
+			closeAll()
+			return Stats{}, fmt.Errorf("route %s: duplicate route name", pr.Name)
+		}
+		seen[pr.Name] = true
+		rt, err := buildRoute(ctx, pr, &opts)
+		if err != nil {
+			closeAll()
+			return Stats{}, err
+		}
+		rt.metrics = metrics.forRoute(pr.Name)
+		routes = append(routes, rt)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopProgress := startProgress(runCtx, opts.Progress, opts.ProgressInterval, routes)
+	errs := make([]error, len(routes))
+	var wg sync.WaitGroup
+	for i, rt := range routes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			rt.log.Info("route started", "guarantee", p.Routes[i].Guarantee)
+			if err := rt.run(runCtx); err != nil {
+				errs[i] = err
+				cancel() // one route failing for good stops the others
+				return
+			}
+			st := rt.snapshot()
+			rt.log.Info("route ended", "in", st.In, "out", st.Out, "deduplicated", st.Deduplicated,
+				"filtered", st.Filtered, "dead_lettered", st.DeadLettered, "errors", st.Errors,
+				"elapsed", time.Since(start).Round(time.Millisecond))
+		}()
+	}
+	wg.Wait()
+	stopProgress()
+	stats := Stats{Routes: make([]RouteStats, len(routes))}
+	for i, rt := range routes {
+		stats.Routes[i] = rt.snapshot()
+	}
+	if err := closeAll(); err != nil {
+		errs = append(errs, err)
+	}
+	return stats, errors.Join(errs...)
+}
+
+func (rt *route) snapshot() RouteStats {
+	return RouteStats{
+		Name:         rt.name,
+		In:           rt.stats.in.Load(),
+		Out:          rt.stats.out.Load(),
+		Deduplicated: rt.stats.deduplicated.Load(),
+		Filtered:     rt.stats.filtered.Load(),
+		DeadLettered: rt.stats.deadLettered.Load(),
+		Errors:       rt.stats.errors.Load(),
+		Committed:    rt.stats.committed.Load(),
+	}
+}

@@ -1,0 +1,231 @@
+package runtime
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// The SQLite driver is github.com/mattn/go-sqlite3 (cgo): on the sink's
+// pattern (one transaction and one prepared statement per batch, ON CONFLICT
+// DO NOTHING, WAL) it inserted ~636k rows/s against ~417k for the pure-Go
+// modernc.org/sqlite on the 2-core build machine (bench/sqlitedrivers).
+const sqliteDriver = "sqlite3"
+
+// sqlSink runs insert_query once per record, every ${…} bound as a
+// parameter, each batch in one transaction.
+type sqlSink struct {
+	route   string
+	db      *sql.DB
+	query   string     // insert_query with every ${…} replaced by ?
+	params  []*program // one per ?
+	outcome bool       // report_outcome: meta["sql.outcome"]
+
+	mu   sync.Mutex // SQLite has one writer: batches take turns
+	stmt *sql.Stmt
+	args []any
+	eval evaluator
+}
+
+const metaSQLOutcome = "sql.outcome"
+
+func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sqlSink, error) {
+	url, err := c.renderStatic(a, "url")
+	if err != nil {
+		return nil, err
+	}
+	path, ok := strings.CutPrefix(url, "sqlite://")
+	if !ok {
+		scheme, _, _ := strings.Cut(url, "://")
+		return nil, a.errorf("url", "scheme %q is not supported by this runtime yet (only sqlite://)", scheme)
+	}
+	path, _, _ = strings.Cut(path, "?")
+	if path == "" {
+		return nil, a.errorf("url", "empty database path")
+	}
+	if !filepath.IsAbs(path) && base != "" {
+		path = filepath.Join(base, path)
+	}
+	s := &sqlSink{route: a.route, outcome: a.boolean("report_outcome", false)}
+	parts, ok := a.template("insert_query")
+	if !ok {
+		return nil, a.errorf("insert_query", "required by this runtime (table-only inserts are not implemented)")
+	}
+	var q strings.Builder
+	for _, p := range parts {
+		if p.Expr == "" {
+			q.WriteString(p.Lit)
+			continue
+		}
+		prog, err := c.compile(p.Expr)
+		if err != nil {
+			return nil, a.errorf("insert_query", "${%s}: %v", p.Expr, err)
+		}
+		s.params = append(s.params, prog)
+		q.WriteString("?")
+	}
+	s.query = q.String()
+	s.args = make([]any, len(s.params))
+
+	dsn := "file:" + path + "?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=5000"
+	db, err := sql.Open(sqliteDriver, dsn)
+	if err != nil {
+		return nil, a.errorf("url", "open %s: %v", path, err)
+	}
+	// One connection: SQLite has a single writer, and the pragmas and the
+	// prepared statement live on the connection.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	s.db = db
+	if ddl := a.str("create_table", ""); ddl != "" {
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			db.Close()
+			return nil, a.errorf("create_table", "%v", err)
+		}
+	}
+	if s.stmt, err = db.PrepareContext(ctx, s.query); err != nil {
+		db.Close()
+		return nil, a.errorf("insert_query", "prepare %q: %v", s.query, err)
+	}
+	return s, nil
+}
+
+func (s *sqlSink) programs() []*program { return s.params }
+
+// Write inserts recs in one transaction. A row that violates a constraint
+// (or cannot be bound) fails alone: SQLite undoes just that statement and
+// the transaction goes on with the others. A busy database or an I/O error
+// fails the batch as retryable; the transaction is rolled back.
+func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.batchError("begin", err)
+	}
+	st := tx.StmtContext(ctx, s.stmt)
+	for _, r := range recs {
+		if reason := s.bind(r); reason != "" {
+			r.sinkErr = reason
+			continue
+		}
+		res, err := st.ExecContext(ctx, s.args...)
+		if err != nil {
+			if rowLevel(err) {
+				r.sinkErr = "sql insert: " + err.Error()
+				continue
+			}
+			tx.Rollback()
+			return s.batchError("insert", err)
+		}
+		if s.outcome {
+			n, err := res.RowsAffected()
+			if err != nil {
+				tx.Rollback()
+				return s.batchError("rows affected", err)
+			}
+			if n > 0 {
+				r.setMeta(metaSQLOutcome, "inserted")
+			} else {
+				r.setMeta(metaSQLOutcome, "existed")
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.batchError("commit", err)
+	}
+	return nil
+}
+
+// bind evaluates every parameter of r into s.args; it returns why r cannot
+// be written, or "".
+func (s *sqlSink) bind(r *Record) string {
+	for i, p := range s.params {
+		v, present, err := s.eval.run(p, r)
+		if err != nil {
+			return fmt.Sprintf("bind ${%s}: %v", p.src, err)
+		}
+		if p.isMeta && !present {
+			if p.metaKey == metaID {
+				return fmt.Sprintf("bind ${%s}: not set (the record has no identity: the id expression did not resolve)", p.src)
+			}
+			return fmt.Sprintf("bind ${%s}: not set", p.src)
+		}
+		bv, err := bindValue(v)
+		if err != nil {
+			return fmt.Sprintf("bind ${%s}: %v", p.src, err)
+		}
+		s.args[i] = bv
+	}
+	return ""
+}
+
+// bindValue converts an expression value to a driver value keeping its
+// JSON type: numbers stay numbers, objects and arrays become JSON text.
+func bindValue(v any) (any, error) {
+	switch x := v.(type) {
+	case nil, string, int64, float64, bool, []byte:
+		return x, nil
+	case int:
+		return int64(x), nil
+	case int32:
+		return int64(x), nil
+	case float32:
+		return float64(x), nil
+	case uint64:
+		if x > 1<<63-1 {
+			return nil, fmt.Errorf("integer %d does not fit a signed 64-bit column", x)
+		}
+		return int64(x), nil
+	case map[string]any, []any:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return nil, err
+		}
+		return string(b), nil
+	}
+	return nil, fmt.Errorf("value of type %T cannot be bound", v)
+}
+
+// rowLevel reports whether err belongs to one row (constraint, type
+// mismatch, too big) rather than the database.
+func rowLevel(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case sqlite3.ErrConstraint, sqlite3.ErrMismatch, sqlite3.ErrTooBig, sqlite3.ErrRange:
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sqlSink) batchError(op string, err error) error {
+	err = fmt.Errorf("route %s: sql sink: %s: %w", s.route, op, err)
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case sqlite3.ErrBusy, sqlite3.ErrLocked, sqlite3.ErrIoErr, sqlite3.ErrFull, sqlite3.ErrProtocol:
+			return retryable(err)
+		}
+	}
+	return err
+}
+
+func (s *sqlSink) Close() error {
+	if s.stmt != nil {
+		s.stmt.Close()
+	}
+	return s.db.Close()
+}

@@ -1,0 +1,287 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime/dedup"
+)
+
+// step transforms a batch in place: it runs over the live records and may
+// change their payload or meta, or mark them filtered, duplicate or dead.
+type step interface {
+	apply(w *worker, b *batch) error
+	// programs lists the step's expressions (to decide what to decode).
+	programs() []*program
+}
+
+// idStep is `id <expr>`: sets meta["mqb.id"] to the string form of the
+// value, only when it resolves to something non-empty. A record whose
+// expression is nil, empty or fails keeps no identity.
+type idStep struct {
+	prog *program
+}
+
+const metaID = "mqb.id"
+
+func (s *idStep) programs() []*program { return []*program{s.prog} }
+
+func (s *idStep) apply(w *worker, b *batch) error {
+	for i := range b.recs {
+		r := &b.recs[i]
+		if r.state != stLive {
+			continue
+		}
+		v, present, err := w.eval.run(s.prog, r)
+		if err != nil || !present {
+			continue
+		}
+		str, err := stringify(v)
+		if err != nil || str == "" {
+			continue
+		}
+		r.setMeta(metaID, str)
+	}
+	return nil
+}
+
+// filterStep is `filter <expr>`: keeps records for which it is true.
+type filterStep struct {
+	prog *program
+}
+
+func (s *filterStep) programs() []*program { return []*program{s.prog} }
+
+func (s *filterStep) apply(w *worker, b *batch) error {
+	for i := range b.recs {
+		r := &b.recs[i]
+		if r.state != stLive {
+			continue
+		}
+		v, _, err := w.eval.run(s.prog, r)
+		if err != nil {
+			r.kill(fmt.Sprintf("filter %s: %v", s.prog.src, err))
+			continue
+		}
+		keep, ok := v.(bool)
+		if !ok {
+			r.kill(fmt.Sprintf("filter %s: value %v (%T) is not a boolean", s.prog.src, v, v))
+			continue
+		}
+		if !keep {
+			r.state = stFiltered
+		}
+	}
+	return nil
+}
+
+// mapStep is `map { field = <expr> … }`: every expression sees the incoming
+// record, then the fields are set on the payload object.
+type mapStep struct {
+	fields []mapField
+}
+
+type mapField struct {
+	name  string
+	prog  *program // nil for a literal
+	value any
+}
+
+func newMapStep(route string, n *plan.Node, c *compiler) (*mapStep, error) {
+	s := &mapStep{}
+	names := make([]string, 0, len(n.Attrs))
+	for k := range n.Attrs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		v := n.Attrs[k]
+		src := v.Expr
+		if src == "" && v.Type == plan.TTemplate && len(v.Template) == 1 && v.Template[0].Expr != "" {
+			src = v.Template[0].Expr
+		}
+		if src != "" {
+			p, err := c.compile(src)
+			if err != nil {
+				return nil, fmt.Errorf("route %s: map (%s) field %s: %w", route, n.Pos, k, err)
+			}
+			s.fields = append(s.fields, mapField{name: k, prog: p})
+			continue
+		}
+		lit, err := literal(v)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: map (%s) field %s: %w", route, n.Pos, k, err)
+		}
+		s.fields = append(s.fields, mapField{name: k, value: lit})
+	}
+	return s, nil
+}
+
+func (s *mapStep) programs() []*program {
+	var ps []*program
+	for _, f := range s.fields {
+		if f.prog != nil {
+			ps = append(ps, f.prog)
+		}
+	}
+	// map writes the payload, so it always needs it decoded.
+	ps = append(ps, &program{usesPayload: true})
+	return ps
+}
+
+func (s *mapStep) apply(w *worker, b *batch) error {
+	vals := make([]any, len(s.fields))
+outer:
+	for i := range b.recs {
+		r := &b.recs[i]
+		if r.state != stLive {
+			continue
+		}
+		obj, ok := r.value.(map[string]any)
+		if !ok {
+			r.kill(fmt.Sprintf("map: payload is %T, not a JSON object", r.value))
+			continue
+		}
+		for j, f := range s.fields {
+			if f.prog == nil {
+				vals[j] = f.value
+				continue
+			}
+			v, _, err := w.eval.run(f.prog, r)
+			if err != nil {
+				r.kill(fmt.Sprintf("map field %s: %v", f.name, err))
+				continue outer
+			}
+			vals[j] = v
+		}
+		for j, f := range s.fields {
+			obj[f.name] = vals[j]
+		}
+		r.dirty = true
+	}
+	return nil
+}
+
+// literal converts a non-expression plan value to the value a payload holds.
+func literal(v plan.Value) (any, error) {
+	switch v.Type {
+	case plan.TString, plan.TEnum, plan.TDuration:
+		return v.Str, nil
+	case plan.TInt:
+		return v.Int, nil
+	case plan.TFloat:
+		return v.Float, nil
+	case plan.TBool:
+		return v.Bool, nil
+	case plan.TTemplate:
+		s := ""
+		for _, p := range v.Template {
+			if p.Expr != "" {
+				return nil, fmt.Errorf("template with ${%s} is not supported here", p.Expr)
+			}
+			s += p.Lit
+		}
+		return s, nil
+	case plan.TList:
+		out := make([]any, len(v.List))
+		for i, e := range v.List {
+			x, err := literal(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = x
+		}
+		return out, nil
+	case plan.TBlock:
+		out := make(map[string]any, len(v.Block))
+		for k, e := range v.Block {
+			x, err := literal(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = x
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unsupported value type %q", v.Type)
+}
+
+// dedupStep is `dedup { key, store, ttl }`.
+type dedupStep struct {
+	key   *program
+	store *dedup.Store
+	ttl   time.Duration
+	now   func() time.Time
+}
+
+func (s *dedupStep) programs() []*program { return []*program{s.key} }
+
+func (s *dedupStep) apply(w *worker, b *batch) error {
+	keys := w.keys[:0]
+	idx := w.idx[:0]
+	for i := range b.recs {
+		r := &b.recs[i]
+		if r.state != stLive {
+			continue
+		}
+		v, present, err := w.eval.run(s.key, r)
+		if err != nil {
+			r.kill(fmt.Sprintf("dedup key %s: %v", s.key.src, err))
+			continue
+		}
+		k, err := stringify(v)
+		if err != nil {
+			r.kill(fmt.Sprintf("dedup key %s: %v", s.key.src, err))
+			continue
+		}
+		if !present || k == "" {
+			reason := fmt.Sprintf("dedup key %s is empty", s.key.src)
+			if s.key.isMeta && s.key.metaKey == metaID {
+				reason += " (the record has no identity: the id expression did not resolve)"
+			}
+			r.kill(reason)
+			continue
+		}
+		keys = append(keys, k)
+		idx = append(idx, i)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	verdicts := w.verdicts[:0]
+	for range keys {
+		verdicts = append(verdicts, dedup.New)
+	}
+	if err := s.store.Reserve(keys, s.now(), verdicts); err != nil {
+		return err
+	}
+	var reserved []string
+	for j, i := range idx {
+		if verdicts[j].Duplicate() {
+			b.recs[i].state = stDuplicate
+			continue
+		}
+		reserved = append(reserved, keys[j])
+	}
+	if len(reserved) > 0 {
+		b.reserved = append(b.reserved, reservation{store: s.store, ttl: s.ttl, keys: reserved})
+	}
+	w.keys, w.idx, w.verdicts = keys, idx, verdicts
+	return nil
+}
+
+// encodePayload re-encodes a payload a map step changed.
+func encodePayload(r *Record) error {
+	if !r.dirty {
+		return nil
+	}
+	b, err := json.Marshal(r.value)
+	if err != nil {
+		return fmt.Errorf("encode payload: %w", err)
+	}
+	r.Payload, r.dirty = b, false
+	return nil
+}
