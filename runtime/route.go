@@ -51,7 +51,7 @@ type route struct {
 
 type routeCounters struct {
 	in, out, deduplicated, filtered, deadLettered, errors atomic.Int64
-	committed                                            atomic.Int64
+	committed                                             atomic.Int64
 }
 
 // worker holds per-goroutine scratch: a JSON decoder, an expression VM.
