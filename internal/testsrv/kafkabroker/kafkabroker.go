@@ -1,0 +1,91 @@
+// Package kafkabroker starts franz-go's in-process Kafka-protocol cluster
+// (kfake) on 127.0.0.1 the way mqb's tests and the mqb-testbroker command
+// both want it. It lives apart from testsrv so the command does not link
+// the test helpers.
+package kafkabroker
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Config says how to start a cluster. The zero value is one broker on a
+// free port, in memory, with no topics, auto-creating one-partition topics.
+type Config struct {
+	// Port of the first broker; 0 picks a free one. With Brokers > 1 the
+	// others take the following ports.
+	Port int
+	// Brokers is the number of brokers; 0 means 1.
+	Brokers int
+	// Topics to create, each "name" or "name:partitions".
+	Topics []string
+	// Partitions for topics without ":partitions" and for auto-created
+	// topics; 0 means 1.
+	Partitions int
+	// DataDir, when set, persists the cluster's logs, offsets and groups
+	// there; a cluster started again on the same DataDir carries on.
+	DataDir string
+}
+
+// Start starts a cluster. Close it to stop it (and, with a DataDir, save
+// its state).
+func Start(cfg Config) (*kfake.Cluster, error) {
+	partitions := cfg.Partitions
+	if partitions <= 0 {
+		partitions = 1
+	}
+	brokers := cfg.Brokers
+	if brokers <= 0 {
+		brokers = 1
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(brokers),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(partitions),
+		// Let tests use short session timeouts to see rebalances quickly.
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+		kfake.ClusterID("mqb-test"),
+	}
+	if cfg.Port != 0 {
+		ports := make([]int, brokers)
+		for i := range ports {
+			ports[i] = cfg.Port + i
+		}
+		opts = append(opts, kfake.Ports(ports...))
+	}
+	if cfg.DataDir != "" {
+		opts = append(opts, kfake.DataDir(cfg.DataDir))
+	}
+	for _, spec := range cfg.Topics {
+		name, n, err := ParseTopic(spec, partitions)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kfake.SeedTopics(int32(n), name))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("start Kafka-protocol broker: %w", err)
+	}
+	return c, nil
+}
+
+// ParseTopic splits "name:partitions"; a bare name gets def partitions.
+func ParseTopic(spec string, def int) (name string, partitions int, err error) {
+	name, count, ok := strings.Cut(spec, ":")
+	if name == "" {
+		return "", 0, fmt.Errorf("topic %q: empty name", spec)
+	}
+	if !ok {
+		return name, def, nil
+	}
+	partitions, err = strconv.Atoi(count)
+	if err != nil || partitions <= 0 {
+		return "", 0, fmt.Errorf("topic %q: partitions must be a positive number", spec)
+	}
+	return name, partitions, nil
+}
