@@ -63,6 +63,10 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 			continue
 		}
 		seen[key] = true
+		if it.Assign == nil && a.Type == stdlib.Block && it.Body != nil && it.Kind == nil && it.Label == nil {
+			// `columns { id = payload.id }` is the block written without `=`.
+			it = &lang.Item{Pos: it.Pos, EndPos: it.EndPos, Key: it.Key, Assign: &lang.Value{Pos: it.Body.Pos, EndPos: it.Body.EndPos, Block: it.Body}}
+		}
 		if it.Assign == nil {
 			rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s.%s needs a value: %s = …", owner, key, key), "")
 			continue
@@ -254,7 +258,7 @@ func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*
 		}
 		d, err := lang.ParseDuration(tok.Value)
 		if err != nil {
-			rc.c.add("E002", v.Range(), fmt.Sprintf("%s.%s: %v", owner, a.Name, err), "Units are ns, us, ms, s, m, h, d.")
+			// The lexer has already reported the malformed duration (E002).
 			return nil, false
 		}
 		ai.val = plan.Value{Type: plan.TDuration, Str: tok.Value, Int: int64(d), Pos: pos}

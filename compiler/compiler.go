@@ -89,6 +89,16 @@ type namedEndpoint struct {
 	used bool
 }
 
+func (c *compiler) errorCount() int {
+	n := 0
+	for _, d := range c.diags {
+		if d.Severity == diag.Error {
+			n++
+		}
+	}
+	return n
+}
+
 func (c *compiler) add(code string, r diag.Range, summary, detail string) {
 	c.diags.Add(code, r, summary, detail)
 }

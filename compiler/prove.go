@@ -61,7 +61,11 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 		return g
 	}
 	sp := rc.proveSink(sink)
-	g.reasons = append(g.reasons, sp.reasons...)
+	if sp.ok || sink.kind == nil || sink.kind.Structural {
+		// An unproven plain sink is explained by the "not effectively-once"
+		// line; its own write line would only repeat it.
+		g.reasons = append(g.reasons, sp.reasons...)
+	}
 	g.effectivelyOnce = sp.ok
 	g.missing = sp.missing
 	if !sp.ok && sink.kind != nil && sink.kind.Broker {
@@ -80,6 +84,9 @@ func (rc *routeCtx) proveSink(n *nodeInfo) sinkProof {
 		return sinkProof{missing: "the sink did not check"}
 	}
 	k := n.kind
+	if n.broken && !k.Structural {
+		return sinkProof{missing: fmt.Sprintf("%s has errors (see above)", k.Name)}
+	}
 	if k.Structural {
 		return rc.proveStructural(n)
 	}
@@ -101,7 +108,7 @@ func (rc *routeCtx) proveSink(n *nodeInfo) sinkProof {
 	p := sinkProof{}
 	if k.Broker {
 		p.reasons = []string{fmt.Sprintf("write: %s is a broker and cannot absorb a repeat", k.Name)}
-		p.missing = fmt.Sprintf("sink write is not idempotent: a %s sink cannot absorb a repeat; a dedup with a stable key filters duplicates within its ttl but is still at-least-once", k.Name)
+		p.missing = fmt.Sprintf("sink write is not idempotent: a %s broker cannot absorb a repeat", k.Name)
 	} else {
 		p.reasons = []string{fmt.Sprintf("write: %s has no key to absorb a repeat", k.Name)}
 		p.missing = fmt.Sprintf("sink write is not idempotent: %s has no key to absorb a repeat", k.Name)

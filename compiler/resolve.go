@@ -74,6 +74,9 @@ type nodeInfo struct {
 	exprStab stability
 	children []branchInfo
 	rng      diag.Range
+	// broken is set when checking the node reported an error: the proof
+	// then says so instead of guessing from a partial node.
+	broken bool
 }
 
 type branchInfo struct {
@@ -379,7 +382,9 @@ func (rc *routeCtx) checkKindBody(kindID *lang.Ident, body *lang.Block, r role, 
 	if k.Structural {
 		nested = rc.structuralChildren(n, k)
 	}
+	errs := rc.c.errorCount()
 	n.attrs = rc.checkAttrs(k.Attrs, body, owner, kindID.Range(), nested)
+	n.broken = rc.c.errorCount() > errs
 	if k.Structural {
 		rc.checkStructure(n, kindID.Range())
 	}
