@@ -124,6 +124,7 @@ func (rt *route) run(ctx context.Context) error {
 		rt.log.Info("resuming from checkpoint", "next_index", rt.src.nextSeq, "offset", rt.src.offset)
 	}
 	rt.tracker = NewAckTracker(rt.src.nextSeq)
+	rt.stats.committed.Store(int64(rt.src.nextSeq))
 
 	readCtx, stopRead := context.WithCancel(ctx)
 	rt.stopRead = stopRead

@@ -1,0 +1,113 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// buildCrashHelper compiles internal/crashhelper once per test binary.
+func buildCrashHelper(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("crash tests build and kill a real process")
+	}
+	bin := filepath.Join(t.TempDir(), "crashhelper")
+	cmd := exec.Command("go", "build", "-o", bin, "./internal/crashhelper")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build crashhelper: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// crashAndFinish runs the plan in a real process, SIGKILLs it at kills
+// seeded random moments, then lets a last run finish. It returns the last
+// run's stats.
+func crashAndFinish(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int) Stats {
+	t.Helper()
+	planPath := filepath.Join(dir, "plan.json")
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(planPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 5))
+	for i := 0; i < kills; i++ {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, "-plan", planPath)
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wait := time.Duration(50+rng.IntN(450)) * time.Millisecond
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case err := <-exited:
+			t.Logf("run %d ended by itself before the kill at %v (err %v): %s", i, wait, err, stderr.String())
+		case <-time.After(wait):
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-exited
+			t.Logf("run %d killed after %v", i, wait)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "-plan", planPath)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("final run: %v\n%s", err, stderr.String())
+	}
+	var st Stats
+	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
+		t.Fatalf("final run stats %q: %v", stdout.String(), err)
+	}
+	return st
+}
+
+func TestCrashSQLiteExactlyOnce(t *testing.T) {
+	bin := buildCrashHelper(t)
+	for _, seed := range []uint64{11, 12} {
+		e := newTestEnv(t)
+		ds := genDataset(t, e.input, 150000, seed)
+		st := crashAndFinish(t, bin, sqlitePlan(e, 512, 2), e.dir, seed, 4)
+		rs := st.Route("orders")
+		checkCounts(t, rs)
+		t.Logf("seed %d: final run %+v", seed, rs)
+		if rs.Committed != int64(ds.records) {
+			t.Errorf("final run committed %d of %d", rs.Committed, ds.records)
+		}
+		checkSQLite(t, e.db, ds)
+		// The DLQ is at-least-once across a crash: every bad line is there.
+		checkDLQ(t, readDLQ(t, e.dlq), ds.bad, false)
+	}
+}
+
+func TestCrashPartsExactlyOnce(t *testing.T) {
+	bin := buildCrashHelper(t)
+	for _, seed := range []uint64{21, 22} {
+		e := newTestEnv(t)
+		ds := genDataset(t, e.input, 150000, seed)
+		want, bad := partsWant(ds)
+		st := crashAndFinish(t, bin, partsPlan(e, 1000, 2), e.dir, seed, 4)
+		rs := st.Route("parts")
+		checkCounts(t, rs)
+		t.Logf("seed %d: final run %+v", seed, rs)
+		checkPartsExactlyOnce(t, readParts(t, e.parts, ds), want)
+		checkDLQ(t, readDLQ(t, e.dlq), bad, false)
+		if tmp, _ := filepath.Glob(filepath.Join(e.parts, ".part-*")); len(tmp) > 0 {
+			t.Errorf("temporary parts left behind: %v", tmp)
+		}
+	}
+}

@@ -1,0 +1,44 @@
+// Command crashhelper runs a plan read from a JSON file with runtime.Run, so
+// tests can SIGKILL a real process mid-run and check what survives. It
+// prints the run's stats as JSON on stdout when the run ends.
+//
+//	crashhelper -plan plan.json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
+)
+
+func main() {
+	planPath := flag.String("plan", "", "plan JSON file")
+	flag.Parse()
+	data, err := os.ReadFile(*planPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	var p plan.Plan
+	if err := json.Unmarshal(data, &p); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", *planPath, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := runtime.Run(ctx, p, runtime.Options{Logger: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	json.NewEncoder(os.Stdout).Encode(st)
+}
