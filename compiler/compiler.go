@@ -52,7 +52,7 @@ func CompileSources(srcs []Source) (*plan.Plan, diag.List) {
 // as an editor can show verdicts; a caller that executes it must first check
 // diags.HasErrors().
 func Compile(files []*lang.File) (*plan.Plan, diag.List) {
-	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}}
+	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}, exprs: newExprChecker()}
 	c.collectEndpoints(files)
 	p := &plan.Plan{Version: plan.Version, Routes: []plan.Route{}}
 	for _, f := range files {
@@ -79,6 +79,7 @@ type compiler struct {
 	diags      diag.List
 	endpoints  map[string]*namedEndpoint
 	routeNames map[string]diag.Range
+	exprs      *exprChecker
 }
 
 // namedEndpoint is an `output NAME = kind { … }` or `input NAME = …`

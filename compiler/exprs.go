@@ -7,18 +7,74 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/checker"
+	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
-	"github.com/expr-lang/expr/parser"
 
 	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/stdlib"
 )
 
-// Expression options, built once: the same environment the runtime uses.
-var (
-	exprOptions     = stdlib.ExprOptions(nil)
-	exprBoolOptions = append(append([]expr.Option{}, exprOptions...), expr.AsBool())
-)
+// exprChecker type-checks expressions against stdlib's environment. It
+// runs expr-lang's own parser and checker (checker.ParseCheck) over a
+// config built by the same options expr.Compile applies — exactly the
+// front half of expr.Compile(src, stdlib.ExprOptions(nil)...), without
+// rebuilding the config and emitting bytecode for every expression, which
+// dominated build time. Results are memoised per build: generated files
+// repeat the same expressions across routes.
+type exprChecker struct {
+	any, boolean *conf.Config
+	memo         map[exprKey]exprResult
+}
+
+type exprKey struct {
+	src    string
+	asBool bool
+}
+
+type exprResult struct {
+	tree ast.Node
+	err  error
+}
+
+func newExprChecker() *exprChecker {
+	return &exprChecker{
+		any:     exprConfig(stdlib.ExprOptions(nil)...),
+		boolean: exprConfig(append(stdlib.ExprOptions(nil), expr.AsBool())...),
+		memo:    map[exprKey]exprResult{},
+	}
+}
+
+// exprConfig builds a config as expr.Compile does.
+func exprConfig(opts ...expr.Option) *conf.Config {
+	c := conf.CreateNew()
+	for _, op := range opts {
+		op(c)
+	}
+	for name := range c.Disabled {
+		delete(c.Builtins, name)
+	}
+	c.Check()
+	return c
+}
+
+func (ec *exprChecker) check(src string, asBool bool) (ast.Node, error) {
+	k := exprKey{src, asBool}
+	if r, ok := ec.memo[k]; ok {
+		return r.tree, r.err
+	}
+	cfg := ec.any
+	if asBool {
+		cfg = ec.boolean
+	}
+	tree, err := checker.ParseCheck(src, cfg)
+	var node ast.Node
+	if err == nil {
+		node = tree.Node
+	}
+	ec.memo[k] = exprResult{node, err}
+	return node, err
+}
 
 // compiledExpr is an expression that passed expr-lang's checker, with its
 // parse tree for the stability analysis.
@@ -33,15 +89,12 @@ type compiledExpr struct {
 // file that expr-lang's error points to; whole is the range to blame when
 // the position cannot be mapped (a rewritten mq-bridge alias).
 func (rc *routeCtx) compileExpr(src string, at diag.Pos, mappable bool, whole diag.Range, code, what string, asBool bool) (*compiledExpr, bool) {
-	opts := exprOptions
-	if asBool {
-		opts = exprBoolOptions
-	}
 	if strings.TrimSpace(src) == "" {
 		rc.c.add(code, whole, what+" is empty", "Write an expression over payload, meta, message_id or env(\"NAME\").")
 		return nil, false
 	}
-	if _, err := expr.Compile(src, opts...); err != nil {
+	tree, err := rc.c.exprs.check(src, asBool)
+	if err != nil {
 		msg := err.Error()
 		rng := whole
 		var fe *file.Error
@@ -54,11 +107,7 @@ func (rc *routeCtx) compileExpr(src string, at diag.Pos, mappable bool, whole di
 		rc.c.add(code, rng, what+" does not compile: "+msg, exprHint(msg))
 		return nil, false
 	}
-	tree, err := parser.Parse(src)
-	if err != nil { // cannot happen after a successful Compile
-		return nil, false
-	}
-	return &compiledExpr{src: src, tree: tree.Node, at: at}, true
+	return &compiledExpr{src: src, tree: tree, at: at}, true
 }
 
 // exprHint adds a pointer to the names an expression can use.
