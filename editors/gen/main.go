@@ -175,11 +175,11 @@ func Generate() []byte {
 				{Match: `\b(output|input)\s+(` + ident + `)\s*(=)\s*(` + ident + `)`, Captures: caps("keyword.control.endpoint.mqb", "entity.name.type.endpoint.mqb", "keyword.operator.assignment.mqb", "support.type.kind.mqb")},
 			}},
 			"endpoint": {
-				Comment: "from/to/handle/call/forward followed by an endpoint kind declared in stdlib.",
-				Match:   `\b(` + words(endpointKeywords) + `)\s+(` + words(v.kinds) + `)\b`,
+				Comment:  "from/to/handle/call/forward followed by an endpoint kind declared in stdlib.",
+				Match:    `\b(` + words(endpointKeywords) + `)\s+(` + words(v.kinds) + `)\b`,
 				Captures: caps("keyword.control.mqb", "support.type.kind.mqb"),
 			},
-			"ref": {Match: `\b(ref)\s+(` + ident + `)`, Captures: caps("keyword.control.mqb", "entity.name.type.endpoint.mqb")},
+			"ref":     {Match: `\b(ref)\s+(` + ident + `)`, Captures: caps("keyword.control.mqb", "entity.name.type.endpoint.mqb")},
 			"keyword": {Match: notAfterDot + `\b` + words(append(slices.Clone(endpointKeywords), otherKeywords...)) + `\b(?!\s*=[^=])`, Name: "keyword.control.mqb"},
 			"step": {
 				Comment: "A route step declared in stdlib, at the start of a statement (not a field such as payload.id).",
