@@ -119,7 +119,7 @@ func (c *compiler) collectEndpoints(files []*lang.File) {
 			}
 			name := d.Endpoint.Name.Name
 			if prev, ok := c.endpoints[name]; ok {
-				c.add("E010", d.Endpoint.Name.Range(), fmt.Sprintf("endpoint %q is declared twice", name),
+				c.add("E023", d.Endpoint.Name.Range(), fmt.Sprintf("endpoint %q is declared twice", name),
 					fmt.Sprintf("The first declaration is at %s.", lang.Range(prev.decl.Pos, prev.decl.Pos).Start))
 				continue
 			}
