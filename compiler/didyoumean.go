@@ -5,7 +5,8 @@ import "fmt"
 // suggest returns the candidate closest to name by edit distance, if it is
 // close enough to be a plausible typo (as HCL's didyoumean does).
 func suggest(name string, candidates []string) string {
-	best, bestDist := "", len(name)/2+2
+	// Like HCL: at most two edits, and fewer edits than the name is long.
+	best, bestDist := "", min(3, len(name))
 	for _, c := range candidates {
 		if d := levenshtein(name, c); d < bestDist {
 			best, bestDist = c, d

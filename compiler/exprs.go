@@ -7,6 +7,7 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/builtin"
 	"github.com/expr-lang/expr/checker"
 	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
@@ -110,8 +111,16 @@ func (rc *routeCtx) compileExpr(src string, at diag.Pos, mappable bool, whole di
 	return &compiledExpr{src: src, tree: tree, at: at}, true
 }
 
-// exprHint adds a pointer to the names an expression can use.
+// exprNames are the names an mqb expression can use, for "did you mean".
+var exprNames = append([]string{"payload", "meta", "message_id", "env"}, builtin.Names...)
+
+// exprHint adds a suggestion and a pointer to the names an expression can use.
 func exprHint(msg string) string {
+	if name, ok := strings.CutPrefix(msg, "unknown name "); ok {
+		if s := didYouMean(name, exprNames); s != "" {
+			return s + " Expressions see payload (the decoded record), meta (a map of strings), message_id and env(\"NAME\")."
+		}
+	}
 	if strings.Contains(msg, "unknown name") || strings.Contains(msg, "unknown func") || strings.Contains(msg, "cannot fetch") {
 		return "Expressions see payload (the decoded record), meta (a map of strings), message_id and env(\"NAME\")."
 	}
