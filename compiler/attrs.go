@@ -55,11 +55,11 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 			} else if detail == "" {
 				detail = owner + " takes " + joinNames(names) + "."
 			}
-			rc.c.add("E013", it.Key.Range(), fmt.Sprintf("%s has no attribute %q", owner, key), detail)
+			rc.c.add("E013", it.Key.Range(), fmt.Sprintf("%s%s has no attribute %q", owner, rc.where(), key), detail)
 			continue
 		}
 		if seen[key] {
-			rc.c.add("E018", it.Key.Range(), fmt.Sprintf("%s sets %s twice", owner, key), "Only one value can win, so neither does: delete one.")
+			rc.c.add("E018", it.Key.Range(), fmt.Sprintf("%s%s sets %s twice", owner, rc.where(), key), "Only one value can win, so neither does: delete one.")
 			continue
 		}
 		seen[key] = true
@@ -89,7 +89,7 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 			continue
 		}
 		if a.Required {
-			rc.c.add("E016", at, fmt.Sprintf("%s needs attribute %s", owner, a.Name), strings.TrimSuffix(a.Doc, ".")+".")
+			rc.c.add("E016", at, fmt.Sprintf("%s%s needs attribute %s", owner, rc.where(), a.Name), strings.TrimSuffix(a.Doc, ".")+".")
 			continue
 		}
 		if ai := rc.defaultValue(a, at); ai != nil {
@@ -203,7 +203,7 @@ func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*
 		if a.Type == stdlib.Enum {
 			want += " " + joinNames(a.Enum)
 		}
-		rc.c.add("E015", v.Range(), fmt.Sprintf("%s.%s expects %s, got %s", owner, a.Name, want, describe(v)), detail)
+		rc.c.add("E015", v.Range(), fmt.Sprintf("%s.%s%s expects %s, got %s", owner, a.Name, rc.where(), want, describe(v)), detail)
 		return nil, false
 	}
 	var tok lexer.Token
@@ -271,7 +271,7 @@ func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*
 			return wrong(detail)
 		}
 		if !slices.Contains(a.Enum, tok.Value) {
-			rc.c.add("E017", v.Range(), fmt.Sprintf("%s.%s cannot be %s; it is one of %s", owner, a.Name, tok.Value, joinNames(a.Enum)), didYouMean(tok.Value, a.Enum))
+			rc.c.add("E017", v.Range(), fmt.Sprintf("%s.%s%s cannot be %s; it is one of %s", owner, a.Name, rc.where(), tok.Value, joinNames(a.Enum)), didYouMean(tok.Value, a.Enum))
 			return nil, false
 		}
 		ai.val = plan.Value{Type: plan.TEnum, Str: tok.Value, Pos: pos}
@@ -279,7 +279,7 @@ func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*
 		if v.Expr == nil {
 			return wrong("")
 		}
-		return rc.convertExpr(v.Expr, owner+"."+a.Name, ai, false)
+		return rc.convertExpr(v.Expr, owner+"."+a.Name+rc.where(), ai, false)
 	case stdlib.Block:
 		if v.Block == nil {
 			return wrong("")
@@ -294,7 +294,7 @@ func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*
 				rc.c.add("E018", it.Key.Range(), fmt.Sprintf("%s.%s sets %s twice", owner, a.Name, it.Key.Name), "")
 				continue
 			}
-			sub, ok := rc.convertExpr(it.Assign.Expr, owner+"."+a.Name+"."+it.Key.Name, &attrInfo{stab: stableValue}, false)
+			sub, ok := rc.convertExpr(it.Assign.Expr, owner+"."+a.Name+"."+it.Key.Name+rc.where(), &attrInfo{stab: stableValue}, false)
 			if ok {
 				ai.val.Block[it.Key.Name] = sub.val
 				ai.stab = both(ai.stab, sub.stab)
@@ -342,7 +342,7 @@ func (rc *routeCtx) convertString(a *stdlib.Attr, tok lexer.Token, owner string,
 	if !a.Template {
 		for _, p := range parts {
 			if p.IsExpr() {
-				rc.c.add("E022", p.Range, fmt.Sprintf("%s.%s does not take ${…} placeholders", owner, a.Name),
+				rc.c.add("E022", p.Range, fmt.Sprintf("%s.%s%s does not take ${…} placeholders", owner, a.Name, rc.where()),
 					"Only attributes declared as templates evaluate placeholders (and env()); here the text would be used as written. Write the value literally, or escape the dollar as \\$.")
 				return nil, false
 			}
@@ -357,7 +357,7 @@ func (rc *routeCtx) convertString(a *stdlib.Attr, tok lexer.Token, owner string,
 			continue
 		}
 		mappable := p.Expr == p.Written && (tok.Type == lang.TRaw || !strings.ContainsAny(p.Written, `"\`))
-		what := fmt.Sprintf("placeholder ${%s} in %s.%s", p.Written, owner, a.Name)
+		what := fmt.Sprintf("placeholder ${%s} in %s.%s%s", p.Written, owner, a.Name, rc.where())
 		ce, good := rc.compileExpr(p.Expr, p.Range.Start, mappable, p.Range, "E021", what, false)
 		if !good {
 			ok = false

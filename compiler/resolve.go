@@ -84,6 +84,14 @@ type branchInfo struct {
 	node         *nodeInfo
 }
 
+// where names the route (or unused named endpoint) a diagnostic is about.
+func (rc *routeCtx) where() string {
+	if rc.inNamedUnused {
+		return " in " + rc.name
+	}
+	return " in route " + rc.name
+}
+
 // warn records a warning as a diagnostic and on the route's plan.
 func (rc *routeCtx) warn(code string, r diag.Range, summary, detail string) {
 	rc.c.add(code, r, summary, detail)
@@ -291,7 +299,7 @@ func (rc *routeCtx) checkSetting(it *lang.Item) {
 		rc.c.add("E015", it.Key.Range(), fmt.Sprintf("route setting %s needs a value: %s = …", key, key), "")
 		return
 	}
-	ai, ok := rc.convertValue(decl, it.Assign, "route "+rc.name)
+	ai, ok := rc.convertValue(decl, it.Assign, "route")
 	if !ok {
 		return
 	}
@@ -353,7 +361,7 @@ func (rc *routeCtx) checkEndpointItem(it *lang.Item, r role) *nodeInfo {
 func (rc *routeCtx) checkKindBody(kindID *lang.Ident, body *lang.Block, r role, keyword string, rng diag.Range) *nodeInfo {
 	k, ok := stdlib.LookupKind(kindID.Name)
 	if !ok {
-		rc.c.add("E012", kindID.Range(), fmt.Sprintf("unknown endpoint kind %q after %s", kindID.Name, keyword),
+		rc.c.add("E012", kindID.Range(), fmt.Sprintf("unknown endpoint kind %q after %s%s", kindID.Name, keyword, rc.where()),
 			joinDetail(didYouMean(kindID.Name, kindNames), "Kinds are "+joinNames(kindNames)+"."))
 		return nil
 	}

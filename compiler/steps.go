@@ -19,7 +19,7 @@ func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *node
 			rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s in route %s takes an expression: %s <expr>", st.Name, rc.name, st.Name), "For example: id payload.order_id, filter payload.total > 0.")
 			return nil
 		}
-		ai, ok := rc.convertExpr(it.Arg, st.Name, &attrInfo{}, st.Name == "filter")
+		ai, ok := rc.convertExpr(it.Arg, st.Name+rc.where(), &attrInfo{}, st.Name == "filter")
 		if st.Name == "id" {
 			rc.idSet = true
 			rc.idStab = stableValue
@@ -49,7 +49,7 @@ func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *node
 				rc.c.add("E018", f.Key.Range(), fmt.Sprintf("map sets %s twice", f.Key.Name), "Only one value can win, so neither does: delete one.")
 				continue
 			}
-			ai, ok := rc.convertExpr(f.Assign.Expr, "map field "+f.Key.Name, &attrInfo{}, false)
+			ai, ok := rc.convertExpr(f.Assign.Expr, "map field "+f.Key.Name+rc.where(), &attrInfo{}, false)
 			if !ok {
 				continue
 			}
