@@ -141,7 +141,7 @@ func (c *compiler) checkUnusedEndpoints() {
 		if ne.used || ne.decl.Kind == nil {
 			continue
 		}
-		rc := &routeCtx{c: c, file: ne.file, name: ne.decl.Dir + " " + n, inNamedUnused: true, taint: map[string]stability{}}
+		rc := &routeCtx{c: c, file: ne.file, name: ne.decl.Dir + " " + n, inNamedUnused: true, taint: map[string]stability{}, expanding: []string{n}}
 		role := roleSink
 		if ne.decl.Dir == "input" {
 			role = roleSource

@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/lang"
@@ -53,6 +54,8 @@ type routeCtx struct {
 	batchSize      int64
 	guarantee      string
 	guaranteeRange diag.Range
+
+	expanding []string // named endpoints being expanded, to stop ref cycles
 
 	nodes    []*nodeInfo // execution order
 	dedups   []*nodeInfo
@@ -332,6 +335,11 @@ func (rc *routeCtx) checkEndpointItem(it *lang.Item, r role) *nodeInfo {
 			return nil
 		}
 		ne.used = true
+		if slices.Contains(rc.expanding, it.Ref.Name) {
+			rc.c.add("E024", it.Ref.Range(), fmt.Sprintf("ref %s in route %s reaches itself: %s", it.Ref.Name, rc.name, strings.Join(append(rc.expanding, it.Ref.Name), " → ")),
+				"A named endpoint cannot contain itself; point the branch at another endpoint.")
+			return nil
+		}
 		if (r == roleSource) != (ne.decl.Dir == "input") {
 			want := "output"
 			if r == roleSource {
@@ -343,7 +351,9 @@ func (rc *routeCtx) checkEndpointItem(it *lang.Item, r role) *nodeInfo {
 		if ne.decl.Kind == nil {
 			return nil
 		}
+		rc.expanding = append(rc.expanding, it.Ref.Name)
 		n := rc.checkKindBody(ne.decl.Kind, ne.decl.Body, r, it.Key.Name, it.Range())
+		rc.expanding = rc.expanding[:len(rc.expanding)-1]
 		if n != nil {
 			n.ref = it.Ref.Name
 		}
