@@ -260,3 +260,30 @@ func thousandRoutes() []byte {
 	}
 	return []byte(sb.String())
 }
+
+// TestNameByResolved checks that the plan carries the effective naming
+// scheme and turns source_metadata on under source_position.
+func TestNameByResolved(t *testing.T) {
+	tests := []struct{ source, sink, nameBy string }{
+		{`kafka { url = "k:9092", topic = "t" }`, `object_store { url = "gs://b/p" }`, "source_position"},
+		{`nats { url = "nats://h", subject = "s" }`, `object_store { url = "gs://b/p" }`, "write_time"},
+		{`kafka { url = "k:9092", topic = "t" }`, `file { path = "out", name_by = auto }`, "write_time"},
+		{`kafka { url = "k:9092", topic = "t" }`, `object_store { url = "gs://b/p", idempotency = false }`, "write_time"},
+		{`file { path = "a" }`, `file { path = "parts", idempotency = true }`, "source_position"},
+	}
+	for _, tt := range tests {
+		src := fmt.Sprintf("route r {\n from %s\n to %s\n}\n", tt.source, tt.sink)
+		p, diags := CompileSources([]Source{{"t.mqb", []byte(src)}})
+		if diags.HasErrors() {
+			t.Fatalf("%s: %v", src, diags)
+		}
+		nodes := p.Routes[0].Nodes
+		sink := nodes[len(nodes)-1]
+		if got := sink.Attrs["name_by"].Str; got != tt.nameBy {
+			t.Errorf("%s: name_by = %s, want %s", src, got, tt.nameBy)
+		}
+		if sm, ok := nodes[0].Attrs["source_metadata"]; ok && sm.Bool != (tt.nameBy == "source_position") {
+			t.Errorf("%s: source_metadata = %v", src, sm.Bool)
+		}
+	}
+}

@@ -305,11 +305,14 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 	}
 	effective := scheme
 	if scheme == "auto" {
+		// auto applies to object stores only: a file sink stays on
+		// write_time until parts are asked for explicitly.
 		effective = "write_time"
-		if srcHas && rc.src != nil {
+		if srcHas && rc.src != nil && n.name == "object_store" {
 			effective = "source_position"
 		}
 	}
+	rc.resolveNameBy(n, effective)
 	if effective == "source_position" {
 		if !srcHas {
 			if !rc.inNamedUnused {
@@ -350,6 +353,24 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time and %s has no replayable position; write to a key-addressed sink (SQL ON CONFLICT, Mongo id_field) instead", n.name, srcDesc)
 	}
 	return p
+}
+
+// resolveNameBy writes the effective naming scheme into the plan (auto and
+// the deprecated idempotency resolved), so the runtime reads one attribute,
+// and turns the source's source_metadata on under source_position, as the
+// positional path needs the mqb.src.* keys.
+func (rc *routeCtx) resolveNameBy(n *nodeInfo, effective string) {
+	if a := n.attrs["name_by"]; a != nil {
+		a.val.Str = effective
+	} else {
+		n.attrs["name_by"] = &attrInfo{val: plan.Value{Type: plan.TEnum, Str: effective}, stab: stableValue}
+	}
+	if effective != "source_position" || rc.inNamedUnused || len(rc.nodes) == 0 || rc.nodes[0].role != plan.RoleSource {
+		return
+	}
+	if sm := rc.nodes[0].attrs["source_metadata"]; sm != nil {
+		sm.val.Bool = true
+	}
 }
 
 func boolAttr(n *nodeInfo, name string) bool {
