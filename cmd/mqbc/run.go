@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/term"
+
+	"github.com/mqb-dev/mqb/compiler"
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
+)
+
+func init() {
+	register(&command{
+		Name:    "run",
+		Usage:   "mqbc run FILE… [--metrics-addr ADDR] [--log-level debug|info|warn|error] [--log-format text|json] [--progress auto|on|off]",
+		Summary: "compile .mqb files and run every route until finite sources end or SIGINT/SIGTERM drains them",
+		Run:     runRun,
+	})
+}
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	c := commands["run"]
+	fs := newFlags(c, stderr)
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
+	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	progress := fs.String("progress", "auto", "progress line on stderr for file sources: auto (when stderr is a terminal), on or off")
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(paths) == 0 {
+		fmt.Fprintln(stderr, "usage: "+c.Usage)
+		return exitUsage
+	}
+	for flagName, v := range map[string][2]string{"log-format": {*logFormat, "text json"}, "progress": {*progress, "auto on off"}} {
+		if err := oneOf(flagName, v[0], splitWords(v[1])...); err != nil {
+			fmt.Fprintln(stderr, "mqbc run:", err)
+			return exitUsage
+		}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintln(stderr, "mqbc run: --log-level:", err)
+		return exitUsage
+	}
+
+	p, diags, sources, err := compileFiles(paths)
+	if err != nil {
+		fmt.Fprintln(stderr, "mqbc run:", err)
+		return exitError
+	}
+	writeDiags(stderr, "text", diags, sources)
+	if diags.HasErrors() {
+		return exitError
+	}
+	for _, r := range p.Redacted().Routes {
+		fmt.Fprintln(stdout, plan.RedactURLs(compiler.VerdictLine(r)))
+	}
+	resolvePaths(p)
+
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if *logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, hopts)
+	}
+	opts := runtime.Options{Logger: slog.New(handler)}
+	if *progress == "on" || *progress == "auto" && isTerminal(stderr) {
+		opts.Progress = stderr
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		opts.Registerer = reg
+		addr, err := runtime.ServeMetrics(ctx, *metricsAddr, reg)
+		if err != nil {
+			fmt.Fprintln(stderr, "mqbc run:", err)
+			return exitError
+		}
+		opts.Logger.Info("serving metrics", "url", fmt.Sprintf("http://%s/metrics", addr))
+	}
+
+	start := time.Now()
+	stats, err := runtime.Run(ctx, *p, opts)
+	for _, r := range stats.Routes {
+		fmt.Fprintf(stdout, "%s: in %d, out %d, deduplicated %d, filtered %d, dead-lettered %d, errors %d (%s)\n",
+			r.Name, r.In, r.Out, r.Deduplicated, r.Filtered, r.DeadLettered, r.Errors, time.Since(start).Round(time.Millisecond))
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "mqbc run:", plan.RedactURLs(err.Error()))
+		return exitError
+	}
+	return exitOK
+}
+
+func splitWords(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		var w string
+		w, s, _ = cut(s, ' ')
+		out = append(out, w)
+	}
+	return out
+}
+
+func cut(s string, sep byte) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
