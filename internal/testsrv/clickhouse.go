@@ -1,0 +1,303 @@
+package testsrv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ClickHouse on this machine is Debian's clickhouse-server 18.16 (2018):
+// native protocol revision 54412. What we met using it with
+// github.com/ClickHouse/clickhouse-go/v2 (v2.51) over the native protocol:
+//
+//   - Set DialTimeout and ReadTimeout on every connection. A request the
+//     old server does not understand is never answered, and without a read
+//     timeout the client waits forever.
+//   - Insert with PrepareBatch and an explicit column list,
+//     "INSERT INTO t (a, b)", or with INSERT … SELECT. Without the column
+//     list the batch has no columns ("expected 0 arguments"); Exec of
+//     "INSERT … VALUES (…)", with literals or with bound arguments, hangs
+//     until the read timeout.
+//   - SELECT with positional (?) and named (@name) parameters works;
+//     settings and query ids in the context work.
+//   - Not in 18.16: the DateTime64, Bool and Map types (use DateTime, UInt8,
+//     Array/Nested); async inserts (async_insert); TTL clauses; CREATE
+//     USER (users come from users.xml: here only "default", no password,
+//     from 127.0.0.1). LowCardinality needs the setting
+//     allow_experimental_low_cardinality_type=1.
+//   - Working: MergeTree and ReplacingMergeTree with ORDER BY, Memory,
+//     Nullable, Array, UUID, Date, DateTime, Decimal, CREATE … IF NOT
+//     EXISTS, ALTER … DELETE/UPDATE mutations.
+//   - Open connections (native or HTTP keep-alive) hold up a graceful
+//     shutdown; close clients before Stop.
+
+// ClickHouseServer is a ClickHouse server from the Debian clickhouse-server
+// package, run by hand on 127.0.0.1 with its own config in a temp dir.
+type ClickHouseServer struct {
+	dir      string
+	tcpPort  int
+	httpPort int
+
+	mu   sync.Mutex
+	proc *process
+	seq  int
+}
+
+const clickhouseServerPath = "/usr/sbin/clickhouse-server"
+
+var (
+	sharedCHOnce sync.Once
+	sharedCH     *ClickHouseServer
+	sharedCHErr  error
+)
+
+// ClickHouse returns the native-protocol address, 127.0.0.1:PORT, of the
+// ClickHouse server the test binary shares, starting it on first use. Log
+// in as user "default" with no password. Use SharedClickHouse(t).
+// NewDatabase(t) for a fresh database.
+func ClickHouse(t testing.TB) (nativeAddr string) {
+	t.Helper()
+	return SharedClickHouse(t).NativeAddr()
+}
+
+// SharedClickHouse returns the ClickHouse server the test binary shares.
+func SharedClickHouse(t testing.TB) *ClickHouseServer {
+	t.Helper()
+	checkClickHouse(t)
+	sharedCHOnce.Do(func() {
+		var dir string
+		if dir, sharedCHErr = rootDir(); sharedCHErr != nil {
+			return
+		}
+		sharedCH, sharedCHErr = startClickHouse(filepath.Join(dir, "clickhouse"))
+		if sharedCHErr == nil {
+			atExit(sharedCH.shutdown)
+		}
+	})
+	if sharedCHErr != nil {
+		t.Fatalf("testsrv: start ClickHouse: %v", sharedCHErr)
+	}
+	return sharedCH
+}
+
+// NewClickHouse starts a ClickHouse server for this test alone, stopped
+// and removed when the test ends.
+func NewClickHouse(t testing.TB) *ClickHouseServer {
+	t.Helper()
+	checkClickHouse(t)
+	s, err := startClickHouse(privateDir(t, "clickhouse-"))
+	if err != nil {
+		t.Fatalf("testsrv: start ClickHouse: %v", err)
+	}
+	t.Cleanup(s.shutdown)
+	return s
+}
+
+func checkClickHouse(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat(clickhouseServerPath); err != nil {
+		unavailable(t, "clickhouse-server", "ClickHouse server not found: no %s", clickhouseServerPath)
+	}
+}
+
+// Only the native and HTTP ports: no interserver, MySQL or TLS ports.
+const clickhouseConfig = `<?xml version="1.0"?>
+<yandex>
+    <logger>
+        <level>warning</level>
+        <console>1</console>
+    </logger>
+    <listen_host>127.0.0.1</listen_host>
+    <tcp_port>{{tcp}}</tcp_port>
+    <http_port>{{http}}</http_port>
+    <path>{{dir}}/data/</path>
+    <tmp_path>{{dir}}/data/tmp/</tmp_path>
+    <user_files_path>{{dir}}/data/user_files/</user_files_path>
+    <format_schema_path>{{dir}}/data/format_schemas/</format_schema_path>
+    <users_config>{{dir}}/users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <mark_cache_size>268435456</mark_cache_size>
+    <uncompressed_cache_size>268435456</uncompressed_cache_size>
+    <max_concurrent_queries>100</max_concurrent_queries>
+    <mlock_executable>false</mlock_executable>
+</yandex>
+`
+
+const clickhouseUsers = `<?xml version="1.0"?>
+<yandex>
+    <profiles><default></default></profiles>
+    <users>
+        <default>
+            <password></password>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>default</profile>
+            <quota>default</quota>
+        </default>
+    </users>
+    <quotas><default></default></quotas>
+</yandex>
+`
+
+func startClickHouse(dir string) (*ClickHouseServer, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return nil, err
+	}
+	tcp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	http, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	conf := strings.NewReplacer("{{tcp}}", strconv.Itoa(tcp), "{{http}}", strconv.Itoa(http), "{{dir}}", dir).Replace(clickhouseConfig)
+	if err := os.WriteFile(filepath.Join(dir, "config.xml"), []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "users.xml"), []byte(clickhouseUsers), 0o644); err != nil {
+		return nil, err
+	}
+	s := &ClickHouseServer{dir: dir, tcpPort: tcp, httpPort: http}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *ClickHouseServer) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil && s.proc.running() {
+		return nil
+	}
+	p, err := startProcess(filepath.Join(s.dir, "clickhouse-server.log"), nil, clickhouseServerPath,
+		"--config-file="+filepath.Join(s.dir, "config.xml"))
+	if err != nil {
+		return err
+	}
+	s.proc = p
+	return p.waitReady(60*time.Second, func(ctx context.Context) error {
+		_, err := s.query(ctx, "SELECT 1")
+		return err
+	})
+}
+
+// Idle keep-alive connections hold up the old server's shutdown.
+var clickhouseHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// query runs a statement over the HTTP interface, which needs no driver.
+func (s *ClickHouseServer) query(ctx context.Context, q string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.HTTPAddr()+"/", strings.NewReader(q))
+	if err != nil {
+		return "", err
+	}
+	resp, err := clickhouseHTTP.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("clickhouse: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return string(body), nil
+}
+
+// NativeAddr is 127.0.0.1:PORT of the native protocol (clickhouse-go's
+// Options.Addr).
+func (s *ClickHouseServer) NativeAddr() string { return fmt.Sprintf("127.0.0.1:%d", s.tcpPort) }
+
+// HTTPAddr is 127.0.0.1:PORT of the HTTP interface.
+func (s *ClickHouseServer) HTTPAddr() string { return fmt.Sprintf("127.0.0.1:%d", s.httpPort) }
+
+// Version is the server's version, e.g. 18.16.1.
+func (s *ClickHouseServer) Version(t testing.TB) string {
+	t.Helper()
+	v, err := s.query(context.Background(), "SELECT version()")
+	if err != nil {
+		t.Fatalf("testsrv: ClickHouse version: %v", err)
+	}
+	return strings.TrimSpace(v)
+}
+
+// NewDatabase creates an empty database, dropped when the test ends. Its
+// URL is clickhouse://default@127.0.0.1:PORT/DB (native protocol) and its
+// DSN the native address.
+func (s *ClickHouseServer) NewDatabase(t testing.TB) Database {
+	t.Helper()
+	s.mu.Lock()
+	s.seq++
+	name := dbName(t, s.seq)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.query(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testsrv: create ClickHouse database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if s.running() {
+			if _, err := s.query(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+				t.Logf("testsrv: drop ClickHouse database %s: %v", name, err)
+			}
+		}
+	})
+	return Database{
+		Name: name,
+		URL:  (&url.URL{Scheme: "clickhouse", User: url.User("default"), Host: s.NativeAddr(), Path: "/" + name}).String(),
+		DSN:  s.NativeAddr(),
+	}
+}
+
+func (s *ClickHouseServer) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil && s.proc.running()
+}
+
+// Stop shuts the server down (SIGTERM); Start brings it back on the same
+// ports and data.
+func (s *ClickHouseServer) Stop(t testing.TB) {
+	t.Helper()
+	s.stop(syscall.SIGTERM)
+}
+
+// Crash kills the server (SIGKILL).
+func (s *ClickHouseServer) Crash(t testing.TB) {
+	t.Helper()
+	s.stop(syscall.SIGKILL)
+}
+
+// Start starts a stopped server again and waits until it answers.
+func (s *ClickHouseServer) Start(t testing.TB) {
+	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatalf("testsrv: restart ClickHouse: %v", err)
+	}
+}
+
+func (s *ClickHouseServer) stop(sig syscall.Signal) {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p != nil {
+		p.stop(sig, 10*time.Second)
+	}
+}
+
+func (s *ClickHouseServer) shutdown() { s.stop(syscall.SIGTERM) }
