@@ -2,6 +2,8 @@ package lang
 
 import (
 	"testing"
+
+	"github.com/alecthomas/participle/v2/lexer"
 )
 
 // FuzzParse feeds arbitrary text to the parser: it must never panic, every
@@ -38,9 +40,64 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("diagnostic without code or summary: %+v", d)
 			}
 		}
+		checkNodePositions(t, file, len(src))
 		if diags.HasErrors() {
 			return
 		}
 		checkFormat(t, "f.mqb", []byte(src))
 	})
+}
+
+// checkNodePositions fails t when an AST node's range leaves the n-byte
+// input or ends before it starts.
+func checkNodePositions(t *testing.T, f *File, n int) {
+	t.Helper()
+	check := func(what string, pos, end lexer.Position) {
+		if pos.Offset < 0 || end.Offset > n || end.Offset < pos.Offset || pos.Line < 1 {
+			t.Fatalf("%s spans %v..%v, outside the %d-byte input", what, pos, end, n)
+		}
+	}
+	var block func(b *Block)
+	var value func(v *Value)
+	value = func(v *Value) {
+		check("value", v.Pos, v.EndPos)
+		switch {
+		case v.Block != nil:
+			block(v.Block)
+		case v.List != nil:
+			check("list", v.List.Pos, v.List.EndPos)
+			for _, e := range v.List.Elems {
+				value(e)
+			}
+		case v.Expr != nil:
+			check("expression", v.Expr.Pos, v.Expr.EndPos)
+		}
+	}
+	block = func(b *Block) {
+		if b == nil {
+			return
+		}
+		check("block", b.Pos, b.EndPos)
+		for _, it := range b.Items() {
+			check("item", it.Pos, it.EndPos)
+			check("key", it.Key.Pos, it.Key.EndPos)
+			if it.Assign != nil {
+				value(it.Assign)
+			}
+			if it.Arg != nil {
+				check("argument", it.Arg.Pos, it.Arg.EndPos)
+			}
+			block(it.Body)
+		}
+	}
+	for _, d := range f.Decls {
+		switch {
+		case d.Route != nil:
+			check("route", d.Route.Pos, d.Route.EndPos)
+			block(d.Route.Body)
+		case d.Endpoint != nil:
+			check("endpoint", d.Endpoint.Pos, d.Endpoint.EndPos)
+			block(d.Endpoint.Body)
+		}
+	}
 }
