@@ -130,8 +130,11 @@ func (rt *route) run(ctx context.Context) error {
 	rt.stopRead = stopRead
 	defer stopRead()
 
-	procCh := make(chan *batch, rt.concurrency)
-	sinkCh := make(chan *batch, rt.concurrency)
+	// Bounded queues between the stages: the reader runs at most a few
+	// batches ahead of processing, and processing at most groupSize batches
+	// ahead of the sink, which takes them in groups.
+	procCh := make(chan *batch, 2*rt.concurrency)
+	sinkCh := make(chan *batch, rt.groupSize())
 	var wg sync.WaitGroup
 
 	// Reader: the only goroutine touching the source.
@@ -178,6 +181,7 @@ func (rt *route) run(ctx context.Context) error {
 					continue
 				}
 				if err := rt.process(w, b); err != nil {
+					rt.releaseAll([]*batch{b})
 					rt.fail(err)
 					continue
 				}
@@ -194,13 +198,27 @@ func (rt *route) run(ctx context.Context) error {
 		go func() {
 			defer sinkWG.Done()
 			w := &worker{}
+			var group []*batch
 			for b := range sinkCh {
+				group = append(group[:0], b)
+			more:
+				for len(group) < rt.groupSize() {
+					select {
+					case b2, ok := <-sinkCh:
+						if !ok {
+							break more
+						}
+						group = append(group, b2)
+					default:
+						break more
+					}
+				}
 				if rt.failed.Load() {
-					rt.releaseAll(b)
+					rt.releaseAll(group)
 					continue
 				}
-				if err := rt.deliver(w, b); err != nil {
-					rt.releaseAll(b)
+				if err := rt.deliver(w, group); err != nil {
+					rt.releaseAll(group)
 					rt.fail(err)
 				}
 			}
@@ -280,14 +298,30 @@ func (rt *route) process(w *worker, b *batch) error {
 	return rt.tracker.AckAll(seqs)
 }
 
-// deliver writes b's live records to the sink and its dead ones to the
-// DLQ, then promotes dedup keys and acks every record of b.
-func (rt *route) deliver(w *worker, b *batch) error {
+// groupSize is how many ready batches a sink worker takes at once. Waiting
+// on durability (an fsync costs ~10 ms on the build machine) dominates a
+// fast route; batches that queue up meanwhile share the next write and its
+// fsync or transaction (group commit). Each batch is still acked only once
+// the write that holds it is durable. The queue in front of the sink holds
+// as many batches, so it is smaller when records carry decoded payloads
+// (several times their size in memory) than when they are bare lines.
+func (rt *route) groupSize() int {
+	if rt.needPayload {
+		return 6
+	}
+	return 16
+}
+
+// deliver writes the live records of a group of batches to the sink and
+// the dead ones to the DLQ, then promotes dedup keys and acks every record.
+func (rt *route) deliver(w *worker, group []*batch) error {
 	ctx := context.Background() // a drain finishes the batch whatever happens to the run's ctx
 	live := w.ptrs[:0]
-	for i := range b.recs {
-		if b.recs[i].state == stLive {
-			live = append(live, &b.recs[i])
+	for _, b := range group {
+		for i := range b.recs {
+			if b.recs[i].state == stLive {
+				live = append(live, &b.recs[i])
+			}
 		}
 	}
 	w.ptrs = live
@@ -298,22 +332,24 @@ func (rt *route) deliver(w *worker, b *batch) error {
 	}
 	var out, filtered, dups int64
 	dead := w.dead[:0]
-	for i := range b.recs {
-		r := &b.recs[i]
-		switch r.state {
-		case stLive:
-			if r.sinkErr != "" {
-				r.kill(r.sinkErr)
+	for _, b := range group {
+		for i := range b.recs {
+			r := &b.recs[i]
+			switch r.state {
+			case stLive:
+				if r.sinkErr != "" {
+					r.kill(r.sinkErr)
+					dead = append(dead, r)
+				} else {
+					out++
+				}
+			case stDead:
 				dead = append(dead, r)
-			} else {
-				out++
+			case stFiltered:
+				filtered++
+			case stDuplicate:
+				dups++
 			}
-		case stDead:
-			dead = append(dead, r)
-		case stFiltered:
-			filtered++
-		case stDuplicate:
-			dups++
 		}
 	}
 	w.dead = dead
@@ -342,15 +378,17 @@ func (rt *route) deliver(w *worker, b *batch) error {
 			}
 		}
 	}
-	for _, res := range b.reserved {
-		if err := res.store.Promote(res.keys, rt.now(), res.ttl); err != nil {
-			return fmt.Errorf("route %s: %w", rt.name, err)
-		}
-	}
-	b.reserved = nil
 	seqs := w.seqs[:0]
-	for i := range b.recs {
-		seqs = append(seqs, b.recs[i].Seq)
+	for _, b := range group {
+		for _, res := range b.reserved {
+			if err := res.store.Promote(res.keys, rt.now(), res.ttl); err != nil {
+				return fmt.Errorf("route %s: %w", rt.name, err)
+			}
+		}
+		b.reserved = nil
+		for i := range b.recs {
+			seqs = append(seqs, b.recs[i].Seq)
+		}
 	}
 	w.seqs = seqs
 	if err := rt.tracker.AckAll(seqs); err != nil {
@@ -365,14 +403,16 @@ func (rt *route) deliver(w *worker, b *batch) error {
 	return nil
 }
 
-// releaseAll frees the dedup reservations of a batch that will not be acked.
-func (rt *route) releaseAll(b *batch) {
-	for _, res := range b.reserved {
-		if err := res.store.Release(res.keys); err != nil {
-			rt.log.Warn("release dedup reservations", "err", err)
+// releaseAll frees the dedup reservations of batches that will not be acked.
+func (rt *route) releaseAll(group []*batch) {
+	for _, b := range group {
+		for _, res := range b.reserved {
+			if err := res.store.Release(res.keys); err != nil {
+				rt.log.Warn("release dedup reservations", "err", err)
+			}
 		}
+		b.reserved = nil
 	}
-	b.reserved = nil
 }
 
 // commit saves the contiguous acked position, after making the dedup

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,18 +181,12 @@ func (s *partSink) Write(_ context.Context, recs []*Record) error {
 			live = append(live, r)
 		}
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i].Seq < live[j].Seq })
 	wrote := false
-	for i := 0; i < len(live); {
-		j := i + 1
-		for j < len(live) && live[j].Seq == live[j-1].Seq+1 {
-			j++
-		}
-		if err := s.writeRun(live[i:j]); err != nil {
+	for _, run := range positionRuns(live) {
+		if err := s.writeRun(run); err != nil {
 			return err
 		}
 		wrote = true
-		i = j
 	}
 	if wrote {
 		if err := syncDir(s.dir); err != nil {
@@ -255,24 +248,3 @@ func syncDir(dir string) error {
 }
 
 func (s *partSink) Close() error { return nil }
-
-// rangeSet is a set of disjoint, sorted closed ranges of positions.
-type rangeSet struct {
-	r [][2]uint64
-}
-
-func (rs *rangeSet) contains(p uint64) bool {
-	i := sort.Search(len(rs.r), func(i int) bool { return rs.r[i][1] >= p })
-	return i < len(rs.r) && rs.r[i][0] <= p
-}
-
-func (rs *rangeSet) add(start, end uint64) {
-	i := sort.Search(len(rs.r), func(i int) bool { return rs.r[i][1]+1 >= start })
-	j := i
-	for j < len(rs.r) && rs.r[j][0] <= end+1 {
-		start = min(start, rs.r[j][0])
-		end = max(end, rs.r[j][1])
-		j++
-	}
-	rs.r = append(rs.r[:i], append([][2]uint64{{start, end}}, rs.r[j:]...)...)
-}

@@ -8,17 +8,24 @@
 // failed, the process died) expires, so the key is delivered again rather
 // than lost.
 //
-// Pebble locks its directory, so a store is held by one process at a time: a
-// reservation written under another epoch (an earlier run of this process
-// that died) can no longer be in flight and is ignored at once instead of
-// after 5 s — otherwise a restart within 5 s of a crash would drop the
-// records the crash left unacknowledged.
+// Pebble locks its directory, so a store is held by one process at a time.
+// A reservation therefore only has to be visible inside this process, and
+// it lives in memory, shared by every Store on the same directory; only
+// promotions are written to Pebble. That halves the writes per record and
+// gives the right answer after a crash at once: a reservation left by a dead
+// process can no longer be in flight, and waiting 5 s for it to expire would
+// drop the records the crash left unacknowledged if the restart is quick.
+//
+// Lookups of a batch go through one Pebble iterator over the sorted keys
+// rather than a Get per key: almost every key of a stream is new, and
+// forward seeks over sorted keys reuse the blocks the previous seek loaded.
 package dedup
 
 import (
+	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,10 +65,21 @@ func (v Verdict) String() string {
 func (v Verdict) Duplicate() bool { return v != New }
 
 const (
-	stateReserved  byte = 1
 	stateProcessed byte = 2
 	keyPrefix           = "dedup/"
-	valueLen            = 1 + 8 + 8 // state, expiry (unix nanos), epoch
+	valueLen            = 1 + 8 // state, expiry (unix nanos)
+)
+
+// reservations are the in-flight keys of one Pebble directory, shared by
+// every Store opened on it (two routes may share a dedup store).
+type reservations struct {
+	mu   sync.Mutex
+	keys map[string]int64 // key → expiry, unix nanos
+}
+
+var (
+	sharedMu sync.Mutex
+	shared   = map[*pebble.DB]*reservations{}
 )
 
 // Store is a dedup key store on one Pebble database.
@@ -70,14 +88,14 @@ type Store struct {
 	// Expiry is the in-flight reservation expiry (InFlightExpiry unless a
 	// test shortens it).
 	Expiry time.Duration
+	res    *reservations
 
-	mu sync.Mutex
-	// inflight mirrors this store's live reservations, so a repeat within
-	// one batch (not yet applied to Pebble) is seen, and most lookups of a
-	// repeated key skip Pebble.
-	inflight map[string]int64 // key → expiry unix nanos
-	keyBuf   []byte
-	valBuf   [valueLen]byte
+	mu      sync.Mutex // guards the scratch below
+	sorted  []int
+	found   []int64 // processed-until per key of the batch being reserved, 0 when absent
+	keyBuf  []byte
+	valBuf  [valueLen]byte
+	lookBuf []byte
 }
 
 // Open opens (or shares) the dedup store in dir.
@@ -86,7 +104,14 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{h: h, Expiry: InFlightExpiry, inflight: make(map[string]int64)}, nil
+	sharedMu.Lock()
+	res := shared[h.DB]
+	if res == nil {
+		res = &reservations{keys: make(map[string]int64)}
+		shared[h.DB] = res
+	}
+	sharedMu.Unlock()
+	return &Store{h: h, Expiry: InFlightExpiry, res: res}, nil
 }
 
 // Dir is the store's directory.
@@ -95,132 +120,142 @@ func (s *Store) Dir() string { return s.h.Dir }
 // Handle is the underlying shared database handle.
 func (s *Store) Handle() *pebbledb.Handle { return s.h }
 
-func (s *Store) dbKey(key string) []byte {
-	s.keyBuf = append(append(s.keyBuf[:0], keyPrefix...), key...)
-	return s.keyBuf
-}
-
-func (s *Store) encode(state byte, expiry int64) []byte {
-	s.valBuf[0] = state
-	binary.LittleEndian.PutUint64(s.valBuf[1:9], uint64(expiry))
-	binary.LittleEndian.PutUint64(s.valBuf[9:17], s.h.Epoch)
-	return s.valBuf[:]
+func (s *Store) dbKey(buf []byte, key string) []byte {
+	return append(append(buf[:0], keyPrefix...), key...)
 }
 
 // Reserve decides every key in keys, in order, and reserves the new ones
 // (a repeat later in keys sees the earlier reservation). verdicts must have
-// len(keys). The reservations are written in one Pebble batch, not synced.
+// len(keys).
 func (s *Store) Reserve(keys []string, now time.Time, verdicts []Verdict) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	nowNs := now.UnixNano()
-	b := s.h.DB.NewBatch()
-	defer b.Close()
+	if err := s.lookupProcessed(keys, nowNs); err != nil {
+		return err
+	}
+	s.res.mu.Lock()
+	defer s.res.mu.Unlock()
 	for i, k := range keys {
-		if exp, ok := s.inflight[k]; ok {
+		if exp, ok := s.res.keys[k]; ok {
 			if exp > nowNs {
 				verdicts[i] = InFlight
 				continue
 			}
-			delete(s.inflight, k)
+			delete(s.res.keys, k)
 		}
-		v, err := s.lookup(k, nowNs)
-		if err != nil {
-			return err
-		}
-		verdicts[i] = v
-		if v != New {
+		if s.found[i] > nowNs {
+			verdicts[i] = Processed
 			continue
 		}
-		exp := nowNs + int64(s.Expiry)
-		s.inflight[k] = exp
-		if err := b.Set(s.dbKey(k), s.encode(stateReserved, exp), nil); err != nil {
-			return fmt.Errorf("dedup store %s: reserve: %w", s.h.Dir, err)
-		}
-	}
-	if b.Empty() {
-		return nil
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("dedup store %s: reserve: %w", s.h.Dir, err)
+		verdicts[i] = New
+		s.res.keys[k] = nowNs + int64(s.Expiry)
 	}
 	return nil
 }
 
-func (s *Store) lookup(k string, nowNs int64) (Verdict, error) {
-	val, closer, err := s.h.DB.Get(s.dbKey(k))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return New, nil
+// lookupProcessed fills s.found with each key's processed-until time,
+// seeking one iterator through the keys in sorted order.
+func (s *Store) lookupProcessed(keys []string, nowNs int64) error {
+	s.found = slices.Grow(s.found[:0], len(keys))[:len(keys)]
+	s.sorted = slices.Grow(s.sorted[:0], len(keys))[:len(keys)]
+	for i := range keys {
+		s.found[i] = 0
+		s.sorted[i] = i
 	}
+	slices.SortFunc(s.sorted, func(a, b int) int {
+		switch {
+		case keys[a] < keys[b]:
+			return -1
+		case keys[a] > keys[b]:
+			return 1
+		}
+		return 0
+	})
+	it, err := s.h.DB.NewIter(&pebble.IterOptions{
+		LowerBound: []byte(keyPrefix),
+		UpperBound: []byte(keyPrefix[:len(keyPrefix)-1] + string(keyPrefix[len(keyPrefix)-1]+1)),
+	})
 	if err != nil {
-		return New, fmt.Errorf("dedup store %s: lookup: %w", s.h.Dir, err)
+		return fmt.Errorf("dedup store %s: lookup: %w", s.h.Dir, err)
 	}
-	defer closer.Close()
-	if len(val) != valueLen {
-		return New, nil // unknown encoding: treat as free rather than drop data
-	}
-	exp := int64(binary.LittleEndian.Uint64(val[1:9]))
-	if exp <= nowNs {
-		return New, nil
-	}
-	switch val[0] {
-	case stateProcessed:
-		return Processed, nil
-	case stateReserved:
-		if binary.LittleEndian.Uint64(val[9:17]) == s.h.Epoch {
-			return InFlight, nil
+	for _, i := range s.sorted {
+		s.lookBuf = s.dbKey(s.lookBuf, keys[i])
+		if !it.SeekGE(s.lookBuf) || !bytes.Equal(it.Key(), s.lookBuf) {
+			continue
+		}
+		val := it.Value()
+		if len(val) == valueLen && val[0] == stateProcessed {
+			s.found[i] = int64(binary.LittleEndian.Uint64(val[1:9]))
 		}
 	}
-	return New, nil
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("dedup store %s: lookup: %w", s.h.Dir, err)
+	}
+	return nil
 }
 
-// Promote marks keys (reserved by this store) as processed until now+ttl.
-// The write is not synced; call Sync at commit.
+// Promote marks keys (reserved through this store) as processed until
+// now+ttl. The write is not synced; call Sync at commit.
 func (s *Store) Promote(keys []string, now time.Time, ttl time.Duration) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	exp := now.Add(ttl).UnixNano()
 	b := s.h.DB.NewBatch()
 	defer b.Close()
+	s.valBuf[0] = stateProcessed
+	binary.LittleEndian.PutUint64(s.valBuf[1:9], uint64(now.Add(ttl).UnixNano()))
 	for _, k := range keys {
-		delete(s.inflight, k)
-		if err := b.Set(s.dbKey(k), s.encode(stateProcessed, exp), nil); err != nil {
+		s.keyBuf = s.dbKey(s.keyBuf, k)
+		if err := b.Set(s.keyBuf, s.valBuf[:], nil); err != nil {
 			return fmt.Errorf("dedup store %s: promote: %w", s.h.Dir, err)
 		}
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("dedup store %s: promote: %w", s.h.Dir, err)
 	}
+	// Only now drop the reservations: a repeat arriving in between sees
+	// either the reservation or the processed key, never neither.
+	s.res.mu.Lock()
+	for _, k := range keys {
+		delete(s.res.keys, k)
+	}
+	s.res.mu.Unlock()
 	return nil
 }
 
 // Release frees reservations whose records were not acked, so they can be
 // delivered again at once.
 func (s *Store) Release(keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.h.DB.NewBatch()
-	defer b.Close()
+	s.res.mu.Lock()
+	defer s.res.mu.Unlock()
 	for _, k := range keys {
-		delete(s.inflight, k)
-		if err := b.Delete(s.dbKey(k), nil); err != nil {
-			return fmt.Errorf("dedup store %s: release: %w", s.h.Dir, err)
-		}
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("dedup store %s: release: %w", s.h.Dir, err)
+		delete(s.res.keys, k)
 	}
 	return nil
+}
+
+// InFlight is the number of live reservations (for tests and metrics).
+func (s *Store) InFlight() int {
+	s.res.mu.Lock()
+	defer s.res.mu.Unlock()
+	return len(s.res.keys)
 }
 
 // Sync makes every promotion so far durable.
 func (s *Store) Sync() error { return s.h.Sync() }
 
-// Close releases the store's database handle.
-func (s *Store) Close() error { return s.h.Close() }
+// Close releases the store's database handle. Reservations of the
+// directory are forgotten with its last handle, as a new process would.
+func (s *Store) Close() error {
+	db := s.h.DB
+	err := s.h.Close()
+	if !s.h.IsOpen() {
+		sharedMu.Lock()
+		delete(shared, db)
+		sharedMu.Unlock()
+	}
+	return err
+}

@@ -1,0 +1,48 @@
+package runtime
+
+import (
+	"sort"
+)
+
+// Part naming (name_by = source_position) shared by the file and
+// object_store sinks: a batch is cut into runs of consecutive source
+// positions, each run becomes one immutable part named for the range it
+// covers, and the ranges already written are kept in a rangeSet so a
+// replayed record is skipped record by record.
+
+// positionRuns sorts recs by source position and cuts them into runs of
+// consecutive positions. The runs share recs' backing array.
+func positionRuns(recs []*Record) [][]*Record {
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
+	var runs [][]*Record
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].Seq == recs[j-1].Seq+1 {
+			j++
+		}
+		runs = append(runs, recs[i:j])
+		i = j
+	}
+	return runs
+}
+
+// rangeSet is a set of disjoint, sorted closed ranges of positions.
+type rangeSet struct {
+	r [][2]uint64
+}
+
+func (rs *rangeSet) contains(p uint64) bool {
+	i := sort.Search(len(rs.r), func(i int) bool { return rs.r[i][1] >= p })
+	return i < len(rs.r) && rs.r[i][0] <= p
+}
+
+func (rs *rangeSet) add(start, end uint64) {
+	i := sort.Search(len(rs.r), func(i int) bool { return rs.r[i][1]+1 >= start })
+	j := i
+	for j < len(rs.r) && rs.r[j][0] <= end+1 {
+		start = min(start, rs.r[j][0])
+		end = max(end, rs.r[j][1])
+		j++
+	}
+	rs.r = append(rs.r[:i], append([][2]uint64{{start, end}}, rs.r[j:]...)...)
+}
