@@ -13,7 +13,7 @@ import (
 type File struct {
 	Name  string  `parser:""`
 	Src   []byte  `parser:""`
-	Decls []*Decl `parser:"( @@ | NL )*"`
+	Decls []*Decl `parser:"@@*"`
 	// Comments holds every comment token, for the formatter.
 	Comments []lexer.Token `parser:""`
 }
@@ -49,10 +49,12 @@ type Block struct {
 	Entries []*BlockEntry `parser:"'{' @@* '}'"`
 }
 
-// BlockEntry is an item or a separator; Items() drops the separators.
+// BlockEntry is an item or a comma; Items() drops the commas. Newlines are
+// elided from the grammar (see parseTokens) to keep participle's branching
+// cheap; Expr.Parse and checkSeparators read them from the raw tokens.
 type BlockEntry struct {
 	Item *Item  `parser:"  @@"`
-	Sep  string `parser:"| @( NL | ',' )"`
+	Sep  string `parser:"| @','"`
 }
 
 // Items returns the block's items in order.
@@ -117,7 +119,7 @@ type Value struct {
 type List struct {
 	Pos    lexer.Position
 	EndPos lexer.Position
-	Elems  []*Value `parser:"'[' ( @@ | NL | ',' )* ']'"`
+	Elems  []*Value `parser:"'[' ( @@ | ',' )* ']'"`
 }
 
 // Range returns the source range of a node given its Pos and EndPos.

@@ -33,15 +33,14 @@ func (e *Expr) Parse(lex *lexer.PeekingLexer) error {
 	prevOperand := false
 loop:
 	for {
+		if raw := lex.RawPeek(); depth == 0 && (raw.Type == TNewline || raw.Type == TComment) {
+			break
+		}
 		t := lex.Peek()
 		if t.EOF() {
 			break
 		}
 		switch t.Type {
-		case TNewline:
-			if depth == 0 {
-				break loop
-			}
 		case TPunct:
 			switch t.Value {
 			case ",", "}":

@@ -80,6 +80,7 @@ func (r *replay) Next() (lexer.Token, error) {
 // malformed input is reported as diagnostics and lexed as well as possible.
 func Lex(filename string, src []byte) ([]lexer.Token, diag.List) {
 	l := &lexState{src: string(src), pos: lexer.Position{Filename: filename, Line: 1, Column: 1}}
+	l.toks = make([]lexer.Token, 0, len(src)/4+16)
 	l.run()
 	return l.toks, l.diags
 }

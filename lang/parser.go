@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -55,7 +56,7 @@ func Parse(filename string, src []byte) (*File, diag.List) {
 		}
 	}
 	for _, d := range f.Decls {
-		checkSeparators(d, &diags)
+		checkSeparators(src, d, &diags)
 	}
 	return f, clampRanges(dedupe(diags), len(src))
 }
@@ -80,7 +81,10 @@ func clampRanges(l diag.List, n int) diag.List {
 }
 
 func parseTokens(toks []lexer.Token) (*File, error) {
-	pl, err := lexer.Upgrade(&replay{toks: toks}, TComment)
+	// Newlines are elided: the grammar never needs them except to end an
+	// expression, which Expr.Parse sees with RawPeek. Eliding them halves
+	// participle's branch attempts on a large file.
+	pl, err := lexer.Upgrade(&replay{toks: toks}, TComment, TNewline)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +165,7 @@ func friendlyMessage(m string) string {
 }
 
 // checkSeparators reports two items written on one line with no comma.
-func checkSeparators(d *Decl, diags *diag.List) {
+func checkSeparators(src []byte, d *Decl, diags *diag.List) {
 	var b *Block
 	switch {
 	case d.Route != nil:
@@ -174,18 +178,27 @@ func checkSeparators(d *Decl, diags *diag.List) {
 		// (`a = 1 b = 2` is almost always a typo). A nested block or a
 		// case may follow an attribute directly, as in DESIGN's
 		// `to switch { on = <expr>  case "x" { … }  default { … } }`.
-		prevAssign := false
+		var prev *Item
 		for _, e := range b.Entries {
 			if e.Item == nil {
-				prevAssign = false
+				prev = nil
 				continue
 			}
-			if prevAssign && e.Item.Assign != nil {
+			if prev != nil && prev.Assign != nil && e.Item.Assign != nil && !newlineBetween(src, prev, e.Item) {
 				diags.Add("E001", e.Item.Key.Range(), fmt.Sprintf("expected a newline or a comma before %q", e.Item.Key.Name), "Attributes in a block are separated by newlines or commas.")
 			}
-			prevAssign = e.Item.Assign != nil
+			prev = e.Item
 		}
 	})
+}
+
+// newlineBetween reports whether a newline separates two items.
+func newlineBetween(src []byte, a, b *Item) bool {
+	from, to := a.Pos.Offset, b.Pos.Offset
+	if from < 0 || to > len(src) || from > to {
+		return true
+	}
+	return bytes.IndexByte(src[from:to], '\n') >= 0
 }
 
 // walkBlocks calls fn for b and every block nested in it.

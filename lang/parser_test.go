@@ -61,7 +61,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unterminated string", "route r {\n  from file { path = \"a }\n}\n", []string{"2:22 E002 unterminated string"}},
 		{"bad duration", "route r {\n  dedup { ttl = 10years }\n}\n", []string{"2:17 E002 invalid duration"}},
-		{"two broken routes", "route a {\n  from file {\n}\nroute b {\n  to = = 1\n}\nroute c { }\n", []string{"4:1 E001 a block is not closed", "5:6 E001"}},
+		{"two broken routes", "route a {\n  from file {\n}\nroute b {\n  to = = 1\n}\nroute c { }\n", []string{"4:1 E001 a block is not closed", "5:8 E001"}},
 		{"missing comma", "route r {\n  from file { path = \"a\" mode = consume }\n}\n", []string{"2:26 E001 expected a newline or a comma"}},
 		{"stray char", "route r { @ }\n", []string{"1:11 E001 unexpected character"}},
 	}
