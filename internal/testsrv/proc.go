@@ -70,6 +70,7 @@ func unavailable(t testing.TB, pkg, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...) + fmt.Sprintf(" (install the Debian package %s: apt-get install -y %s)", pkg, pkg)
 	if os.Getenv("CI") == "true" {
 		t.Fatal("testsrv: " + msg)
+		return
 	}
 	t.Skip("testsrv: " + msg)
 }
