@@ -34,7 +34,13 @@ func (e *Expr) Parse(lex *lexer.PeekingLexer) error {
 loop:
 	for {
 		if raw := lex.RawPeek(); depth == 0 && (raw.Type == TNewline || raw.Type == TComment) {
-			break
+			// A newline ends an expression, and a statement's argument
+			// (`id payload.x`) must start on its line; but a value after
+			// '=', '[' or ',' may start on a later line, as a list
+			// element written one per line does.
+			if len(e.Tokens) > 0 || !valueMayStartLater(lex) {
+				break
+			}
 		}
 		t := lex.Peek()
 		if t.EOF() {
@@ -103,6 +109,20 @@ loop:
 	e.EndPos = last.Pos
 	e.EndPos.Advance(last.Value)
 	return nil
+}
+
+// valueMayStartLater reports whether the last significant token before the
+// lexer's position lets a value start on a later line: '=', '[' or ','
+// (not an item's key, whose argument must be on the key's line).
+func valueMayStartLater(lex *lexer.PeekingLexer) bool {
+	for i := lex.MakeCheckpoint().RawCursor() - 1; i >= 0; i-- {
+		t := lex.Range(i, i+1)[0]
+		if t.Type == TNewline || t.Type == TComment {
+			continue
+		}
+		return t.Type == TOp && t.Value == "=" || t.Type == TPunct && (t.Value == "[" || t.Value == ",")
+	}
+	return false
 }
 
 // Range of the expression.

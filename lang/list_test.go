@@ -1,0 +1,32 @@
+package lang
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestValueOnLaterLine checks that a list written one element per line is a
+// List (not an opaque expression), that a value may start on the line after
+// '=', and that a statement's argument still ends at its line.
+func TestValueOnLaterLine(t *testing.T) {
+	tests := []struct{ name, value, want string }{
+		{"elements on their own lines", "[\n    \"x\",\n    \"y\",\n  ]", `= [ - String:"x" - String:"y"`},
+		{"newline after comma", "[\"x\",\n \"y\"]", `= [ - String:"x" - String:"y"`},
+		{"comments between elements", "[ # c\n 1, # d\n 2\n]", `= [ - Int:1 - Int:2`},
+		{"value on the next line", "\n    5", `= Int:5`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "route r {\n  tags = " + tt.value + "\n  keep\n  to ref o\n}\n"
+			f, diags := Parse("t.mqb", []byte(src))
+			if len(diags) > 0 {
+				t.Fatal(diags)
+			}
+			got := strings.Join(strings.Fields(DumpAST(f)), " ")
+			want := "route r tags " + tt.want + " keep to ref o"
+			if got != want {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+}
