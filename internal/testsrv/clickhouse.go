@@ -153,23 +153,19 @@ func startClickHouse(dir string) (*ClickHouseServer, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
-	tcp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	http, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	conf := strings.NewReplacer("{{tcp}}", strconv.Itoa(tcp), "{{http}}", strconv.Itoa(http), "{{dir}}", dir).Replace(clickhouseConfig)
-	if err := os.WriteFile(filepath.Join(dir, "config.xml"), []byte(conf), 0o644); err != nil {
-		return nil, err
-	}
 	if err := os.WriteFile(filepath.Join(dir, "users.xml"), []byte(clickhouseUsers), 0o644); err != nil {
 		return nil, err
 	}
-	s := &ClickHouseServer{dir: dir, tcpPort: tcp, httpPort: http}
-	if err := s.start(); err != nil {
+	s := &ClickHouseServer{dir: dir}
+	err := onFreePorts(func(ports []int) error {
+		s.tcpPort, s.httpPort = ports[0], ports[1]
+		conf := strings.NewReplacer("{{tcp}}", strconv.Itoa(s.tcpPort), "{{http}}", strconv.Itoa(s.httpPort), "{{dir}}", dir).Replace(clickhouseConfig)
+		if err := os.WriteFile(filepath.Join(dir, "config.xml"), []byte(conf), 0o644); err != nil {
+			return err
+		}
+		return s.start()
+	}, 2)
+	if err != nil {
 		return nil, err
 	}
 	return s, nil

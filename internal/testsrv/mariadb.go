@@ -132,12 +132,12 @@ func startMariaDB(dir string) (*MariaDBServer, error) {
 	if err := copyTree(filepath.Join(tmpl, "data"), filepath.Join(dir, "data")); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	s := &MariaDBServer{dir: dir}
+	err = onFreePorts(func(ports []int) error {
+		s.port = ports[0]
+		return s.start()
+	}, 1)
 	if err != nil {
-		return nil, err
-	}
-	s := &MariaDBServer{dir: dir, port: port}
-	if err := s.start(); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -188,12 +188,12 @@ func startPostgres(bin, dir string) (*PGServer, error) {
 	if err := copyTree(filepath.Join(tmpl, "data"), data); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	s := &PGServer{dir: dir, cred: cred, bin: bin}
+	err = onFreePorts(func(ports []int) error {
+		s.port = ports[0]
+		return s.start()
+	}, 1)
 	if err != nil {
-		return nil, err
-	}
-	s := &PGServer{dir: dir, port: port, cred: cred, bin: bin}
-	if err := s.start(); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -145,6 +145,26 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// onFreePorts runs start with n free ports, and again with new ones when a
+// port was taken between our probe and the server's bind (test binaries of
+// other packages start servers at the same time).
+func onFreePorts(start func(ports []int) error, n int) error {
+	var err error
+	for range 4 {
+		ports := make([]int, n)
+		for i := range ports {
+			if ports[i], err = freePort(); err != nil {
+				return err
+			}
+		}
+		err = start(ports)
+		if err == nil || !strings.Contains(err.Error(), "in use") {
+			return err
+		}
+	}
+	return err
+}
+
 // spawnCh feeds a goroutine locked to one OS thread that never exits. A
 // parent-death signal fires when the *thread* that forked the child dies,
 // so every server is forked from this thread: the servers die with the test
