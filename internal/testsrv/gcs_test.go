@@ -74,3 +74,38 @@ func TestGCS(t *testing.T) {
 		t.Fatalf("listed %q", names)
 	}
 }
+
+// Code that only honours STORAGE_EMULATOR_HOST (storage.NewClient(ctx)
+// with no options) reaches the emulator too, reads included.
+func TestGCSEmulatorHost(t *testing.T) {
+	srv := testsrv.NewGCS(t, "lake")
+	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := storage.NewClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	w := client.Bucket("lake").Object("a.txt").NewWriter(ctx)
+	io.WriteString(w, "hello")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := srv.Client(t).Bucket("lake").Object("a.txt").NewReader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, err := io.ReadAll(r); err != nil || string(b) != "hello" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	r2, err := client.Bucket("lake").Object("a.txt").NewReader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if b, err := io.ReadAll(r2); err != nil || string(b) != "hello" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+}
