@@ -30,3 +30,27 @@ func TestValueOnLaterLine(t *testing.T) {
 		})
 	}
 }
+
+// TestKindOnNextLine checks that `word` then `name { … }` on the next line
+// are two items (newlines are elided from the grammar, so participle alone
+// would read `word name { … }`).
+func TestKindOnNextLine(t *testing.T) {
+	tests := []struct{ name, body, want, diag string }{
+		{"bare word then block", "keep\n  dedup { ttl = 1h }", "keep dedup { ttl = Duration:1h", ""},
+		{"same line stays a kind", "from file { path = \"a\" }", `from kind file { path = String:"a"`, ""},
+		{"fuzz case", "A,A{}", "A A {", ""},
+		{"label on next line", "case\n  \"x\" { }", `case label "x" {`, "a label must be on the same line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, diags := Parse("t.mqb", []byte("route r {\n  "+tt.body+"\n}\n"))
+			if tt.diag == "" && len(diags) > 0 || tt.diag != "" && (len(diags) != 1 || !strings.Contains(diags[0].Summary, tt.diag)) {
+				t.Fatalf("diags = %v, want %q", diags, tt.diag)
+			}
+			got := strings.Join(strings.Fields(DumpAST(f)), " ")
+			if want := "route r " + tt.want; got != want {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+}

@@ -56,9 +56,42 @@ func Parse(filename string, src []byte) (*File, diag.List) {
 		}
 	}
 	for _, d := range f.Decls {
+		splitKindOnNextLine(d, &diags)
 		checkSeparators(src, d, &diags)
 	}
 	return f, clampRanges(dedupe(diags), len(src))
+}
+
+// splitKindOnNextLine undoes a parse the elided newlines allow but nobody
+// means: a bare word followed by `name { … }` on the next line reads as one
+// item `word name { … }`. It becomes the two items written; a label on the
+// next line (`word` then `"x" { … }`) is an error.
+func splitKindOnNextLine(d *Decl, diags *diag.List) {
+	var b *Block
+	switch {
+	case d.Route != nil:
+		b = d.Route.Body
+	case d.Endpoint != nil:
+		b = d.Endpoint.Body
+	}
+	walkBlocks(b, func(b *Block) {
+		for i := 0; i < len(b.Entries); i++ {
+			it := b.Entries[i].Item
+			if it == nil || it.Body == nil {
+				continue
+			}
+			if it.Label != nil && it.Label.Pos.Line > it.Key.EndPos.Line {
+				diags.Add("E001", it.Label.Range(), "a label must be on the same line as its key", "Write `key \"label\" { … }` on one line.")
+			}
+			if it.Kind == nil || it.Kind.Pos.Line <= it.Key.EndPos.Line {
+				continue
+			}
+			bare := &Item{Pos: it.Pos, EndPos: it.Key.EndPos, Key: it.Key}
+			block := &Item{Pos: it.Kind.Pos, EndPos: it.EndPos, Key: it.Kind, Body: it.Body}
+			b.Entries[i].Item = bare
+			b.Entries = append(b.Entries[:i+1], append([]*BlockEntry{{Item: block}}, b.Entries[i+1:]...)...)
+		}
+	})
 }
 
 // clampRanges keeps every range inside the n-byte input: an error at end
