@@ -307,7 +307,7 @@ func (rt *route) process(w *worker, b *batch) error {
 // (several times their size in memory) than when they are bare lines.
 func (rt *route) groupSize() int {
 	if rt.needPayload {
-		return 6
+		return 4
 	}
 	return 16
 }
@@ -325,13 +325,32 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		}
 	}
 	w.ptrs = live
-	if err := rt.retry.write(ctx, rt.sink, live, func(err error) {
+
+	// Records already dead before the sink (bad JSON, no identity…) go to
+	// the DLQ while the sink writes: both wait on their own durability.
+	early := w.dead[:0]
+	for _, b := range group {
+		for i := range b.recs {
+			if b.recs[i].state == stDead {
+				early = append(early, &b.recs[i])
+			}
+		}
+	}
+	w.dead = early
+	earlyDone := make(chan error, 1)
+	go func() { earlyDone <- rt.deadLetter(ctx, early) }()
+
+	sinkErr := rt.retry.write(ctx, rt.sink, live, func(err error) {
 		rt.log.Warn("sink write failed, retrying", "err", err)
-	}); err != nil {
-		return fmt.Errorf("route %s: sink: %w", rt.name, err)
+	})
+	if err := <-earlyDone; err != nil {
+		return err
+	}
+	if sinkErr != nil {
+		return fmt.Errorf("route %s: sink: %w", rt.name, sinkErr)
 	}
 	var out, filtered, dups int64
-	dead := w.dead[:0]
+	var late []*Record
 	for _, b := range group {
 		for i := range b.recs {
 			r := &b.recs[i]
@@ -339,12 +358,10 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 			case stLive:
 				if r.sinkErr != "" {
 					r.kill(r.sinkErr)
-					dead = append(dead, r)
+					late = append(late, r)
 				} else {
 					out++
 				}
-			case stDead:
-				dead = append(dead, r)
 			case stFiltered:
 				filtered++
 			case stDuplicate:
@@ -352,19 +369,11 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 			}
 		}
 	}
-	w.dead = dead
+	if err := rt.deadLetter(ctx, late); err != nil {
+		return err
+	}
 	var dlqd, errs int64
-	if len(dead) > 0 {
-		for _, r := range dead {
-			r.setMeta(metaError, r.reason)
-		}
-		if rt.dlq != nil {
-			if err := rt.retry.write(ctx, rt.dlq, dead, func(err error) {
-				rt.log.Warn("dead-letter write failed, retrying", "err", err)
-			}); err != nil {
-				return fmt.Errorf("route %s: dlq: %w", rt.name, err)
-			}
-		}
+	for _, dead := range [][]*Record{early, late} {
 		for _, r := range dead {
 			switch {
 			case rt.dlq == nil:
@@ -400,6 +409,27 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	rt.stats.deadLettered.Add(dlqd)
 	rt.stats.errors.Add(errs)
 	rt.metrics.add(out, filtered, dups, dlqd, errs)
+	return nil
+}
+
+// deadLetter writes dead records to the DLQ with their reason in
+// meta["mqb.error"]. A record the DLQ refuses keeps its sinkErr.
+func (rt *route) deadLetter(ctx context.Context, dead []*Record) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	for _, r := range dead {
+		r.setMeta(metaError, r.reason)
+	}
+	if rt.dlq == nil {
+		return nil
+	}
+	err := rt.retry.write(ctx, rt.dlq, dead, func(err error) {
+		rt.log.Warn("dead-letter write failed, retrying", "err", err)
+	})
+	if err != nil {
+		return fmt.Errorf("route %s: dlq: %w", rt.name, err)
+	}
 	return nil
 }
 

@@ -46,6 +46,9 @@ type fileSource struct {
 	nextSeq uint64 // index of the next record
 	partial []byte // follow modes: an unterminated last line, kept until its newline arrives
 	scratch []byte // a line longer than the read buffer
+	// arenaHint sizes the next batch's payload arena from the last one, so
+	// it is allocated once instead of grown (and copied) by doubling.
+	arenaHint int
 
 	size      atomic.Int64 // file size at open (consume), for progress
 	bytesRead atomic.Int64
@@ -129,7 +132,7 @@ func (s *fileSource) close() error {
 // reached the end of the file; follow modes never end (they return an empty
 // batch when ctx is done).
 func (s *fileSource) next(ctx context.Context, size int) (b *batch, eof bool, err error) {
-	b = &batch{recs: make([]Record, 0, size)}
+	b = &batch{recs: make([]Record, 0, size), arena: make([]byte, 0, s.arenaHint)}
 	var payloadBytes int
 	for len(b.recs) < size && payloadBytes < maxBatchBytes {
 		line, tooLong, n, err := s.readLine()
@@ -161,6 +164,7 @@ func (s *fileSource) next(ctx context.Context, size int) (b *batch, eof bool, er
 		}
 	}
 	b.srcEnd = s.offset
+	s.arenaHint = min(len(b.arena)+len(b.arena)/8, maxBatchBytes)
 	return b, false, nil
 }
 
