@@ -2,10 +2,12 @@ package testsrv
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"strings"
+	"net"
+	"net/http"
+	"sync"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
@@ -13,16 +15,23 @@ import (
 )
 
 // GCSServer is an in-process GCS emulator (fake-gcs-server) on
-// 127.0.0.1, private to one test and kept in memory.
+// 127.0.0.1, private to one test and kept in memory. Stop and Start take
+// it off and back on the network without losing its objects, to simulate
+// an outage.
 type GCSServer struct {
-	srv *fakestorage.Server
+	srv  *fakestorage.Server
+	addr string
+
+	mu   sync.Mutex
+	http *http.Server
 }
 
 // GCS starts a GCS emulator for this test with the given buckets and
 // returns the JSON API endpoint, http://127.0.0.1:PORT/storage/v1/, and a
 // cloud.google.com/go/storage client connected to it. Code under test
 // connects the same way: option.WithEndpoint(endpoint) and
-// option.WithoutAuthentication(). The server stops when the test ends.
+// option.WithoutAuthentication(), or only STORAGE_EMULATOR_HOST set to
+// EmulatorHost(). The server stops when the test ends.
 func GCS(t testing.TB, buckets ...string) (endpoint string, client *storage.Client) {
 	t.Helper()
 	s := NewGCS(t, buckets...)
@@ -32,37 +41,96 @@ func GCS(t testing.TB, buckets ...string) (endpoint string, client *storage.Clie
 // NewGCS is GCS returning a handle on the server.
 func NewGCS(t testing.TB, buckets ...string) *GCSServer {
 	t.Helper()
-	port, err := freePort()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("testsrv: %v", err)
+		t.Fatalf("testsrv: GCS emulator: %v", err)
 	}
+	addr := ln.Addr().String()
 	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{
 		Scheme: "http",
-		Host:   "127.0.0.1",
-		Port:   uint16(port),
+		// We serve its handler ourselves so that Stop and Start keep the
+		// port and the objects.
+		NoListener: true,
 		// The client reads objects through the XML API at the endpoint's
 		// host; the emulator serves that API only on its public host.
-		PublicHost: fmt.Sprintf("127.0.0.1:%d", port),
-		Writer:     io.Discard,
+		PublicHost: addr,
+		// Where resumable uploads continue (the Location header).
+		ExternalURL: "http://" + addr,
+		Writer:      io.Discard,
 	})
 	if err != nil {
+		ln.Close()
 		t.Fatalf("testsrv: start GCS emulator: %v", err)
 	}
-	t.Cleanup(srv.Stop)
 	for _, b := range buckets {
 		srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: b})
 	}
-	return &GCSServer{srv: srv}
+	s := &GCSServer{srv: srv, addr: addr}
+	s.serve(ln)
+	t.Cleanup(func() {
+		s.stop()
+		srv.Stop()
+	})
+	return s
+}
+
+func (s *GCSServer) serve(ln net.Listener) {
+	hs := &http.Server{Handler: s.srv.HTTPHandler()}
+	s.mu.Lock()
+	s.http = hs
+	s.mu.Unlock()
+	go hs.Serve(ln)
+}
+
+func (s *GCSServer) stop() {
+	s.mu.Lock()
+	hs := s.http
+	s.http = nil
+	s.mu.Unlock()
+	if hs != nil {
+		hs.Close()
+	}
+}
+
+// Stop takes the emulator off the network: connections are closed and
+// new ones refused. Its objects stay.
+func (s *GCSServer) Stop(t testing.TB) {
+	t.Helper()
+	s.stop()
+}
+
+// Start puts a stopped emulator back on its address.
+func (s *GCSServer) Start(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	running := s.http != nil
+	s.mu.Unlock()
+	if running {
+		return
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		t.Fatalf("testsrv: restart GCS emulator on %s: %v", s.addr, err)
+	}
+	s.serve(ln)
+}
+
+// Restart stops the emulator, waits for downtime, and starts it again.
+func (s *GCSServer) Restart(t testing.TB, downtime time.Duration) {
+	t.Helper()
+	s.Stop(t)
+	time.Sleep(downtime)
+	s.Start(t)
 }
 
 // Endpoint is the JSON API endpoint to pass to option.WithEndpoint.
-func (s *GCSServer) Endpoint() string { return s.srv.URL() + "/storage/v1/" }
+func (s *GCSServer) Endpoint() string { return "http://" + s.addr + "/storage/v1/" }
 
 // EmulatorHost is 127.0.0.1:PORT, the value for STORAGE_EMULATOR_HOST when
 // the code under test runs as another process and only honours that
 // variable.
 func (s *GCSServer) EmulatorHost() string {
-	return strings.TrimPrefix(s.srv.URL(), "http://")
+	return s.addr
 }
 
 // Server is the emulator, for tests that inspect or seed its objects.

@@ -109,3 +109,45 @@ func TestGCSEmulatorHost(t *testing.T) {
 		t.Fatalf("read %q, %v", b, err)
 	}
 }
+
+func TestGCSRestart(t *testing.T) {
+	srv := testsrv.NewGCS(t, "lake")
+	client := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := client.Bucket("lake").Object("a.txt").NewWriter(ctx)
+	io.WriteString(w, "kept")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(t)
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err := client.Bucket("lake").Object("a.txt").Attrs(short)
+	cancelShort()
+	if err == nil {
+		t.Fatal("reached a stopped emulator")
+	}
+	srv.Start(t)
+	r, err := client.Bucket("lake").Object("a.txt").NewReader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, err := io.ReadAll(r); err != nil || string(b) != "kept" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	// A large object goes through a resumable upload, whose session URL
+	// the emulator hands out: it must point back at the emulator.
+	big := make([]byte, 20<<20)
+	w = client.Bucket("lake").Object("big.bin").NewWriter(ctx)
+	w.ChunkSize = 8 << 20
+	if _, err := w.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := client.Bucket("lake").Object("big.bin").Attrs(ctx); err != nil || a.Size != int64(len(big)) {
+		t.Fatalf("big object: %v, %v", a, err)
+	}
+}
