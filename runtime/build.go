@@ -317,6 +317,12 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 		default:
 			return nil, nil, a.errorf("name_by", "unknown value %q", nameBy)
 		}
+	case "object_store":
+		s, err := newObjectSink(ctx, a, c, o, rt, dlq)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, nil, nil
 	}
 	return nil, nil, fmt.Errorf("route %s: to %s (%s): this runtime supports only sql (sqlite://) and file sinks so far", rt.name, a.node.Kind, a.node.Pos)
 }

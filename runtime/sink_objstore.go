@@ -1,0 +1,369 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// objectSink writes whole immutable objects to a bucket prefix or a local
+// directory (object_store). Under name_by = write_time each write of the
+// route is one object (or several, cut at max_object_bytes) named by a
+// UUIDv7, so names sort in write order. Under name_by = source_position the
+// write is cut into runs of consecutive source positions and each run is one
+// object named part-<source>-<partition>-<start>-<end>.<ext>, numbers
+// zero-padded so that a bucket's lexicographic listing is replay order.
+//
+// The positional path recognises a replay without a checkpoint protocol:
+// before its first write it lists the prefix once and parses the covered
+// ranges out of the part names, then skips covered records one by one, so
+// batch boundaries may differ between runs. Until a listing succeeds
+// nothing is written (see ensureListed). A repeat that lands on the same
+// name is caught as well, since every put carries a does-not-exist
+// precondition and "already exists" is success.
+type objectSink struct {
+	route       string
+	log         *slog.Logger
+	store       objectStore
+	ext         string // ".jsonl", ".jsonl.gz", …
+	contentType string
+	compression string
+	maxBytes    int
+	zstd        *zstd.Encoder
+
+	// write_time
+	datePartition bool
+	now           func() time.Time
+
+	// source_position
+	positional bool
+	source     string // the source's name in part names (with its run epoch)
+	partition  uint32 // the file source has one partition, 0
+
+	mu      sync.Mutex
+	listed  bool // the prefix was listed: covered holds every part
+	covered rangeSet
+}
+
+// objectStoreHook, when set (by tests), wraps every store a sink opens.
+var objectStoreHook func(objectStore) objectStore
+
+// objectPartRE parses an object_store part name. The extension is not
+// checked: a part covers its range whatever its compression.
+var objectPartRE = regexp.MustCompile(`^part-(.+)-(\d{10})-(\d{20})-(\d{20})\.[^/]+$`)
+
+func objectPartName(source string, partition uint32, first, last uint64, ext string) string {
+	return fmt.Sprintf("part-%s-%010d-%020d-%020d%s", source, partition, first, last, ext)
+}
+
+func newObjectSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, rt *route, dlq bool) (*objectSink, error) {
+	rawURL, err := c.renderStatic(a, "url")
+	if err != nil {
+		return nil, err
+	}
+	s := &objectSink{
+		route:         a.route,
+		log:           rt.log,
+		datePartition: a.boolean("date_partition", false),
+		now:           time.Now,
+		compression:   a.str("compression", "none"),
+		maxBytes:      int(a.integer("max_object_bytes", 64<<20)),
+	}
+	if s.maxBytes <= 0 {
+		return nil, a.errorf("max_object_bytes", "must be positive, got %d", s.maxBytes)
+	}
+	switch f := a.str("format", "json"); f {
+	case "json":
+		s.ext, s.contentType = ".jsonl", "application/x-ndjson"
+	case "text":
+		s.ext, s.contentType = ".txt", "text/plain; charset=utf-8"
+	default:
+		return nil, a.errorf("format", "format %q is not supported by the object_store sink (json or text)", f)
+	}
+	switch s.compression {
+	case "none", "":
+		s.compression = "none"
+	case "gzip":
+		s.ext, s.contentType = s.ext+".gz", "application/gzip"
+	case "zstd":
+		s.ext, s.contentType = s.ext+".zst", "application/zstd"
+		if s.zstd, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1)); err != nil {
+			return nil, a.errorf("compression", "%v", err)
+		}
+	default:
+		return nil, a.errorf("compression", "unknown value %q", s.compression)
+	}
+
+	nameBy := a.str("name_by", "auto")
+	if _, set := a.value("name_by"); !set {
+		if v, ok := a.value("idempotency"); ok && v.Type == plan.TBool {
+			nameBy = map[bool]string{true: "source_position", false: "write_time"}[v.Bool]
+		}
+	}
+	switch nameBy {
+	case "auto":
+		s.positional = !dlq && rt.src != nil && rt.src.replayable()
+	case "write_time":
+	case "source_position":
+		if dlq {
+			return nil, a.errorf("name_by", "a dead-letter object store is written by time; source_position is not supported there")
+		}
+		s.positional = true
+	default:
+		return nil, a.errorf("name_by", "unknown value %q", nameBy)
+	}
+	if s.positional {
+		s.source = rt.src.sourceName()
+		if !rt.src.replayable() {
+			// Positions restart every run: an epoch keeps names distinct
+			// and in run order (at-least-once across a restart).
+			s.source += "-" + fmt.Sprintf("%020d", time.Now().UnixNano())
+		}
+		if s.datePartition {
+			s.log.Info("object_store: date_partition is ignored under name_by = source_position: parts are written flat under the prefix")
+		}
+	}
+
+	if s.store, err = openObjectStore(ctx, rawURL, o.BaseDir); err != nil {
+		return nil, a.errorf("url", "%s", plan.RedactURLs(err.Error()))
+	}
+	if objectStoreHook != nil {
+		s.store = objectStoreHook(s.store)
+	}
+	scheme := "write_time"
+	if s.positional {
+		scheme = "source_position"
+	}
+	s.log.Info("object_store sink", "store", plan.RedactURLs(s.store.String()), "name_by", scheme, "compression", s.compression)
+	return s, nil
+}
+
+// piece is the body of one object being assembled.
+type piece struct {
+	first, last uint64
+	body        []byte
+	recs        int
+}
+
+func (s *objectSink) Write(ctx context.Context, recs []*Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if !s.positional {
+		return s.writeByTime(ctx, recs)
+	}
+	if err := s.ensureListed(ctx); err != nil {
+		return err
+	}
+	live := make([]*Record, 0, len(recs))
+	s.mu.Lock()
+	for _, r := range recs {
+		if s.covered.contains(r.Seq) {
+			r.state = stDuplicate // already in a part: acked, counted as deduplicated
+			continue
+		}
+		live = append(live, r)
+	}
+	s.mu.Unlock()
+	for _, run := range positionRuns(live) {
+		var p piece
+		for _, r := range run {
+			line, err := appendLine(nil, r, false)
+			if err != nil {
+				// A record that cannot be encoded fails alone and splits
+				// the run: its position stays uncovered.
+				r.sinkErr = err.Error()
+				if err := s.flushPart(ctx, &p); err != nil {
+					return err
+				}
+				continue
+			}
+			if p.recs > 0 && (r.Seq != p.last+1 || len(p.body)+len(line) > s.maxBytes) {
+				if err := s.flushPart(ctx, &p); err != nil {
+					return err
+				}
+			}
+			if p.recs == 0 {
+				p.first = r.Seq
+			}
+			p.last = r.Seq
+			p.body = append(p.body, line...)
+			p.recs++
+		}
+		if err := s.flushPart(ctx, &p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listAttempts bounds the listings one write tries before giving up.
+const listAttempts = 3
+
+// ensureListed lists the prefix once, before the first positional write.
+// A write never goes ahead blind: on different batch boundaries a replay
+// names different objects, so only the listing can tell it is a replay.
+// A failed listing is logged and tried again (a few times here, then on the
+// route's next attempt at the batch, which this write fails as retryable);
+// a denied one fails the route, naming the store.
+func (s *objectSink) ensureListed(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listed {
+		return nil
+	}
+	var names []string
+	var err error
+	wait := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		names, err = s.store.List(lctx, "part-"+s.source+"-")
+		cancel()
+		if err == nil {
+			break
+		}
+		store := plan.RedactURLs(s.store.String())
+		if errors.Is(err, errPermanent) {
+			return fmt.Errorf("route %s: object_store %s: listing the prefix was refused; name_by = source_position needs it to recognise a replay: %w", s.route, store, err)
+		}
+		s.log.Warn("object_store: listing the prefix failed; nothing is written until it succeeds",
+			"store", store, "attempt", attempt, "err", plan.RedactURLs(err.Error()))
+		if attempt >= listAttempts {
+			return retryable(fmt.Errorf("route %s: object_store %s: list existing parts: %w", s.route, store, err))
+		}
+		time.Sleep(wait)
+		wait *= 2
+	}
+	n := 0
+	for _, name := range names {
+		m := objectPartRE.FindStringSubmatch(name)
+		if m == nil || m[1] != s.source {
+			continue
+		}
+		part, err0 := strconv.ParseUint(m[2], 10, 32)
+		start, err1 := strconv.ParseUint(m[3], 10, 64)
+		end, err2 := strconv.ParseUint(m[4], 10, 64)
+		if err0 != nil || err1 != nil || err2 != nil || end < start || uint32(part) != s.partition {
+			continue
+		}
+		s.covered.add(start, end)
+		n++
+	}
+	s.listed = true
+	s.log.Info("object_store: listed existing parts", "store", plan.RedactURLs(s.store.String()), "parts", n)
+	return nil
+}
+
+// flushPart writes p as one part object and marks its range covered.
+func (s *objectSink) flushPart(ctx context.Context, p *piece) error {
+	if p.recs == 0 {
+		return nil
+	}
+	name := objectPartName(s.source, s.partition, p.first, p.last, s.ext)
+	if err := s.put(ctx, name, p.body); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.covered.add(p.first, p.last)
+	s.mu.Unlock()
+	*p = piece{}
+	return nil
+}
+
+func (s *objectSink) writeByTime(ctx context.Context, recs []*Record) error {
+	var p piece
+	flush := func() error {
+		if p.recs == 0 {
+			return nil
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("route %s: object_store: mint object name: %w", s.route, err)
+		}
+		name := id.String() + s.ext
+		if s.datePartition {
+			name = s.now().UTC().Format("2006/01/02/") + name
+		}
+		if err := s.put(ctx, name, p.body); err != nil {
+			return err
+		}
+		p = piece{}
+		return nil
+	}
+	for _, r := range recs {
+		line, err := appendLine(nil, r, false)
+		if err != nil {
+			r.sinkErr = err.Error()
+			continue
+		}
+		if p.recs > 0 && len(p.body)+len(line) > s.maxBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		p.body = append(p.body, line...)
+		p.recs++
+	}
+	return flush()
+}
+
+// put compresses body and writes it once under name; an object already
+// there under that name is a repeat of this write, and success.
+func (s *objectSink) put(ctx context.Context, name string, body []byte) error {
+	data, err := s.compress(body)
+	if err != nil {
+		return fmt.Errorf("route %s: object_store: compress %s: %w", s.route, name, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	created, err := s.store.PutIfAbsent(pctx, name, data, s.contentType)
+	if err != nil {
+		err = fmt.Errorf("route %s: object_store %s: put %s: %w", s.route, plan.RedactURLs(s.store.String()), name, err)
+		if errors.Is(err, errPermanent) {
+			return err
+		}
+		return retryable(err)
+	}
+	if !created {
+		s.log.Info("object_store: object already exists; a repeat of an earlier write", "object", name)
+	}
+	return nil
+}
+
+func (s *objectSink) compress(body []byte) ([]byte, error) {
+	switch s.compression {
+	case "gzip":
+		var b bytes.Buffer
+		b.Grow(len(body) / 4)
+		w := gzip.NewWriter(&b)
+		if _, err := w.Write(body); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
+	case "zstd":
+		return s.zstd.EncodeAll(body, make([]byte, 0, len(body)/4)), nil
+	}
+	return body, nil
+}
+
+func (s *objectSink) Close() error {
+	if s.zstd != nil {
+		s.zstd.Close()
+	}
+	return s.store.Close()
+}

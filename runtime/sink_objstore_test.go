@@ -1,0 +1,353 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// objectPlan is file → (dlq file) → object_store at url.
+func objectPlan(e testEnv, url string, batch, concurrency int, attrs map[string]plan.Value) plan.Plan {
+	sinkAttrs := map[string]plan.Value{"url": tmplV(lit(url))}
+	for k, v := range attrs {
+		sinkAttrs[k] = v
+	}
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
+			"path": strV(e.input), "mode": enumV("consume"),
+			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
+		{ID: "n1", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
+			Label: plan.BranchTo, Node: plan.Node{ID: "n1.0", Role: plan.RoleSink, Kind: "file",
+				Attrs: map[string]plan.Value{"path": strV(e.dlq)}}}}},
+		{ID: "n2", Role: plan.RoleSink, Kind: "object_store", Attrs: sinkAttrs},
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
+		Name: "objects", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
+		Nodes: nodes, Edges: chain(nodes)}}}
+}
+
+// openTestStore opens the store a sink at url writes to, for reading back.
+func openTestStore(t testing.TB, url string) objectStore {
+	t.Helper()
+	s, err := openObjectStore(context.Background(), url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func decompress(t testing.TB, name string, data []byte) []byte {
+	t.Helper()
+	switch {
+	case strings.HasSuffix(name, ".gz"):
+		r, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return out
+	case strings.HasSuffix(name, ".zst"):
+		d, err := zstd.NewReader(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		out, err := d.DecodeAll(data, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return out
+	}
+	return data
+}
+
+// readObjectParts checks every part under the store: names parse, ranges
+// do not overlap, each part holds the input lines of its range. It returns
+// how often each position was written and the part names.
+func readObjectParts(t testing.TB, st objectStore, ds dataset) (map[uint64]int, []string) {
+	t.Helper()
+	names, err := st.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]int{}
+	var lastEnd int64 = -1
+	for _, name := range names {
+		m := objectPartRE.FindStringSubmatch(name)
+		if m == nil {
+			t.Errorf("unexpected object %s", name)
+			continue
+		}
+		if m[1] != "orders" || m[2] != "0000000000" {
+			t.Errorf("part %s: source %q partition %q, want orders 0000000000", name, m[1], m[2])
+		}
+		start, _ := strconv.ParseUint(m[3], 10, 64)
+		end, _ := strconv.ParseUint(m[4], 10, 64)
+		if int64(start) <= lastEnd {
+			t.Errorf("part %s overlaps the previous part (ending %d)", name, lastEnd)
+		}
+		lastEnd = int64(end)
+		data, err := st.Get(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = decompress(t, name, data)
+		lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		if uint64(len(lines)) != end-start+1 {
+			t.Errorf("part %s holds %d lines for %d positions", name, len(lines), end-start+1)
+			continue
+		}
+		for i, l := range lines {
+			p := start + uint64(i)
+			if l != ds.lines[p] {
+				t.Errorf("part %s line %d: %q, want input line %d %q", name, i, l, p, ds.lines[p])
+			}
+			seen[p]++
+		}
+	}
+	return seen, names
+}
+
+// failingListStore fails the first failures List calls.
+type failingListStore struct {
+	objectStore
+	failures atomic.Int32
+	lists    atomic.Int32
+}
+
+func (s *failingListStore) List(ctx context.Context, prefix string) ([]string, error) {
+	s.lists.Add(1)
+	if s.failures.Add(-1) >= 0 {
+		return nil, errors.New("injected listing failure")
+	}
+	return s.objectStore.List(ctx, prefix)
+}
+
+// testObjectStoreSourcePosition runs the positional scenarios against url:
+// a run cancelled mid-way and resumed on other batch boundaries, a full
+// replay with another batch size (writes nothing), and a resume whose first
+// listing fails.
+func testObjectStoreSourcePosition(t *testing.T, url string, attrs map[string]plan.Value, del func(name string)) {
+	e := newTestEnv(t)
+	const n = 30000
+	ds := genDataset(t, e.input, n, 7)
+	want, bad := partsWant(ds)
+	st := openTestStore(t, url)
+
+	// (a) cancelled mid-way, resumed with other batch boundaries.
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := testOptions(t)
+	opts.Progress = cancelWriter{cancel}
+	opts.ProgressInterval = 5 * time.Millisecond
+	stats, err := Run(ctx, objectPlan(e, url, 300, 3, attrs), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := stats.Route("objects")
+	checkCounts(t, first)
+	stats, err = Run(context.Background(), objectPlan(e, url, 211, 1, attrs), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := stats.Route("objects")
+	checkCounts(t, second)
+	t.Logf("first %+v second %+v", first, second)
+	if first.Committed+second.In != n {
+		t.Errorf("first committed %d, second read %d: want %d in all", first.Committed, second.In, n)
+	}
+	seen, names := readObjectParts(t, st, ds)
+	checkPartsExactlyOnce(t, seen, want)
+	checkDLQ(t, readDLQ(t, e.dlq), bad, true)
+
+	// (b) a full replay (fresh checkpoint) with another batch size writes
+	// nothing: every position is covered by an existing part.
+	if err := os.RemoveAll(e.state); err != nil {
+		t.Fatal(err)
+	}
+	stats, err = Run(context.Background(), objectPlan(e, url, 777, 2, attrs), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := stats.Route("objects")
+	checkCounts(t, replay)
+	if replay.In != n || replay.Out != 0 || replay.Deduplicated != int64(len(want)) {
+		t.Errorf("replay %+v: want in %d, out 0, deduplicated %d", replay, n, len(want))
+	}
+	seen, after := readObjectParts(t, st, ds)
+	if len(after) != len(names) {
+		t.Errorf("replay wrote %d new objects", len(after)-len(names))
+	}
+	checkPartsExactlyOnce(t, seen, want)
+
+	// (c) a replay from the middle whose first listing fails: nothing is
+	// written blind, the listing is tried again, no position lands twice.
+	if err := os.RemoveAll(e.state); err != nil {
+		t.Fatal(err)
+	}
+	var wrapped *failingListStore
+	objectStoreHook = func(s objectStore) objectStore {
+		wrapped = &failingListStore{objectStore: s}
+		wrapped.failures.Store(1)
+		return wrapped
+	}
+	defer func() { objectStoreHook = nil }()
+	// Drop the parts of the second half, as if the run had crashed there.
+	kept := dropPartsFrom(t, names, n/2, del)
+	stats, err = Run(context.Background(), objectPlan(e, url, 500, 2, attrs), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objectStoreHook = nil
+	rec := stats.Route("objects")
+	checkCounts(t, rec)
+	if got := wrapped.lists.Load(); got != 2 {
+		t.Errorf("listed %d times, want 2 (one injected failure, one success)", got)
+	}
+	if rec.Out == 0 || rec.Deduplicated != kept {
+		t.Errorf("recovery %+v: want the dropped half rewritten and the first half skipped", rec)
+	}
+	seen, _ = readObjectParts(t, st, ds)
+	checkPartsExactlyOnce(t, seen, want)
+	t.Logf("replay %+v recovery %+v", replay, rec)
+}
+
+// dropPartsFrom deletes the parts starting at or after position from and
+// returns how many positions the remaining parts cover.
+func dropPartsFrom(t *testing.T, names []string, from uint64, del func(name string)) int64 {
+	t.Helper()
+	var kept int64
+	for _, name := range names {
+		m := objectPartRE.FindStringSubmatch(name)
+		start, _ := strconv.ParseUint(m[3], 10, 64)
+		end, _ := strconv.ParseUint(m[4], 10, 64)
+		if start < from {
+			kept += int64(end - start + 1)
+			continue
+		}
+		del(name)
+	}
+	return kept
+}
+
+func TestObjectStoreFileSourcePosition(t *testing.T) {
+	for _, comp := range []string{"none", "zstd"} {
+		t.Run(comp, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "lake", "orders")
+			testObjectStoreSourcePosition(t, "file://"+dir, map[string]plan.Value{
+				"name_by": enumV("auto"), "compression": enumV(comp)},
+				func(name string) {
+					if err := os.Remove(filepath.Join(dir, name)); err != nil {
+						t.Fatal(err)
+					}
+				})
+		})
+	}
+}
+
+func TestObjectStoreGCSSourcePosition(t *testing.T) {
+	srv := testsrv.NewGCS(t, "lake")
+	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
+	client := srv.Client(t)
+	testObjectStoreSourcePosition(t, "gs://lake/orders", map[string]plan.Value{
+		"name_by": enumV("source_position"), "compression": enumV("gzip"),
+		// Small objects: runs are cut at the size limit too.
+		"max_object_bytes": intV(64 << 10)},
+		func(name string) {
+			if err := client.Bucket("lake").Object("orders/" + name).Delete(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+}
+
+func TestObjectStoreWriteTime(t *testing.T) {
+	e := newTestEnv(t)
+	const n = 5000
+	ds := genDataset(t, e.input, n, 8)
+	want, _ := partsWant(ds)
+	dir := filepath.Join(t.TempDir(), "out")
+	url := "file://" + dir
+	stats, err := Run(context.Background(), objectPlan(e, url, 400, 1, map[string]plan.Value{
+		"name_by": enumV("write_time"), "date_partition": {Type: plan.TBool, Bool: true},
+		"compression": enumV("gzip"), "max_object_bytes": intV(32 << 10)}), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := stats.Route("objects")
+	checkCounts(t, rs)
+	st := openTestStore(t, url)
+	names, err := st.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := time.Now().UTC().Format("2006/01/02/")
+	lines := map[string]int{}
+	for _, name := range names {
+		if !strings.HasPrefix(name, day) || !strings.HasSuffix(name, ".jsonl.gz") {
+			t.Errorf("object %s: want %s<uuidv7>.jsonl.gz", name, day)
+		}
+		data, err := st.Get(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := decompress(t, name, data)
+		if len(body) > 32<<10 {
+			t.Errorf("object %s holds %d bytes, over max_object_bytes", name, len(body))
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
+			lines[l]++
+		}
+	}
+	var total int
+	for p := range want {
+		total++
+		if lines[ds.lines[p]] == 0 {
+			t.Errorf("position %d missing", p)
+		}
+	}
+	if rs.Out != int64(total) {
+		t.Errorf("out %d, want %d", rs.Out, total)
+	}
+	if len(names) < 2 {
+		t.Errorf("%d objects: max_object_bytes did not split", len(names))
+	}
+	t.Logf("%d objects, %+v", len(names), rs)
+}
+
+func TestCrashObjectStoreExactlyOnce(t *testing.T) {
+	bin := buildCrashHelper(t)
+	srv := testsrv.NewGCS(t, "lake")
+	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost()) // inherited by the helper
+	for i, url := range []string{"gs://lake/crash", "file://" + filepath.Join(t.TempDir(), "crash")} {
+		seed := uint64(31 + i)
+		e := newTestEnv(t)
+		ds := genDataset(t, e.input, 100000, seed)
+		want, bad := partsWant(ds)
+		p := objectPlan(e, url, 700, 2, map[string]plan.Value{"name_by": enumV("source_position")})
+		st := crashAndFinish(t, bin, p, e.dir, seed, 4)
+		rs := st.Route("objects")
+		checkCounts(t, rs)
+		t.Logf("%s: final run %+v", url, rs)
+		seen, names := readObjectParts(t, openTestStore(t, url), ds)
+		checkPartsExactlyOnce(t, seen, want)
+		checkDLQ(t, readDLQ(t, e.dlq), bad, false)
+		t.Logf("%s: %d parts", url, len(names))
+	}
+}
