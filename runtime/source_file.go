@@ -102,7 +102,7 @@ func (s *fileSource) open(ctx context.Context, cp checkpoint.Position, haveCP bo
 			s.offset, s.nextSeq = cp.Offset, cp.NextIndex
 		}
 	case modeGroupSubscribe:
-		if haveCP && cp.Source == s.path {
+		if haveCP && cp.Source == s.path && cp.Mode == modeGroupSubscribe {
 			s.offset = cp.Offset
 		}
 	case modeSubscribe:

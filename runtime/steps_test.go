@@ -1,0 +1,172 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+func fileRoute(name, in, out, dlq, state string, steps ...plan.Node) plan.Plan {
+	nodes := []plan.Node{{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
+		"path": strV(in), "checkpoint_store": strV("pebble://" + state)}}}
+	nodes = append(nodes, steps...)
+	if dlq != "" {
+		nodes = append(nodes, plan.Node{ID: "dlq", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput,
+			Children: []plan.Branch{{Label: plan.BranchTo, Node: plan.Node{Role: plan.RoleSink, Kind: "file",
+				Attrs: map[string]plan.Value{"path": strV(dlq)}}}}})
+	}
+	nodes = append(nodes, plan.Node{ID: "out", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{
+		"path": strV(out), "name_by": enumV("write_time")}})
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: name, Concurrency: 1, BatchSize: 3, Nodes: nodes}}}
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimSuffix(string(data), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+func TestFilterMapSteps(t *testing.T) {
+	d := t.TempDir()
+	in, out, dlq := filepath.Join(d, "in.jsonl"), filepath.Join(d, "out.jsonl"), filepath.Join(d, "dlq.jsonl")
+	input := strings.Join([]string{
+		`{"n": 1, "name": "a"}`,
+		`{"n": 2, "name": "b"}`,
+		``, // blank lines are skipped, not numbered
+		`{"n": 4, "name": "c", "big": 9007199254740993}`,
+		`[1, 2]`, // payload.n on an array: the filter fails → DLQ
+		`{"n": "six"}`,
+		`{"n": 8, "name": "d"}`,
+	}, "\n") // no trailing newline: the last line still counts
+	if err := os.WriteFile(in, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := fileRoute("steps", in, out, dlq, filepath.Join(d, "state"),
+		plan.Node{ID: "f", Role: plan.RoleStep, Kind: "filter", Expr: `payload.n % 2 == 0`},
+		plan.Node{ID: "m", Role: plan.RoleStep, Kind: "map", Attrs: map[string]plan.Value{
+			"double": exprV("payload.n * 2"),
+			"tag":    strV("even"),
+			"upper":  exprV("upper(payload.name)"),
+		}},
+	)
+	st, err := Run(context.Background(), p, testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.Route("steps")
+	checkCounts(t, rs)
+	if rs.In != 6 || rs.Out != 3 || rs.Filtered != 1 || rs.DeadLettered != 2 {
+		t.Errorf("stats %+v: want in 6, out 3, filtered 1, dead-lettered 2", rs)
+	}
+	want := []string{
+		`{"double":4,"n":2,"name":"b","tag":"even","upper":"B"}`,
+		`{"big":9007199254740993,"double":8,"n":4,"name":"c","tag":"even","upper":"C"}`,
+		`{"double":16,"n":8,"name":"d","tag":"even","upper":"D"}`,
+	}
+	if got := readLines(t, out); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("output:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, l := range readLines(t, dlq) {
+		var env struct {
+			Error    string          `json:"error"`
+			Position int             `json:"position"`
+			Payload  json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal([]byte(l), &env); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(env.Error, "filter") {
+			t.Errorf("dlq reason %q does not name the filter", env.Error)
+		}
+		if env.Position != 3 && env.Position != 4 {
+			t.Errorf("dlq holds position %d, want 3 or 4", env.Position)
+		}
+	}
+}
+
+func TestTextFormatAndMaxRecordBytes(t *testing.T) {
+	d := t.TempDir()
+	in, out, dlq := filepath.Join(d, "in.txt"), filepath.Join(d, "out.txt"), filepath.Join(d, "dlq.jsonl")
+	long := strings.Repeat("y", 5000)
+	if err := os.WriteFile(in, []byte("hello\r\nnot json {\n"+long+"\nbye\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := fileRoute("text", in, out, dlq, filepath.Join(d, "state"),
+		plan.Node{ID: "f", Role: plan.RoleStep, Kind: "filter", Expr: `payload != "bye"`})
+	p.Routes[0].Nodes[0].Attrs["format"] = enumV("text")
+	p.Routes[0].Nodes[0].Attrs["max_record_bytes"] = intV(100)
+	st, err := Run(context.Background(), p, testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.Route("text")
+	checkCounts(t, rs)
+	if got := readLines(t, out); strings.Join(got, "|") != "hello|not json {" {
+		t.Errorf("output %q", got)
+	}
+	dl := readLines(t, dlq)
+	if len(dl) != 1 || !strings.Contains(dl[0], "exceeds max_record_bytes") || len(dl[0]) > 2*dlqSnippetBytes {
+		t.Errorf("dlq %d lines, first %.200q", len(dl), dl)
+	}
+}
+
+func TestSQLReportOutcomeAndBinding(t *testing.T) {
+	d := t.TempDir()
+	n := plan.Node{ID: "s", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
+		"url":            tmplV(lit("sqlite://"), lit(filepath.Join(d, "o.db"))),
+		"create_table":   strV(`CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER, f REAL, obj TEXT, b INTEGER)`),
+		"report_outcome": {Type: plan.TBool, Bool: true},
+		"insert_query": tmplV(lit("INSERT INTO t VALUES ("), ex("payload.id"), lit(", "), ex("payload.n"), lit(", "),
+			ex("payload.f"), lit(", "), ex("payload.obj"), lit(", "), ex("payload.b"), lit(") ON CONFLICT (id) DO NOTHING")),
+	}}
+	s, err := newSQLSink(context.Background(), nodeAttrs{route: "r", node: &n}, &compiler{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mk := func(v map[string]any) *Record { return &Record{value: v} }
+	recs := []*Record{
+		mk(map[string]any{"id": "a", "n": int64(9007199254740993), "f": 1.5, "obj": map[string]any{"k": []any{int64(1)}}, "b": true}),
+		mk(map[string]any{"id": "'; DROP TABLE t; --", "n": int64(2)}),
+		mk(map[string]any{"id": "c", "n": func() {}}), // unbindable
+	}
+	if err := s.Write(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	if recs[0].Meta[metaSQLOutcome] != "inserted" || recs[1].Meta[metaSQLOutcome] != "inserted" {
+		t.Errorf("outcomes %v %v", recs[0].Meta, recs[1].Meta)
+	}
+	if !strings.Contains(recs[2].sinkErr, "cannot be bound") {
+		t.Errorf("unbindable value: sinkErr %q", recs[2].sinkErr)
+	}
+	again := []*Record{mk(map[string]any{"id": "a", "n": int64(0)})}
+	if err := s.Write(context.Background(), again); err != nil {
+		t.Fatal(err)
+	}
+	if again[0].Meta[metaSQLOutcome] != "existed" {
+		t.Errorf("repeat outcome %v", again[0].Meta)
+	}
+	var n64 int64
+	var f float64
+	var obj string
+	var typ string
+	row := s.db.QueryRow(`SELECT n, f, obj, typeof(n) FROM t WHERE id = 'a'`)
+	if err := row.Scan(&n64, &f, &obj, &typ); err != nil {
+		t.Fatal(err)
+	}
+	if n64 != 9007199254740993 || f != 1.5 || obj != `{"k":[1]}` || typ != "integer" {
+		t.Errorf("row: n %d (%s) f %v obj %s", n64, typ, f, obj)
+	}
+}
