@@ -126,6 +126,15 @@ func (f *formatter) emit(depth int, text string, first, last int) {
 	if first >= 0 {
 		f.atStart = false
 		f.forceBlank = false
+		// A comment inside the line's source span (between a key and an
+		// '=' or '{' written on a later line) goes on its own line above.
+		for i := first + 1; i < last; i++ {
+			if f.toks[i].Type == TComment && !f.done[i] {
+				f.done[i] = true
+				f.lines = append(f.lines, outLine{depth: depth, text: commentText(f.toks[i]), blank: l.blank})
+				l.blank = false
+			}
+		}
 	}
 	if last >= 0 {
 		j := last + 1
@@ -136,7 +145,6 @@ func (f *formatter) emit(depth int, text string, first, last int) {
 			l.comment = commentText(f.toks[j])
 			f.done[j] = true
 		}
-		f.next = max(f.next, last+1)
 	}
 	f.lines = append(f.lines, l)
 }
