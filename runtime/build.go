@@ -329,6 +329,12 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 			return nil, nil, err
 		}
 		return s, s.programs(), nil
+	case "nats":
+		s, err := newNATSSink(ctx, a, c, rt)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.programs(), nil
 	}
 	return nil, nil, fmt.Errorf("route %s: to %s (%s): this runtime supports only sql (sqlite://) and file sinks so far", rt.name, a.node.Kind, a.node.Pos)
 }

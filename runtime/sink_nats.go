@@ -1,0 +1,180 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// natsSink publishes to a NATS subject (a template). With JetStream (the
+// default) every message carries Nats-Msg-Id = message_id, so a retried
+// publish inside the stream's duplicate window is stored once; a write
+// returns only when every message of it is acknowledged by the stream.
+// With no_jetstream it publishes on core NATS and flushes: the server has
+// the messages, but nothing is persisted or acknowledged.
+type natsSink struct {
+	route   string
+	subject *recordTemplate
+	core    bool
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	stream  string
+}
+
+// natsAckTimeout bounds the wait for a JetStream publish acknowledgement.
+const natsAckTimeout = 30 * time.Second
+
+func newNATSSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*natsSink, error) {
+	url, err := c.renderStatic(a, "url")
+	if err != nil {
+		return nil, err
+	}
+	s := &natsSink{route: a.route, core: a.boolean("no_jetstream", false), stream: a.str("stream", "")}
+	if s.subject, err = compileTemplate(a, c, "subject"); err != nil {
+		return nil, err
+	}
+	if s.subject == nil {
+		return nil, a.errorf("subject", "required")
+	}
+	if a.boolean("request_reply", false) {
+		return nil, a.errorf("request_reply", "not supported by the nats sink yet")
+	}
+	s.nc, err = nats.Connect(url,
+		nats.Name("mqb route "+a.route),
+		nats.Timeout(10*time.Second),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+	)
+	if err != nil {
+		return nil, a.errorf("url", "connect to %s: %s", plan.RedactURLs(url), plan.RedactURLs(err.Error()))
+	}
+	if s.core {
+		rt.log.Info("nats sink (core NATS: no persistence, no acknowledgements)", "url", plan.RedactURLs(url))
+		return s, nil
+	}
+	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(1<<16),
+		jetstream.WithPublishAsyncTimeout(natsAckTimeout)); err != nil {
+		s.nc.Close()
+		return nil, a.errorf("url", "jetstream: %v", err)
+	}
+	// The stream must exist: without one a JetStream publish is never
+	// acknowledged and every batch would time out.
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	switch {
+	case s.stream != "":
+		if _, err := s.js.Stream(sctx, s.stream); err != nil {
+			s.nc.Close()
+			return nil, a.errorf("stream", "JetStream stream %s: %v", s.stream, err)
+		}
+	case s.subject.isStatic():
+		name, err := s.js.StreamNameBySubject(sctx, s.subject.static)
+		if err != nil {
+			s.nc.Close()
+			return nil, a.errorf("subject", "no JetStream stream captures subject %s (%v); create one, or set no_jetstream = true", s.subject.static, err)
+		}
+		s.stream = name
+	default:
+		rt.log.Warn("nats sink: the subject is a template and no stream is named, so no stream was checked at start; set stream to check it")
+	}
+	rt.log.Info("nats sink (JetStream)", "url", plan.RedactURLs(url), "stream", s.stream)
+	return s, nil
+}
+
+func (s *natsSink) programs() []*program { return s.subject.progs }
+
+// message builds r's NATS message: the payload, Nats-Msg-Id and
+// mq_bridge.message_id = message_id, and every forwarded meta entry.
+func (s *natsSink) message(r *Record) (*nats.Msg, error) {
+	subj, err := s.subject.render(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := encodePayload(r); err != nil {
+		return nil, err
+	}
+	keys := forwardedMeta(r)
+	h := make(nats.Header, len(keys)+2)
+	id := r.MessageID()
+	// Assigned directly: Header.Set would canonicalise the keys.
+	h[headerMessageID] = []string{id}
+	if !s.core {
+		h[jetstream.MsgIDHeader] = []string{id}
+	}
+	for _, k := range keys {
+		h[k] = []string{r.Meta[k]}
+	}
+	return &nats.Msg{Subject: subj, Data: r.Payload, Header: h}, nil
+}
+
+func (s *natsSink) Write(ctx context.Context, recs []*Record) error {
+	msgs := make([]*nats.Msg, 0, len(recs))
+	for _, r := range recs {
+		m, err := s.message(r)
+		if err != nil {
+			r.sinkErr = err.Error()
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if s.core {
+		for _, m := range msgs {
+			if err := s.nc.PublishMsg(m); err != nil {
+				return retryable(fmt.Errorf("route %s: nats sink publish %s: %w", s.route, m.Subject, err))
+			}
+		}
+		if err := s.nc.FlushTimeout(natsAckTimeout); err != nil {
+			return retryable(fmt.Errorf("route %s: nats sink flush: %w", s.route, err))
+		}
+		return nil
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		f, err := s.js.PublishMsgAsync(m)
+		if err != nil {
+			// The ones already sent are stored; a retry repeats them with
+			// the same Nats-Msg-Id and the stream drops the repeats.
+			return retryable(fmt.Errorf("route %s: nats sink publish %s: %w", s.route, m.Subject, err))
+		}
+		futures = append(futures, f)
+	}
+	var failed int
+	var first error
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			failed++
+			if first == nil {
+				first = err
+			}
+		case <-ctx.Done():
+			return retryable(fmt.Errorf("route %s: nats sink: %w", s.route, ctx.Err()))
+		}
+	}
+	if failed > 0 {
+		// Retried whatever the cause: the Nats-Msg-Id keeps the messages
+		// that did land from landing twice within the duplicate window.
+		return retryable(fmt.Errorf("route %s: nats sink: %d of %d publishes not acknowledged, first: %w", s.route, failed, len(futures), first))
+	}
+	return nil
+}
+
+func (s *natsSink) Close() error {
+	if s.js != nil {
+		select {
+		case <-s.js.PublishAsyncComplete():
+		case <-time.After(5 * time.Second):
+		}
+	}
+	s.nc.Close()
+	return nil
+}

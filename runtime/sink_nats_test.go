@@ -1,0 +1,172 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+func natsStream(t *testing.T, url string) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"},
+		Duplicates: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, stream
+}
+
+func TestNATSSinkJetStream(t *testing.T) {
+	url := testsrv.NATS(t)
+	_, _, stream := natsStream(t, url)
+	e := newTestEnv(t)
+	const n = 2000
+	lines := writeOrders(t, e.input, n)
+	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{
+		"url": strV(url), "subject": tmplV(lit("orders."), ex(`meta["mqb.id"]`)), "stream": strV("ORDERS")}}
+	st, err := Run(context.Background(), brokerPlan(e, 128, sink), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.Route("publish")
+	checkCounts(t, rs)
+	if rs.Out != n {
+		t.Fatalf("stats %+v, want out %d", rs, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != n {
+		t.Fatalf("stream holds %d messages, want %d", info.State.Msgs, n)
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, l := range lines {
+		want[l] = true
+	}
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for m := range batch.Messages() {
+		got++
+		delete(want, string(m.Data()))
+		h := m.Headers()
+		id := h.Get(jetstream.MsgIDHeader)
+		if len(id) != 36 || h[headerMessageID][0] != id {
+			t.Errorf("Nats-Msg-Id %q, %s %q: want the same UUID", id, headerMessageID, h[headerMessageID])
+		}
+		mqbID := h["mqb.id"]
+		if len(mqbID) != 1 || m.Subject() != "orders."+mqbID[0] {
+			t.Errorf("subject %s, mqb.id header %q", m.Subject(), mqbID)
+		}
+	}
+	if got != n || len(want) != 0 {
+		t.Errorf("read %d messages, %d payloads missing", got, len(want))
+	}
+}
+
+// The same message_id published twice (a retried write) is stored once:
+// the sink sends Nats-Msg-Id and the stream's duplicate window drops it.
+func TestNATSSinkDuplicateWindow(t *testing.T) {
+	url := testsrv.NATS(t)
+	_, _, stream := natsStream(t, url)
+	node := &plan.Node{Role: plan.RoleSink, Kind: "nats", Attrs: map[string]plan.Value{
+		"url": strV(url), "subject": strV("orders.new")}}
+	rt := &route{name: "dups", log: slog.New(slog.DiscardHandler)}
+	s, err := newNATSSink(context.Background(), nodeAttrs{route: "dups", node: node}, &compiler{}, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.stream != "ORDERS" {
+		t.Errorf("stream found by subject: %q, want ORDERS", s.stream)
+	}
+	recs := []*Record{{Payload: []byte(`{"a":1}`)}, {Payload: []byte(`{"a":2}`)}, {Payload: []byte(`{"a":3}`)}}
+	for range 2 {
+		if err := s.Write(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 3 {
+		t.Errorf("stream holds %d messages after publishing 3 twice, want 3", info.State.Msgs)
+	}
+}
+
+func TestNATSSinkNoStream(t *testing.T) {
+	url := testsrv.NATS(t)
+	e := newTestEnv(t)
+	writeOrders(t, e.input, 1)
+	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{"url": strV(url), "subject": strV("nowhere")}}
+	_, err := Run(context.Background(), brokerPlan(e, 16, sink), testOptions(t))
+	if err == nil || !strings.Contains(err.Error(), "route publish") || !strings.Contains(err.Error(), "subject") {
+		t.Fatalf("err %v, want an error naming the route and the subject", err)
+	}
+	t.Log(err)
+}
+
+func TestNATSSinkCore(t *testing.T) {
+	url := testsrv.NATS(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var got atomic.Int64
+	sub, err := nc.Subscribe("core.>", func(m *nats.Msg) {
+		if m.Header.Get(jetstream.MsgIDHeader) == "" && len(m.Header[headerMessageID]) == 1 {
+			got.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	nc.Flush()
+	e := newTestEnv(t)
+	const n = 500
+	writeOrders(t, e.input, n)
+	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{"url": strV(url),
+		"subject": tmplV(lit("core."), ex(`meta["mqb.id"]`)), "no_jetstream": {Type: plan.TBool, Bool: true}}}
+	if _, err := Run(context.Background(), brokerPlan(e, 64, sink), testOptions(t)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for got.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got.Load() != n {
+		t.Errorf("received %d of %d core NATS messages", got.Load(), n)
+	}
+}
