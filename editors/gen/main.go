@@ -259,6 +259,7 @@ func Generate() []byte {
 				{Name: "constant.numeric.hex.mqb", Match: `\b0[xX][0-9A-Fa-f_]+\b`},
 				{Name: "constant.numeric.float.mqb", Match: `\b\d[\d_]*(?:\.\d+(?:[eE][+-]?\d+)?|[eE][+-]?\d+)\b`},
 				{Name: "constant.numeric.integer.mqb", Match: `\b\d[\d_]*\b`},
+				{Name: "invalid.illegal.numeric.mqb", Match: `\b\d[\d_.]*[A-Za-z_µ][\w.µ]*`},
 			}},
 			"operator": {Patterns: []rule{
 				{Name: "keyword.operator.mqb", Match: `==|!=|<=|>=|&&|\|\||\?\?|\*\*|\.\.`},
