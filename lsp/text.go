@@ -82,14 +82,28 @@ func (t text) diagPosition(p diag.Pos) protocol.Position {
 }
 
 // diagRange converts a diag range; an end before the start collapses to it.
+// Whitespace at the end of the range is left out: node ranges from the
+// parser can end where the next token starts, and a squiggle under the
+// blanks after a name only blurs which word is meant.
 func (t text) diagRange(r diag.Range) protocol.Range {
 	start := t.diagPosition(r.Start)
 	end := start
 	if r.End.IsValid() && r.End.Offset >= r.Start.Offset {
 		end = t.diagPosition(r.End)
+		if r.Start.Offset >= 0 && r.End.Offset <= len(t.src) {
+			e := r.End.Offset
+			for e > r.Start.Offset && isBlank(t.src[e-1]) {
+				e--
+			}
+			if e > r.Start.Offset && e < r.End.Offset {
+				end = t.position(e)
+			}
+		}
 	}
 	return protocol.Range{Start: start, End: end}
 }
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // span converts a byte range to an LSP range.
 func (t text) span(from, to int) protocol.Range {
