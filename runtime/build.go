@@ -145,18 +145,39 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 	if rt.sink, rt.sinkProgs, err = rt.buildSink(ctx, nodeAttrs{route: pr.Name, node: sinkNode}, c, o, false); err != nil {
 		return rt, err
 	}
-	for _, s := range rt.steps {
-		for _, p := range s.programs() {
-			rt.needPayload = rt.needPayload || p.usesPayload
+	if v, ok := rt.sink.(guaranteeVerifier); ok {
+		if err := v.verifyGuarantee(pr.Guarantee); err != nil {
+			return rt, err
 		}
 	}
-	for _, p := range rt.sinkProgs {
-		rt.needPayload = rt.needPayload || p.usesPayload
+	var progs []*program
+	for _, s := range rt.steps {
+		progs = append(progs, s.programs()...)
 	}
-	for _, p := range rt.dlqProgs {
-		rt.needPayload = rt.needPayload || p.usesPayload
-	}
+	progs = append(append(progs, rt.sinkProgs...), rt.dlqProgs...)
+	rt.needPayload, rt.payloadFields = payloadNeeds(progs)
 	return rt, nil
+}
+
+// payloadNeeds says whether any program reads the payload and, when every
+// one that does is a plain field path, which top-level fields it reads: a
+// payload is then decoded only that far (the rest is validated, not built).
+func payloadNeeds(progs []*program) (need bool, fields map[string]bool) {
+	fields = map[string]bool{}
+	for _, p := range progs {
+		if !p.usesPayload {
+			continue
+		}
+		need = true
+		if p.payloadPath == nil {
+			return true, nil
+		}
+		fields[p.payloadPath[0]] = true
+	}
+	if !need {
+		return false, nil
+	}
+	return true, fields
 }
 
 func (rt *route) buildSource(a nodeAttrs, o *Options) error {
@@ -331,6 +352,12 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 		return s, s.programs(), nil
 	case "nats":
 		s, err := newNATSSink(ctx, a, c, rt)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.programs(), nil
+	case "clickhouse":
+		s, err := newClickHouseSink(ctx, a, c, rt)
 		if err != nil {
 			return nil, nil, err
 		}

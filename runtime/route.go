@@ -38,6 +38,9 @@ type route struct {
 	dlq         sink
 	dlqProgs    []*program
 	needPayload bool
+	// payloadFields, when set, are the only top-level payload fields any
+	// expression reads (see payloadNeeds).
+	payloadFields map[string]bool
 
 	tracker *AckTracker
 	stats   routeCounters
@@ -269,7 +272,13 @@ func (rt *route) process(w *worker, b *batch) error {
 		switch rt.src.format {
 		case "json":
 			if rt.needPayload {
-				v, err := w.dec.Decode(r.Payload)
+				var v any
+				var err error
+				if rt.payloadFields != nil {
+					v, err = w.dec.DecodeFields(r.Payload, rt.payloadFields)
+				} else {
+					v, err = w.dec.Decode(r.Payload)
+				}
 				if err != nil {
 					r.kill(err.Error())
 					continue

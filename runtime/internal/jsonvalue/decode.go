@@ -39,6 +39,9 @@ type Decoder struct {
 	pos   int
 	build bool
 	depth int
+	// fields, when set, limits which members of the top-level object are
+	// built (DecodeFields).
+	fields map[string]bool
 }
 
 // NewDecoder returns a Decoder with an empty key cache.
@@ -50,6 +53,17 @@ func (d *Decoder) Decode(data []byte) (any, error) {
 	d.data, d.pos, d.build, d.depth = data, 0, true, 0
 	v, err := d.document()
 	d.data = nil
+	return v, err
+}
+
+// DecodeFields is Decode for a top-level object of which only the keys in
+// fields are needed: the whole document is validated, but other members
+// are skipped without building their values. A document that is not an
+// object decodes in full.
+func (d *Decoder) DecodeFields(data []byte, fields map[string]bool) (any, error) {
+	d.data, d.pos, d.build, d.depth, d.fields = data, 0, true, 0, fields
+	v, err := d.document()
+	d.data, d.fields = nil, nil
 	return v, err
 }
 
@@ -156,11 +170,17 @@ func (d *Decoder) object() (any, error) {
 		}
 		d.pos++
 		d.skipSpace()
+		build := d.build
+		if build && d.depth == 1 && d.fields != nil && !d.fields[k] {
+			d.build = false // validate, do not build
+		}
 		v, err := d.value()
+		skipped := build && !d.build
+		d.build = build
 		if err != nil {
 			return nil, err
 		}
-		if d.build {
+		if d.build && !skipped {
 			m[k] = v
 		}
 		d.skipSpace()

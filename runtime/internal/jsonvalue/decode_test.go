@@ -51,3 +51,21 @@ func TestDecode(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeFields(t *testing.T) {
+	d := NewDecoder()
+	got, err := d.DecodeFields([]byte(`{"a": 1, "skip": {"x": [1, "y"]}, "b": "s"}`), map[string]bool{"a": true, "b": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"a": int64(1), "b": "s"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %#v, want %#v", got, want)
+	}
+	if _, err := d.DecodeFields([]byte(`{"a": 1, "skip": {"x": [1,]}}`), map[string]bool{"a": true}); err == nil {
+		t.Error("an invalid skipped member must still fail validation")
+	}
+	got, err = d.DecodeFields([]byte(`[1]`), map[string]bool{"a": true})
+	if err != nil || !reflect.DeepEqual(got, []any{int64(1)}) {
+		t.Errorf("non-object: %#v, %v", got, err)
+	}
+}
