@@ -338,12 +338,6 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 		default:
 			return nil, nil, a.errorf("name_by", "unknown value %q", nameBy)
 		}
-	case "object_store":
-		s, err := newObjectSink(ctx, a, c, o, rt, dlq)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, nil, nil
 	case "kafka":
 		s, err := newKafkaSink(ctx, a, c, rt)
 		if err != nil {
