@@ -1,0 +1,550 @@
+package runtime
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// clickhouseSink inserts each write as one native-protocol batch with an
+// explicit column list. ClickHouse has no unique constraint: a repeat is
+// absorbed only by a ReplacingMergeTree table (rows with the same sorting
+// key collapse at merge time, keeping the highest version), which the sink
+// reads from system.tables at start-up. A route planned effectively-once
+// refuses to start against any other engine.
+type clickhouseSink struct {
+	route  string
+	db     string
+	table  string
+	engine string
+	conn   driver.Conn
+	insert string
+	cols   []chColumn
+}
+
+// chColumn is one column of the INSERT and how a record fills it.
+type chColumn struct {
+	name    string
+	typ     string
+	prog    *program // columns block or version: an expression
+	field   string   // default: the payload's top-level field of the column's name
+	isConst bool
+	constV  any
+	conv    func(any) (any, error)
+}
+
+// guaranteeVerifier is a sink that can check, against its server, that it
+// honours the route's planned guarantee.
+type guaranteeVerifier interface {
+	verifyGuarantee(guarantee string) error
+}
+
+const (
+	chDialTimeout  = 10 * time.Second
+	chReadTimeout  = 60 * time.Second
+	chWriteTimeout = 60 * time.Second
+)
+
+// deadlineConn puts a write deadline on every write of a connection; the
+// driver sets read deadlines itself (ReadTimeout). An old server that does
+// not understand a request never answers it: without both, a client waits
+// forever.
+type deadlineConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c deadlineConn) Write(b []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+func quoteIdent(s string) string {
+	return "`" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "`", "\\`") + "`"
+}
+
+// rmtVersionRE finds the version column in a ReplacingMergeTree engine.
+var rmtVersionRE = regexp.MustCompile(`ReplacingMergeTree\((?:[^,()]*,\s*)*\s*'?` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `'?\s*\)`)
+
+func newClickHouseSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*clickhouseSink, error) {
+	raw, err := c.renderStatic(a, "url")
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "clickhouse" && u.Scheme != "tcp") || u.Host == "" {
+		return nil, a.errorf("url", "%s: want clickhouse://user:pass@host:9000/db", plan.RedactURLs(raw))
+	}
+	s := &clickhouseSink{route: a.route, db: strings.Trim(u.Path, "/"), table: a.str("table", "")}
+	if s.db == "" {
+		s.db = "default"
+	}
+	if s.table == "" {
+		return nil, a.errorf("table", "required")
+	}
+	if db, tbl, ok := strings.Cut(s.table, "."); ok {
+		s.db, s.table = db, tbl
+	}
+	pass, _ := u.User.Password()
+	user := u.User.Username()
+	if user == "" {
+		user = "default"
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "9000")
+	}
+	dialer := &net.Dialer{Timeout: chDialTimeout}
+	s.conn, err = clickhouse.Open(&clickhouse.Options{
+		Addr:        []string{host},
+		Auth:        clickhouse.Auth{Database: s.db, Username: user, Password: pass},
+		DialTimeout: chDialTimeout,
+		ReadTimeout: chReadTimeout,
+		DialContext: func(ctx context.Context, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return deadlineConn{Conn: conn, timeout: chWriteTimeout}, nil
+		},
+	})
+	if err != nil {
+		return nil, a.errorf("url", "open %s: %s", plan.RedactURLs(raw), plan.RedactURLs(err.Error()))
+	}
+	fail := func(attr, format string, args ...any) (*clickhouseSink, error) {
+		s.conn.Close()
+		return nil, a.errorf(attr, format, args...)
+	}
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var engineFull string
+	if err := s.conn.QueryRow(qctx, `SELECT engine, engine_full FROM system.tables WHERE database = ? AND name = ?`,
+		s.db, s.table).Scan(&s.engine, &engineFull); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fail("table", "table %s.%s does not exist on %s", s.db, s.table, host)
+		}
+		return fail("url", "read the engine of %s.%s from system.tables on %s: %s", s.db, s.table, host, plan.RedactURLs(err.Error()))
+	}
+	rows, err := s.conn.Query(qctx, `SELECT name, type, default_kind FROM system.columns WHERE database = ? AND table = ?`, s.db, s.table)
+	if err != nil {
+		return fail("table", "read the columns of %s.%s: %s", s.db, s.table, plan.RedactURLs(err.Error()))
+	}
+	type tableCol struct{ name, typ, defaultKind string }
+	var tcols []tableCol
+	types := map[string]string{}
+	for rows.Next() {
+		var tc tableCol
+		if err := rows.Scan(&tc.name, &tc.typ, &tc.defaultKind); err != nil {
+			rows.Close()
+			return fail("table", "read the columns of %s.%s: %v", s.db, s.table, err)
+		}
+		tcols = append(tcols, tc)
+		types[tc.name] = tc.typ
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fail("table", "read the columns of %s.%s: %v", s.db, s.table, err)
+	}
+
+	addColumn := func(attr string, col chColumn) error {
+		typ, ok := types[col.name]
+		if !ok {
+			return a.errorf(attr, "table %s.%s has no column %s", s.db, s.table, col.name)
+		}
+		conv, err := chConverter(typ)
+		if err != nil {
+			return a.errorf(attr, "column %s: %v", col.name, err)
+		}
+		col.typ, col.conv = typ, conv
+		s.cols = append(s.cols, col)
+		return nil
+	}
+
+	// The version column gets the version expression.
+	versionCol := ""
+	if src := a.expr("version", ""); src != "" {
+		m := rmtVersionRE.FindStringSubmatch(engineFull)
+		if m == nil {
+			return fail("version", "table %s.%s has engine %s, which has no version column to write", s.db, s.table, engineFull)
+		}
+		versionCol = m[1]
+		prog, err := c.compile(src)
+		if err != nil {
+			return fail("version", "%v", err)
+		}
+		if err := addColumn("version", chColumn{name: versionCol, prog: prog}); err != nil {
+			s.conn.Close()
+			return nil, err
+		}
+	}
+	if v, ok := a.value("columns"); ok && len(v.Block) > 0 {
+		names := make([]string, 0, len(v.Block))
+		for k := range v.Block {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if name == versionCol {
+				return fail("columns", "column %s is the version column, filled by version", name)
+			}
+			col := chColumn{name: name}
+			cv := v.Block[name]
+			src := cv.Expr
+			if src == "" && cv.Type == plan.TTemplate && len(cv.Template) == 1 && cv.Template[0].Expr != "" {
+				src = cv.Template[0].Expr
+			}
+			if src != "" {
+				if col.prog, err = c.compile(src); err != nil {
+					return fail("columns", "%s: %v", name, err)
+				}
+			} else if col.constV, err = literal(cv); err != nil {
+				return fail("columns", "%s: %v", name, err)
+			} else {
+				col.isConst = true
+			}
+			if err := addColumn("columns", col); err != nil {
+				s.conn.Close()
+				return nil, err
+			}
+		}
+	} else {
+		// The payload's top-level fields, one per written column. Columns
+		// computed by the server (MATERIALIZED, ALIAS) cannot be written;
+		// a DEFAULT column is left to the server.
+		for _, tc := range tcols {
+			if tc.defaultKind != "" || tc.name == versionCol {
+				continue
+			}
+			if err := addColumn("table", chColumn{name: tc.name, field: tc.name}); err != nil {
+				s.conn.Close()
+				return nil, err
+			}
+		}
+	}
+	if len(s.cols) == 0 {
+		return fail("columns", "no column to insert into %s.%s", s.db, s.table)
+	}
+	names := make([]string, len(s.cols))
+	for i, col := range s.cols {
+		names[i] = quoteIdent(col.name)
+	}
+	s.insert = fmt.Sprintf("INSERT INTO %s.%s (%s)", quoteIdent(s.db), quoteIdent(s.table), strings.Join(names, ", "))
+	verdict := plan.AtLeastOnce
+	if s.replacing() {
+		verdict = plan.EffectivelyOnce
+	}
+	rt.log.Info("clickhouse table verified", "table", s.db+"."+s.table, "engine", s.engine,
+		"verdict", verdict, "insert", s.insert)
+	return s, nil
+}
+
+// replacing is true when the table collapses repeats of a sorting key.
+func (s *clickhouseSink) replacing() bool {
+	return strings.HasSuffix(s.engine, "ReplacingMergeTree")
+}
+
+func (s *clickhouseSink) verifyGuarantee(guarantee string) error {
+	if guarantee == plan.EffectivelyOnce && !s.replacing() {
+		return fmt.Errorf("route %s: clickhouse table %s.%s has engine %s, not ReplacingMergeTree: a replayed record would be stored twice, so the route cannot be effectively-once; create the table with ENGINE = ReplacingMergeTree(version), or plan the route at-least-once",
+			s.route, s.db, s.table, s.engine)
+	}
+	return nil
+}
+
+func (s *clickhouseSink) programs() []*program {
+	var ps []*program
+	for _, c := range s.cols {
+		if c.prog != nil {
+			ps = append(ps, c.prog)
+		}
+		if c.field != "" {
+			// Not run: it tells the route to decode payloads.
+			ps = append(ps, &program{src: "payload." + c.field, usesPayload: true, payloadPath: []string{c.field}})
+		}
+	}
+	return ps
+}
+
+// row renders r's values in column order.
+func (s *clickhouseSink) row(ev *evaluator, r *Record, out []any) error {
+	for i, col := range s.cols {
+		var v any
+		switch {
+		case col.isConst:
+			v = col.constV
+		case col.prog != nil:
+			x, present, err := ev.run(col.prog, r)
+			if err != nil {
+				return fmt.Errorf("column %s: %w", col.name, err)
+			}
+			if present {
+				v = x
+			}
+		default:
+			m, ok := r.value.(map[string]any)
+			if !ok {
+				return fmt.Errorf("payload is not a JSON object")
+			}
+			v = m[col.field]
+		}
+		cv, err := col.conv(v)
+		if err != nil {
+			return fmt.Errorf("column %s (%s): %w", col.name, col.typ, err)
+		}
+		out[i] = cv
+	}
+	return nil
+}
+
+func (s *clickhouseSink) Write(ctx context.Context, recs []*Record) error {
+	var ev evaluator
+	rows := make([][]any, 0, len(recs))
+	for _, r := range recs {
+		row := make([]any, len(s.cols))
+		if err := s.row(&ev, r, row); err != nil {
+			r.sinkErr = "clickhouse: " + err.Error()
+			continue
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	batch, err := s.conn.PrepareBatch(wctx, s.insert)
+	if err != nil {
+		return s.batchError("prepare", err)
+	}
+	for i, row := range rows {
+		if err := batch.Append(row...); err != nil {
+			batch.Abort()
+			// Values are converted to the column types first, so a value
+			// the driver refuses is a bug here, not a bad record: fail the
+			// batch rather than guess which record it was.
+			return fmt.Errorf("route %s: clickhouse %s.%s: append row %d: %w", s.route, s.db, s.table, i, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return s.batchError("insert", err)
+	}
+	return nil
+}
+
+// batchError wraps a failed batch, retryable unless the server refused it
+// for a reason a retry will not change.
+func (s *clickhouseSink) batchError(op string, err error) error {
+	werr := fmt.Errorf("route %s: clickhouse %s.%s: %s: %s", s.route, s.db, s.table, op, plan.RedactURLs(err.Error()))
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) {
+		switch ex.Code {
+		case 159, 202, 209, 210, 252: // timeout, too many queries, socket timeout, network, too many parts
+			return retryable(werr)
+		}
+		return werr
+	}
+	return retryable(werr)
+}
+
+func (s *clickhouseSink) Close() error { return s.conn.Close() }
+
+// chConverter returns the conversion of a decoded JSON value (nil, bool,
+// int64, float64, string, []any, map[string]any) or an expression value to
+// the Go type the driver binds for a ClickHouse column type.
+func chConverter(typ string) (func(any) (any, error), error) {
+	if inner, ok := unwrapType(typ, "LowCardinality"); ok {
+		return chConverter(inner)
+	}
+	if inner, ok := unwrapType(typ, "Nullable"); ok {
+		conv, err := chConverter(inner)
+		if err != nil {
+			return nil, err
+		}
+		return func(v any) (any, error) {
+			if v == nil {
+				return nil, nil
+			}
+			return conv(v)
+		}, nil
+	}
+	notNull := func(conv func(any) (any, error)) func(any) (any, error) {
+		return func(v any) (any, error) {
+			if v == nil {
+				return nil, errors.New("no value for a non-Nullable column")
+			}
+			return conv(v)
+		}
+	}
+	intConv := func(bits int, signed bool, cast func(int64, uint64) any) func(any) (any, error) {
+		return notNull(func(v any) (any, error) {
+			var i int64
+			var u uint64
+			switch x := v.(type) {
+			case int64:
+				i, u = x, uint64(x)
+				if !signed && x < 0 {
+					return nil, fmt.Errorf("%d is negative", x)
+				}
+			case int:
+				i, u = int64(x), uint64(x)
+				if !signed && x < 0 {
+					return nil, fmt.Errorf("%d is negative", x)
+				}
+			case float64:
+				if x != math.Trunc(x) {
+					return nil, fmt.Errorf("%v is not an integer", x)
+				}
+				if !signed && x < 0 {
+					return nil, fmt.Errorf("%v is negative", x)
+				}
+				i, u = int64(x), uint64(x)
+			case bool:
+				if x {
+					i, u = 1, 1
+				}
+			case string:
+				var err error
+				if signed {
+					i, err = strconv.ParseInt(x, 10, bits)
+					u = uint64(i)
+				} else {
+					u, err = strconv.ParseUint(x, 10, bits)
+					i = int64(u)
+				}
+				if err != nil {
+					return nil, err
+				}
+			default:
+				return nil, fmt.Errorf("cannot store %T", v)
+			}
+			if signed && bits < 64 && (i < -(1<<(bits-1)) || i >= 1<<(bits-1)) {
+				return nil, fmt.Errorf("%d out of range", i)
+			}
+			if !signed && bits < 64 && u >= 1<<bits {
+				return nil, fmt.Errorf("%d out of range", u)
+			}
+			return cast(i, u), nil
+		})
+	}
+	switch typ {
+	case "Int8":
+		return intConv(8, true, func(i int64, _ uint64) any { return int8(i) }), nil
+	case "Int16":
+		return intConv(16, true, func(i int64, _ uint64) any { return int16(i) }), nil
+	case "Int32":
+		return intConv(32, true, func(i int64, _ uint64) any { return int32(i) }), nil
+	case "Int64":
+		return intConv(64, true, func(i int64, _ uint64) any { return i }), nil
+	case "UInt8":
+		return intConv(8, false, func(_ int64, u uint64) any { return uint8(u) }), nil
+	case "UInt16":
+		return intConv(16, false, func(_ int64, u uint64) any { return uint16(u) }), nil
+	case "UInt32":
+		return intConv(32, false, func(_ int64, u uint64) any { return uint32(u) }), nil
+	case "UInt64":
+		return intConv(64, false, func(_ int64, u uint64) any { return u }), nil
+	case "Float32", "Float64":
+		return notNull(func(v any) (any, error) {
+			var f float64
+			switch x := v.(type) {
+			case float64:
+				f = x
+			case int64:
+				f = float64(x)
+			case int:
+				f = float64(x)
+			case string:
+				var err error
+				if f, err = strconv.ParseFloat(x, 64); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, fmt.Errorf("cannot store %T", v)
+			}
+			if typ == "Float32" {
+				return float32(f), nil
+			}
+			return f, nil
+		}), nil
+	case "String":
+		return notNull(func(v any) (any, error) {
+			switch x := v.(type) {
+			case string:
+				return x, nil
+			case map[string]any, []any:
+				b, err := json.Marshal(x)
+				return string(b), err
+			}
+			return stringify(v)
+		}), nil
+	case "UUID":
+		return notNull(func(v any) (any, error) {
+			s, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("cannot store %T", v)
+			}
+			return uuid.Parse(s)
+		}), nil
+	case "Date":
+		return notNull(func(v any) (any, error) { return chTime(v, true) }), nil
+	}
+	if strings.HasPrefix(typ, "DateTime(") || typ == "DateTime" {
+		return notNull(func(v any) (any, error) { return chTime(v, false) }), nil
+	}
+	if strings.HasPrefix(typ, "FixedString(") {
+		return notNull(func(v any) (any, error) {
+			if s, ok := v.(string); ok {
+				return s, nil
+			}
+			return nil, fmt.Errorf("cannot store %T", v)
+		}), nil
+	}
+	return nil, fmt.Errorf("type %s is not supported by the clickhouse sink", typ)
+}
+
+func unwrapType(typ, wrapper string) (string, bool) {
+	if strings.HasPrefix(typ, wrapper+"(") && strings.HasSuffix(typ, ")") {
+		return typ[len(wrapper)+1 : len(typ)-1], true
+	}
+	return "", false
+}
+
+// chTime reads a time from RFC 3339 text, "2006-01-02 15:04:05",
+// "2006-01-02", or Unix seconds.
+func chTime(v any, date bool) (time.Time, error) {
+	switch x := v.(type) {
+	case time.Time:
+		return x, nil
+	case int64:
+		return time.Unix(x, 0).UTC(), nil
+	case float64:
+		sec, frac := math.Modf(x)
+		return time.Unix(int64(sec), int64(frac*1e9)).UTC(), nil
+	case string:
+		for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05", "2006-01-02"} {
+			if t, err := time.Parse(layout, x); err == nil {
+				return t, nil
+			}
+		}
+		return time.Time{}, fmt.Errorf("%q is not a time (RFC 3339, 2006-01-02 15:04:05 or 2006-01-02)", x)
+	}
+	return time.Time{}, fmt.Errorf("cannot store %T as a time", v)
+}

@@ -1,0 +1,185 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// clickhouseDB starts (or shares) the ClickHouse server and returns a
+// fresh database's URL and a connection to it. testsrv skips the test,
+// naming the package, where clickhouse-server is not installed.
+func clickhouseDB(t *testing.T) (string, driver.Conn) {
+	t.Helper()
+	srv := testsrv.SharedClickHouse(t)
+	db := srv.NewDatabase(t)
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.NativeAddr()},
+		Auth:        clickhouse.Auth{Database: db.Name, Username: "default"},
+		DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return db.URL, conn
+}
+
+func clickhousePlan(e testEnv, url, guarantee string, sinkAttrs map[string]plan.Value) plan.Plan {
+	sinkAttrs["url"] = strV(url)
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
+			"path": strV(e.input), "mode": enumV("consume"), "checkpoint_store": strV("pebble://" + e.state)}},
+		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
+		{ID: "n2", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
+			Label: plan.BranchTo, Node: plan.Node{ID: "n2.0", Role: plan.RoleSink, Kind: "file",
+				Attrs: map[string]plan.Value{"path": strV(e.dlq)}}}}},
+		{ID: "n3", Role: plan.RoleSink, Kind: "clickhouse", Side: plan.SideOutput, Attrs: sinkAttrs},
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
+		Name: "analytics", Guarantee: guarantee, Concurrency: 2, BatchSize: 100,
+		Nodes: nodes, Edges: chain(nodes)}}}
+}
+
+// A full replay into a ReplacingMergeTree table stores every row again,
+// and SELECT … FINAL still holds each key once, at its highest version.
+func TestClickHouseSinkReplacingMergeTree(t *testing.T) {
+	url, conn := clickhouseDB(t)
+	ctx := context.Background()
+	if err := conn.Exec(ctx, `CREATE TABLE orders (id String, amount Int64, body String, at DateTime, version UInt64)
+		ENGINE = ReplacingMergeTree(version) ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t)
+	const n, keys = 2000, 300
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"order_id":"o-%d","amount":%d,"body":{"n":%d},"at":"2026-01-02T03:04:05Z","version":%d}`+"\n", i%keys, i, i, i+1)
+	}
+	b.WriteString(`{"order_id":"bad","amount":"not a number","at":"2026-01-02T03:04:05Z","version":1}` + "\n")
+	if err := os.WriteFile(e.input, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	attrs := func() map[string]plan.Value {
+		return map[string]plan.Value{"table": strV("orders"), "version": exprV("payload.version"),
+			"columns": {Type: plan.TBlock, Block: map[string]plan.Value{
+				"id": exprV(`meta["mqb.id"]`), "amount": exprV("payload.amount"),
+				"body": exprV("payload.body"), "at": exprV("payload.at")}}}
+	}
+	for run := range 2 {
+		st, err := Run(ctx, clickhousePlan(e, url, plan.EffectivelyOnce, attrs()), testOptions(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := st.Route("analytics")
+		checkCounts(t, rs)
+		if rs.Out != n || rs.DeadLettered != 1 {
+			t.Errorf("run %d: %+v, want out %d and the bad row dead-lettered", run, rs, n)
+		}
+		os.RemoveAll(e.state) // the next run replays the whole file
+	}
+	var total uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM orders`).Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(ctx, `SELECT id, amount, body, version FROM orders FINAL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]int64{}
+	for rows.Next() {
+		var id, body string
+		var amount int64
+		var version uint64
+		if err := rows.Scan(&id, &amount, &body, &version); err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := got[id]; dup {
+			t.Errorf("id %s twice in FINAL", id)
+		}
+		got[id] = amount
+		if want := fmt.Sprintf(`{"n":%d}`, amount); body != want || version != uint64(amount+1) {
+			t.Errorf("id %s: body %s version %d, want %s version %d", id, body, version, want, amount+1)
+		}
+	}
+	if len(got) != keys {
+		t.Errorf("FINAL holds %d keys, want %d", len(got), keys)
+	}
+	for k := range keys {
+		last := int64((n-1)/keys*keys + k)
+		if last >= n {
+			last -= keys
+		}
+		if got[fmt.Sprintf("o-%d", k)] != last {
+			t.Errorf("o-%d: amount %d, want the highest version's %d", k, got[fmt.Sprintf("o-%d", k)], last)
+		}
+	}
+	t.Logf("%d rows before FINAL (merges collapse repeats in the background), %d keys in FINAL", total, len(got))
+}
+
+// Without a columns block the payload's top-level fields fill the table's
+// columns; a DEFAULT column is left to the server.
+func TestClickHouseSinkPayloadColumns(t *testing.T) {
+	url, conn := clickhouseDB(t)
+	ctx := context.Background()
+	if err := conn.Exec(ctx, `CREATE TABLE events (order_id String, amount Nullable(Int32), ok UInt8, ingested String DEFAULT 'server')
+		ENGINE = MergeTree ORDER BY order_id`); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t)
+	var b strings.Builder
+	const n = 500
+	for i := range n {
+		amount := fmt.Sprint(i)
+		if i%10 == 0 {
+			amount = "null"
+		}
+		fmt.Fprintf(&b, `{"order_id":"o-%d","amount":%s,"ok":%v,"extra":"ignored"}`+"\n", i, amount, i%2 == 0)
+	}
+	if err := os.WriteFile(e.input, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Run(ctx, clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": strV("events")}), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := st.Route("analytics"); rs.Out != n {
+		t.Fatalf("%+v, want out %d", rs, n)
+	}
+	var count, nulls, oks uint64
+	var ingested string
+	if err := conn.QueryRow(ctx, `SELECT count(), countIf(isNull(amount)), sum(ok), any(ingested) FROM events`).Scan(&count, &nulls, &oks, &ingested); err != nil {
+		t.Fatal(err)
+	}
+	if count != n || nulls != n/10 || oks != n/2 || ingested != "server" {
+		t.Errorf("count %d nulls %d ok %d ingested %q", count, nulls, oks, ingested)
+	}
+}
+
+// A route planned effectively-once refuses to start against a table that
+// cannot absorb a repeat.
+func TestClickHouseSinkRefusesNonReplacing(t *testing.T) {
+	url, conn := clickhouseDB(t)
+	if err := conn.Exec(context.Background(), `CREATE TABLE plain (order_id String) ENGINE = MergeTree ORDER BY order_id`); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t)
+	writeOrders(t, e.input, 3)
+	_, err := Run(context.Background(), clickhousePlan(e, url, plan.EffectivelyOnce, map[string]plan.Value{"table": strV("plain")}), testOptions(t))
+	if err == nil || !strings.Contains(err.Error(), "route analytics") || !strings.Contains(err.Error(), ".plain has engine MergeTree") {
+		t.Fatalf("err %v, want a refusal naming the route, table and engine", err)
+	}
+	t.Log(err)
+	// At-least-once, the same table is fine.
+	if _, err := Run(context.Background(), clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": strV("plain")}), testOptions(t)); err != nil {
+		t.Fatal(err)
+	}
+}
