@@ -6,6 +6,7 @@ import (
 
 	"go.lsp.dev/protocol"
 
+	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/lang"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/stdlib"
@@ -27,19 +28,44 @@ var keywordDocs = map[string]string{
 	"guarantee": "Declares the delivery guarantee the route must have: the build fails unless the checker proves it.",
 }
 
-// hover answers a hover at byte offset off of d.
+// hover answers a hover at byte offset off of d: the word's documentation
+// (or its route's verdict), followed by the explanation of any diagnostic
+// code reported there.
 func (s *server) hover(d *document, off int) *protocol.Hover {
-	b, st, i := d.outline.tokenAt(off)
-	if st == nil || st.toks[i].Type != lang.TIdent {
+	var parts []string
+	var r *protocol.Range
+	if b, st, i := d.outline.tokenAt(off); st != nil && st.toks[i].Type == lang.TIdent {
+		if md := s.hoverText(d, b, st, i); md != "" {
+			t := st.toks[i]
+			rng := d.span(t.Pos.Offset, tokEnd(t))
+			parts, r = append(parts, md), &rng
+		}
+	}
+	parts = append(parts, codeDocs(d, off)...)
+	if len(parts) == 0 {
 		return nil
 	}
-	t := st.toks[i]
-	md := s.hoverText(d, b, st, i)
-	if md == "" {
-		return nil
+	return &protocol.Hover{
+		Contents: protocol.MarkupContent{Kind: protocol.Markdown, Value: strings.Join(parts, "\n---\n\n")},
+		Range:    r,
 	}
-	r := d.span(t.Pos.Offset, tokEnd(t))
-	return &protocol.Hover{Contents: protocol.MarkupContent{Kind: protocol.Markdown, Value: md}, Range: &r}
+}
+
+// codeDocs explains, from diag.Codes, each distinct code of the
+// diagnostics whose range holds off.
+func codeDocs(d *document, off int) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, x := range d.diags {
+		if seen[x.Code] || off < x.Range.Start.Offset || off > max(x.Range.End.Offset, x.Range.Start.Offset+1) {
+			continue
+		}
+		seen[x.Code] = true
+		if doc, ok := diag.Lookup(x.Code); ok {
+			out = append(out, fmt.Sprintf("**%s** %s\n\n%s\n", doc.Code, doc.Title, doc.Doc))
+		}
+	}
+	return out
 }
 
 func (s *server) hoverText(d *document, b *block, st *stmt, i int) string {

@@ -312,6 +312,15 @@ func TestDiagnosticsPublishedAndCleared(t *testing.T) {
 		t.Errorf("test premise: pth at UTF-16 column %d, want 34 (bytes would say 37)", start.Character)
 	}
 
+	// Hovering the mistake explains its code.
+	var h struct {
+		Contents struct{ Value string } `json:"contents"`
+	}
+	c.call("textDocument/hover", textDoc(uri, at(t, badSrc, "pth", 1)), &h)
+	if !strings.Contains(h.Contents.Value, "**E013** unknown attribute") {
+		t.Errorf("hover on the mistake = %q, want E013 explained", h.Contents.Value)
+	}
+
 	// Fixing the mistake clears the diagnostics.
 	c.change(uri, 2, strings.Replace(badSrc, `pth = "x"`, "mode = tail", 1))
 	if ds := c.diagnostics(uri); len(ds) != 1 || ds[0].Code != "E017" {
@@ -332,6 +341,12 @@ func TestDiagnosticsPublishedAndCleared(t *testing.T) {
 	}
 	if !codes["E001"] || !codes["E012"] {
 		t.Errorf("broken file: codes %v, want E001 (route a) and E012 (route b)", codes)
+	}
+	// The route the parser dropped has no verdict, and says so.
+	h.Contents.Value = ""
+	c.call("textDocument/hover", textDoc(uri, at(t, broken, "route a", 6)), &h)
+	if !strings.Contains(h.Contents.Value, "No verdict") {
+		t.Errorf("hover on a route that does not parse = %q", h.Contents.Value)
 	}
 	c.shutdown()
 }
