@@ -150,11 +150,6 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 			return rt, err
 		}
 	}
-	if v, ok := rt.sink.(guaranteeVerifier); ok {
-		if err := v.verifyGuarantee(pr.Guarantee); err != nil {
-			return rt, err
-		}
-	}
 	var progs []*program
 	for _, s := range rt.steps {
 		progs = append(progs, s.programs()...)
@@ -343,6 +338,12 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 		default:
 			return nil, nil, a.errorf("name_by", "unknown value %q", nameBy)
 		}
+	case "object_store":
+		s, err := newObjectSink(ctx, a, c, o, rt, dlq)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, nil, nil
 	case "kafka":
 		s, err := newKafkaSink(ctx, a, c, rt)
 		if err != nil {
@@ -351,12 +352,6 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 		return s, s.programs(), nil
 	case "nats":
 		s, err := newNATSSink(ctx, a, c, rt)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.programs(), nil
-	case "clickhouse":
-		s, err := newClickHouseSink(ctx, a, c, rt)
 		if err != nil {
 			return nil, nil, err
 		}
