@@ -119,11 +119,22 @@ func safeFilename(u protocol.DocumentURI) (name string, ok bool) {
 func (s *server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	result, err := s.dispatch(ctx, req)
+	result, err := s.safeDispatch(ctx, req)
 	if err != nil {
 		s.log.Printf("%s: %v", req.Method(), err)
 	}
 	return reply(ctx, result, err)
+}
+
+// safeDispatch keeps the server alive through a bug in one feature: the
+// request fails and the editor keeps its diagnostics and other features.
+func (s *server) safeDispatch(ctx context.Context, req jsonrpc2.Request) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			result, err = nil, jsonrpc2.Errorf(jsonrpc2.InternalError, "%s: internal error: %v", req.Method(), p)
+		}
+	}()
+	return s.dispatch(ctx, req)
 }
 
 // dispatch answers one request or notification. A returned error becomes
