@@ -145,6 +145,11 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 	if rt.sink, rt.sinkProgs, err = rt.buildSink(ctx, nodeAttrs{route: pr.Name, node: sinkNode}, c, o, false); err != nil {
 		return rt, err
 	}
+	if v, ok := rt.sink.(guaranteeVerifier); ok {
+		if err := v.verifyGuarantee(pr.Guarantee); err != nil {
+			return rt, err
+		}
+	}
 	var progs []*program
 	for _, s := range rt.steps {
 		progs = append(progs, s.programs()...)
@@ -347,6 +352,12 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 		return s, s.programs(), nil
 	case "nats":
 		s, err := newNATSSink(ctx, a, c, rt)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.programs(), nil
+	case "clickhouse":
+		s, err := newClickHouseSink(ctx, a, c, rt)
 		if err != nil {
 			return nil, nil, err
 		}
