@@ -98,7 +98,7 @@ func (s *server) hoverText(d *document, b *block, st *stmt, i int) string {
 		return ""
 
 	// The value after `name =`: its attribute's doc (enum values, booleans).
-	case i >= 2 && st.toks[1].Value == "=" && i == 2:
+	case i == 2 && st.toks[1].Value == "=":
 		if a := b.attr(key); a != nil {
 			return attrDoc(a)
 		}

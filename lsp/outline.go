@@ -206,7 +206,9 @@ func classify(b, parent *block, s *stmt) {
 		default:
 			b.role = roleStep
 		}
-	case n == 2 && s.key() == "case" && parent.name == "switch" && (s.toks[1].Type == lang.TString || s.toks[1].Type == lang.TRaw):
+	case n >= 2 && s.word(n-2) == "case" && parent.name == "switch" && (s.toks[n-1].Type == lang.TString || s.toks[n-1].Type == lang.TRaw):
+		// `case "x" {`, also at the end of `on = <expr>  case "x" {`
+		// written on one line.
 		b.role, b.name = roleBranch, "case"
 	case n == 2 && s.toks[1].Value == "=":
 		if a := parent.attr(s.key()); a != nil && a.Type == stdlib.Block {

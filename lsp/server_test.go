@@ -438,6 +438,7 @@ func TestCompletion(t *testing.T) {
 		{"booleans", "route r {\n  to sql { bulk_copy = | }\n}\n", []string{"true", "false"}, nil},
 		{"guarantees", "route r {\n  guarantee |\n}\n", []string{"effectively_once", "at_least_once"}, nil},
 		{"switch branches", "route r {\n  to switch {\n    on = meta[\"t\"]\n    |\n  }\n}\n", []string{"case", "default"}, []string{"on"}},
+		{"inside an inline case", "route r {\n  to switch { on = meta[\"t\"]  case \"a\" { | } }\n}\n", []string{"to"}, []string{"on"}},
 		{"inside a case", "route r {\n  to switch {\n    case \"a\" { | }\n  }\n}\n", []string{"to"}, []string{"case"}},
 		{"nested kind in dlq", "route r {\n  dlq {\n    to file { | }\n  }\n}\n", []string{"path"}, []string{"to"}},
 		{"top level", "|\n", []string{"route", "output"}, []string{"from"}},
