@@ -138,3 +138,18 @@ func TestForwardedMeta(t *testing.T) {
 		t.Errorf("forwarded %s, want mqb.id,trace", got)
 	}
 }
+
+// BenchmarkKafkaSink: file → id → kafka (key = mqb.id) on the in-process
+// Kafka-protocol broker.
+func BenchmarkKafkaSink(b *testing.B) {
+	const n = 100000
+	brokers := testsrv.Kafka(b, "bench:3")
+	input, size := benchInput(b, n)
+	benchRun(b, n, size, func(i int, state string) plan.Plan {
+		e := testEnv{input: input, state: state}
+		p := brokerPlan(e, 1024, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
+			"url": strV(brokers), "topic": strV("bench"), "partition_key": tmplV(ex(`meta["mqb.id"]`))}})
+		p.Routes[0].Concurrency = 1
+		return p
+	})
+}
