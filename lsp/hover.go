@@ -127,7 +127,11 @@ func (s *server) hoverText(d *document, b *block, st *stmt, i int) string {
 func routeVerdict(d *document, name string) string {
 	for _, r := range d.routes {
 		if r.Name == name {
-			return verdictMarkdown(r)
+			md := verdictMarkdown(r)
+			if n := routeErrors(d, name); n > 0 {
+				md += fmt.Sprintf("\n_The route has %d error(s); this verdict is what the checker could prove so far._\n", n)
+			}
+			return md
 		}
 	}
 	return fmt.Sprintf("**route %s**\n\nNo verdict: the route does not compile (see its diagnostics).", name)
@@ -222,4 +226,21 @@ func attrDoc(a *stdlib.Attr) string {
 		fmt.Fprintf(&b, "\nDeprecated: use `%s`.\n", a.Deprecated)
 	}
 	return b.String()
+}
+
+// routeErrors counts the errors reported inside the route named name.
+func routeErrors(d *document, name string) int {
+	n := 0
+	for _, decl := range d.file.Decls {
+		r := decl.Route
+		if r == nil || r.Name == nil || r.Name.Name != name {
+			continue
+		}
+		for _, x := range d.diags {
+			if x.Severity == diag.Error && x.Range.Start.Offset >= r.Pos.Offset && x.Range.Start.Offset < r.EndPos.Offset {
+				n++
+			}
+		}
+	}
+	return n
 }

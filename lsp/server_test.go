@@ -321,6 +321,12 @@ func TestDiagnosticsPublishedAndCleared(t *testing.T) {
 		t.Errorf("hover on the mistake = %q, want E013 explained", h.Contents.Value)
 	}
 
+	// The route's verdict says it is provisional.
+	c.call("textDocument/hover", textDoc(uri, at(t, badSrc, "r {", 0)), &h)
+	if !strings.Contains(h.Contents.Value, "**route r**") || !strings.Contains(h.Contents.Value, "has 1 error(s)") {
+		t.Errorf("hover on a route with an error = %q", h.Contents.Value)
+	}
+
 	// Fixing the mistake clears the diagnostics.
 	c.change(uri, 2, strings.Replace(badSrc, `pth = "x"`, "mode = tail", 1))
 	if ds := c.diagnostics(uri); len(ds) != 1 || ds[0].Code != "E017" {
