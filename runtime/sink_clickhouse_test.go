@@ -183,3 +183,15 @@ func TestClickHouseSinkRefusesNonReplacing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A password in the url appears in no error.
+func TestClickHouseSinkRedactsPassword(t *testing.T) {
+	e := newTestEnv(t)
+	writeOrders(t, e.input, 1)
+	_, err := Run(context.Background(), clickhousePlan(e, "clickhouse://default:s3cret@127.0.0.1:1/db", plan.AtLeastOnce,
+		map[string]plan.Value{"table": strV("t")}), testOptions(t))
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "route analytics") {
+		t.Fatalf("err %v: want an error naming the route, without the password", err)
+	}
+	t.Log(err)
+}

@@ -170,3 +170,14 @@ func TestNATSSinkCore(t *testing.T) {
 		t.Errorf("received %d of %d core NATS messages", got.Load(), n)
 	}
 }
+
+func TestNATSSinkRedactsPassword(t *testing.T) {
+	e := newTestEnv(t)
+	writeOrders(t, e.input, 1)
+	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{"url": strV("nats://user:s3cret@127.0.0.1:1"), "subject": strV("x")}}
+	_, err := Run(context.Background(), brokerPlan(e, 16, sink), testOptions(t))
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "route publish") {
+		t.Fatalf("err %v: want an error naming the route, without the password", err)
+	}
+	t.Log(err)
+}

@@ -404,3 +404,27 @@ func BenchmarkObjectStoreGCS(b *testing.B) {
 		return objectPlan(e, fmt.Sprintf("gs://lake/run%d", i), 1024, 1, map[string]plan.Value{"name_by": enumV("source_position")})
 	})
 }
+
+// deniedListStore refuses every listing for good.
+type deniedListStore struct{ objectStore }
+
+func (deniedListStore) List(context.Context, string) ([]string, error) {
+	return nil, &permanentError{errors.New("403 Forbidden: storage.objects.list denied")}
+}
+
+// A listing refused for good fails the route, naming the store, instead of
+// writing parts it cannot check against the ones already there.
+func TestObjectStoreListingDenied(t *testing.T) {
+	e := newTestEnv(t)
+	writeOrders(t, e.input, 10)
+	dir := filepath.Join(t.TempDir(), "out")
+	objectStoreHook = func(s objectStore) objectStore { return deniedListStore{s} }
+	defer func() { objectStoreHook = nil }()
+	_, err := Run(context.Background(), objectPlan(e, "file://"+dir, 4, 1, map[string]plan.Value{"name_by": enumV("source_position")}), testOptions(t))
+	if err == nil || !strings.Contains(err.Error(), "route objects") || !strings.Contains(err.Error(), "file://"+dir) || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("err %v, want the route and store named", err)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Errorf("%d objects written without a listing", len(names))
+	}
+}
