@@ -91,7 +91,11 @@ func (k *KafkaCluster) stop() {
 
 // Brokers is the comma-separated bootstrap list; it stays the same across
 // Stop and Start.
-func (k *KafkaCluster) Brokers() string { return k.brokers }
+func (k *KafkaCluster) Brokers() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.brokers
+}
 
 // Cluster is the running kfake cluster, for tests that inject faults with
 // its Control functions; nil while stopped.

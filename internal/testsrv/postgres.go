@@ -291,6 +291,28 @@ func (s *PGServer) Crash(t testing.TB) {
 	s.stop(syscall.SIGQUIT)
 }
 
+// Kill SIGKILLs the server and all its backends at once, as an OOM kill or
+// a machine losing power would (minus the page cache); the next Start runs
+// crash recovery.
+func (s *PGServer) Kill(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p != nil && p.running() {
+		// Backends call setsid, so they are not in our process group: kill
+		// them by parentage. A backend left alive would keep the shared
+		// memory attached and the next postmaster would refuse to start.
+		children := childPIDs(p.cmd.Process.Pid)
+		p.cmd.Process.Kill()
+		for _, c := range children {
+			syscall.Kill(c, syscall.SIGKILL)
+		}
+		<-p.exited
+		waitGone(children, 10*time.Second)
+	}
+}
+
 // Start starts a stopped server again, on the same port and data
 // directory, and waits until it accepts connections.
 func (s *PGServer) Start(t testing.TB) {

@@ -75,4 +75,26 @@ func TestPostgresRestart(t *testing.T) {
 		t.Fatalf("after restart: %q, %v", k, err)
 	}
 	srv.Restart(t, 100*time.Millisecond)
+
+	if _, err := c.Exec(ctx, `INSERT INTO kv VALUES ('before kill')`); err == nil {
+		t.Fatal("the connection survived a restart")
+	}
+	c, err = pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `INSERT INTO kv VALUES ('before kill')`); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill(t)
+	srv.Start(t)
+	c, err = pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n int
+	if err := c.QueryRow(ctx, `SELECT count(*) FROM kv`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("after kill: %d rows, %v", n, err)
+	}
 }

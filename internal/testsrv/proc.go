@@ -369,3 +369,50 @@ func commandOutput(name string, args ...string) string {
 	out, _ := exec.Command(name, args...).CombinedOutput()
 	return string(out)
 }
+
+// childPIDs lists the processes whose parent is pid.
+func childPIDs(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, f := range stats {
+		if ppid, _, ok := procStat(f); ok && ppid == pid {
+			n, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// procStat reads the parent pid and state from /proc/PID/stat.
+func procStat(path string) (ppid int, state byte, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	// pid (comm) state ppid …; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 2 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(fields[1])
+	return ppid, fields[0][0], err == nil
+}
+
+// waitGone waits until the processes have exited (zombies count: they hold
+// nothing any more).
+func waitGone(pids []int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for _, pid := range pids {
+		for time.Now().Before(deadline) {
+			_, state, ok := procStat(fmt.Sprintf("/proc/%d/stat", pid))
+			if !ok || state == 'Z' || state == 'X' {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
