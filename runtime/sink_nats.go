@@ -27,7 +27,7 @@ type natsSink struct {
 }
 
 // natsAckTimeout bounds the wait for a JetStream publish acknowledgement.
-const natsAckTimeout = 30 * time.Second
+const natsAckTimeout = 10 * time.Second
 
 func newNATSSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*natsSink, error) {
 	url, err := c.renderStatic(a, "url")

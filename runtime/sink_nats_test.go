@@ -181,3 +181,58 @@ func TestNATSSinkRedactsPassword(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// The server restarts mid-run: the retry step repeats the failed writes,
+// and the duplicate window keeps every message that did land from landing
+// twice, so the stream ends with each record exactly once.
+func TestNATSSinkServerRestart(t *testing.T) {
+	srv := testsrv.NewNATS(t)
+	_, _, stream := natsStream(t, srv.URL())
+	e := newTestEnv(t)
+	const n = 60000
+	writeOrders(t, e.input, n)
+	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{
+		"url": strV(srv.URL()), "subject": strV("orders.new"), "stream": strV("ORDERS")}}
+	p := brokerPlan(e, 256, sink)
+	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+		"attempts": intV(100), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
+		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
+	nodes := p.Routes[0].Nodes
+	p.Routes[0].Nodes = append(nodes[:2:2], retry, nodes[2])
+	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info := func() uint64 {
+		i, err := stream.Info(ctx)
+		if err != nil {
+			return 0
+		}
+		return i.State.Msgs
+	}
+	done := make(chan error, 1)
+	var stats Stats
+	go func() {
+		var err error
+		stats, err = Run(ctx, p, testOptions(t))
+		done <- err
+	}()
+	for info() < n/10 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	before := info()
+	srv.Restart(t, 300*time.Millisecond)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rs := stats.Route("publish")
+	checkCounts(t, rs)
+	deadline := time.Now().Add(10 * time.Second)
+	for info() != n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := info(); got != n {
+		t.Errorf("stream holds %d messages, want %d (restart after %d)", got, n, before)
+	}
+	t.Logf("restarted after %d stored; %+v", before, rs)
+}
