@@ -1,10 +1,12 @@
 package diag
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sources maps a file name to its text, so rendering can quote the line.
@@ -23,15 +25,15 @@ func WriteText(w io.Writer, l List, src Sources) {
 			num := fmt.Sprint(d.Range.Start.Line)
 			pad := strings.Repeat(" ", len(num))
 			fmt.Fprintf(w, " %s | %s\n", num, strings.ReplaceAll(line, "\t", " "))
-			width := 1
+			// Columns are bytes; the caret goes under characters.
+			from := min(max(d.Range.Start.Col, 1)-1, len(line))
+			to := from + 1
 			if d.Range.End.Line == d.Range.Start.Line && d.Range.End.Col > d.Range.Start.Col {
-				width = d.Range.End.Col - d.Range.Start.Col
+				to = min(d.Range.End.Col-1, len(line))
 			}
-			col := max(d.Range.Start.Col, 1)
-			if col-1 > len(line) {
-				col = len(line) + 1
-			}
-			fmt.Fprintf(w, " %s | %s%s\n", pad, strings.Repeat(" ", col-1), strings.Repeat("^", width))
+			indent := utf8.RuneCountInString(line[:from])
+			width := max(utf8.RuneCountInString(line[from:max(to, from)]), 1)
+			fmt.Fprintf(w, " %s | %s%s\n", pad, strings.Repeat(" ", indent), strings.Repeat("^", width))
 		}
 		if d.Detail != "" {
 			fmt.Fprintf(w, "  = %s\n", d.Detail)
@@ -54,13 +56,13 @@ func sourceLine(src []byte, n int) (string, bool) {
 		return "", false
 	}
 	for i := 1; i < n; i++ {
-		j := strings.IndexByte(string(src), '\n')
+		j := bytes.IndexByte(src, '\n')
 		if j < 0 {
 			return "", false
 		}
 		src = src[j+1:]
 	}
-	if j := strings.IndexByte(string(src), '\n'); j >= 0 {
+	if j := bytes.IndexByte(src, '\n'); j >= 0 {
 		src = src[:j]
 	}
 	return strings.TrimRight(string(src), "\r"), true

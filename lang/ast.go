@@ -128,13 +128,26 @@ func Range(pos, end lexer.Position) diag.Range {
 }
 
 // Range of the identifier.
-func (i *Ident) Range() diag.Range { return Range(i.Pos, i.EndPos) }
+// The range ends at the identifier's last byte, not at the next token
+// (participle's EndPos), so a caret underlines exactly the name.
+func (i *Ident) Range() diag.Range { return tokenRange(i.Pos, i.Name) }
 
 // Range of the string.
-func (s *Str) Range() diag.Range { return Range(s.Pos, s.EndPos) }
+func (s *Str) Range() diag.Range { return tokenRange(s.Pos, s.Raw) }
+
+func tokenRange(pos lexer.Position, text string) diag.Range {
+	end := pos
+	advance(&end, text)
+	return Range(pos, end)
+}
 
 // Range of the value.
-func (v *Value) Range() diag.Range { return Range(v.Pos, v.EndPos) }
+func (v *Value) Range() diag.Range {
+	if v.Expr != nil {
+		return v.Expr.Range()
+	}
+	return Range(v.Pos, v.EndPos)
+}
 
 // Range of the item.
 func (it *Item) Range() diag.Range { return Range(it.Pos, it.EndPos) }

@@ -107,7 +107,7 @@ loop:
 	e.Pos = e.Tokens[0].Pos
 	last := e.Tokens[len(e.Tokens)-1]
 	e.EndPos = last.Pos
-	e.EndPos.Advance(last.Value)
+	advance(&e.EndPos, last.Value)
 	return nil
 }
 

@@ -107,16 +107,21 @@ func (l *lexState) emit(t lexer.TokenType, n int) {
 	l.advance(v)
 }
 
-func (l *lexState) advance(s string) {
-	for _, c := range s {
-		if c == '\n' {
-			l.pos.Line++
-			l.pos.Column = 1
+func (l *lexState) advance(s string) { advance(&l.pos, s) }
+
+// advance moves p over s. Columns count bytes, as diag.Pos documents
+// (participle's Position.Advance counts runes); renderers convert to
+// display columns, the LSP to UTF-16.
+func advance(p *lexer.Position, s string) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			p.Line++
+			p.Column = 1
 		} else {
-			l.pos.Column++
+			p.Column++
 		}
 	}
-	l.pos.Offset += len(s)
+	p.Offset += len(s)
 }
 
 var multiOps = []string{"==", "!=", "<=", ">=", "&&", "||", "??", "?.", "..", "**"}
@@ -172,8 +177,7 @@ func (l *lexState) run() {
 			r, size := utf8.DecodeRuneInString(rest)
 			if r == utf8.RuneError && size <= 1 {
 				l.errorf("E001", l.pos, 1, "invalid UTF-8 byte 0x%02x", rest[0])
-				l.pos.Offset++
-				l.pos.Column++
+				l.advance(rest[:1])
 				continue
 			}
 			l.errorf("E001", l.pos, 1, "unexpected character %q", r)

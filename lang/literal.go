@@ -206,7 +206,7 @@ func unescape(s string) (string, int, error) {
 }
 
 func advancePos(p lexer.Position, s string) diag.Pos {
-	p.Advance(s)
+	advance(&p, s)
 	return posOf(p)
 }
 

@@ -171,7 +171,7 @@ func withEOF(toks []lexer.Token) []lexer.Token {
 	copy(out, toks)
 	last := toks[len(toks)-1]
 	pos := last.Pos
-	pos.Advance(last.Value)
+	advance(&pos, last.Value)
 	return append(out, lexer.EOFToken(pos))
 }
 

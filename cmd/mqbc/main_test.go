@@ -116,7 +116,7 @@ func TestBuildErrors(t *testing.T) {
 	if out != "" {
 		t.Errorf("stdout = %q, want nothing", out)
 	}
-	want := "bad.mqb:3:6: error[E012]: unknown endpoint kind \"sqll\" after to in route r\n 3 |   to sqll { url = \"sqlite://a.db\" }\n   |      ^^^^^\n  = did you mean \"sql\"?"
+	want := "bad.mqb:3:6: error[E012]: unknown endpoint kind \"sqll\" after to in route r\n 3 |   to sqll { url = \"sqlite://a.db\" }\n   |      ^^^^\n  = did you mean \"sql\"?"
 	if !strings.HasPrefix(errs, want) {
 		t.Errorf("stderr =\n%s\nwant prefix\n%s", errs, want)
 	}
