@@ -153,3 +153,77 @@ func BenchmarkKafkaSink(b *testing.B) {
 		return p
 	})
 }
+
+// The broker restarts mid-run: with a retry step every record reaches the
+// topic at least once (a broker cannot absorb a repeat).
+func TestKafkaSinkBrokerRestart(t *testing.T) {
+	k := testsrv.NewKafka(t, "orders:2")
+	e := newTestEnv(t)
+	const n = 40000
+	lines := writeOrders(t, e.input, n)
+	p := brokerPlan(e, 256, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
+		"url": strV(k.Brokers()), "topic": strV("orders"), "partition_key": tmplV(ex(`meta["mqb.id"]`))}})
+	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+		"attempts": intV(100), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
+		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
+	nodes := p.Routes[0].Nodes
+	p.Routes[0].Nodes = append(nodes[:2:2], retry, nodes[2])
+	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := testOptions(t)
+	restarted := make(chan struct{})
+	opts.Progress = writerFunc(func(b []byte) (int, error) {
+		select {
+		case <-restarted:
+		default:
+			close(restarted)
+			t.Logf("restarting the broker: %s", strings.TrimSpace(string(b)))
+			k.Restart(t, 300*time.Millisecond)
+		}
+		return len(b), nil
+	})
+	opts.ProgressInterval = 30 * time.Millisecond
+	st, err := Run(ctx, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.Route("publish")
+	checkCounts(t, rs)
+
+	want := map[string]bool{}
+	for _, l := range lines {
+		want[l] = true
+	}
+	total := 0
+	for part := range 2 {
+		conn, err := kafka.DialLeader(ctx, "tcp", k.Brokers(), "orders", part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := conn.ReadLastOffset()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{k.Brokers()}, Topic: "orders", Partition: part, MaxWait: 100 * time.Millisecond})
+		for i := int64(0); i < last; i++ {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(want, string(m.Value))
+			total++
+		}
+		r.Close()
+	}
+	if len(want) != 0 {
+		t.Errorf("%d records missing from the topic", len(want))
+	}
+	t.Logf("%d messages for %d records (%d repeats); %+v", total, n, total-n, rs)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
