@@ -274,8 +274,8 @@ func (s *ClickHouseServer) Stop(t testing.TB) {
 	s.stop(syscall.SIGTERM)
 }
 
-// Crash kills the server (SIGKILL).
-func (s *ClickHouseServer) Crash(t testing.TB) {
+// Kill kills the server (SIGKILL), as a crash would.
+func (s *ClickHouseServer) Kill(t testing.TB) {
 	t.Helper()
 	s.stop(syscall.SIGKILL)
 }
@@ -286,6 +286,14 @@ func (s *ClickHouseServer) Start(t testing.TB) {
 	if err := s.start(); err != nil {
 		t.Fatalf("testsrv: restart ClickHouse: %v", err)
 	}
+}
+
+// Restart stops the server, waits for downtime, and starts it again.
+func (s *ClickHouseServer) Restart(t testing.TB, downtime time.Duration) {
+	t.Helper()
+	s.Stop(t)
+	time.Sleep(downtime)
+	s.Start(t)
 }
 
 func (s *ClickHouseServer) stop(sig syscall.Signal) {

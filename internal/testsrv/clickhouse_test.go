@@ -82,7 +82,7 @@ func TestClickHouseRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.Close()
-	srv.Crash(t)
+	srv.Kill(t)
 	start := time.Now()
 	srv.Start(t)
 	t.Logf("restart after crash took %s", time.Since(start))

@@ -250,9 +250,9 @@ func (s *MariaDBServer) Stop(t testing.TB) {
 	s.stop(syscall.SIGTERM)
 }
 
-// Crash kills the server (SIGKILL); the next Start runs InnoDB crash
-// recovery.
-func (s *MariaDBServer) Crash(t testing.TB) {
+// Kill kills the server (SIGKILL), as a crash would; the next Start runs
+// InnoDB crash recovery.
+func (s *MariaDBServer) Kill(t testing.TB) {
 	t.Helper()
 	s.stop(syscall.SIGKILL)
 }

@@ -56,7 +56,7 @@ func TestMariaDBRestart(t *testing.T) {
 	if _, err := conn.Exec(`INSERT INTO kv VALUES ('before')`); err != nil {
 		t.Fatal(err)
 	}
-	srv.Crash(t)
+	srv.Kill(t)
 	if err := conn.Ping(); err == nil {
 		t.Fatal("pinged a killed server")
 	}
