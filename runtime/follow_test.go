@@ -154,3 +154,35 @@ func TestMetricsAndProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSubscribeLongLineInPieces(t *testing.T) {
+	d := t.TempDir()
+	in, out, dlq := filepath.Join(d, "in.jsonl"), filepath.Join(d, "out.jsonl"), filepath.Join(d, "dlq.jsonl")
+	appendFile(t, in, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done, st := runInBackground(t, ctx, func() plan.Plan {
+		p := fileRoute("long", in, out, dlq, filepath.Join(d, "state"))
+		p.Routes[0].Nodes[0].Attrs["mode"] = enumV(modeSubscribe)
+		p.Routes[0].Nodes[0].Attrs["max_record_bytes"] = intV(50)
+		return p
+	})
+	time.Sleep(300 * time.Millisecond)
+	appendFile(t, in, `{"a": "`+strings.Repeat("x", 40))
+	time.Sleep(250 * time.Millisecond)
+	appendFile(t, in, strings.Repeat("y", 40)+`"}`+"\n"+`{"short": 1}`+"\n")
+	got := waitLines(t, out, 1)
+	waitLines(t, dlq, 1)
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	<-done
+	if len(got) != 1 || got[0] != `{"short": 1}` {
+		t.Errorf("output %q", got)
+	}
+	dl := readLines(t, dlq)
+	if len(dl) != 1 || !strings.Contains(dl[0], "exceeds max_record_bytes") || !strings.Contains(dl[0], "record of 89 bytes") {
+		t.Errorf("dlq %q", dl)
+	}
+	if rs := st.Route("long"); rs.In != 2 || rs.Out != 1 || rs.DeadLettered != 1 {
+		t.Errorf("stats %+v", rs)
+	}
+}

@@ -45,6 +45,9 @@ type fileSource struct {
 	offset  int64  // byte offset of the next unread byte
 	nextSeq uint64 // index of the next record
 	partial []byte // follow modes: an unterminated last line, kept until its newline arrives
+	// partialLen is the length of that line so far; more than len(partial)
+	// when it is already too long and only a snippet is kept.
+	partialLen int
 	scratch []byte // a line longer than the read buffer
 	// arenaHint sizes the next batch's payload arena from the last one, so
 	// it is allocated once instead of grown (and copied) by doubling.
@@ -197,9 +200,9 @@ func (s *fileSource) add(b *batch, line []byte, tooLong, n int) {
 // line is kept in s.partial and io.EOF returned.
 func (s *fileSource) readLine() (line []byte, tooLong, n int, err error) {
 	s.scratch = append(s.scratch[:0], s.partial...)
-	s.partial = s.partial[:0]
-	total := len(s.scratch)
-	over := total > s.maxRecord
+	total := max(s.partialLen, len(s.partial))
+	over := total > s.maxRecord+2
+	s.partial, s.partialLen = s.partial[:0], 0
 	for {
 		chunk, err := s.r.ReadSlice('\n')
 		total += len(chunk)
@@ -228,14 +231,11 @@ func (s *fileSource) readLine() (line []byte, tooLong, n int, err error) {
 			continue
 		case err == io.EOF:
 			if s.mode != modeConsume {
-				if !over {
-					s.partial = append(s.partial, s.scratch...)
-				}
-				if over || total == 0 {
-					// An over-long unterminated line: drop what we read; it
-					// will be reported when its newline arrives (as short).
-					s.offset += int64(total)
-				}
+				// Keep the unterminated line (or, once too long, a snippet
+				// and its length) for when its newline arrives; the offset
+				// moves only when the record is complete.
+				s.partial = append(s.partial, s.scratch...)
+				s.partialLen = total
 				return nil, 0, 0, io.EOF
 			}
 			content := bytes.TrimRight(s.scratch, "\r")
