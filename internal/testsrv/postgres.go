@@ -81,7 +81,8 @@ func SharedPostgres(t testing.TB) *PGServer {
 }
 
 // NewPostgres starts a PostgreSQL server for this test alone, stopped and
-// removed when the test ends.
+// removed when the test ends. (Servers are copies of one cached initdb:
+// they share a system identifier.)
 func NewPostgres(t testing.TB) *PGServer {
 	t.Helper()
 	bin := pgBinDir(t)

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mqb-dev/mqb/internal/testsrv"
 )
@@ -38,10 +40,20 @@ func TestPostgres(t *testing.T) {
 	if err := c.QueryRow(ctx, `SHOW wal_level`).Scan(&level); err != nil || level != "logical" {
 		t.Fatalf("wal_level = %q, %v", level, err)
 	}
-	// A logical replication slot is what the CDC source opens.
-	if _, err := c.Exec(ctx, `SELECT pg_create_logical_replication_slot('t_slot', 'pgoutput')`); err != nil {
+	// The CDC source opens a replication connection and a logical slot.
+	rc, err := pgconn.Connect(ctx, url+"&replication=database")
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer rc.Close(ctx)
+	sys, err := pglogrepl.IdentifySystem(ctx, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pglogrepl.CreateReplicationSlot(ctx, rc, "t_slot", "pgoutput", pglogrepl.CreateReplicationSlotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replication: system %s, timeline %d, at %s", sys.SystemID, sys.Timeline, sys.XLogPos)
 }
 
 func TestPostgresRestart(t *testing.T) {
