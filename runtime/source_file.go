@@ -48,7 +48,7 @@ type fileSource struct {
 	// partialLen is the length of that line so far; more than len(partial)
 	// when it is already too long and only a snippet is kept.
 	partialLen int
-	scratch []byte // a line longer than the read buffer
+	scratch    []byte // a line longer than the read buffer
 	// arenaHint sizes the next batch's payload arena from the last one, so
 	// it is allocated once instead of grown (and copied) by doubling.
 	arenaHint int
