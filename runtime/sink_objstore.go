@@ -52,9 +52,14 @@ type objectSink struct {
 	source     string // the source's name in part names (with its run epoch)
 	partition  uint32 // the file source has one partition, 0
 
-	mu      sync.Mutex
-	listed  bool // the prefix was listed: covered holds every part
+	mu     sync.Mutex
+	listed bool // the prefix was listed: covered holds every part
+	// covered holds the ranges of every part under the prefix: found by
+	// the listing (also in before, records of an earlier run: duplicates)
+	// or written since (by an earlier attempt of a retried write: the
+	// records are out, just not written again).
 	covered rangeSet
+	before  rangeSet
 }
 
 // objectStoreHook, when set (by tests), wraps every store a sink opens.
@@ -170,11 +175,14 @@ func (s *objectSink) Write(ctx context.Context, recs []*Record) error {
 	live := make([]*Record, 0, len(recs))
 	s.mu.Lock()
 	for _, r := range recs {
-		if s.covered.contains(r.Seq) {
-			r.state = stDuplicate // already in a part: acked, counted as deduplicated
-			continue
+		switch {
+		case s.before.contains(r.Seq):
+			r.state = stDuplicate // in a part of an earlier run: acked, counted as deduplicated
+		case s.covered.contains(r.Seq):
+			// written by an earlier attempt of this write
+		default:
+			live = append(live, r)
 		}
-		live = append(live, r)
 	}
 	s.mu.Unlock()
 	for _, run := range positionRuns(live) {
@@ -259,6 +267,7 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 			continue
 		}
 		s.covered.add(start, end)
+		s.before.add(start, end)
 		n++
 	}
 	s.listed = true

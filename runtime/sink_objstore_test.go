@@ -428,3 +428,48 @@ func TestObjectStoreListingDenied(t *testing.T) {
 		t.Errorf("%d objects written without a listing", len(names))
 	}
 }
+
+// The emulator goes away mid-run and comes back: failed puts are retried
+// by the retry step (a put that did land answers 412, which is success)
+// and every record is still in exactly one part.
+func TestObjectStoreGCSOutage(t *testing.T) {
+	srv := testsrv.NewGCS(t, "lake")
+	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
+	e := newTestEnv(t)
+	const n = 60000
+	ds := genDataset(t, e.input, n, 9)
+	want, bad := partsWant(ds)
+	url := "gs://lake/outage"
+	p := objectPlan(e, url, 256, 2, map[string]plan.Value{"name_by": enumV("source_position")})
+	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+		"attempts": intV(100), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
+		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
+	nodes := p.Routes[0].Nodes
+	p.Routes[0].Nodes = append(nodes[:1:1], retry, nodes[1], nodes[2])
+	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+	opts := testOptions(t)
+	restarted := false
+	opts.Progress = writerFunc(func(b []byte) (int, error) {
+		if !restarted {
+			restarted = true
+			t.Logf("stopping the emulator: %s", strings.TrimSpace(string(b)))
+			srv.Restart(t, 500*time.Millisecond)
+		}
+		return len(b), nil
+	})
+	opts.ProgressInterval = 20 * time.Millisecond
+	st, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.Route("objects")
+	checkCounts(t, rs)
+	seen, names := readObjectParts(t, openTestStore(t, url), ds)
+	checkPartsExactlyOnce(t, seen, want)
+	checkDLQ(t, readDLQ(t, e.dlq), bad, true)
+	// A record a failed attempt had already written is out, not a duplicate.
+	if rs.Out != int64(len(want)) || rs.Deduplicated != 0 {
+		t.Errorf("%+v: want out %d, deduplicated 0", rs, len(want))
+	}
+	t.Logf("%d parts; %+v", len(names), rs)
+}
