@@ -195,3 +195,76 @@ func TestClickHouseSinkRedactsPassword(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// The server is killed mid-run and started again: the retry step repeats
+// the failed inserts, and FINAL holds every key once.
+func TestClickHouseSinkServerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a private ClickHouse server")
+	}
+	srv := testsrv.NewClickHouse(t)
+	db := srv.NewDatabase(t)
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.NativeAddr()},
+		Auth:        clickhouse.Auth{Database: db.Name, Username: "default"},
+		DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	if err := conn.Exec(ctx, `CREATE TABLE orders (id String, amount Int64, version UInt64)
+		ENGINE = ReplacingMergeTree(version) ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t)
+	const n = 200000
+	writeOrders(t, e.input, n)
+	p := clickhousePlan(e, db.URL, plan.EffectivelyOnce, map[string]plan.Value{"table": strV("orders"),
+		"version": exprV("payload.amount"),
+		"columns": {Type: plan.TBlock, Block: map[string]plan.Value{"id": exprV(`meta["mqb.id"]`), "amount": exprV("payload.amount")}}})
+	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+		"attempts": intV(200), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
+		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
+	nodes := p.Routes[0].Nodes
+	p.Routes[0].Nodes = append(nodes[:2:2], retry, nodes[2], nodes[3])
+	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+	opts := testOptions(t)
+	killed := false
+	opts.Progress = writerFunc(func(b []byte) (int, error) {
+		if !killed {
+			killed = true
+			t.Logf("killing the server: %s", strings.TrimSpace(string(b)))
+			srv.Kill(t)
+			srv.Start(t)
+		}
+		return len(b), nil
+	})
+	opts.ProgressInterval = 50 * time.Millisecond
+	st, err := Run(ctx, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.Route("analytics")
+	checkCounts(t, rs)
+	if rs.Out != n {
+		t.Errorf("%+v, want out %d", rs, n)
+	}
+	conn2, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.NativeAddr()},
+		Auth:        clickhouse.Auth{Database: db.Name, Username: "default"},
+		DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	var keys, total uint64
+	if err := conn2.QueryRow(ctx, `SELECT count() FROM orders FINAL`).Scan(&keys); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn2.QueryRow(ctx, `SELECT count() FROM orders`).Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	if keys != n {
+		t.Errorf("FINAL holds %d keys, want %d", keys, n)
+	}
+	t.Logf("%d rows, %d keys in FINAL; %+v", total, keys, rs)
+}
