@@ -20,9 +20,8 @@ type Record struct {
 	msgID    uuid.UUID
 	hasMsgID bool
 
-	value   any // decoded payload, valid when decoded
-	decoded bool
-	dirty   bool // value changed by map: re-encode before writing
+	value any  // decoded payload (nil until decoded, or when not needed)
+	dirty bool // value changed by map: re-encode before writing
 
 	state  recState
 	reason string // why the record is dead
@@ -69,8 +68,6 @@ type batch struct {
 	recs []Record
 	// arena backs the payloads of recs, one allocation per batch.
 	arena []byte
-	// srcEnd is the source offset after the last record, for progress.
-	srcEnd int64
 	// reserved lists the dedup keys reserved for the batch: promoted when
 	// it is acked, released when it fails.
 	reserved []reservation

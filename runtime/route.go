@@ -283,12 +283,12 @@ func (rt *route) process(w *worker, b *batch) error {
 					r.kill(err.Error())
 					continue
 				}
-				r.value, r.decoded = v, true
+				r.value = v
 			} else if err := w.dec.Valid(r.Payload); err != nil {
 				r.kill(err.Error())
 			}
 		default:
-			r.value, r.decoded = string(r.Payload), true
+			r.value = string(r.Payload)
 		}
 	}
 	for _, s := range rt.steps {

@@ -144,7 +144,6 @@ func (s *fileSource) next(ctx context.Context, size int) (b *batch, eof bool, er
 				if len(line) > 0 || tooLong > 0 { // a last line without newline
 					s.add(b, line, tooLong, n)
 				}
-				b.srcEnd = s.offset
 				return b, true, nil
 			}
 			if len(b.recs) > 0 {
@@ -166,7 +165,6 @@ func (s *fileSource) next(ctx context.Context, size int) (b *batch, eof bool, er
 			break // following a live file: do not wait to fill a batch
 		}
 	}
-	b.srcEnd = s.offset
 	s.arenaHint = min(len(b.arena)+len(b.arena)/8, maxBatchBytes)
 	return b, false, nil
 }
