@@ -325,6 +325,14 @@ func templateDir(key string, build func(dir string) error) (string, error) {
 	if _, err := os.Stat(final); err == nil {
 		return final, nil
 	}
+	// Builds of binaries killed halfway never get renamed.
+	if stale, _ := filepath.Glob(filepath.Join(cache, "build-*")); len(stale) > 0 {
+		for _, d := range stale {
+			if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > 10*time.Minute {
+				os.RemoveAll(d)
+			}
+		}
+	}
 	tmp, err := os.MkdirTemp(cache, "build-")
 	if err != nil {
 		return "", err
