@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -162,7 +163,13 @@ func TestSQLReportOutcomeAndBinding(t *testing.T) {
 	var f float64
 	var obj string
 	var typ string
-	row := s.db.QueryRow(`SELECT n, f, obj, typeof(n) FROM t WHERE id = 'a'`)
+	// The sink pins its one connection; read through another.
+	db, err := sql.Open(sqliteDriver, "file:"+filepath.Join(d, "o.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	row := db.QueryRow(`SELECT n, f, obj, typeof(n) FROM t WHERE id = 'a'`)
 	if err := row.Scan(&n64, &f, &obj, &typ); err != nil {
 		t.Fatal(err)
 	}
