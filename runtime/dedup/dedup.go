@@ -98,11 +98,18 @@ type Store struct {
 	lookBuf []byte
 }
 
-// Open opens (or shares) the dedup store in dir.
+// Open opens (or shares) the dedup store in dir. The first opening in a
+// process sweeps expired keys before anything can use the store.
 func Open(dir string) (*Store, error) {
 	h, err := pebbledb.Open(dir)
 	if err != nil {
 		return nil, err
+	}
+	if h.First {
+		if _, err := (&Store{h: h}).Sweep(time.Now()); err != nil {
+			h.Close()
+			return nil, err
+		}
 	}
 	sharedMu.Lock()
 	res := shared[h.DB]
@@ -235,6 +242,56 @@ func (s *Store) Release(keys []string) error {
 		delete(s.res.keys, k)
 	}
 	return nil
+}
+
+// Sweep deletes processed keys whose ttl ran out before now, so the store
+// does not grow with every key ever seen. It scans the whole store (expired
+// keys are not ordered by time), deleting in batches; run it at start-up
+// or now and then, not per batch. It returns how many keys it deleted.
+func (s *Store) Sweep(now time.Time) (int, error) {
+	nowNs := now.UnixNano()
+	it, err := s.h.DB.NewIter(&pebble.IterOptions{
+		LowerBound: []byte(keyPrefix),
+		UpperBound: []byte(keyPrefix[:len(keyPrefix)-1] + string(keyPrefix[len(keyPrefix)-1]+1)),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)
+	}
+	defer it.Close()
+	b := s.h.DB.NewBatch()
+	deleted := 0
+	flush := func() error {
+		if b.Empty() {
+			return nil
+		}
+		err := b.Commit(pebble.NoSync)
+		b.Close()
+		b = s.h.DB.NewBatch()
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		val := it.Value()
+		if len(val) != valueLen || int64(binary.LittleEndian.Uint64(val[1:9])) > nowNs {
+			continue
+		}
+		if err := b.Delete(it.Key(), nil); err != nil {
+			b.Close()
+			return deleted, fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)
+		}
+		deleted++
+		if deleted%4096 == 0 {
+			if err := flush(); err != nil {
+				b.Close()
+				return deleted, fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		b.Close()
+		return deleted, fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)
+	}
+	b.Close()
+	return deleted, it.Error()
 }
 
 // InFlight is the number of live reservations (for tests and metrics).

@@ -98,3 +98,32 @@ func TestReserveExpiryAndTTL(t *testing.T) {
 		})
 	}
 }
+
+func TestSweep(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Unix(1_800_000_000, 0)
+	v := make([]Verdict, 3)
+	if err := s.Reserve([]string{"short", "long", "other"}, t0, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Promote([]string{"short"}, t0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Promote([]string{"long", "other"}, t0, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Sweep(t0.Add(2 * time.Minute))
+	if err != nil || n != 1 {
+		t.Fatalf("sweep deleted %d (err %v), want 1", n, err)
+	}
+	if err := s.Reserve([]string{"short", "long"}, t0.Add(3*time.Minute), v[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != New || v[1] != Processed {
+		t.Errorf("after sweep: %v %v, want new processed", v[0], v[1])
+	}
+}

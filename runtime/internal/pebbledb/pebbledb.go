@@ -40,6 +40,9 @@ type Handle struct {
 	// another epoch was written by a process that is gone.
 	Epoch uint64
 	Dir   string
+	// First is true for the handle that opened the directory in this
+	// process (before anyone else could write to it).
+	First bool
 
 	closeOnce sync.Once
 }
@@ -84,6 +87,7 @@ func Open(dir string) (*Handle, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	s, ok := open[abs]
+	first := !ok
 	if !ok {
 		db, err := pebble.Open(abs, options())
 		if err != nil {
@@ -95,7 +99,7 @@ func Open(dir string) (*Handle, error) {
 		open[abs] = s
 	}
 	s.refs++
-	return &Handle{DB: s.db, Epoch: s.epoch, Dir: abs}, nil
+	return &Handle{DB: s.db, Epoch: s.epoch, Dir: abs, First: first}, nil
 }
 
 // Close drops this reference; the last one closes the database.
