@@ -243,14 +243,20 @@ func (d *Decoder) array() (any, error) {
 func (d *Decoder) str(key bool) (string, error) {
 	start := d.pos + 1
 	i := start
+	var high byte // OR of every byte: a non-ASCII one needs a UTF-8 check
 	for i < len(d.data) {
 		c := d.data[i]
+		high |= c
 		if c == '"' {
+			raw := d.data[start:i]
+			if high >= utf8.RuneSelf && !utf8.Valid(raw) {
+				d.pos = start + invalidUTF8At(raw)
+				return "", d.errorf("invalid UTF-8 in string")
+			}
 			d.pos = i + 1
 			if !d.build {
 				return "", nil
 			}
-			raw := d.data[start:i]
 			if key {
 				return d.intern(raw), nil
 			}
@@ -267,6 +273,21 @@ func (d *Decoder) str(key bool) (string, error) {
 	}
 	d.pos = i
 	return "", d.errorf("unterminated string")
+}
+
+// invalidUTF8At returns the offset of the first byte of b that does not
+// start a valid UTF-8 sequence. JSON text is UTF-8 (RFC 8259): a string
+// holding anything else is refused rather than passed on to a sink whose
+// text columns would store or reject it unpredictably.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 func (d *Decoder) intern(raw []byte) string {
@@ -287,6 +308,10 @@ func (d *Decoder) strEscaped(start int, key bool) (string, error) {
 		c := d.data[i]
 		switch {
 		case c == '"':
+			if raw := d.data[start:i]; !utf8.Valid(raw) {
+				d.pos = start + invalidUTF8At(raw)
+				return "", d.errorf("invalid UTF-8 in string")
+			}
 			d.pos = i + 1
 			d.buf = buf
 			if !d.build {
