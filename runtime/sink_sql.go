@@ -34,6 +34,10 @@ type sqlSink struct {
 	stmt *sqlite3.SQLiteStmt
 	nv   []driver.NamedValue // bound values of the row being written
 	eval evaluator
+
+	// server, when set, is the sink on a postgres:// or mysql:// url,
+	// which does all the work (sink_sqldb.go).
+	server *sqlServerSink
 }
 
 const metaSQLOutcome = "sql.outcome"
@@ -43,10 +47,17 @@ func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sq
 	if err != nil {
 		return nil, err
 	}
+	if dialectOf(url) != 0 {
+		srv, err := newSQLServerSink(ctx, a, c, url)
+		if err != nil {
+			return nil, err
+		}
+		return &sqlSink{route: a.route, server: srv}, nil
+	}
 	path, ok := strings.CutPrefix(url, "sqlite://")
 	if !ok {
 		scheme, _, _ := strings.Cut(url, "://")
-		return nil, a.errorf("url", "scheme %q is not supported by this runtime yet (only sqlite://)", scheme)
+		return nil, a.errorf("url", "scheme %q is not supported by this runtime (sqlite://, postgres://, mysql://)", scheme)
 	}
 	path, _, _ = strings.Cut(path, "?")
 	if path == "" {
@@ -124,13 +135,21 @@ func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sq
 	return s, nil
 }
 
-func (s *sqlSink) programs() []*program { return s.params }
+func (s *sqlSink) programs() []*program {
+	if s.server != nil {
+		return s.server.params
+	}
+	return s.params
+}
 
 // Write inserts recs in one transaction. A row that violates a constraint
 // (or cannot be bound) fails alone: SQLite undoes just that statement and
 // the transaction goes on with the others. A busy database or an I/O error
 // fails the batch as retryable; the transaction is rolled back.
 func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
+	if s.server != nil {
+		return s.server.Write(ctx, recs)
+	}
 	if len(recs) == 0 {
 		return nil
 	}
@@ -260,6 +279,9 @@ func (s *sqlSink) batchError(op string, err error) error {
 }
 
 func (s *sqlSink) Close() error {
+	if s.server != nil {
+		return s.server.Close()
+	}
 	if s.stmt != nil {
 		s.conn.Raw(func(any) error { return s.stmt.Close() })
 	}

@@ -1,0 +1,568 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// sqlServerSink is the `sql` sink on a database server: postgres:// (the
+// pgx wire protocol, pgconn) or mysql:// (go-sql-driver/mysql, MariaDB
+// too). insert_query runs as written, once per record, every ${…} a bound
+// parameter ($n for PostgreSQL, ? for MySQL), each batch in one
+// transaction; a conflict clause the user wrote (ON CONFLICT … DO NOTHING /
+// DO UPDATE, ON DUPLICATE KEY UPDATE, INSERT IGNORE) is what absorbs a
+// replayed record.
+//
+// A row the database refuses on its own (a constraint, a value of the
+// wrong type) fails alone: its record is dead-lettered and the rest of the
+// batch is committed without it. Losing the connection, a deadlock, a
+// serialization failure or a lock timeout fails the batch as retryable: the
+// transaction is rolled back and the route's retry step writes it again.
+//
+// report_outcome sets meta["sql.outcome"] from the rows the statement
+// affected: 1 → inserted, 0 → existed. PostgreSQL's ON CONFLICT DO UPDATE
+// reports 1 for an update as for an insert, so there every row reads
+// "inserted" (use DO NOTHING to tell them apart). MySQL reports 1 for an
+// insert, 2 for a row ON DUPLICATE KEY UPDATE changed and 0 for one it left
+// as it was (or INSERT IGNORE skipped): 1 → inserted, 0 and 2 → existed.
+type sqlServerSink struct {
+	route   string
+	dialect sqlDialect
+	url     string // redacted, for errors
+	query   string
+	params  []*program
+	outcome bool
+
+	// PostgreSQL
+	pg       *pgPool
+	copySQL  string // bulk_copy: COPY t (cols) FROM STDIN
+	copyCols int
+
+	// MySQL
+	my *sql.DB
+}
+
+func newSQLServerSink(ctx context.Context, a nodeAttrs, c *compiler, raw string) (*sqlServerSink, error) {
+	d := dialectOf(raw)
+	s := &sqlServerSink{route: a.route, dialect: d, url: plan.RedactURLs(raw), outcome: a.boolean("report_outcome", false)}
+	parts, ok := a.template("insert_query")
+	if !ok {
+		return nil, a.errorf("insert_query", "required by this runtime (table-only inserts are not implemented)")
+	}
+	var q strings.Builder
+	for _, p := range parts {
+		if p.Expr == "" {
+			q.WriteString(p.Lit)
+			continue
+		}
+		prog, err := c.compile(p.Expr)
+		if err != nil {
+			return nil, a.errorf("insert_query", "${%s}: %v", p.Expr, err)
+		}
+		s.params = append(s.params, prog)
+		q.WriteString(d.placeholder(len(s.params)))
+	}
+	s.query = q.String()
+	bulk := a.boolean("bulk_copy", false)
+	if bulk {
+		if d != dialectPostgres {
+			return nil, a.errorf("bulk_copy", "COPY is PostgreSQL's; a %s sink inserts row by row", d)
+		}
+		table, cols, ok := copyTarget(s.query, len(s.params))
+		if !ok {
+			return nil, a.errorf("bulk_copy", "needs insert_query of the form INSERT INTO table (col, …) VALUES (${…}, …) with one ${…} per column and nothing else, to load by COPY")
+		}
+		s.copySQL = "COPY " + table + " (" + cols + ") FROM STDIN"
+		s.copyCols = len(s.params)
+	}
+	const size = 16 // idle connections kept; a route rarely runs more sink workers
+	switch d {
+	case dialectPostgres:
+		cfg, err := pgConfig(raw)
+		if err != nil {
+			return nil, a.errorf("url", "%v", err)
+		}
+		s.pg = &pgPool{cfg: cfg, query: s.query, idle: make(chan *pgConn, size)}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if ddl := a.str("create_table", ""); ddl != "" {
+			conn, err := pgconn.ConnectConfig(cctx, cfg)
+			if err != nil {
+				return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+			}
+			_, err = conn.Exec(cctx, ddl).ReadAll()
+			conn.Close(cctx)
+			if err != nil {
+				return nil, a.errorf("create_table", "%v", err)
+			}
+		}
+		// Connect and prepare now: a wrong url or a query the server
+		// rejects fails the route before a record moves.
+		conn, err := s.pg.get(cctx)
+		if err != nil {
+			if pe, ok := err.(*pgPrepareError); ok {
+				return nil, a.errorf("insert_query", "prepare %q: %v", s.query, pe.err)
+			}
+			return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+		}
+		s.pg.put(cctx, conn)
+	case dialectMySQL:
+		cfg, err := mysqlConfig(raw)
+		if err != nil {
+			return nil, a.errorf("url", "%v", err)
+		}
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, a.errorf("url", "%s: %s", s.url, plan.RedactURLs(err.Error()))
+		}
+		s.my = sql.OpenDB(conn)
+		s.my.SetMaxOpenConns(size)
+		s.my.SetMaxIdleConns(size)
+		s.my.SetConnMaxIdleTime(5 * time.Minute)
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := s.my.PingContext(cctx); err != nil {
+			s.my.Close()
+			return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+		}
+		if ddl := a.str("create_table", ""); ddl != "" {
+			if _, err := s.my.ExecContext(cctx, ddl); err != nil {
+				s.my.Close()
+				return nil, a.errorf("create_table", "%v", err)
+			}
+		}
+	default:
+		return nil, a.errorf("url", "%s: not a postgres:// or mysql:// url", s.url)
+	}
+	return s, nil
+}
+
+// copyTargetRE matches the one insert shape COPY can load: a plain column
+// list and a VALUES row of bare placeholders.
+var copyTargetRE = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+([^\s(]+)\s*\(([^)]*)\)\s*VALUES\s*\(([^)]*)\)\s*;?\s*$`)
+
+func copyTarget(query string, n int) (table, cols string, ok bool) {
+	m := copyTargetRE.FindStringSubmatch(query)
+	if m == nil {
+		return "", "", false
+	}
+	vals := strings.Split(m[3], ",")
+	if len(vals) != n || len(strings.Split(m[2], ",")) != n {
+		return "", "", false
+	}
+	for i, v := range vals {
+		if strings.TrimSpace(v) != "$"+strconv.Itoa(i+1) {
+			return "", "", false
+		}
+	}
+	return m[1], strings.TrimSpace(m[2]), true
+}
+
+func (s *sqlServerSink) programs() []*program { return s.params }
+
+func (s *sqlServerSink) Close() error {
+	if s.pg != nil {
+		s.pg.close()
+	}
+	if s.my != nil {
+		return s.my.Close()
+	}
+	return nil
+}
+
+// batchError wraps a batch-level failure with the route, and marks it
+// retryable when a new attempt can succeed. Server messages never carry the
+// password; pgconn's connect errors name the host and user only, and are
+// redacted all the same.
+func (s *sqlServerSink) batchError(op string, err error) error {
+	e := fmt.Errorf("route %s: sql sink (%s): %s: %s", s.route, s.url, op, plan.RedactURLs(err.Error()))
+	if s.dialect.classify(err) == sqlRetryable {
+		return retryable(e)
+	}
+	return e
+}
+
+// bindRow evaluates every parameter of r; it returns why r cannot be
+// written, or "".
+func (s *sqlServerSink) bindRow(ev *evaluator, r *Record, out []any) string {
+	for i, p := range s.params {
+		v, present, err := ev.run(p, r)
+		if err != nil {
+			return fmt.Sprintf("bind ${%s}: %v", p.src, err)
+		}
+		if p.isMeta && !present {
+			if p.metaKey == metaID {
+				return fmt.Sprintf("bind ${%s}: not set (the record has no identity: the id expression did not resolve)", p.src)
+			}
+			return fmt.Sprintf("bind ${%s}: not set", p.src)
+		}
+		bv, err := bindValue(v)
+		if err != nil {
+			return fmt.Sprintf("bind ${%s}: %v", p.src, err)
+		}
+		out[i] = bv
+	}
+	return ""
+}
+
+func setOutcome(r *Record, inserted bool) {
+	if inserted {
+		r.setMeta(metaSQLOutcome, "inserted")
+	} else {
+		r.setMeta(metaSQLOutcome, "existed")
+	}
+}
+
+func (s *sqlServerSink) Write(ctx context.Context, recs []*Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if s.dialect == dialectMySQL {
+		return s.writeMySQL(ctx, recs)
+	}
+	return s.writePG(ctx, recs)
+}
+
+// ---- MySQL / MariaDB
+
+// writeMySQL runs the batch in one transaction, row by row. InnoDB undoes
+// just the failing statement of a refused row and the transaction goes on;
+// a deadlock rolls back the whole transaction and fails the batch.
+func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
+	var ev evaluator
+	args := make([]any, len(s.params))
+	tx, err := s.my.BeginTx(ctx, nil)
+	if err != nil {
+		return s.batchError("begin", err)
+	}
+	for _, r := range recs {
+		if reason := s.bindRow(&ev, r, args); reason != "" {
+			r.sinkErr = reason
+			continue
+		}
+		res, err := tx.ExecContext(ctx, s.query, args...)
+		if err != nil {
+			if classifyMySQL(err) == sqlRowLevel {
+				r.sinkErr = "sql insert: " + err.Error()
+				continue
+			}
+			tx.Rollback()
+			return s.batchError("insert", err)
+		}
+		if s.outcome {
+			n, err := res.RowsAffected()
+			if err != nil {
+				tx.Rollback()
+				return s.batchError("rows affected", err)
+			}
+			setOutcome(r, n == 1)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.batchError("commit", err)
+	}
+	return nil
+}
+
+// ---- PostgreSQL
+
+// pgConn is a pooled connection with insert_query prepared on it.
+type pgConn struct {
+	conn *pgconn.PgConn
+	stmt *pgconn.StatementDescription
+}
+
+// pgPool holds idle connections. A connection the server dropped is
+// noticed when it is used (the batch fails as retryable) and closed when
+// returned, so the retry dials a fresh one.
+type pgPool struct {
+	cfg   *pgconn.Config
+	query string
+	idle  chan *pgConn
+	mu    sync.Mutex
+	done  bool
+}
+
+type pgPrepareError struct{ err error }
+
+func (e *pgPrepareError) Error() string { return e.err.Error() }
+func (e *pgPrepareError) Unwrap() error { return e.err }
+
+const pgStmtName = "mqb_insert"
+
+func (p *pgPool) get(ctx context.Context) (*pgConn, error) {
+	for {
+		select {
+		case c := <-p.idle:
+			if c.conn.IsClosed() {
+				continue
+			}
+			return c, nil
+		default:
+		}
+		conn, err := pgconn.ConnectConfig(ctx, p.cfg)
+		if err != nil {
+			return nil, err
+		}
+		stmt, err := conn.Prepare(ctx, pgStmtName, p.query, nil)
+		if err != nil {
+			conn.Close(ctx)
+			if classifyPG(err) == sqlRetryable {
+				return nil, err
+			}
+			return nil, &pgPrepareError{err}
+		}
+		return &pgConn{conn: conn, stmt: stmt}, nil
+	}
+}
+
+// put returns c to the pool, rolling back a transaction an error left open.
+func (p *pgPool) put(ctx context.Context, c *pgConn) {
+	if !c.conn.IsClosed() && c.conn.TxStatus() != 'I' {
+		if _, err := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
+			c.conn.Close(ctx)
+		}
+	}
+	if c.conn.IsClosed() || c.conn.IsBusy() {
+		c.conn.Close(ctx)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		c.conn.Close(ctx)
+		return
+	}
+	select {
+	case p.idle <- c:
+	default:
+		c.conn.Close(ctx)
+	}
+}
+
+func (p *pgPool) close() {
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		select {
+		case c := <-p.idle:
+			c.conn.Close(ctx)
+		default:
+			return
+		}
+	}
+}
+
+// pgValue is a bound value in PostgreSQL's text format (nil is NULL); the
+// server parses it as the type of the column or expression the placeholder
+// stands for, so a value of the wrong type is the server's row-level
+// error (22P02), not a client-side failure.
+func pgValue(v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case string:
+		return []byte(x)
+	case []byte:
+		return x
+	case int64:
+		return strconv.AppendInt(nil, x, 10)
+	case float64:
+		return strconv.AppendFloat(nil, x, 'g', -1, 64)
+	case bool:
+		if x {
+			return []byte("true")
+		}
+		return []byte("false")
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// writePG writes the batch in one transaction sent as one pipeline (BEGIN,
+// every insert, COMMIT: a single round trip). A refused row aborts a
+// PostgreSQL transaction, so when one is refused the batch is written
+// again with a savepoint around each row, rolling back to it past each
+// refused row (writePGSavepoints). bulk_copy loads the batch with one COPY,
+// and falls back to the inserts when COPY refuses a row.
+func (s *sqlServerSink) writePG(ctx context.Context, recs []*Record) error {
+	var ev evaluator
+	args := make([]any, len(s.params))
+	rows := make([][][]byte, len(recs))
+	live := make([]int, 0, len(recs))
+	for i, r := range recs {
+		if reason := s.bindRow(&ev, r, args); reason != "" {
+			r.sinkErr = reason
+			continue
+		}
+		row := make([][]byte, len(args))
+		for j, v := range args {
+			row[j] = pgValue(v)
+		}
+		rows[i] = row
+		live = append(live, i)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	c, err := s.pg.get(ctx)
+	if err != nil {
+		if pe, ok := err.(*pgPrepareError); ok {
+			return fmt.Errorf("route %s: sql sink (%s): prepare %q: %w", s.route, s.url, s.query, pe.err)
+		}
+		return s.batchError("connect", err)
+	}
+	defer s.pg.put(ctx, c)
+
+	if s.copySQL != "" {
+		err := s.copyPG(ctx, c, rows, live)
+		if err == nil {
+			if s.outcome {
+				for _, i := range live {
+					setOutcome(recs[i], true)
+				}
+			}
+			return nil
+		}
+		if classifyPG(err) != sqlRowLevel {
+			return s.batchError("copy", err)
+		}
+		// A refused row fails the whole COPY: find it with the inserts.
+	}
+
+	var b pgconn.Batch
+	b.ExecParams("BEGIN", nil, nil, nil, nil)
+	for _, i := range live {
+		b.ExecStatement(c.stmt, rows[i], nil, nil)
+	}
+	b.ExecParams("COMMIT", nil, nil, nil, nil)
+	res, err := c.conn.ExecBatch(ctx, &b).ReadAll()
+	if err == nil {
+		if s.outcome {
+			for k, i := range live {
+				setOutcome(recs[i], res[1+k].CommandTag.RowsAffected() > 0)
+			}
+		}
+		return nil
+	}
+	if classifyPG(err) != sqlRowLevel || len(res) == 0 || len(res) > len(live) {
+		return s.batchError("insert", err)
+	}
+	// res holds BEGIN and the inserts before the refused one.
+	bad := live[len(res)-1]
+	recs[bad].sinkErr = "sql insert: " + err.Error()
+	if _, err := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
+		return s.batchError("rollback", err)
+	}
+	return s.writePGSavepoints(ctx, c, recs, rows, live)
+}
+
+// writePGSavepoints writes the live records that have no sinkErr yet, each
+// inside a savepoint, still pipelined: when row k is refused, the server
+// skips the rest of the pipeline; the sink rolls back to k's savepoint,
+// marks k and sends the rows after it. Every refused row costs one round
+// trip more, not a rewrite of the batch.
+func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs []*Record, rows [][][]byte, live []int) error {
+	todo := live[:0:0]
+	for _, i := range live {
+		if recs[i].sinkErr == "" {
+			todo = append(todo, i)
+		}
+	}
+	first := true
+	for {
+		var b pgconn.Batch
+		if first {
+			b.ExecParams("BEGIN", nil, nil, nil, nil)
+		}
+		for _, i := range todo {
+			b.ExecParams("SAVEPOINT mqb_row", nil, nil, nil, nil)
+			b.ExecStatement(c.stmt, rows[i], nil, nil)
+			b.ExecParams("RELEASE SAVEPOINT mqb_row", nil, nil, nil, nil)
+		}
+		b.ExecParams("COMMIT", nil, nil, nil, nil)
+		res, err := c.conn.ExecBatch(ctx, &b).ReadAll()
+		off := 0
+		if first {
+			off = 1
+		}
+		first = false
+		if err == nil {
+			if s.outcome {
+				for k, i := range todo {
+					setOutcome(recs[i], res[off+3*k+1].CommandTag.RowsAffected() > 0)
+				}
+			}
+			return nil
+		}
+		n := len(res) - off // commands of the rows that went through, and the refused row's SAVEPOINT
+		k := n / 3
+		if classifyPG(err) != sqlRowLevel || n < 0 || n%3 != 1 || k >= len(todo) {
+			return s.batchError("insert", err)
+		}
+		if s.outcome {
+			for j := range k {
+				setOutcome(recs[todo[j]], res[off+3*j+1].CommandTag.RowsAffected() > 0)
+			}
+		}
+		recs[todo[k]].sinkErr = "sql insert: " + err.Error()
+		if _, err := c.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT mqb_row").ReadAll(); err != nil {
+			return s.batchError("rollback to savepoint", err)
+		}
+		todo = todo[k+1:]
+	}
+}
+
+// copyPG loads the rows with COPY … FROM STDIN in text format: one
+// statement, atomic on its own.
+func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, live []int) error {
+	var buf bytes.Buffer
+	for _, i := range live {
+		for j, v := range rows[i] {
+			if j > 0 {
+				buf.WriteByte('\t')
+			}
+			if v == nil {
+				buf.WriteString(`\N`)
+				continue
+			}
+			copyEscape(&buf, v)
+		}
+		buf.WriteByte('\n')
+	}
+	_, err := c.conn.CopyFrom(ctx, &buf, s.copySQL)
+	return err
+}
+
+func copyEscape(buf *bytes.Buffer, v []byte) {
+	for _, ch := range v {
+		switch ch {
+		case '\\':
+			buf.WriteString(`\\`)
+		case '\n':
+			buf.WriteString(`\n`)
+		case '\r':
+			buf.WriteString(`\r`)
+		case '\t':
+			buf.WriteString(`\t`)
+		default:
+			buf.WriteByte(ch)
+		}
+	}
+}
