@@ -362,6 +362,8 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 			return nil, nil, err
 		}
 		return s, s.programs(), nil
+	case "switch", "request", "fanout":
+		return rt.buildStructural(ctx, a, c, o, dlq)
 	}
 	return nil, nil, fmt.Errorf("route %s: to %s (%s): this runtime supports only sql (sqlite://) and file sinks so far", rt.name, a.node.Kind, a.node.Pos)
 }

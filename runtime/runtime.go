@@ -58,6 +58,10 @@ type RouteStats struct {
 	// Committed is the number of leading records whose position is
 	// checkpointed (the next record index to read on restart).
 	Committed int64 `json:"committed"`
+	// Unmatched counts records a switch with no default dropped because
+	// they matched no case. They are acked and included in Out (the
+	// route's output accepted them); a retried write counts them again.
+	Unmatched int64 `json:"unmatched,omitempty"`
 }
 
 // Stats is the outcome of a Run, one entry per route in plan order.
@@ -163,5 +167,6 @@ func (rt *route) snapshot() RouteStats {
 		DeadLettered: rt.stats.deadLettered.Load(),
 		Errors:       rt.stats.errors.Load(),
 		Committed:    rt.stats.committed.Load(),
+		Unmatched:    unmatchedDropped(rt.sink),
 	}
 }

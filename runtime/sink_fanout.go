@@ -1,0 +1,95 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// fanoutSink writes every record to each of its targets, one target after
+// the other (they share the records, so two targets never touch one
+// concurrently). A record is acked once every target took it; a record one
+// target refused goes to the DLQ with every target's reason, though the
+// other targets keep their copy.
+//
+// A target that fails the whole batch fails the write: the route retries it
+// (with a retry step) or stops, and a restart replays the batch. Either way
+// every target sees the batch again, including the targets that already
+// wrote it, so the targets must be idempotent for the fanout to be
+// effectively-once — which is what the compiler's proof requires of every
+// branch before it calls the route so.
+type fanoutSink struct {
+	route   string
+	pos     string
+	targets []sink
+	names   []string
+}
+
+func (rt *route) newFanoutSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (_ *fanoutSink, progs []*program, err error) {
+	s := &fanoutSink{route: rt.name, pos: a.node.Pos.String()}
+	defer func() {
+		if err != nil {
+			closeSinks(s.targets)
+		}
+	}()
+	for i, b := range a.node.Children {
+		if b.Label != plan.BranchTo {
+			return nil, nil, fmt.Errorf("route %s: fanout (%s): unexpected branch %q", rt.name, s.pos, b.Label)
+		}
+		out, p, err := rt.buildBranch(ctx, &a.node.Children[i].Node, c, o, dlq)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fanout (%s) %s: %w", s.pos, branchName(b, i), err)
+		}
+		s.targets = append(s.targets, out)
+		s.names = append(s.names, branchName(b, i))
+		progs = append(progs, p...)
+	}
+	if len(s.targets) == 0 {
+		return nil, nil, fmt.Errorf("route %s: fanout (%s): no `to` target", rt.name, s.pos)
+	}
+	return s, progs, nil
+}
+
+func (s *fanoutSink) branches() []sink { return s.targets }
+
+func (s *fanoutSink) verifyGuarantee(g string) error { return verifyBranches(s.targets, g) }
+
+func (s *fanoutSink) Close() error { return closeSinks(s.targets) }
+
+func (s *fanoutSink) Write(ctx context.Context, recs []*Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	// reasons[j] gathers record j's per-target failures; each target
+	// starts from a clean sinkErr so it does not inherit another's.
+	var reasons []strings.Builder
+	for i, t := range s.targets {
+		for _, r := range recs {
+			r.sinkErr = ""
+		}
+		if err := t.Write(ctx, recs); err != nil {
+			return fmt.Errorf("fanout (%s) %s: %w", s.pos, s.names[i], err)
+		}
+		for j, r := range recs {
+			if r.sinkErr == "" {
+				continue
+			}
+			if reasons == nil {
+				reasons = make([]strings.Builder, len(recs))
+			}
+			if reasons[j].Len() > 0 {
+				reasons[j].WriteString("; ")
+			}
+			reasons[j].WriteString("fanout " + s.names[i] + ": " + r.sinkErr)
+		}
+	}
+	for j, r := range recs {
+		r.sinkErr = ""
+		if reasons != nil {
+			r.sinkErr = reasons[j].String()
+		}
+	}
+	return nil
+}

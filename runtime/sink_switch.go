@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// unmatchedLogEvery is how often a switch without default logs the records
+// it drops: the first one, then once per this many.
+const unmatchedLogEvery = 1000
+
+// switchSink routes each record to the first case whose value equals `on`
+// (compared as strings), else to default. With no default, a record that
+// matches no case is dropped — acked, counted in unmatched, and logged once
+// per unmatchedLogEvery (the compiler warns W003 about such a switch).
+type switchSink struct {
+	route string
+	pos   string
+	log   *slog.Logger
+	on    *program
+
+	cases   map[string]int // case value → index into outs (first case wins)
+	dflt    int            // index into outs, or -1
+	outs    []sink
+	names   []string // branchName of each out
+	evals   sync.Pool
+	pending sync.Pool // [][]*Record, one slice per out
+
+	unmatched atomic.Int64
+}
+
+func (rt *route) newSwitchSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (_ *switchSink, progs []*program, err error) {
+	src := a.expr("on", "")
+	if src == "" {
+		return nil, nil, a.errorf("on", "required")
+	}
+	on, err := c.compile(src)
+	if err != nil {
+		return nil, nil, a.errorf("on", "%v", err)
+	}
+	s := &switchSink{route: rt.name, pos: a.node.Pos.String(), log: rt.log, on: on, cases: map[string]int{}, dflt: -1}
+	s.evals.New = func() any { return &evaluator{} }
+	defer func() {
+		if err != nil {
+			closeSinks(s.outs)
+		}
+	}()
+	progs = append(progs, on)
+	for i, b := range a.node.Children {
+		switch b.Label {
+		case plan.BranchCase:
+			if _, dup := s.cases[b.Match]; dup {
+				// The compiler rejects this; a hand-written plan gets the
+				// first case, as the language says, and a log line.
+				rt.log.Warn("switch: duplicate case, the first one wins", "switch", s.pos, "case", b.Match)
+				continue
+			}
+			s.cases[b.Match] = len(s.outs)
+		case plan.BranchDefault:
+			if s.dflt >= 0 {
+				return nil, nil, fmt.Errorf("route %s: switch (%s): more than one default", rt.name, s.pos)
+			}
+			s.dflt = len(s.outs)
+		default:
+			return nil, nil, fmt.Errorf("route %s: switch (%s): unexpected branch %q", rt.name, s.pos, b.Label)
+		}
+		out, p, err := rt.buildBranch(ctx, &a.node.Children[i].Node, c, o, dlq)
+		if err != nil {
+			return nil, nil, fmt.Errorf("switch (%s) %s: %w", s.pos, branchName(b, i), err)
+		}
+		s.outs = append(s.outs, out)
+		s.names = append(s.names, branchName(b, i))
+		progs = append(progs, p...)
+	}
+	if len(s.outs) == 0 {
+		return nil, nil, fmt.Errorf("route %s: switch (%s): no case and no default", rt.name, s.pos)
+	}
+	return s, progs, nil
+}
+
+func (s *switchSink) branches() []sink { return s.outs }
+
+func (s *switchSink) verifyGuarantee(g string) error { return verifyBranches(s.outs, g) }
+
+func (s *switchSink) Close() error { return closeSinks(s.outs) }
+
+// Write splits recs by branch and writes the branches concurrently: they
+// hold disjoint records, so no record is touched by two of them at once.
+func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	split, _ := s.pending.Get().([][]*Record)
+	if len(split) != len(s.outs) {
+		split = make([][]*Record, len(s.outs))
+	}
+	for i := range split {
+		split[i] = split[i][:0]
+	}
+	defer func() {
+		for i := range split {
+			clear(split[i]) // do not keep the batch's records alive
+		}
+		s.pending.Put(split)
+	}()
+
+	ev := s.evals.Get().(*evaluator)
+	var dropped int64
+	var sample string
+	for _, r := range recs {
+		v, present, err := ev.run(s.on, r)
+		if err != nil {
+			r.sinkErr = fmt.Sprintf("switch (%s) on: %v", s.pos, err)
+			continue
+		}
+		out := s.dflt
+		if present {
+			key, err := stringify(v)
+			if err != nil {
+				r.sinkErr = fmt.Sprintf("switch (%s) on: %v", s.pos, err)
+				continue
+			}
+			if i, ok := s.cases[key]; ok {
+				out = i
+			} else if sample == "" {
+				sample = key
+			}
+		}
+		if out < 0 {
+			dropped++
+			continue
+		}
+		split[out] = append(split[out], r)
+	}
+	s.evals.Put(ev)
+	if dropped > 0 {
+		s.countUnmatched(dropped, sample)
+	}
+
+	errs := make([]error, len(s.outs))
+	var wg sync.WaitGroup
+	busy := 0
+	for i := range split {
+		if len(split[i]) > 0 {
+			busy++
+		}
+	}
+	for i, part := range split {
+		if len(part) == 0 {
+			continue
+		}
+		write := func() {
+			if err := s.outs[i].Write(ctx, part); err != nil {
+				errs[i] = fmt.Errorf("switch (%s) %s: %w", s.pos, s.names[i], err)
+				return
+			}
+			prefixRecordErrors(part, "switch "+s.names[i])
+		}
+		if busy == 1 {
+			write()
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); write() }()
+	}
+	wg.Wait()
+	return joinBranchErrors(errs)
+}
+
+// countUnmatched counts records dropped for want of a case and a default,
+// logging the first and then one line per unmatchedLogEvery. A retried
+// batch counts its unmatched records again.
+func (s *switchSink) countUnmatched(n int64, sample string) {
+	total := s.unmatched.Add(n)
+	if before := total - n; before == 0 || before/unmatchedLogEvery != total/unmatchedLogEvery {
+		s.log.Warn("switch has no default: records matching no case dropped",
+			"switch", s.pos, "dropped_unmatched", total, "value", sample)
+	}
+}

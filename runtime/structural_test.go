@@ -1,0 +1,488 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	mqbc "github.com/mqb-dev/mqb/compiler"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// compileMQB compiles .mqb source the way `mqbc run` does; it fails the
+// test on any error diagnostic.
+func compileMQB(t testing.TB, src string) plan.Plan {
+	t.Helper()
+	p, ds := mqbc.CompileSources([]mqbc.Source{{Name: "test.mqb", Src: []byte(src)}})
+	if ds.HasErrors() {
+		t.Fatalf("compile:\n%v\n%s", ds, src)
+	}
+	return *p
+}
+
+// runIn runs p with relative paths resolved in dir and state under dir.
+func runIn(t testing.TB, dir string, p plan.Plan) Stats {
+	t.Helper()
+	opts := testOptions(t)
+	opts.BaseDir = dir
+	opts.StateDir = filepath.Join(dir, "state")
+	st, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range st.Routes {
+		checkCounts(t, rs)
+	}
+	return st
+}
+
+func writeLines(t testing.TB, path string, lines ...string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sqliteIDs returns the sorted ids of table (id TEXT PRIMARY KEY) and
+// fails on a duplicate (impossible with the key, but it says what we check).
+func sqliteIDs(t testing.TB, dbPath, table string) []string {
+	t.Helper()
+	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT id FROM " + table + " ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// fileIDs returns payload field "id" of every JSON line in path, sorted
+// (nil when the file does not exist).
+func fileIDs(t testing.TB, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ids []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var v struct {
+			ID      any             `json:"id"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("%s: %q: %v", path, sc.Text(), err)
+		}
+		if v.ID == nil && v.Payload != nil { // a DLQ envelope
+			if err := json.Unmarshal(v.Payload, &v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids = append(ids, fmt.Sprint(v.ID))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func seqIDs(prefix string, from, to int) []string {
+	var ids []string
+	for i := from; i <= to; i++ {
+		ids = append(ids, fmt.Sprintf("%s%03d", prefix, i))
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func sameIDs(t testing.TB, what string, got, want []string) {
+	t.Helper()
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("%s: got %d ids %v\nwant %d ids %v", what, len(got), got, len(want), want)
+	}
+}
+
+const switchSrc = `
+route split {
+  batch_size = 7
+  from file { path = "in.jsonl" }
+  id payload.id
+  dlq { to file { path = "dlq.jsonl" } }
+  to switch {
+    on = payload.kind
+    case "a" {
+      to sql {
+        url          = "sqlite://out.db"
+        create_table = "CREATE TABLE IF NOT EXISTS a (id TEXT PRIMARY KEY, n INTEGER NOT NULL CHECK (n >= 0))"
+        insert_query = "INSERT INTO a (id, n) VALUES (${meta[\"mqb.id\"]}, ${payload.n}) ON CONFLICT (id) DO NOTHING"
+      }
+    }
+    case "b" {
+      to sql {
+        url          = "sqlite://out.db"
+        create_table = "CREATE TABLE IF NOT EXISTS b (id TEXT PRIMARY KEY, n INTEGER NOT NULL)"
+        insert_query = "INSERT INTO b (id, n) VALUES (${meta[\"mqb.id\"]}, ${payload.n}) ON CONFLICT (id) DO NOTHING"
+      }
+    }
+    default {
+      to file { path = "other.jsonl" }
+    }
+  }
+}
+`
+
+// TestSwitchToSQLiteAndFile routes on a payload field into two SQLite
+// tables and a default file; a row branch "a" refuses goes to the DLQ named
+// by its branch.
+func TestSwitchToSQLiteAndFile(t *testing.T) {
+	dir := t.TempDir()
+	var lines []string
+	var wantA, wantB, wantOther []string
+	for i := 1; i <= 60; i++ {
+		id := fmt.Sprintf("r%03d", i)
+		kind := []string{"a", "b", "c", ""}[i%4]
+		n := i
+		if i == 12 { // kind "a": a negative n fails a's CHECK
+			n = -1
+		}
+		lines = append(lines, fmt.Sprintf(`{"id":%q,"kind":%q,"n":%d}`, id, kind, n))
+		switch {
+		case i == 12:
+		case kind == "a":
+			wantA = append(wantA, id)
+		case kind == "b":
+			wantB = append(wantB, id)
+		default:
+			wantOther = append(wantOther, id)
+		}
+	}
+	lines = append(lines, `{"id":"r061","n":61}`) // no kind at all: default
+	wantOther = append(wantOther, "r061")
+	sort.Strings(wantOther)
+	writeLines(t, filepath.Join(dir, "in.jsonl"), lines...)
+
+	st := runIn(t, dir, compileMQB(t, switchSrc)).Route("split")
+	if st.In != 61 || st.Out != 60 || st.DeadLettered != 1 || st.Unmatched != 0 {
+		t.Errorf("stats %+v, want in 61 out 60 dead-lettered 1", st)
+	}
+	sameIDs(t, "table a", sqliteIDs(t, filepath.Join(dir, "out.db"), "a"), wantA)
+	sameIDs(t, "table b", sqliteIDs(t, filepath.Join(dir, "out.db"), "b"), wantB)
+	sameIDs(t, "default file", fileIDs(t, filepath.Join(dir, "other.jsonl")), wantOther)
+	dlq, err := os.ReadFile(filepath.Join(dir, "dlq.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dlq), `switch case \"a\" (sql): sql insert: CHECK constraint failed`) {
+		t.Errorf("dlq line does not name the branch and the reason: %s", dlq)
+	}
+}
+
+// TestSwitchWithoutDefault drops and counts the records no case matches.
+func TestSwitchWithoutDefault(t *testing.T) {
+	dir := t.TempDir()
+	src := `
+route nodefault {
+  from file { path = "in.jsonl" }
+  to switch {
+    on = payload.kind
+    case "a" { to file { path = "a.jsonl" } }
+    case "1" { to file { path = "one.jsonl" } }
+  }
+}
+`
+	writeLines(t, filepath.Join(dir, "in.jsonl"),
+		`{"id":"x1","kind":"a"}`, `{"id":"x2","kind":"b"}`, `{"id":"x3","kind":1}`,
+		`{"id":"x4"}`, `{"id":"x5","kind":"a"}`, `{"id":"x6","kind":"z"}`)
+	st := runIn(t, dir, compileMQB(t, src)).Route("nodefault")
+	if st.In != 6 || st.Out != 6 || st.Unmatched != 3 || st.Committed != 6 {
+		t.Errorf("stats %+v, want in 6 out 6 unmatched 3 committed 6", st)
+	}
+	sameIDs(t, "case a", fileIDs(t, filepath.Join(dir, "a.jsonl")), []string{"x1", "x5"})
+	// Case values compare as strings: the number 1 matches case "1".
+	sameIDs(t, "case 1", fileIDs(t, filepath.Join(dir, "one.jsonl")), []string{"x3"})
+}
+
+const requestSrc = `
+route upsert_branch {
+  from file { path = "%s" }
+  id payload.id
+  to request {
+    call sql {
+      url            = "sqlite://orders.db"
+      create_table   = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)"
+      insert_query   = "INSERT INTO orders (id, amount) VALUES (${meta[\"mqb.id\"]}, ${payload.amount}) ON CONFLICT (id) DO NOTHING"
+      report_outcome = true
+    }
+    forward switch {
+      on = meta["sql.outcome"]
+      case "inserted" { to file { path = "new.jsonl" } }
+      case "existed" { to file { path = "existed.jsonl" } }
+      default { to file { path = "unrouted.jsonl" } }
+    }
+  }
+}
+`
+
+// TestRequestInsertedExisted is the spec's insert-vs-duplicate branch: the
+// SQL call tags each record inserted or existed, the forward switch routes
+// on it, and a record the call fails is forwarded as it was, untagged, to
+// the default.
+func TestRequestInsertedExisted(t *testing.T) {
+	dir := t.TempDir()
+	var first []string
+	for i := 1; i <= 40; i++ {
+		first = append(first, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
+	}
+	writeLines(t, filepath.Join(dir, "first.jsonl"), first...)
+	st := runIn(t, dir, compileMQB(t, fmt.Sprintf(requestSrc, "first.jsonl"))).Route("upsert_branch")
+	if st.In != 40 || st.Out != 40 {
+		t.Errorf("first run %+v, want in 40 out 40", st)
+	}
+	sameIDs(t, "first run: inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 40))
+	sameIDs(t, "first run: existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), nil)
+
+	// The second file repeats o031..o040, brings o041..o050, repeats o045
+	// within itself, and has a record whose insert fails (no amount: NOT
+	// NULL) — forwarded without an outcome, so it takes the default.
+	var second []string
+	for i := 31; i <= 50; i++ {
+		second = append(second, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
+	}
+	second = append(second, `{"id":"o045","amount":45}`, `{"id":"o099"}`)
+	writeLines(t, filepath.Join(dir, "second.jsonl"), second...)
+	st = runIn(t, dir, compileMQB(t, fmt.Sprintf(requestSrc, "second.jsonl"))).Route("upsert_branch")
+	if st.In != 22 || st.Out != 22 || st.DeadLettered+st.Errors != 0 {
+		t.Errorf("second run %+v, want in 22 out 22", st)
+	}
+	sameIDs(t, "inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 50))
+	sameIDs(t, "existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), append(seqIDs("o", 31, 40), "o045"))
+	sameIDs(t, "unrouted", fileIDs(t, filepath.Join(dir, "unrouted.jsonl")), []string{"o099"})
+	sameIDs(t, "table", sqliteIDs(t, filepath.Join(dir, "orders.db"), "orders"), seqIDs("o", 1, 50))
+}
+
+const fanoutSrc = `
+route fan {
+  guarantee effectively_once
+  batch_size = %d
+  from file {
+    path             = "%s"
+    max_record_bytes = 2048
+  }
+  id payload.order_id
+  to fanout {
+    to sql {
+      url          = "sqlite://%s"
+      create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, body TEXT)"
+      insert_query = "INSERT INTO orders (id, amount, body) VALUES (${meta[\"mqb.id\"]}, ${payload.amount}, ${payload.body}) ON CONFLICT (id) DO NOTHING"
+    }
+    to file {
+      path    = "%s"
+      name_by = source_position
+    }
+  }
+}
+`
+
+// TestFanoutSQLiteAndParts writes every record to SQLite and to part files.
+func TestFanoutSQLiteAndParts(t *testing.T) {
+	e := newTestEnv(t)
+	ds := genDataset(t, e.input, 3000, 3)
+	p := compileMQB(t, fmt.Sprintf(fanoutSrc, 256, e.input, e.db, e.parts))
+	st := runIn(t, e.dir, p).Route("fan")
+	if st.In != int64(ds.records) || st.Committed != int64(ds.records) {
+		t.Errorf("stats %+v, want %d in and committed", st, ds.records)
+	}
+	checkFanout(t, e, ds)
+}
+
+// TestCrashFanoutExactlyOnce SIGKILLs a fanout route into SQLite and part
+// files at random moments: after the last run, SQLite holds every order
+// exactly once, and every position is in exactly one part.
+func TestCrashFanoutExactlyOnce(t *testing.T) {
+	bin := buildCrashHelper(t)
+	e := newTestEnv(t)
+	ds := genDataset(t, e.input, 100000, 31)
+	p := compileMQB(t, fmt.Sprintf(fanoutSrc, 512, e.input, e.db, e.parts))
+	// The crash helper runs without a BaseDir or StateDir: keep its
+	// checkpoint in the test's directory.
+	p.Routes[0].Nodes[0].Attrs["checkpoint_store"] = strV("pebble://" + e.state)
+	st := crashAndFinish(t, bin, p, e.dir, 31, 4).Route("fan")
+	checkCounts(t, st)
+	t.Logf("final run %+v", st)
+	if st.Committed != int64(ds.records) {
+		t.Errorf("final run committed %d of %d", st.Committed, ds.records)
+	}
+	checkFanout(t, e, ds)
+}
+
+// checkFanout checks both fanout targets: SQLite has every good order once
+// (dedup-free route: a repeated order id is absorbed by ON CONFLICT), and
+// the part files hold every position at most once and every written one.
+func checkFanout(t *testing.T, e testEnv, ds dataset) {
+	t.Helper()
+	db, err := sql.Open(sqliteDriver, "file:"+e.db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows, distinct int
+	if err := db.QueryRow("SELECT count(*), count(DISTINCT id) FROM orders").Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(ds.ids) || distinct != len(ds.ids) {
+		t.Errorf("sqlite has %d rows (%d distinct), want %d", rows, distinct, len(ds.ids))
+	}
+	// The part target takes every line that is JSON (it needs no id);
+	// a record SQLite refused is dead-lettered but the parts keep it.
+	want, _ := partsWant(ds)
+	checkPartsExactlyOnce(t, readParts(t, e.parts, ds), want)
+	if tmp, _ := filepath.Glob(filepath.Join(e.parts, ".part-*")); len(tmp) > 0 {
+		t.Errorf("temporary parts left behind: %v", tmp)
+	}
+}
+
+// TestNestedStructuresAndRef nests a fanout and a request inside a switch,
+// with a named endpoint used from two places.
+func TestNestedStructuresAndRef(t *testing.T) {
+	dir := t.TempDir()
+	src := `
+output audit = file { path = "audit.jsonl" }
+
+route nested {
+  from file { path = "in.jsonl" }
+  id payload.id
+  to switch {
+    on = payload.kind
+    case "a" {
+      to fanout {
+        to sql {
+          url          = "sqlite://out.db"
+          create_table = "CREATE TABLE IF NOT EXISTS a (id TEXT PRIMARY KEY)"
+          insert_query = "INSERT INTO a (id) VALUES (${meta[\"mqb.id\"]}) ON CONFLICT (id) DO NOTHING"
+        }
+        to ref audit
+      }
+    }
+    case "b" {
+      to request {
+        call sql {
+          url            = "sqlite://out.db"
+          create_table   = "CREATE TABLE IF NOT EXISTS b (id TEXT PRIMARY KEY)"
+          insert_query   = "INSERT INTO b (id) VALUES (${meta[\"mqb.id\"]}) ON CONFLICT (id) DO NOTHING"
+          report_outcome = true
+        }
+        forward switch {
+          on = meta["sql.outcome"]
+          case "inserted" { to ref audit }
+          default { to file { path = "b-rest.jsonl" } }
+        }
+      }
+    }
+    default { to ref audit }
+  }
+}
+`
+	p := compileMQB(t, src)
+	refs := 0
+	var walk func(n plan.Node)
+	walk = func(n plan.Node) {
+		if n.Ref == "audit" {
+			refs++
+		}
+		for _, b := range n.Children {
+			walk(b.Node)
+		}
+	}
+	for _, n := range p.Routes[0].Nodes {
+		walk(n)
+	}
+	if refs != 3 {
+		t.Fatalf("plan has %d nodes from ref audit, want 3", refs)
+	}
+	writeLines(t, filepath.Join(dir, "in.jsonl"),
+		`{"id":"n1","kind":"a"}`, `{"id":"n2","kind":"b"}`, `{"id":"n3","kind":"c"}`,
+		`{"id":"n2","kind":"b"}`, `{"id":"n4","kind":"a"}`)
+	st := runIn(t, dir, p).Route("nested")
+	if st.In != 5 || st.Out != 5 {
+		t.Errorf("stats %+v, want in 5 out 5", st)
+	}
+	sameIDs(t, "table a", sqliteIDs(t, filepath.Join(dir, "out.db"), "a"), []string{"n1", "n4"})
+	sameIDs(t, "table b", sqliteIDs(t, filepath.Join(dir, "out.db"), "b"), []string{"n2"})
+	// audit: both "a" records (fanout), the fresh "b" (inserted) and the
+	// default "c"; the repeated n2 existed and went to b-rest.
+	sameIDs(t, "audit", fileIDs(t, filepath.Join(dir, "audit.jsonl")), []string{"n1", "n2", "n3", "n4"})
+	sameIDs(t, "b-rest", fileIDs(t, filepath.Join(dir, "b-rest.jsonl")), []string{"n2"})
+}
+
+// TestBranchErrorsRetryable: a structural write is retryable only when
+// every failing branch's error is.
+func TestBranchErrorsRetryable(t *testing.T) {
+	busy := retryable(errors.New("database is locked"))
+	bad := errors.New("no such table")
+	for _, tc := range []struct {
+		errs []error
+		want bool
+	}{
+		{[]error{nil, busy}, true},
+		{[]error{busy, busy}, true},
+		{[]error{busy, bad}, false},
+		{[]error{nil, bad}, false},
+	} {
+		err := joinBranchErrors(tc.errs)
+		if got := isRetryable(fmt.Errorf("switch: %w", err)); got != tc.want {
+			t.Errorf("%v: retryable %v, want %v", tc.errs, got, tc.want)
+		}
+	}
+}
+
+// TestStructuralBuildErrorsNameTheBranch: a branch that cannot be built
+// fails the route at start-up, naming the branch.
+func TestStructuralBuildErrorsNameTheBranch(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"x"}`)
+	p := compileMQB(t, `
+route broken {
+  from file { path = "in.jsonl" }
+  to switch {
+    on = payload.id
+    case "x" { to file { path = "ok.jsonl" } }
+    default { to sql { url = "sqlite://db.sqlite", insert_query = "INSERT INTO missing (id) VALUES (${payload.id})" } }
+  }
+}
+`)
+	opts := testOptions(t)
+	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
+	_, err := Run(context.Background(), p, opts)
+	if err == nil || !strings.Contains(err.Error(), "default (sql)") || !strings.Contains(err.Error(), "route broken") {
+		t.Errorf("err = %v, want it to name the route and the default branch", err)
+	}
+}
