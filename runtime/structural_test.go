@@ -133,7 +133,8 @@ func sameIDs(t testing.TB, what string, got, want []string) {
 
 const switchSrc = `
 route split {
-  batch_size = 7
+  batch_size  = 7
+  concurrency = 2
   from file { path = "in.jsonl" }
   id payload.id
   dlq { to file { path = "dlq.jsonl" } }
