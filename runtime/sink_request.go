@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"sync/atomic"
 
 	"github.com/mqb-dev/mqb/plan"
@@ -18,9 +19,13 @@ import (
 // spec's request endpoint does; a `switch` forward should keep a default for
 // those. The route acks a record only once forward wrote it.
 //
-// The outcome a call reports is only truthful on the first attempt: when a
-// forward fails after the call committed, the retry (or a replay after a
-// crash) calls again and a key-addressed call now answers "existed".
+// The outcome a call reports is only truthful on the first call: a second
+// call of a key-addressed write answers "existed". So when forward fails
+// the batch after the call succeeded, the sink keeps each record's response
+// and the route's retry of that batch (the same records) forwards it again
+// without calling again. A replay after a crash has no such memory: it
+// calls again, and an order that was new may take the "existed" branch, as
+// the spec warns.
 type requestSink struct {
 	route string
 	pos   string
@@ -29,7 +34,19 @@ type requestSink struct {
 	fwd   sink
 	names [2]string
 
+	// answered holds the response (metadata after the call) of records
+	// whose forward failed, until a retry forwards them.
+	mu       sync.Mutex
+	answered map[*Record]answer
+
 	callFailed atomic.Int64 // records forwarded as they were because the call failed them
+}
+
+// answer is a record's response kept for a retried forward. seq guards
+// against a record slot reused for another record.
+type answer struct {
+	seq  uint64
+	meta map[string]string
 }
 
 func (rt *route) newRequestSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (_ *requestSink, progs []*program, err error) {
@@ -82,17 +99,34 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	// Records a retried batch already has a response for are not called
+	// again.
+	toCall := recs
+	s.mu.Lock()
+	if len(s.answered) > 0 {
+		toCall = make([]*Record, 0, len(recs))
+		for _, r := range recs {
+			if a, ok := s.answered[r]; ok && a.seq == r.Seq {
+				r.Meta = maps.Clone(a.meta)
+				continue
+			}
+			toCall = append(toCall, r)
+		}
+	}
+	s.mu.Unlock()
 	// The metadata as it was before the call, for records the call fails.
-	before := make([]map[string]string, len(recs))
-	for i, r := range recs {
+	before := make([]map[string]string, len(toCall))
+	for i, r := range toCall {
 		before[i] = maps.Clone(r.Meta)
 	}
-	if err := s.call.Write(ctx, recs); err != nil {
-		return fmt.Errorf("request (%s) %s: %w", s.pos, s.names[0], err)
+	if len(toCall) > 0 {
+		if err := s.call.Write(ctx, toCall); err != nil {
+			return fmt.Errorf("request (%s) %s: %w", s.pos, s.names[0], err)
+		}
 	}
 	var failed int64
 	var first string
-	for i, r := range recs {
+	for i, r := range toCall {
 		if r.sinkErr == "" {
 			continue
 		}
@@ -108,9 +142,35 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 		s.log.Warn("request: call failed for some records; forwarding them as they were",
 			"request", s.pos, "records", failed, "first_error", first)
 	}
+	// Forward may tag the records too: keep the responses as they are now.
+	responses := make([]map[string]string, len(recs))
+	for i, r := range recs {
+		responses[i] = maps.Clone(r.Meta)
+	}
 	if err := s.fwd.Write(ctx, recs); err != nil {
+		s.mu.Lock()
+		if s.answered == nil {
+			s.answered = map[*Record]answer{}
+		}
+		for i, r := range recs {
+			s.answered[r] = answer{seq: r.Seq, meta: responses[i]}
+		}
+		s.mu.Unlock()
 		return fmt.Errorf("request (%s) %s: %w", s.pos, s.names[1], err)
 	}
+	s.forget(recs)
 	prefixRecordErrors(recs, "request "+s.names[1])
 	return nil
+}
+
+// forget drops the kept responses of records forward has now taken.
+func (s *requestSink) forget(recs []*Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.answered) == 0 {
+		return
+	}
+	for _, r := range recs {
+		delete(s.answered, r)
+	}
 }

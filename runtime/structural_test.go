@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	mqbc "github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/plan"
@@ -485,5 +486,93 @@ route broken {
 	_, err := Run(context.Background(), p, opts)
 	if err == nil || !strings.Contains(err.Error(), "default (sql)") || !strings.Contains(err.Error(), "route broken") {
 		t.Errorf("err = %v, want it to name the route and the default branch", err)
+	}
+}
+
+// TestRequestRetryKeepsOutcome: when forward fails the batch after the
+// call committed (here SQLite stays locked past its busy timeout), the
+// route's retry forwards the responses the call gave the first time —
+// "inserted" — instead of calling again and reading "existed".
+func TestRequestRetryKeepsOutcome(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds a SQLite lock past the 5 s busy timeout")
+	}
+	dir := t.TempDir()
+	var lines []string
+	for i := 1; i <= 20; i++ {
+		lines = append(lines, fmt.Sprintf(`{"id":"k%03d","amount":%d}`, i, i))
+	}
+	writeLines(t, filepath.Join(dir, "in.jsonl"), lines...)
+	src := `
+route keep {
+  from file { path = "in.jsonl" }
+  id payload.id
+  retry {
+    attempts = 5
+    backoff  = 200ms
+  }
+  to request {
+    call sql {
+      url            = "sqlite://calls.db"
+      create_table   = "CREATE TABLE IF NOT EXISTS calls (id TEXT PRIMARY KEY)"
+      insert_query   = "INSERT INTO calls (id) VALUES (${meta[\"mqb.id\"]}) ON CONFLICT (id) DO NOTHING"
+      report_outcome = true
+    }
+    forward sql {
+      url          = "sqlite://fwd.db"
+      create_table = "CREATE TABLE IF NOT EXISTS fwd (id TEXT PRIMARY KEY, outcome TEXT NOT NULL)"
+      insert_query = "INSERT INTO fwd (id, outcome) VALUES (${meta[\"mqb.id\"]}, ${meta[\"sql.outcome\"]}) ON CONFLICT (id) DO NOTHING"
+    }
+  }
+}
+`
+	p := compileMQB(t, src)
+	// Create the forward table and hold its write lock for longer than the
+	// sink's busy timeout: the first forward fails with SQLITE_BUSY.
+	lock, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "fwd.db")+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	lock.SetMaxOpenConns(1)
+	if _, err := lock.Exec("CREATE TABLE fwd (id TEXT PRIMARY KEY, outcome TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := lock.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO fwd VALUES ('lock', 'held')"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(5500 * time.Millisecond)
+		tx.Rollback()
+	}()
+	st := runIn(t, dir, p).Route("keep")
+	if st.In != 20 || st.Out != 20 {
+		t.Errorf("stats %+v, want in 20 out 20", st)
+	}
+	db, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "fwd.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT outcome, count(*) FROM fwd GROUP BY outcome")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]int{}
+	for rows.Next() {
+		var o string
+		var n int
+		if err := rows.Scan(&o, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[o] = n
+	}
+	if got["inserted"] != 20 || len(got) != 1 {
+		t.Errorf("forwarded outcomes %v, want all 20 inserted", got)
 	}
 }
