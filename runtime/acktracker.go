@@ -19,6 +19,7 @@ type AckTracker struct {
 	base uint64     // sequence number of pending[head]
 	head int        // first entry still pending
 	ents []ackEntry // pending[head:] are tracked, not yet committed
+	gaps bool       // positions may skip (see NewOffsetAckTracker)
 }
 
 type ackEntry struct {
@@ -31,6 +32,14 @@ func NewAckTracker(first uint64) *AckTracker {
 	return &AckTracker{base: first}
 }
 
+// NewOffsetAckTracker starts a tracker over a source whose sequence numbers
+// are offsets that may skip (a Kafka partition skips compacted records and
+// transaction markers): a skipped position counts as acked, and its offset
+// is the position after it.
+func NewOffsetAckTracker(first uint64) *AckTracker {
+	return &AckTracker{base: first, gaps: true}
+}
+
 // Next is the sequence number the next tracked record must carry.
 func (t *AckTracker) Next() uint64 {
 	t.mu.Lock()
@@ -38,16 +47,46 @@ func (t *AckTracker) Next() uint64 {
 	return t.base + uint64(len(t.ents)-t.head)
 }
 
+// maxTrackGap bounds the positions a gap may fill with acked entries; a
+// wider gap is only accepted while nothing is pending.
+const maxTrackGap = 1 << 16
+
 // Track registers record seq, whose source offset after it is next.
-// Records must be tracked in order without gaps.
+// Records must be tracked in order without gaps, except by an offset
+// tracker (NewOffsetAckTracker).
 func (t *AckTracker) Track(seq uint64, next int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if want := t.base + uint64(len(t.ents)-t.head); seq != want {
+	want := t.base + uint64(len(t.ents)-t.head)
+	switch {
+	case seq < want || (seq > want && !t.gaps):
 		return fmt.Errorf("ack tracker: record %d tracked out of order (want %d)", seq, want)
+	case seq > want && t.head == len(t.ents):
+		t.base = seq // nothing pending: start over at seq
+		t.ents, t.head = t.ents[:0], 0
+	case seq > want:
+		if seq-want > maxTrackGap {
+			return fmt.Errorf("ack tracker: record %d leaves a gap of %d after %d pending records", seq, seq-want, len(t.ents)-t.head)
+		}
+		for s := want; s < seq; s++ {
+			t.ents = append(t.ents, ackEntry{next: int64(s + 1), acked: true})
+		}
 	}
 	t.ents = append(t.ents, ackEntry{next: next})
 	return nil
+}
+
+// Unacked is the number of tracked records not acked yet.
+func (t *AckTracker) Unacked() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, e := range t.ents[t.head:] {
+		if !e.acked {
+			n++
+		}
+	}
+	return n
 }
 
 // Ack marks record seq as acknowledged. Acking twice is harmless; acking a

@@ -118,7 +118,7 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 			if rt.src != nil {
 				return rt, fmt.Errorf("route %s: more than one source", pr.Name)
 			}
-			if err := rt.buildSource(a, o); err != nil {
+			if err := rt.buildSource(a, c, o); err != nil {
 				return rt, err
 			}
 		case plan.RoleStep:
@@ -180,10 +180,34 @@ func payloadNeeds(progs []*program) (need bool, fields map[string]bool) {
 	return true, fields
 }
 
-func (rt *route) buildSource(a nodeAttrs, o *Options) error {
-	if a.node.Kind != "file" {
-		return fmt.Errorf("route %s: from %s (%s): this runtime supports only file sources so far", rt.name, a.node.Kind, a.node.Pos)
+func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
+	switch a.node.Kind {
+	case "file":
+		if err := rt.buildFileSource(a, o); err != nil {
+			return err
+		}
+	case "kafka":
+		if err := rt.buildKafkaSource(a, c); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("route %s: from %s (%s): this runtime does not support %s sources yet", rt.name, a.node.Kind, a.node.Pos, a.node.Kind)
 	}
+	rt.srcFormat = rt.src.recordFormat()
+	if _, ok := rt.src.position(nil); !ok {
+		return nil // the broker keeps the position: no checkpoint store
+	}
+	dir, err := o.storeDir(a, "checkpoint_store", declaredDefault(a.node.Kind, "checkpoint_store", false), "state")
+	if err != nil {
+		return err
+	}
+	if rt.cp, err = checkpoint.Open(dir); err != nil {
+		return a.errorf("checkpoint_store", "%v", err)
+	}
+	return nil
+}
+
+func (rt *route) buildFileSource(a nodeAttrs, o *Options) error {
 	path := a.str("path", "")
 	if path == "" {
 		return a.errorf("path", "required")
@@ -193,6 +217,7 @@ func (rt *route) buildSource(a nodeAttrs, o *Options) error {
 	}
 	s := &fileSource{
 		route:     rt.name,
+		log:       rt.log,
 		path:      path,
 		mode:      a.str("mode", modeConsume),
 		format:    a.str("format", "json"),
@@ -213,13 +238,6 @@ func (rt *route) buildSource(a nodeAttrs, o *Options) error {
 		return a.errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
 	}
 	rt.src = s
-	dir, err := o.storeDir(a, "checkpoint_store", declaredDefault("file", "checkpoint_store", false), "state")
-	if err != nil {
-		return err
-	}
-	if rt.cp, err = checkpoint.Open(dir); err != nil {
-		return a.errorf("checkpoint_store", "%v", err)
-	}
 	return nil
 }
 

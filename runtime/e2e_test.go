@@ -123,8 +123,11 @@ func readParts(t testing.TB, dir string, ds dataset) map[uint64]int {
 		if m[1] != "orders" {
 			t.Errorf("part %s: source %q, want orders", en.Name(), m[1])
 		}
-		start, _ := strconv.ParseUint(m[2], 10, 64)
-		end, _ := strconv.ParseUint(m[3], 10, 64)
+		if m[2] != "0000000000" {
+			t.Errorf("part %s: partition %q, want 0000000000", en.Name(), m[2])
+		}
+		start, _ := strconv.ParseUint(m[3], 10, 64)
+		end, _ := strconv.ParseUint(m[4], 10, 64)
 		if int64(start) <= lastEnd {
 			t.Errorf("part %s overlaps the previous part (ending %d)", en.Name(), lastEnd)
 		}

@@ -10,14 +10,20 @@ import (
 // covers, and the ranges already written are kept in a rangeSet so a
 // replayed record is skipped record by record.
 
-// positionRuns sorts recs by source position and cuts them into runs of
-// consecutive positions. The runs share recs' backing array.
+// positionRuns sorts recs by partition and source position and cuts them
+// into runs of consecutive positions in one partition. The runs share recs'
+// backing array.
 func positionRuns(recs []*Record) [][]*Record {
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
+	sort.Slice(recs, func(i, j int) bool {
+		if recs[i].Partition != recs[j].Partition {
+			return recs[i].Partition < recs[j].Partition
+		}
+		return recs[i].Seq < recs[j].Seq
+	})
 	var runs [][]*Record
 	for i := 0; i < len(recs); {
 		j := i + 1
-		for j < len(recs) && recs[j].Seq == recs[j-1].Seq+1 {
+		for j < len(recs) && recs[j].Partition == recs[j-1].Partition && recs[j].Seq == recs[j-1].Seq+1 {
 			j++
 		}
 		runs = append(runs, recs[i:j])
@@ -45,4 +51,21 @@ func (rs *rangeSet) add(start, end uint64) {
 		j++
 	}
 	rs.r = append(rs.r[:i], append([][2]uint64{{start, end}}, rs.r[j:]...)...)
+}
+
+// partitionRanges is a rangeSet per source partition.
+type partitionRanges map[int32]*rangeSet
+
+func (pr partitionRanges) contains(r *Record) bool {
+	rs := pr[r.Partition]
+	return rs != nil && rs.contains(r.Seq)
+}
+
+func (pr partitionRanges) add(part int32, start, end uint64) {
+	rs := pr[part]
+	if rs == nil {
+		rs = &rangeSet{}
+		pr[part] = rs
+	}
+	rs.add(start, end)
 }

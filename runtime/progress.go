@@ -33,8 +33,10 @@ func startProgress(ctx context.Context, w io.Writer, every time.Duration, routes
 				rate := float64(n-last[i]) / max(dt, 1e-9)
 				last[i] = n
 				line := fmt.Sprintf("%s: %d records, %.0f rec/s", rt.name, n, rate)
-				if size := rt.src.size.Load(); size > 0 && rt.src.mode == modeConsume {
-					line += fmt.Sprintf(", %.1f%%", 100*float64(rt.src.bytesRead.Load())/float64(size))
+				if ps, ok := rt.src.(progressSource); ok {
+					if read, size, ok := ps.progress(); ok {
+						line += fmt.Sprintf(", %.1f%%", 100*float64(read)/float64(size))
+					}
 				}
 				fmt.Fprintln(w, line)
 			}

@@ -11,7 +11,11 @@ type Record struct {
 	Payload []byte
 	// Meta is the string metadata; nil until a step sets a key.
 	Meta map[string]string
-	// Seq is the source position: for a file, the record's index.
+	// Partition is the source partition the record was read from (a
+	// Kafka partition; 0 for a source that has one).
+	Partition int32
+	// Seq is the source position within its partition: for a file, the
+	// record's index; for Kafka, its offset.
 	Seq uint64
 	// Next is the source offset just after the record (a file's byte
 	// offset of the next line).
@@ -19,6 +23,8 @@ type Record struct {
 
 	msgID    uuid.UUID
 	hasMsgID bool
+
+	gen uint32 // generation of the partition's assignment it was read under
 
 	value any  // decoded payload (nil until decoded, or when not needed)
 	dirty bool // value changed by map: re-encode before writing

@@ -27,7 +27,8 @@ type route struct {
 	commitEvery time.Duration
 	now         func() time.Time
 
-	src         *fileSource
+	src         source
+	srcFormat   string // how payloads decode: json, text, raw
 	cp          *checkpoint.Store
 	steps       []step
 	dedupStores []*dedup.Store
@@ -42,9 +43,10 @@ type route struct {
 	// expression reads (see payloadNeeds).
 	payloadFields map[string]bool
 
-	tracker *AckTracker
-	stats   routeCounters
-	metrics *routeMetrics
+	acks     *partitionAcks
+	commitMu sync.Mutex // one commit at a time: the committer's, or a revoke's
+	stats    routeCounters
+	metrics  *routeMetrics
 
 	failOnce sync.Once
 	failErr  error
@@ -66,7 +68,7 @@ type worker struct {
 	verdicts []dedup.Verdict
 	ptrs     []*Record
 	dead     []*Record
-	seqs     []uint64
+	refs     []ackRef
 }
 
 // reservation is a set of keys a dedup step reserved for a batch.
@@ -113,21 +115,27 @@ func (rt *route) fail(err error) {
 // records committed) or ctx is cancelled (graceful drain: in-flight batches
 // finish and are committed).
 func (rt *route) run(ctx context.Context) error {
-	cp, haveCP, err := rt.cp.Load(rt.name)
-	if err != nil {
+	var cp checkpoint.Position
+	var haveCP bool
+	if rt.cp != nil { // nil: the source's broker keeps its position
+		var err error
+		if cp, haveCP, err = rt.cp.Load(rt.name); err != nil {
+			return err
+		}
+	}
+	rt.acks = newPartitionAcks(rt.src.seqGaps())
+	if err := rt.src.open(ctx, cp, haveCP, rt); err != nil {
 		return err
 	}
-	if err := rt.src.open(ctx, cp, haveCP); err != nil {
-		return err
-	}
-	if rt.src.f == nil { // cancelled while waiting for the file to appear
+	if ctx.Err() != nil { // cancelled while waiting for the source to open
 		return nil
 	}
-	if haveCP && rt.src.offset > 0 {
-		rt.log.Info("resuming from checkpoint", "next_index", rt.src.nextSeq, "offset", rt.src.offset)
+	if rs, ok := rt.src.(resumingSource); ok {
+		for part, pos := range rs.resumeAt() {
+			rt.acks.start(part, 0, pos.next, pos.offset)
+		}
 	}
-	rt.tracker = NewAckTracker(rt.src.nextSeq)
-	rt.stats.committed.Store(int64(rt.src.nextSeq))
+	rt.stats.committed.Store(rt.acks.committedRecords())
 
 	readCtx, stopRead := context.WithCancel(ctx)
 	rt.stopRead = stopRead
@@ -152,11 +160,9 @@ func (rt *route) run(ctx context.Context) error {
 				return
 			}
 			if len(b.recs) > 0 {
-				for i := range b.recs {
-					if err := rt.tracker.Track(b.recs[i].Seq, b.recs[i].Next); err != nil {
-						rt.fail(fmt.Errorf("route %s: %w", rt.name, err))
-						return
-					}
+				if err := rt.acks.track(b.recs); err != nil {
+					rt.fail(fmt.Errorf("route %s: %w", rt.name, err))
+					return
 				}
 				n := int64(len(b.recs))
 				rt.stats.in.Add(n)
@@ -253,8 +259,8 @@ func (rt *route) run(ctx context.Context) error {
 	if err := <-commitErr; err != nil && rt.failErr == nil {
 		rt.failErr = err
 	}
-	if rt.failErr == nil && rt.tracker.Pending() > 0 && ctx.Err() == nil {
-		rt.failErr = fmt.Errorf("route %s: %d records read but never acknowledged", rt.name, rt.tracker.Pending())
+	if n := rt.acks.pending(nil); rt.failErr == nil && n > 0 && ctx.Err() == nil {
+		rt.failErr = fmt.Errorf("route %s: %d records read but never acknowledged", rt.name, n)
 	}
 	return rt.failErr
 }
@@ -269,7 +275,7 @@ func (rt *route) process(w *worker, b *batch) error {
 		if r.state != stLive {
 			continue
 		}
-		switch rt.src.format {
+		switch rt.srcFormat {
 		case "json":
 			if rt.needPayload {
 				var v any
@@ -297,14 +303,14 @@ func (rt *route) process(w *worker, b *batch) error {
 		}
 	}
 	// Records that go no further are acked now, straight back to the source.
-	seqs := w.seqs[:0]
+	refs := w.refs[:0]
 	for i := range b.recs {
 		if st := b.recs[i].state; st == stFiltered || st == stDuplicate {
-			seqs = append(seqs, b.recs[i].Seq)
+			refs = append(refs, refOf(&b.recs[i]))
 		}
 	}
-	w.seqs = seqs
-	return rt.tracker.AckAll(seqs)
+	w.refs = refs
+	return rt.acks.ack(refs)
 }
 
 // groupSize is how many ready batches a sink worker takes at once. Waiting
@@ -396,7 +402,7 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 			}
 		}
 	}
-	seqs := w.seqs[:0]
+	refs := w.refs[:0]
 	for _, b := range group {
 		for _, res := range b.reserved {
 			if err := res.store.Promote(res.keys, rt.now(), res.ttl); err != nil {
@@ -405,11 +411,11 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		}
 		b.reserved = nil
 		for i := range b.recs {
-			seqs = append(seqs, b.recs[i].Seq)
+			refs = append(refs, refOf(&b.recs[i]))
 		}
 	}
-	w.seqs = seqs
-	if err := rt.tracker.AckAll(seqs); err != nil {
+	w.refs = refs
+	if err := rt.acks.ack(refs); err != nil {
 		return fmt.Errorf("route %s: %w", rt.name, err)
 	}
 	rt.stats.out.Add(out)
@@ -454,25 +460,51 @@ func (rt *route) releaseAll(group []*batch) {
 	}
 }
 
-// commit saves the contiguous acked position, after making the dedup
-// promotions of the records it covers durable.
+// commit saves the contiguous acked position of every partition, after
+// making the dedup promotions of the records it covers durable, then hands
+// the partitions that moved to the source (a consumer group's offsets, a
+// JetStream consumer's acks).
 func (rt *route) commit() error {
-	seq, next, ok := rt.tracker.Advance()
-	rt.metrics.lag.Set(float64(rt.tracker.Pending()))
-	if !ok {
+	rt.commitMu.Lock()
+	defer rt.commitMu.Unlock()
+	return rt.commitLocked()
+}
+
+func (rt *route) commitLocked() error {
+	changed, all := rt.acks.advance()
+	rt.metrics.lag.Set(float64(rt.acks.pending(nil)))
+	if changed == nil {
 		return nil
 	}
 	for _, d := range rt.dedupStores {
-		if d.Handle() != rt.cp.Handle() {
+		if rt.cp == nil || d.Handle() != rt.cp.Handle() {
 			if err := d.Sync(); err != nil {
 				return fmt.Errorf("route %s: %w", rt.name, err)
 			}
 		}
 	}
-	pos := checkpoint.Position{Source: rt.src.path, Mode: rt.src.mode, NextIndex: seq + 1, Offset: next}
-	if err := rt.cp.Save(rt.name, pos); err != nil {
+	if pos, ok := rt.src.position(all); ok && rt.cp != nil {
+		if err := rt.cp.Save(rt.name, pos); err != nil {
+			return fmt.Errorf("route %s: %w", rt.name, err)
+		}
+	}
+	if err := rt.src.commit(context.Background(), changed); err != nil {
 		return fmt.Errorf("route %s: %w", rt.name, err)
 	}
-	rt.stats.committed.Store(int64(seq + 1))
+	rt.stats.committed.Store(rt.acks.committedRecords())
 	return nil
+}
+
+// revoke implements sourceHost: partitions leaving the source are committed
+// as far as their acks go, then forgotten.
+func (rt *route) revoke(parts []int32, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for rt.acks.unacked(parts) > 0 && time.Now().Before(deadline) && !rt.failed.Load() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	rt.commitMu.Lock()
+	defer rt.commitMu.Unlock()
+	err := rt.commitLocked()
+	rt.acks.drop(parts)
+	return err
 }

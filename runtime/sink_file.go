@@ -113,11 +113,18 @@ type partSink struct {
 	epoch  string // follow-mode sources: positions restart each run
 
 	mu      sync.Mutex
-	covered rangeSet
+	covered partitionRanges
 	buf     []byte
 }
 
-var partNameRE = regexp.MustCompile(`^part-(.+)-(\d{20})-(\d{20})\.jsonl$`)
+// partNameRE parses a part file name: part-<source>-<partition>-<start>-<end>.jsonl,
+// numbers zero-padded. Parts written before sources had partitions lack
+// the partition and cover partition 0.
+var partNameRE = regexp.MustCompile(`^part-(.+?)(?:-(\d{10}))?-(\d{20})-(\d{20})\.jsonl$`)
+
+func partFileName(source string, partition int32, first, last uint64) string {
+	return fmt.Sprintf("part-%s-%010d-%020d-%020d.jsonl", source, partition, first, last)
+}
 
 func newPartSink(a nodeAttrs, base, source, epoch string) (*partSink, error) {
 	dir := a.str("path", "")
@@ -130,7 +137,7 @@ func newPartSink(a nodeAttrs, base, source, epoch string) (*partSink, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, a.errorf("path", "Failed to create part-file sink directory: %v", err)
 	}
-	s := &partSink{route: a.route, dir: dir, source: source, epoch: epoch}
+	s := &partSink{route: a.route, dir: dir, source: source, epoch: epoch, covered: partitionRanges{}}
 	if epoch != "" {
 		s.source = source + "-" + epoch
 	}
@@ -148,12 +155,17 @@ func newPartSink(a nodeAttrs, base, source, epoch string) (*partSink, error) {
 		if m == nil || m[1] != s.source {
 			continue
 		}
-		start, err1 := strconv.ParseUint(m[2], 10, 64)
-		end, err2 := strconv.ParseUint(m[3], 10, 64)
-		if err1 != nil || err2 != nil || end < start {
+		var part uint64
+		var err0 error
+		if m[2] != "" {
+			part, err0 = strconv.ParseUint(m[2], 10, 31)
+		}
+		start, err1 := strconv.ParseUint(m[3], 10, 64)
+		end, err2 := strconv.ParseUint(m[4], 10, 64)
+		if err0 != nil || err1 != nil || err2 != nil || end < start {
 			continue
 		}
-		s.covered.add(start, end)
+		s.covered.add(int32(part), start, end)
 	}
 	return s, nil
 }
@@ -163,7 +175,7 @@ func (s *partSink) skipCovered(recs []Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range recs {
-		if recs[i].state == stLive && s.covered.contains(recs[i].Seq) {
+		if recs[i].state == stLive && s.covered.contains(&recs[i]) {
 			recs[i].state = stDuplicate
 		}
 	}
@@ -177,7 +189,7 @@ func (s *partSink) Write(_ context.Context, recs []*Record) error {
 	defer s.mu.Unlock()
 	var live []*Record
 	for _, r := range recs {
-		if !s.covered.contains(r.Seq) {
+		if !s.covered.contains(r) {
 			live = append(live, r)
 		}
 	}
@@ -206,8 +218,8 @@ func (s *partSink) writeRun(run []*Record) error {
 		}
 	}
 	s.buf = buf
-	first, last := run[0].Seq, run[len(run)-1].Seq
-	name := fmt.Sprintf("part-%s-%020d-%020d.jsonl", s.source, first, last)
+	part, first, last := run[0].Partition, run[0].Seq, run[len(run)-1].Seq
+	name := partFileName(s.source, part, first, last)
 	final := filepath.Join(s.dir, name)
 	tmp := filepath.Join(s.dir, "."+name+".tmp")
 	if err := writeFileSync(tmp, buf); err != nil {
@@ -218,7 +230,7 @@ func (s *partSink) writeRun(run []*Record) error {
 		os.Remove(tmp)
 		return retryable(fmt.Errorf("route %s: file sink %s: rename part: %w", s.route, s.dir, err))
 	}
-	s.covered.add(first, last)
+	s.covered.add(part, first, last)
 	return nil
 }
 

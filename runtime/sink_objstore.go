@@ -50,7 +50,6 @@ type objectSink struct {
 	// source_position
 	positional bool
 	source     string // the source's name in part names (with its run epoch)
-	partition  uint32 // the file source has one partition, 0
 
 	mu     sync.Mutex
 	listed bool // the prefix was listed: covered holds every part
@@ -58,8 +57,8 @@ type objectSink struct {
 	// the listing (also in before, records of an earlier run: duplicates)
 	// or written since (by an earlier attempt of a retried write: the
 	// records are out, just not written again).
-	covered rangeSet
-	before  rangeSet
+	covered partitionRanges
+	before  partitionRanges
 }
 
 // objectStoreHook, when set (by tests), wraps every store a sink opens.
@@ -69,7 +68,7 @@ var objectStoreHook func(objectStore) objectStore
 // checked: a part covers its range whatever its compression.
 var objectPartRE = regexp.MustCompile(`^part-(.+)-(\d{10})-(\d{20})-(\d{20})\.[^/]+$`)
 
-func objectPartName(source string, partition uint32, first, last uint64, ext string) string {
+func objectPartName(source string, partition int32, first, last uint64, ext string) string {
 	return fmt.Sprintf("part-%s-%010d-%020d-%020d%s", source, partition, first, last, ext)
 }
 
@@ -85,6 +84,8 @@ func newObjectSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, rt
 		now:           time.Now,
 		compression:   a.str("compression", "none"),
 		maxBytes:      int(a.integer("max_object_bytes", 64<<20)),
+		covered:       partitionRanges{},
+		before:        partitionRanges{},
 	}
 	if s.maxBytes <= 0 {
 		return nil, a.errorf("max_object_bytes", "must be positive, got %d", s.maxBytes)
@@ -157,6 +158,7 @@ func newObjectSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, rt
 
 // piece is the body of one object being assembled.
 type piece struct {
+	partition   int32
 	first, last uint64
 	body        []byte
 	recs        int
@@ -176,9 +178,9 @@ func (s *objectSink) Write(ctx context.Context, recs []*Record) error {
 	s.mu.Lock()
 	for _, r := range recs {
 		switch {
-		case s.before.contains(r.Seq):
+		case s.before.contains(r):
 			r.state = stDuplicate // in a part of an earlier run: acked, counted as deduplicated
-		case s.covered.contains(r.Seq):
+		case s.covered.contains(r):
 			// written by an earlier attempt of this write
 		default:
 			live = append(live, r)
@@ -204,7 +206,7 @@ func (s *objectSink) Write(ctx context.Context, recs []*Record) error {
 				}
 			}
 			if p.recs == 0 {
-				p.first = r.Seq
+				p.partition, p.first = r.Partition, r.Seq
 			}
 			p.last = r.Seq
 			p.body = append(p.body, line...)
@@ -260,14 +262,14 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 		if m == nil || m[1] != s.source {
 			continue
 		}
-		part, err0 := strconv.ParseUint(m[2], 10, 32)
+		part, err0 := strconv.ParseUint(m[2], 10, 31)
 		start, err1 := strconv.ParseUint(m[3], 10, 64)
 		end, err2 := strconv.ParseUint(m[4], 10, 64)
-		if err0 != nil || err1 != nil || err2 != nil || end < start || uint32(part) != s.partition {
+		if err0 != nil || err1 != nil || err2 != nil || end < start {
 			continue
 		}
-		s.covered.add(start, end)
-		s.before.add(start, end)
+		s.covered.add(int32(part), start, end)
+		s.before.add(int32(part), start, end)
 		n++
 	}
 	s.listed = true
@@ -280,12 +282,12 @@ func (s *objectSink) flushPart(ctx context.Context, p *piece) error {
 	if p.recs == 0 {
 		return nil
 	}
-	name := objectPartName(s.source, s.partition, p.first, p.last, s.ext)
+	name := objectPartName(s.source, p.partition, p.first, p.last, s.ext)
 	if err := s.put(ctx, name, p.body); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.covered.add(p.first, p.last)
+	s.covered.add(p.partition, p.first, p.last)
 	s.mu.Unlock()
 	*p = piece{}
 	return nil

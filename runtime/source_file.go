@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,6 +35,7 @@ const dlqSnippetBytes = 1024
 // fileSource reads one record per line.
 type fileSource struct {
 	route     string
+	log       *slog.Logger
 	path      string
 	mode      string
 	format    string
@@ -76,9 +78,43 @@ func (s *fileSource) sourceName() string {
 // replayable reports whether positions repeat across runs (consume mode).
 func (s *fileSource) replayable() bool { return s.mode == modeConsume }
 
+func (s *fileSource) recordFormat() string { return s.format }
+
+func (s *fileSource) seqGaps() bool { return false }
+
+func (s *fileSource) progress() (read, size int64, ok bool) {
+	size = s.size.Load()
+	return s.bytesRead.Load(), size, size > 0 && s.mode == modeConsume
+}
+
+// position is the file's one partition: the next record index and the byte
+// offset it starts at.
+func (s *fileSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+	c := committed[0]
+	return checkpoint.Position{Source: s.path, Mode: s.mode, NextIndex: c.next, Offset: c.offset}, true
+}
+
+// commit has nothing to do: the checkpoint store holds the position.
+func (s *fileSource) commit(context.Context, map[int32]ackPos) error { return nil }
+
 // open positions the source: consume resumes after the committed record
 // index, group_subscribe at the committed byte offset, subscribe at the end.
-func (s *fileSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool) error {
+// Its one partition, 0, starts being tracked at the resumed record index.
+func (s *fileSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, host sourceHost) error {
+	if err := s.openFile(ctx, cp, haveCP); err != nil || s.f == nil {
+		return err
+	}
+	if haveCP && s.offset > 0 {
+		s.log.Info("resuming from checkpoint", "next_index", s.nextSeq, "offset", s.offset)
+	}
+	return nil
+}
+
+func (s *fileSource) resumeAt() map[int32]ackPos {
+	return map[int32]ackPos{0: {next: s.nextSeq, offset: s.offset}}
+}
+
+func (s *fileSource) openFile(ctx context.Context, cp checkpoint.Position, haveCP bool) error {
 	for {
 		f, err := os.Open(s.path)
 		if err == nil {

@@ -23,6 +23,11 @@ type Position struct {
 	NextIndex uint64 `json:"next_index"`
 	// Offset is the byte offset where the record NextIndex starts.
 	Offset int64 `json:"offset"`
+	// Partitions holds, for a partitioned source (Kafka without a
+	// consumer group), each partition's next offset to read. A source with
+	// one partition keeps NextIndex and Offset only, so positions saved
+	// before partitions existed read the same.
+	Partitions map[int32]int64 `json:"partitions,omitempty"`
 }
 
 // Store reads and writes positions.

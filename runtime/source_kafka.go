@@ -1,0 +1,457 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
+)
+
+// Provenance keys a source adds under source_metadata.
+const (
+	metaSrcTopic     = metaSourcePrefix + "topic"
+	metaSrcPartition = metaSourcePrefix + "partition"
+	metaSrcOffset    = metaSourcePrefix + "offset"
+)
+
+// kafkaRevokeWait bounds how long a rebalance waits for the records already
+// read from a revoked partition to be acked before committing what is.
+// Whatever is still in flight then is read again by the partition's next
+// owner (at-least-once), never committed past.
+const kafkaRevokeWait = 10 * time.Second
+
+// kafkaSource reads a topic, every partition at once. Each record's
+// position is its partition and offset (Record.Partition, Record.Seq), so
+// a re-read yields the same records at the same positions: replayable.
+//
+// Without group_id the source reads every partition and keeps the next
+// offset of each in the checkpoint store. With group_id it is a member of
+// that consumer group: the group assigns partitions, and the committed
+// offset of a partition is its contiguous acked position, committed to the
+// group and never beyond. When a rebalance takes partitions away, what was
+// read from them is given up to kafkaRevokeWait to be acked, committed
+// under the generation that owned them, and forgotten: a later ack is
+// ignored and nothing is committed for them again.
+type kafkaSource struct {
+	route    string
+	log      *slog.Logger
+	brokers  []string
+	topic    string
+	groupID  string
+	format   string
+	metadata bool // source_metadata: mqb.src.topic/partition/offset
+
+	host   sourceHost
+	msgs   chan kafkaMsg
+	errs   chan error
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+
+	// Consumer-group state. genID numbers our generations (Record.gen); a
+	// message read under another generation, or while its generation is
+	// draining, is dropped before it becomes a record.
+	group    *kafka.ConsumerGroup
+	genMu    sync.Mutex
+	gen      *kafka.Generation
+	genID    atomic.Uint32
+	draining atomic.Bool
+	assigned map[int32]bool
+	// unsent holds offsets whose group commit failed, retried with the
+	// next commit (under the same generation only).
+	unsent map[int32]int64
+}
+
+type kafkaMsg struct {
+	m   kafka.Message
+	gen uint32
+}
+
+func (rt *route) buildKafkaSource(a nodeAttrs, c *compiler) error {
+	raw, err := c.renderStatic(a, "url")
+	if err != nil {
+		return err
+	}
+	brokers, err := kafkaBrokers(raw)
+	if err != nil {
+		return a.errorf("url", "%s", plan.RedactURLs(err.Error()))
+	}
+	s := &kafkaSource{
+		route:    rt.name,
+		log:      rt.log,
+		brokers:  brokers,
+		topic:    a.str("topic", ""),
+		groupID:  a.str("group_id", ""),
+		format:   a.str("format", "json"),
+		metadata: a.boolean("source_metadata", false),
+		msgs:     make(chan kafkaMsg, 4096),
+		errs:     make(chan error, 1),
+		assigned: map[int32]bool{},
+		unsent:   map[int32]int64{},
+	}
+	if s.topic == "" {
+		return a.errorf("topic", "required")
+	}
+	switch s.format {
+	case "json", "text", "raw":
+	default:
+		return a.errorf("format", "format %q is not supported by the kafka source", s.format)
+	}
+	rt.src = s
+	return nil
+}
+
+func (s *kafkaSource) sourceName() string {
+	name := strings.ReplaceAll(unsafeName.ReplaceAllString(s.topic, "_"), "-", "_")
+	if name == "" {
+		return "kafka"
+	}
+	return name
+}
+
+func (s *kafkaSource) replayable() bool     { return true }
+func (s *kafkaSource) recordFormat() string { return s.format }
+func (s *kafkaSource) seqGaps() bool        { return true }
+
+// position keeps every partition's next offset, unless a consumer group
+// keeps them.
+func (s *kafkaSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+	if s.groupID != "" {
+		return checkpoint.Position{}, false
+	}
+	pos := checkpoint.Position{Source: "kafka:" + s.topic, Mode: "partitions", Partitions: map[int32]int64{}}
+	for part, c := range committed {
+		pos.Partitions[part] = int64(c.next)
+	}
+	return pos, true
+}
+
+func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, host sourceHost) error {
+	s.host = host
+	fctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	if s.groupID != "" {
+		return s.openGroup(fctx)
+	}
+	parts, err := s.partitions(ctx)
+	if err != nil {
+		return err
+	}
+	resumed := 0
+	for _, p := range parts {
+		off := kafka.FirstOffset
+		if haveCP && cp.Source == "kafka:"+s.topic {
+			if o, ok := cp.Partitions[int32(p)]; ok {
+				off = o
+				resumed++
+			}
+		}
+		s.startFetch(fctx, p, off, 0)
+	}
+	s.log.Info("kafka source", "brokers", strings.Join(s.brokers, ","), "topic", s.topic,
+		"partitions", len(parts), "resumed_partitions", resumed)
+	return nil
+}
+
+// partitions lists the topic's partitions; the topic must exist.
+func (s *kafkaSource) partitions(ctx context.Context) ([]int, error) {
+	client := &kafka.Client{Addr: kafka.TCP(s.brokers...), Timeout: 10 * time.Second}
+	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	md, err := client.Metadata(mctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
+	if err != nil {
+		return nil, fmt.Errorf("route %s: kafka source url: metadata from %s: %s", s.route, strings.Join(s.brokers, ","), plan.RedactURLs(err.Error()))
+	}
+	var parts []int
+	for _, t := range md.Topics {
+		if t.Name != s.topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("route %s: kafka source topic %s: %v", s.route, s.topic, t.Error)
+		}
+		for _, p := range t.Partitions {
+			parts = append(parts, p.ID)
+		}
+	}
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("route %s: kafka source topic: topic %s does not exist on %s", s.route, s.topic, strings.Join(s.brokers, ","))
+	}
+	sort.Ints(parts)
+	return parts, nil
+}
+
+// startFetch reads partition part from offset into s.msgs until ctx ends.
+func (s *kafkaSource) startFetch(ctx context.Context, part int, offset int64, gen uint32) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.fetch(ctx, part, offset, gen)
+	}()
+}
+
+func (s *kafkaSource) fetch(ctx context.Context, part int, offset int64, gen uint32) {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:   s.brokers,
+		Topic:     s.topic,
+		Partition: part,
+		MinBytes:  1,
+		MaxBytes:  8 << 20,
+		MaxWait:   250 * time.Millisecond,
+		// The route bounds what is in flight; the reader need not run far
+		// ahead of it.
+		QueueCapacity: 1024,
+	})
+	defer r.Close()
+	if err := r.SetOffset(offset); err != nil {
+		s.fatal(fmt.Errorf("route %s: kafka source %s partition %d: set offset %d: %w", s.route, s.topic, part, offset, err))
+		return
+	}
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// kafka-go retries broker errors itself; an error here ends the
+			// reader, so start over from where it got to.
+			s.log.Warn("kafka source: fetch failed, retrying", "partition", part, "err", plan.RedactURLs(err.Error()))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			next := r.Offset()
+			r.Close()
+			r = kafka.NewReader(r.Config())
+			if err := r.SetOffset(next); err != nil {
+				s.fatal(fmt.Errorf("route %s: kafka source %s partition %d: %w", s.route, s.topic, part, err))
+				return
+			}
+			continue
+		}
+		select {
+		case s.msgs <- kafkaMsg{m: m, gen: gen}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *kafkaSource) fatal(err error) {
+	select {
+	case s.errs <- err:
+	default:
+	}
+}
+
+// openGroup joins the consumer group; generations are handled in the
+// background as the group assigns and revokes partitions.
+func (s *kafkaSource) openGroup(ctx context.Context) error {
+	g, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                s.groupID,
+		Brokers:           s.brokers,
+		Topics:            []string{s.topic},
+		StartOffset:       kafka.FirstOffset,
+		HeartbeatInterval: time.Second,
+		SessionTimeout:    10 * time.Second,
+		RebalanceTimeout:  2 * kafkaRevokeWait,
+		JoinGroupBackoff:  500 * time.Millisecond,
+		Timeout:           10 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("route %s: kafka source group_id %s: %s", s.route, s.groupID, plan.RedactURLs(err.Error()))
+	}
+	s.group = g
+	s.log.Info("kafka source", "brokers", strings.Join(s.brokers, ","), "topic", s.topic, "group_id", s.groupID)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			gen, err := g.Next(ctx)
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+					return
+				}
+				s.log.Warn("kafka source: joining the consumer group failed, retrying", "group_id", s.groupID, "err", plan.RedactURLs(err.Error()))
+				continue
+			}
+			s.startGeneration(gen)
+		}
+	}()
+	return nil
+}
+
+// startGeneration starts fetching the partitions gen assigns and a watcher
+// that, when the generation ends, drains and commits them.
+func (s *kafkaSource) startGeneration(gen *kafka.Generation) {
+	s.genMu.Lock()
+	id := s.genID.Add(1)
+	s.gen = gen
+	s.assigned = map[int32]bool{}
+	s.unsent = map[int32]int64{}
+	var parts []int32
+	for _, pa := range gen.Assignments[s.topic] {
+		s.assigned[int32(pa.ID)] = true
+		parts = append(parts, int32(pa.ID))
+	}
+	s.draining.Store(false)
+	s.genMu.Unlock()
+	s.log.Info("kafka source: partitions assigned", "group_id", s.groupID, "generation", gen.ID, "partitions", parts)
+	for _, pa := range gen.Assignments[s.topic] {
+		gen.Start(func(ctx context.Context) { s.fetch(ctx, pa.ID, pa.Offset, id) })
+	}
+	gen.Start(func(ctx context.Context) {
+		<-ctx.Done()
+		s.draining.Store(true) // what is still buffered is the next owner's
+		if err := s.host.revoke(parts, kafkaRevokeWait); err != nil {
+			s.log.Warn("kafka source: commit on revoke failed", "group_id", s.groupID, "err", plan.RedactURLs(err.Error()))
+		}
+		s.genMu.Lock()
+		s.assigned = map[int32]bool{}
+		s.genMu.Unlock()
+		s.log.Info("kafka source: partitions revoked", "group_id", s.groupID, "generation", gen.ID, "partitions", parts)
+	})
+}
+
+// commit commits the group offsets of partitions that moved, each the
+// offset after its contiguous acked prefix. Only partitions of the current
+// generation that were read under it are committed: a partition revoked in
+// between belongs to another member now. A failed commit is logged and
+// retried with the next one; the records stay uncommitted (read again
+// after a restart), never skipped.
+func (s *kafkaSource) commit(_ context.Context, changed map[int32]ackPos) error {
+	if s.groupID == "" {
+		return nil
+	}
+	s.genMu.Lock()
+	defer s.genMu.Unlock()
+	if s.gen == nil {
+		return nil
+	}
+	id := s.genID.Load()
+	for part, pos := range changed {
+		if pos.gen == id && s.assigned[part] {
+			s.unsent[part] = int64(pos.next)
+		}
+	}
+	if len(s.unsent) == 0 {
+		return nil
+	}
+	offsets := map[int]int64{}
+	for part, off := range s.unsent {
+		offsets[int(part)] = off
+	}
+	if err := s.gen.CommitOffsets(map[string]map[int]int64{s.topic: offsets}); err != nil {
+		s.log.Warn("kafka source: offset commit failed, retrying with the next one", "group_id", s.groupID, "err", plan.RedactURLs(err.Error()))
+		return nil
+	}
+	clear(s.unsent)
+	return nil
+}
+
+// next returns the messages fetched so far, waiting for the first.
+func (s *kafkaSource) next(ctx context.Context, max int) (*batch, bool, error) {
+	b := &batch{recs: make([]Record, 0, min(max, 256))}
+	for len(b.recs) == 0 {
+		select {
+		case <-ctx.Done():
+			return b, false, nil
+		case err := <-s.errs:
+			return nil, false, err
+		case km := <-s.msgs:
+			s.add(b, km)
+		}
+	}
+	for len(b.recs) < max {
+		select {
+		case km := <-s.msgs:
+			s.add(b, km)
+		default:
+			return b, false, nil
+		}
+	}
+	return b, false, nil
+}
+
+func (s *kafkaSource) add(b *batch, km kafkaMsg) {
+	if s.groupID != "" && (km.gen != s.genID.Load() || s.draining.Load()) {
+		return // read under a generation that has ended
+	}
+	m := &km.m
+	r := Record{
+		Payload:   m.Value,
+		Partition: int32(m.Partition),
+		Seq:       uint64(m.Offset),
+		Next:      m.Offset + 1,
+		gen:       km.gen,
+	}
+	r.msgID, r.hasMsgID = kafkaMessageID(m)
+	if len(m.Headers) > 0 || s.metadata {
+		r.Meta = make(map[string]string, len(m.Headers)+3)
+	}
+	for _, h := range m.Headers {
+		if h.Key != headerMessageID {
+			r.Meta[h.Key] = string(h.Value)
+		}
+	}
+	if s.metadata {
+		r.Meta[metaSrcTopic] = m.Topic
+		r.Meta[metaSrcPartition] = strconv.Itoa(m.Partition)
+		r.Meta[metaSrcOffset] = strconv.FormatInt(m.Offset, 10)
+	}
+	b.recs = append(b.recs, r)
+}
+
+// kafkaMessageID is the identity the spec gives a Kafka record: the
+// mq_bridge.message_id header (UUID text, as our sinks write it, or 16 raw
+// bytes), else a 16-byte key, else partition<<64 | offset. Each is stable
+// across replays.
+func kafkaMessageID(m *kafka.Message) (uuid.UUID, bool) {
+	for _, h := range m.Headers {
+		if h.Key != headerMessageID {
+			continue
+		}
+		if len(h.Value) == 16 {
+			return uuid.UUID(h.Value), true
+		}
+		if id, err := uuid.ParseBytes(h.Value); err == nil {
+			return id, true
+		}
+	}
+	if len(m.Key) == 16 {
+		return uuid.UUID(m.Key), true
+	}
+	var id uuid.UUID
+	binary.BigEndian.PutUint64(id[:8], uint64(m.Partition))
+	binary.BigEndian.PutUint64(id[8:], uint64(m.Offset))
+	return id, true
+}
+
+func (s *kafkaSource) close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	var err error
+	if s.group != nil {
+		err = s.group.Close() // ends the generation: its watcher commits what is acked
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+	s.wg.Wait()
+	return err
+}
