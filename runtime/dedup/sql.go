@@ -1,0 +1,325 @@
+package dedup
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
+)
+
+// SQLStore is the dedup store on a postgres:// or mysql:// server, shared
+// by every instance of a route (several `mqbc run` behind one Kafka
+// consumer group). It keeps the Pebble store's semantics, with the
+// reservation in the table rather than in memory, since the instance that
+// would see it is another process:
+//
+//   - Reserve claims each key that is absent, or whose row has expired (a
+//     reservation older than Expiry, a processed key past its ttl), with an
+//     upsert that only one instance can win; the row then names this
+//     Reserve call as its owner. A key held by a live reservation is
+//     InFlight, a key processed within its ttl Processed.
+//   - Promote marks the keys processed until now+ttl, on ack.
+//   - Release deletes the reservations this store still owns, so a failed
+//     batch's records are delivered again at once.
+//
+// A process that dies leaves its reservations to expire after Expiry
+// (5 s): the other instances, and its own restart, then take the keys.
+// Keys longer than 200 bytes are stored as their SHA-256.
+//
+// The table is created when missing:
+//
+//	mqb_dedup (k, state 1 reserved | 2 processed, expires_at unix ns, owner)
+type SQLStore struct {
+	db *sqlkv.DB
+	// Expiry is the in-flight reservation expiry (InFlightExpiry unless a
+	// test shortens it).
+	Expiry time.Duration
+	id     string
+	seq    atomic.Uint64
+
+	mu       sync.Mutex
+	inflight map[string]string // key → owner token of this store's live reservations
+}
+
+const (
+	stateReserved = 1
+	sqlTimeout    = 30 * time.Second
+	maxKeyLen     = 200
+)
+
+// OpenSQL connects to url and creates the table if needed.
+func OpenSQL(ctx context.Context, url string) (*SQLStore, error) {
+	db, err := sqlkv.Open(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("dedup store: %w", err)
+	}
+	ddl := `CREATE TABLE IF NOT EXISTS mqb_dedup (k TEXT PRIMARY KEY, state SMALLINT NOT NULL, expires_at BIGINT NOT NULL, owner TEXT NOT NULL)`
+	if db.Dialect == sqlkv.MySQL {
+		ddl = `CREATE TABLE IF NOT EXISTS mqb_dedup (k VARBINARY(255) PRIMARY KEY, state SMALLINT NOT NULL, expires_at BIGINT NOT NULL, owner VARCHAR(80) NOT NULL)`
+	}
+	s := &SQLStore{db: db, Expiry: InFlightExpiry, id: uuid.NewString(), inflight: map[string]string{}}
+	cctx, cancel := context.WithTimeout(ctx, sqlTimeout)
+	defer cancel()
+	err = db.Tx(cctx, func(q sqlkv.Querier) error {
+		if _, err := q.Exec(cctx, ddl); err != nil {
+			return err
+		}
+		// Sweep what expired while no instance ran.
+		_, err := q.Exec(cctx, s.ph(`DELETE FROM mqb_dedup WHERE expires_at <= $1`), time.Now().UnixNano())
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("dedup store %s: open: %s", db.URL, db.Redact(err))
+	}
+	return s, nil
+}
+
+func (s *SQLStore) ph(q string) string {
+	if s.db.Dialect != sqlkv.MySQL {
+		return q
+	}
+	var b strings.Builder
+	for i := 0; i < len(q); i++ {
+		if q[i] == '$' && i+1 < len(q) && q[i+1] >= '0' && q[i+1] <= '9' {
+			b.WriteByte('?')
+			for i+1 < len(q) && q[i+1] >= '0' && q[i+1] <= '9' {
+				i++
+			}
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+func storedKey(k string) string {
+	if len(k) <= maxKeyLen {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Reserve decides every key in keys, in order, and reserves the new ones
+// (a repeat later in keys sees the earlier reservation). verdicts must
+// have len(keys).
+func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	token := fmt.Sprintf("%s/%d", s.id, s.seq.Add(1))
+	nowNs := now.UnixNano()
+	exp := nowNs + int64(s.Expiry)
+	// One row per distinct key, in sorted order so that two instances
+	// upserting overlapping batches lock rows in the same order.
+	uniq := make([]string, 0, len(keys))
+	for _, k := range keys {
+		uniq = append(uniq, storedKey(k))
+	}
+	slices.Sort(uniq)
+	uniq = slices.Compact(uniq)
+
+	type row struct {
+		state int
+		exp   int64
+		owner string
+	}
+	found := make(map[string]row, len(uniq))
+	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+	defer cancel()
+	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
+		clear(found)
+		var b strings.Builder
+		args := make([]any, 0, 4*len(uniq)+1)
+		if s.db.Dialect == sqlkv.Postgres {
+			// A live row (reserved or processed, not expired) is left
+			// alone; an expired one is taken over.
+			args = append(args, uniq, exp, token, nowNs)
+			if _, err := q.Exec(ctx, `INSERT INTO mqb_dedup (k, state, expires_at, owner)
+				SELECT k, 1, $2, $3 FROM unnest($1::text[]) AS k
+				ON CONFLICT (k) DO UPDATE SET state = 1, expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner
+				WHERE mqb_dedup.expires_at <= $4`, args...); err != nil {
+				return err
+			}
+			return q.Query(ctx, `SELECT k, state, expires_at, owner FROM mqb_dedup WHERE k = ANY($1::text[])`,
+				func(scan func(...any) error) error {
+					var k string
+					var r row
+					if err := scan(&k, &r.state, &r.exp, &r.owner); err != nil {
+						return err
+					}
+					found[k] = r
+					return nil
+				}, uniq)
+		}
+		// MySQL evaluates the assignments left to right, each seeing the
+		// ones before: expires_at, which the others test, goes last.
+		b.WriteString(`INSERT INTO mqb_dedup (k, state, expires_at, owner) VALUES `)
+		for i, k := range uniq {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, 1, ?, ?)")
+			args = append(args, []byte(k), exp, token)
+		}
+		b.WriteString(` ON DUPLICATE KEY UPDATE
+			owner = IF(expires_at <= ?, VALUES(owner), owner),
+			state = IF(expires_at <= ?, 1, state),
+			expires_at = IF(expires_at <= ?, VALUES(expires_at), expires_at)`)
+		args = append(args, nowNs, nowNs, nowNs)
+		if _, err := q.Exec(ctx, b.String(), args...); err != nil {
+			return err
+		}
+		b.Reset()
+		args = args[:0]
+		b.WriteString(`SELECT k, state, expires_at, owner FROM mqb_dedup WHERE k IN (`)
+		for i, k := range uniq {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("?")
+			args = append(args, []byte(k))
+		}
+		b.WriteString(")")
+		return q.Query(ctx, b.String(), func(scan func(...any) error) error {
+			var k []byte
+			var r row
+			if err := scan(&k, &r.state, &r.exp, &r.owner); err != nil {
+				return err
+			}
+			found[string(k)] = r
+			return nil
+		}, args...)
+	})
+	if err != nil {
+		return fmt.Errorf("dedup store %s: reserve: %s", s.db.URL, s.db.Redact(err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[string]bool, len(keys))
+	for i, k := range keys {
+		sk := storedKey(k)
+		r, ok := found[sk]
+		switch {
+		case seen[sk]:
+			verdicts[i] = InFlight // the earlier record of this batch holds it
+		case ok && r.owner == token:
+			verdicts[i] = New
+			s.inflight[sk] = token
+		case ok && r.state == stateReserved:
+			verdicts[i] = InFlight
+		case ok && r.exp > nowNs:
+			verdicts[i] = Processed
+		default:
+			verdicts[i] = InFlight // taken and released meanwhile: let it come again
+		}
+		seen[sk] = true
+	}
+	return nil
+}
+
+// Promote marks keys (reserved through this store) as processed until
+// now+ttl. The write is committed when Promote returns.
+func (s *SQLStore) Promote(keys []string, now time.Time, ttl time.Duration) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	exp := now.Add(ttl).UnixNano()
+	sk := make([]string, len(keys))
+	for i, k := range keys {
+		sk[i] = storedKey(k)
+	}
+	slices.Sort(sk)
+	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+	defer cancel()
+	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
+		if s.db.Dialect == sqlkv.Postgres {
+			_, err := q.Exec(ctx, `UPDATE mqb_dedup SET state = 2, expires_at = $1 WHERE k = ANY($2::text[])`, exp, sk)
+			return err
+		}
+		var b strings.Builder
+		args := []any{exp}
+		b.WriteString(`UPDATE mqb_dedup SET state = 2, expires_at = ? WHERE k IN (`)
+		for i, k := range sk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("?")
+			args = append(args, []byte(k))
+		}
+		b.WriteString(")")
+		_, err := q.Exec(ctx, b.String(), args...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dedup store %s: promote: %s", s.db.URL, s.db.Redact(err))
+	}
+	s.mu.Lock()
+	for _, k := range sk {
+		delete(s.inflight, k)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Release deletes the reservations of keys this store still owns.
+func (s *SQLStore) Release(keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	var ks, owners []string
+	for _, k := range keys {
+		sk := storedKey(k)
+		if tok, ok := s.inflight[sk]; ok {
+			ks, owners = append(ks, sk), append(owners, tok)
+			delete(s.inflight, sk)
+		}
+	}
+	s.mu.Unlock()
+	if len(ks) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+	defer cancel()
+	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
+		for i, k := range ks {
+			var key any = k
+			if s.db.Dialect == sqlkv.MySQL {
+				key = []byte(k)
+			}
+			if _, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_dedup WHERE k = $1 AND owner = $2 AND state = 1`), key, owners[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dedup store %s: release: %s", s.db.URL, s.db.Redact(err))
+	}
+	return nil
+}
+
+// InFlight is the number of live reservations this store made.
+func (s *SQLStore) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight)
+}
+
+// Sync is a no-op: every promotion is committed by the server already.
+func (s *SQLStore) Sync() error { return nil }
+
+// Close closes the connection. Reservations left are not released: they
+// expire, as a dead process's would.
+func (s *SQLStore) Close() error { return s.db.Close() }

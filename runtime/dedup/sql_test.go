@@ -1,0 +1,134 @@
+package dedup
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+)
+
+func TestMain(m *testing.M) { testsrv.Main(m) }
+
+func sqlStoreURLs(t *testing.T) map[string]func() string {
+	return map[string]func() string{
+		"postgres": func() string { return testsrv.Postgres(t) },
+		"mariadb":  func() string { return testsrv.MariaDBDatabase(t).URL },
+	}
+}
+
+func openSQLPair(t *testing.T, url string) (*SQLStore, *SQLStore) {
+	t.Helper()
+	a, err := OpenSQL(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenSQL(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func reserve(t *testing.T, s *SQLStore, now time.Time, keys ...string) string {
+	t.Helper()
+	v := make([]Verdict, len(keys))
+	if err := s.Reserve(keys, now, v); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, x := range v {
+		out = append(out, x.String())
+	}
+	return strings.Join(out, " ")
+}
+
+// The Pebble store's lifecycle, seen from two instances sharing the table.
+func TestSQLStoreLifecycle(t *testing.T) {
+	for name, newURL := range sqlStoreURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b := openSQLPair(t, newURL())
+			a.Expiry, b.Expiry = 300*time.Millisecond, 300*time.Millisecond
+			long := strings.Repeat("k", 500)
+			now := time.Now()
+			if got := reserve(t, a, now, "x", "y", "x", long); got != "new new in-flight new" {
+				t.Errorf("first reserve: %s", got)
+			}
+			if got := reserve(t, b, now, "x", "z", long); got != "in-flight new in-flight" {
+				t.Errorf("other instance while in flight: %s", got)
+			}
+			if err := a.Promote([]string{"x", long}, now, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Release([]string{"y"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := reserve(t, b, now, "x", "y", long); got != "processed new processed" {
+				t.Errorf("after promote and release: %s", got)
+			}
+			// b's reservation of z is never promoted: it expires and a
+			// takes the key.
+			time.Sleep(400 * time.Millisecond)
+			if got := reserve(t, a, time.Now(), "z", "x"); got != "new processed" {
+				t.Errorf("after expiry: %s", got)
+			}
+			// A processed key past its ttl is new again.
+			if err := a.Promote([]string{"z"}, time.Now(), 50*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if got := reserve(t, b, time.Now(), "z"); got != "new" {
+				t.Errorf("after ttl: %s", got)
+			}
+		})
+	}
+}
+
+// Two instances reserving overlapping keys at once: each key is new to
+// exactly one of them.
+func TestSQLStoreConcurrentReserve(t *testing.T) {
+	for name, newURL := range sqlStoreURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b := openSQLPair(t, newURL())
+			const n = 2000
+			won := make([]map[string]bool, 2)
+			var wg sync.WaitGroup
+			for i, s := range []*SQLStore{a, b} {
+				won[i] = map[string]bool{}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for start := 0; start < n; start += 100 {
+						var keys []string
+						for k := start; k < start+100; k++ {
+							keys = append(keys, fmt.Sprintf("key-%d", (k*7+i*13)%n))
+						}
+						v := make([]Verdict, len(keys))
+						if err := s.Reserve(keys, time.Now(), v); err != nil {
+							t.Error(err)
+							return
+						}
+						for j, x := range v {
+							if x == New {
+								won[i][keys[j]] = true
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			for k := range won[0] {
+				if won[1][k] {
+					t.Errorf("key %s new to both instances", k)
+				}
+			}
+			if len(won[0])+len(won[1]) != n {
+				t.Errorf("%d + %d keys won, want %d in all", len(won[0]), len(won[1]), n)
+			}
+		})
+	}
+}
