@@ -73,10 +73,16 @@ func redactValue(v Value) Value {
 
 var userinfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):([^@\s]*)@`)
 
+// tokenRE finds the bare userinfo of a NATS URL: nats://TOKEN@host is token
+// authentication, so the whole userinfo is the secret.
+var tokenRE = regexp.MustCompile(`((?:nats|tls|ws|wss)://)[^:/@\s]+@`)
+
 // RedactURLs replaces the password of every scheme://user:password@ in s,
-// and the value of password-like query parameters, with "xxxxx".
+// the token of every nats://token@, and the value of password-like query
+// parameters, with "xxxxx".
 func RedactURLs(s string) string {
 	s = userinfoRE.ReplaceAllString(s, "${1}:xxxxx@")
+	s = tokenRE.ReplaceAllString(s, "${1}xxxxx@")
 	if u, err := url.Parse(s); err == nil && u.RawQuery != "" {
 		q := u.Query()
 		changed := false

@@ -24,7 +24,7 @@ func openDirStore(dir, baseDir string) (*dirStore, error) {
 	if !filepath.IsAbs(dir) && baseDir != "" {
 		dir = filepath.Join(baseDir, dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create object store directory: %w", err)
 	}
 	s := &dirStore{root: dir}
@@ -52,7 +52,7 @@ func (s *dirStore) PutIfAbsent(_ context.Context, name string, data []byte, _ st
 	if _, err := os.Lstat(final); err == nil {
 		return false, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, err
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(final)+".*.tmp")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -86,6 +87,9 @@ func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sq
 	}
 	s.query = q.String()
 
+	if err := createPrivate(path); err != nil {
+		return nil, a.errorf("url", "%v", err)
+	}
 	dsn := "file:" + path + "?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=5000"
 	db, err := sql.Open(sqliteDriver, dsn)
 	if err != nil {
@@ -287,4 +291,25 @@ func (s *sqlSink) Close() error {
 	}
 	s.conn.Close()
 	return s.db.Close()
+}
+
+// createPrivate creates the SQLite database file (and its directory) for
+// the user alone, 0600 in a 0700 directory, before SQLite would create it
+// 0644: SQLite gives its -wal and -shm files the database file's mode.
+// An existing file is left as it is.
+func createPrivate(path string) error {
+	if path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create the directory of %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return f.Close()
 }

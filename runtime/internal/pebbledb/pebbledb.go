@@ -8,12 +8,15 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
+	"github.com/cockroachdb/pebble/vfs"
 )
 
 // options tunes Pebble for dedup's access pattern: almost every lookup is
@@ -24,6 +27,7 @@ import (
 func options() *pebble.Options {
 	o := &pebble.Options{
 		Logger: quietLogger{},
+		FS:     privateFS{vfs.Default},
 	}
 	o.Levels = make([]pebble.LevelOptions, 7)
 	for i := range o.Levels {
@@ -89,6 +93,9 @@ func Open(dir string) (*Handle, error) {
 	s, ok := open[abs]
 	first := !ok
 	if !ok {
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return nil, fmt.Errorf("open pebble store %s: %w", abs, err)
+		}
 		db, err := pebble.Open(abs, options())
 		if err != nil {
 			return nil, fmt.Errorf("open pebble store %s: %w", abs, err)
@@ -146,4 +153,49 @@ type quietLogger struct{}
 func (quietLogger) Infof(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// privateFS keeps a store to its user: Pebble creates directories 0755 and
+// files 0666 (less the umask), but dedup keys and checkpoints are the
+// user's data, so directories are made 0700 and new files 0600.
+type privateFS struct{ vfs.FS }
+
+func (fs privateFS) MkdirAll(dir string, _ os.FileMode) error {
+	return fs.FS.MkdirAll(dir, 0o700)
+}
+
+func (fs privateFS) Create(name string) (vfs.File, error) {
+	f, err := fs.FS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(name, 0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (fs privateFS) OpenReadWrite(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name, opts...) // creates a missing file
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(name, 0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (fs privateFS) Lock(name string) (io.Closer, error) {
+	l, err := fs.FS.Lock(name) // creates the LOCK file
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(name, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }

@@ -1,0 +1,28 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRedactURLs(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"postgres://mqb:s3cret@db:5432/shop", "postgres://mqb:xxxxx@db:5432/shop"},
+		{"connect to nats://u:s3cret@127.0.0.1:4222: refused", "connect to nats://u:xxxxx@127.0.0.1:4222: refused"},
+		{"nats://s3cret@127.0.0.1:4222", "nats://xxxxx@127.0.0.1:4222"},
+		{"a tls://s3cret@h:1 and nats://s3cret@h:2", "a tls://xxxxx@h:1 and nats://xxxxx@h:2"},
+		{"postgres://mqb@db/shop", "postgres://mqb@db/shop"}, // a user alone is not a secret
+		{"mysql://root:@db/shop", "mysql://root:xxxxx@db/shop"},
+		{"postgres://db/shop?user=mqb&password=s3cret", "postgres://db/shop?password=xxxxx&user=mqb"},
+		{"sqlite://orders.db", "sqlite://orders.db"},
+	}
+	for _, tc := range tests {
+		got := RedactURLs(tc.in)
+		if got != tc.want {
+			t.Errorf("RedactURLs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if strings.Contains(got, "s3cret") {
+			t.Errorf("RedactURLs(%q) leaks the secret: %q", tc.in, got)
+		}
+	}
+}
