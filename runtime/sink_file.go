@@ -35,11 +35,11 @@ func newFileSink(a nodeAttrs, base string, envelope bool) (*fileSink, error) {
 		path = filepath.Join(base, path)
 	}
 	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, a.errorf("path", "%v", err)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, a.errorf("path", "%v", err)
 	}
@@ -134,7 +134,7 @@ func newPartSink(a nodeAttrs, base, source, epoch string) (*partSink, error) {
 	if !filepath.IsAbs(dir) && base != "" {
 		dir = filepath.Join(base, dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, a.errorf("path", "Failed to create part-file sink directory: %v", err)
 	}
 	s := &partSink{route: a.route, dir: dir, source: source, epoch: epoch, covered: partitionRanges{}}
@@ -235,7 +235,7 @@ func (s *partSink) writeRun(run []*Record) error {
 }
 
 func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
