@@ -94,8 +94,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	stats, err := runtime.Run(ctx, *p, opts)
 	for _, r := range stats.Routes {
-		fmt.Fprintf(stdout, "%s: in %d, out %d, deduplicated %d, filtered %d, dead-lettered %d, errors %d (%s)\n",
-			r.Name, r.In, r.Out, r.Deduplicated, r.Filtered, r.DeadLettered, r.Errors, time.Since(start).Round(time.Millisecond))
+		unmatched := ""
+		if r.Unmatched > 0 { // part of out: a switch without default dropped them
+			unmatched = fmt.Sprintf(", unmatched %d", r.Unmatched)
+		}
+		fmt.Fprintf(stdout, "%s: in %d, out %d, deduplicated %d, filtered %d, dead-lettered %d, errors %d%s (%s)\n",
+			r.Name, r.In, r.Out, r.Deduplicated, r.Filtered, r.DeadLettered, r.Errors, unmatched, time.Since(start).Round(time.Millisecond))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "mqbc run:", plan.RedactURLs(err.Error()))
