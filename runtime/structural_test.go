@@ -576,3 +576,74 @@ route keep {
 		t.Errorf("forwarded outcomes %v, want all 20 inserted", got)
 	}
 }
+
+// TestBranchingExample runs examples/branching in a copy: the resent
+// orders take the "existed" branch, the one the insert refuses the
+// default, and a second run moves nothing.
+func TestBranchingExample(t *testing.T) {
+	dir := t.TempDir()
+	var src []byte
+	for _, name := range []string{"branching.mqb", "orders.jsonl"} {
+		data, err := os.ReadFile(filepath.Join("..", "examples", "branching", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if name == "branching.mqb" {
+			src = data
+		}
+	}
+	p := compileMQB(t, string(src))
+	for _, r := range p.Routes {
+		if r.Guarantee != plan.EffectivelyOnce {
+			t.Errorf("route %s: %s", r.Name, r.Guarantee)
+		}
+	}
+	st := runIn(t, dir, p)
+	if rs := st.Route("new_or_seen"); rs.In != 27 || rs.Out != 27 {
+		t.Errorf("new_or_seen %+v, want in 27 out 27", rs)
+	}
+	if rs := st.Route("by_region"); rs.In != 27 || rs.Out != 26 || rs.DeadLettered != 1 {
+		t.Errorf("by_region %+v, want in 27 out 26 dead-lettered 1", rs)
+	}
+	partIDs := func(sub string) []string {
+		var ids []string
+		files, _ := filepath.Glob(filepath.Join(dir, "out", sub, "part-*.jsonl"))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var v struct {
+					OrderID string `json:"order_id"`
+				}
+				if err := json.Unmarshal([]byte(l), &v); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, v.OrderID)
+			}
+		}
+		sort.Strings(ids)
+		return ids
+	}
+	db := filepath.Join(dir, "branching.db")
+	all := seqIDs("B-0", 1, 24)
+	sameIDs(t, "orders", sqliteIDs(t, db, "orders"), all)
+	sameIDs(t, "new_orders", sqliteIDs(t, db, "new_orders"), all)
+	sameIDs(t, "out/new", partIDs("new"), all)
+	sameIDs(t, "out/existed", partIDs("existed"), []string{"B-0003", "B-0007"})
+	sameIDs(t, "out/unrouted", partIDs("unrouted"), []string{"B-0099"})
+	n := len(sqliteIDs(t, db, "eu_orders")) + len(sqliteIDs(t, db, "us_orders")) + len(sqliteIDs(t, db, "apac_orders"))
+	if n != 26 {
+		t.Errorf("region tables hold %d orders, want 26", n)
+	}
+	st = runIn(t, dir, p)
+	for _, rs := range st.Routes {
+		if rs.In != 0 {
+			t.Errorf("second run: route %s read %d records", rs.Name, rs.In)
+		}
+	}
+}
