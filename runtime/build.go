@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/mqb-dev/mqb/plan"
-	"github.com/mqb-dev/mqb/runtime/checkpoint"
-	"github.com/mqb-dev/mqb/runtime/dedup"
 	"github.com/mqb-dev/mqb/runtime/internal/pebbledb"
 	"github.com/mqb-dev/mqb/stdlib"
 )
@@ -197,13 +195,11 @@ func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
 	if _, ok := rt.src.position(nil); !ok {
 		return nil // the broker keeps the position: no checkpoint store
 	}
-	dir, err := o.storeDir(a, "checkpoint_store", declaredDefault(a.node.Kind, "checkpoint_store", false), "state")
+	cp, err := openCheckpointStore(a, o)
 	if err != nil {
 		return err
 	}
-	if rt.cp, err = checkpoint.Open(dir); err != nil {
-		return a.errorf("checkpoint_store", "%v", err)
-	}
+	rt.cp = cp
 	return nil
 }
 
@@ -271,13 +267,9 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 		if err != nil {
 			return err
 		}
-		dir, err := o.storeDir(a, "store", declaredDefault("dedup", "store", true), "dedup")
+		st, err := openDedupStore(a, o)
 		if err != nil {
 			return err
-		}
-		st, err := dedup.Open(dir)
-		if err != nil {
-			return a.errorf("store", "%v", err)
 		}
 		rt.dedupStores = append(rt.dedupStores, st)
 		rt.steps = append(rt.steps, &dedupStep{key: key, store: st, ttl: ttl, now: rt.now})

@@ -29,9 +29,9 @@ type route struct {
 
 	src         source
 	srcFormat   string // how payloads decode: json, text, raw
-	cp          *checkpoint.Store
+	cp          checkpointStore
 	steps       []step
-	dedupStores []*dedup.Store
+	dedupStores []dedupStore
 	sink        sink
 	sinkProgs   []*program
 	parts       *partSink // the sink, when it writes part files
@@ -73,7 +73,7 @@ type worker struct {
 
 // reservation is a set of keys a dedup step reserved for a batch.
 type reservation struct {
-	store *dedup.Store
+	store dedupStore
 	ttl   time.Duration
 	keys  []string
 }
@@ -477,7 +477,7 @@ func (rt *route) commitLocked() error {
 		return nil
 	}
 	for _, d := range rt.dedupStores {
-		if rt.cp == nil || d.Handle() != rt.cp.Handle() {
+		if rt.cp == nil || !syncedWith(d, rt.cp) {
 			if err := d.Sync(); err != nil {
 				return fmt.Errorf("route %s: %w", rt.name, err)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
 )
 
 // sqlServerSink is the `sql` sink on a database server: postgres:// (the
@@ -104,6 +105,9 @@ func newSQLServerSink(ctx context.Context, a nodeAttrs, c *compiler, raw string)
 				return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
 			}
 			_, err = conn.Exec(cctx, ddl).ReadAll()
+			if sqlkv.CreateRace(err) { // another instance created it at the same moment
+				_, err = conn.Exec(cctx, ddl).ReadAll()
+			}
 			conn.Close(cctx)
 			if err != nil {
 				return nil, a.errorf("create_table", "%v", err)

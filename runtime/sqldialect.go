@@ -3,8 +3,6 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"strings"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
 )
 
 // sqlDialect is the database server a sql endpoint talks to. SQLite has its
@@ -55,53 +54,10 @@ func (d sqlDialect) placeholder(n int) string {
 }
 
 // mysqlConfig turns mysql://user:pass@host:port/db?param=v into the driver's
-// config. Query parameters are the driver's DSN parameters (charset, tls…).
-func mysqlConfig(rawURL string) (*mysql.Config, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s", plan.RedactURLs(rawURL), plan.RedactURLs(err.Error()))
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("%s: want mysql://user:password@host:3306/database", plan.RedactURLs(rawURL))
-	}
-	host := u.Host
-	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), "3306")
-	}
-	var dsn strings.Builder
-	if u.User != nil {
-		dsn.WriteString(u.User.Username())
-		if p, ok := u.User.Password(); ok {
-			dsn.WriteString(":" + p)
-		}
-		dsn.WriteString("@")
-	}
-	dsn.WriteString("tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/"))
-	if u.RawQuery != "" {
-		dsn.WriteString("?" + u.RawQuery)
-	}
-	cfg, err := mysql.ParseDSN(dsn.String())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s", plan.RedactURLs(rawURL), strings.ReplaceAll(err.Error(), dsn.String(), plan.RedactURLs(rawURL)))
-	}
-	if cfg.DBName == "" {
-		return nil, fmt.Errorf("%s: no database in the url path", plan.RedactURLs(rawURL))
-	}
-	// Values are interpolated by the driver (escaped, never spliced as
-	// text the user wrote): one round trip per row instead of a prepare,
-	// execute and close.
-	cfg.InterpolateParams = true
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.ReadTimeout == 0 {
-		cfg.ReadTimeout = 60 * time.Second
-	}
-	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = 60 * time.Second
-	}
-	return cfg, nil
-}
+// config (query parameters are the driver's DSN parameters). Values are
+// interpolated by the driver (escaped, never spliced as text the user
+// wrote): one round trip per row instead of a prepare, execute and close.
+func mysqlConfig(rawURL string) (*mysql.Config, error) { return sqlkv.MySQLConfig(rawURL) }
 
 // pgConfig parses a postgres:// url, with a connect timeout unless the url
 // sets one.

@@ -212,7 +212,7 @@ func literal(v plan.Value) (any, error) {
 // dedupStep is `dedup { key, store, ttl }`.
 type dedupStep struct {
 	key   *program
-	store *dedup.Store
+	store dedupStore
 	ttl   time.Duration
 	now   func() time.Time
 }

@@ -54,7 +54,7 @@ func OpenSQL(ctx context.Context, url, owner string) (*SQLStore, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, sqlTimeout)
 	defer cancel()
-	if err := db.Tx(cctx, func(q sqlkv.Querier) error { _, err := q.Exec(cctx, ddl); return err }); err != nil {
+	if err := db.CreateTable(cctx, ddl); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("checkpoint store %s: create table: %s", db.URL, db.Redact(err))
 	}

@@ -69,10 +69,11 @@ func OpenSQL(ctx context.Context, url string) (*SQLStore, error) {
 	s := &SQLStore{db: db, Expiry: InFlightExpiry, id: uuid.NewString(), inflight: map[string]string{}}
 	cctx, cancel := context.WithTimeout(ctx, sqlTimeout)
 	defer cancel()
+	if err := db.CreateTable(cctx, ddl); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("dedup store %s: create table: %s", db.URL, db.Redact(err))
+	}
 	err = db.Tx(cctx, func(q sqlkv.Querier) error {
-		if _, err := q.Exec(cctx, ddl); err != nil {
-			return err
-		}
 		// Sweep what expired while no instance ran.
 		_, err := q.Exec(cctx, s.ph(`DELETE FROM mqb_dedup WHERE expires_at <= $1`), time.Now().UnixNano())
 		return err

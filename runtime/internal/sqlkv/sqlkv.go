@@ -275,6 +275,27 @@ func Transient(err error) bool {
 	return err != nil && !errors.Is(err, context.Canceled)
 }
 
+// CreateTable runs a CREATE TABLE IF NOT EXISTS. PostgreSQL can fail two
+// of them racing (two instances starting at once) with a unique violation
+// on its catalog: the table then exists, and a second try says so.
+func (d *DB) CreateTable(ctx context.Context, ddl string) error {
+	var err error
+	for range 3 {
+		err = d.Tx(ctx, func(q Querier) error { _, err := q.Exec(ctx, ddl); return err })
+		if !CreateRace(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// CreateRace reports whether err is PostgreSQL losing a race between two
+// CREATE … IF NOT EXISTS of one object (23505 on its catalog, 42P07).
+func CreateRace(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07")
+}
+
 // FencedError is a write refused because another owner took over.
 type FencedError struct{ Msg string }
 
