@@ -15,12 +15,14 @@ import (
 // metrics are the runtime's Prometheus collectors, labelled by route.
 type metrics struct {
 	in, out, dedup, filtered, dlq, errors *prometheus.CounterVec
+	unmatched                             *prometheus.CounterVec
 	lag                                   *prometheus.GaugeVec
 }
 
 // routeMetrics are one route's children of the collectors.
 type routeMetrics struct {
 	in, out, dedup, filtered, dlq, errors prometheus.Counter
+	unmatched                             prometheus.Counter // a switch without default dropped them (part of out)
 	lag                                   prometheus.Gauge
 }
 
@@ -35,6 +37,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		filtered: counter("records_filtered_total", "Records dropped by a filter."),
 		dlq:      counter("records_dead_lettered_total", "Records written to the dead-letter queue."),
 		errors:   counter("record_errors_total", "Records that failed with no dead-letter queue to take them."),
+		unmatched: counter("records_unmatched_total",
+			"Records a switch without default dropped for matching no case (acked, and counted in records_out_total)."),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "mqb", Name: "commit_lag_records",
 			Help: "Records read but not yet covered by the committed checkpoint."}, []string{"route"}),
 	}
@@ -42,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	for _, c := range []**prometheus.CounterVec{&m.in, &m.out, &m.dedup, &m.filtered, &m.dlq, &m.errors} {
+	for _, c := range []**prometheus.CounterVec{&m.in, &m.out, &m.dedup, &m.filtered, &m.dlq, &m.errors, &m.unmatched} {
 		if *c, err = register(reg, *c); err != nil {
 			return nil, err
 		}
@@ -73,7 +77,8 @@ func (m *metrics) forRoute(name string) *routeMetrics {
 		in: m.in.WithLabelValues(name), out: m.out.WithLabelValues(name),
 		dedup: m.dedup.WithLabelValues(name), filtered: m.filtered.WithLabelValues(name),
 		dlq: m.dlq.WithLabelValues(name), errors: m.errors.WithLabelValues(name),
-		lag: m.lag.WithLabelValues(name),
+		unmatched: m.unmatched.WithLabelValues(name),
+		lag:       m.lag.WithLabelValues(name),
 	}
 }
 

@@ -19,6 +19,7 @@ const unmatchedLogEvery = 1000
 // matches no case is dropped — acked, counted in unmatched, and logged once
 // per unmatchedLogEvery (the compiler warns W003 about such a switch).
 type switchSink struct {
+	rt    *route // for its metrics, set once the route is built
 	route string
 	pos   string
 	log   *slog.Logger
@@ -43,7 +44,7 @@ func (rt *route) newSwitchSink(ctx context.Context, a nodeAttrs, c *compiler, o 
 	if err != nil {
 		return nil, nil, a.errorf("on", "%v", err)
 	}
-	s := &switchSink{route: rt.name, pos: a.node.Pos.String(), log: rt.log, on: on, cases: map[string]int{}, dflt: -1}
+	s := &switchSink{rt: rt, route: rt.name, pos: a.node.Pos.String(), log: rt.log, on: on, cases: map[string]int{}, dflt: -1}
 	s.evals.New = func() any { return &evaluator{} }
 	defer func() {
 		if err != nil {
@@ -177,6 +178,9 @@ func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
 // batch counts its unmatched records again.
 func (s *switchSink) countUnmatched(n int64, sample string) {
 	total := s.unmatched.Add(n)
+	if m := s.rt.metrics; m != nil {
+		m.unmatched.Add(float64(n))
+	}
 	if before := total - n; before == 0 || before/unmatchedLogEvery != total/unmatchedLogEvery {
 		s.log.Warn("switch has no default: records matching no case dropped",
 			"switch", s.pos, "dropped_unmatched", total, "value", sample)

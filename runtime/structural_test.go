@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	mqbc "github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -224,9 +226,33 @@ route nodefault {
 	writeLines(t, filepath.Join(dir, "in.jsonl"),
 		`{"id":"x1","kind":"a"}`, `{"id":"x2","kind":"b"}`, `{"id":"x3","kind":1}`,
 		`{"id":"x4"}`, `{"id":"x5","kind":"a"}`, `{"id":"x6","kind":"z"}`)
-	st := runIn(t, dir, compileMQB(t, src)).Route("nodefault")
+	opts := testOptions(t)
+	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
+	reg := prometheus.NewRegistry()
+	opts.Registerer = reg
+	stats, err := Run(context.Background(), compileMQB(t, src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := stats.Route("nodefault")
+	checkCounts(t, st)
 	if st.In != 6 || st.Out != 6 || st.Unmatched != 3 || st.Committed != 6 {
 		t.Errorf("stats %+v, want in 6 out 6 unmatched 3 committed 6", st)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metric float64 = -1
+	for _, mf := range mfs {
+		if mf.GetName() == "mqb_records_unmatched_total" {
+			for _, m := range mf.GetMetric() {
+				metric = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if metric != 3 {
+		t.Errorf("mqb_records_unmatched_total = %v, want 3", metric)
 	}
 	sameIDs(t, "case a", fileIDs(t, filepath.Join(dir, "a.jsonl")), []string{"x1", "x5"})
 	// Case values compare as strings: the number 1 matches case "1".
