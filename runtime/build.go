@@ -188,6 +188,14 @@ func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
 		if err := rt.buildKafkaSource(a, c); err != nil {
 			return err
 		}
+	case "nats":
+		if err := rt.buildNATSSource(a, c); err != nil {
+			return err
+		}
+	case "sql":
+		if err := rt.buildSQLSource(a, c); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("route %s: from %s (%s): this runtime does not support %s sources yet", rt.name, a.node.Kind, a.node.Pos, a.node.Kind)
 	}

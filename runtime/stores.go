@@ -81,7 +81,11 @@ func openCheckpointStore(a nodeAttrs, o *Options) (checkpointStore, error) {
 		}
 		return st, nil
 	}
-	dir, err := o.storeDir(a, "checkpoint_store", declaredDefault(a.node.Kind, "checkpoint_store", false), "state")
+	def := declaredDefault(a.node.Kind, "checkpoint_store", false)
+	if def == "" {
+		def = "pebble://.mqb/state" // a source that declares none (sql) keeps its position where file does
+	}
+	dir, err := o.storeDir(a, "checkpoint_store", def, "state")
 	if err != nil {
 		return nil, err
 	}
