@@ -1,0 +1,614 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+)
+
+var mqbcBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mqb-chaos")
+	if err != nil {
+		panic(err)
+	}
+	mqbcBin = filepath.Join(dir, "mqbc")
+	if out, err := exec.Command("go", "build", "-o", mqbcBin, "../cmd/mqbc").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		panic("go build ../cmd/mqbc: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	testsrv.StopAll()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// sinkCase is one sink of the matrix, fed by the file source.
+type sinkCase struct {
+	name string
+	// guarantee is the verdict the compiler must print for the route.
+	guarantee string
+	// positional sinks are effectively-once per source record (line), by
+	// name_by = source_position: their route has no dedup step, and the
+	// sink must hold every line, repeats included, exactly once. Other
+	// routes dedup on the order id and key-addressed sinks hold each order
+	// once.
+	positional bool
+	// setup starts what the sink needs and returns the `to` block, the
+	// environment of mqbc, and a reader returning how many times each
+	// order_id is in the sink.
+	setup func(t *testing.T, dir string) (to string, env []string, read func(t *testing.T) map[string]int)
+}
+
+const (
+	effectivelyOnce = "effectively-once"
+	atLeastOnce     = "at-least-once"
+)
+
+// sqlInsert writes one row per order, absorbing a repeat by key.
+const sqlColumns = `(id, amount, body) VALUES (${meta["mqb.id"]}, ${payload.amount}, ${payload.body})`
+
+var sinks = []sinkCase{
+	{"file→sqlite", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		db := filepath.Join(dir, "out.db")
+		to := `sql {
+    url          = "sqlite://out.db"
+    create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, body TEXT NOT NULL)"
+    insert_query = """INSERT INTO orders ` + sqlColumns + ` ON CONFLICT (id) DO NOTHING"""
+  }`
+		return to, nil, func(t *testing.T) map[string]int {
+			h, err := sql.Open("sqlite3", "file:"+db+"?mode=ro")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			return countRows(t, h, `SELECT id, count(*) FROM orders GROUP BY id`)
+		}
+	}},
+	{"file→postgres", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		url := testsrv.Postgres(t)
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		if _, err := conn.Exec(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, amount BIGINT NOT NULL, body TEXT NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		to := fmt.Sprintf(`sql {
+    url          = %q
+    insert_query = """INSERT INTO orders %s ON CONFLICT (id) DO NOTHING"""
+  }`, url, sqlColumns)
+		return to, nil, func(t *testing.T) map[string]int {
+			rows, err := conn.Query(ctx, `SELECT id, count(*) FROM orders GROUP BY id`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			got := map[string]int{}
+			for rows.Next() {
+				var id string
+				var n int
+				if err := rows.Scan(&id, &n); err != nil {
+					t.Fatal(err)
+				}
+				got[id] += n
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+	}},
+	{"file→mariadb", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		db := testsrv.MariaDBDatabase(t)
+		h, err := sql.Open("mysql", db.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		if _, err := h.Exec(`CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, amount BIGINT NOT NULL, body TEXT NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		to := fmt.Sprintf(`sql {
+    url          = %q
+    insert_query = """INSERT INTO orders %s ON DUPLICATE KEY UPDATE body = VALUES(body)"""
+  }`, db.URL, sqlColumns)
+		return to, nil, func(t *testing.T) map[string]int {
+			return countRows(t, h, `SELECT id, count(*) FROM orders GROUP BY id`)
+		}
+	}},
+	{"file→file (write_time)", atLeastOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		return `file { path = "out/orders.jsonl" }`, nil, func(t *testing.T) map[string]int {
+			got := map[string]int{}
+			countLines(t, filepath.Join(dir, "out", "orders.jsonl"), got)
+			return got
+		}
+	}},
+	{"file→file (source_position)", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		return `file { path = "parts", name_by = source_position }`, nil, func(t *testing.T) map[string]int {
+			return countTree(t, filepath.Join(dir, "parts"))
+		}
+	}},
+	{"file→object_store file://", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		return `object_store { url = "file://objects/orders" }`, nil, func(t *testing.T) map[string]int {
+			return countTree(t, filepath.Join(dir, "objects"))
+		}
+	}},
+	{"file→object_store gs://", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		srv := testsrv.NewGCS(t, "lake")
+		client := srv.Client(t)
+		env := []string{"STORAGE_EMULATOR_HOST=" + srv.EmulatorHost()}
+		return `object_store { url = "gs://lake/orders" }`, env, func(t *testing.T) map[string]int {
+			return countGCS(t, client)
+		}
+	}},
+	{"file→kafka", atLeastOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		brokers := testsrv.Kafka(t, "orders:2")
+		to := fmt.Sprintf(`kafka { url = %q, topic = "orders", partition_key = "${meta[\"mqb.id\"]}" }`, brokers)
+		return to, nil, func(t *testing.T) map[string]int {
+			return countKafka(t, brokers, "orders", 2)
+		}
+	}},
+	{"file→nats", atLeastOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		url := testsrv.NATS(t)
+		stream := createStream(t, url)
+		to := fmt.Sprintf(`nats { url = %q, subject = "orders.${meta[\"mqb.id\"]}", stream = "ORDERS" }`, url)
+		return to, nil, func(t *testing.T) map[string]int {
+			return countStream(t, stream)
+		}
+	}},
+	{"file→clickhouse", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+		srv := testsrv.SharedClickHouse(t)
+		db := srv.NewDatabase(t)
+		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.NativeAddr()},
+			Auth:        clickhouse.Auth{Database: db.Name, Username: "default"},
+			DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		ctx := context.Background()
+		if err := conn.Exec(ctx, `CREATE TABLE orders (id String, amount Int64, body String, version UInt64)
+			ENGINE = ReplacingMergeTree(version) ORDER BY id`); err != nil {
+			t.Fatal(err)
+		}
+		to := fmt.Sprintf(`clickhouse {
+    url     = %q
+    table   = "orders"
+    version = payload.amount
+    columns {
+      id     = meta["mqb.id"]
+      amount = payload.amount
+      body   = payload.body
+    }
+  }`, db.URL)
+		return to, nil, func(t *testing.T) map[string]int {
+			rows, err := conn.Query(ctx, `SELECT id, toInt64(count()) FROM orders FINAL GROUP BY id`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			got := map[string]int{}
+			for rows.Next() {
+				var id string
+				var n int64
+				if err := rows.Scan(&id, &n); err != nil {
+					t.Fatal(err)
+				}
+				got[id] += int(n)
+			}
+			return got
+		}
+	}},
+}
+
+func countRows(t *testing.T, h *sql.DB, q string) map[string]int {
+	t.Helper()
+	rows, err := h.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[id] += n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+var orderIDRE = regexp.MustCompile(`"order_id":"([^"]+)"`)
+
+// countIDs counts the order_id of every JSON line in data.
+func countIDs(t *testing.T, where string, data []byte, got map[string]int) {
+	t.Helper()
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		m := orderIDRE.FindSubmatch(line)
+		if m == nil {
+			t.Errorf("%s: line without order_id: %.200s", where, line)
+			continue
+		}
+		got[string(m[1])]++
+	}
+}
+
+func countLines(t *testing.T, path string, got map[string]int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	countIDs(t, path, data, got)
+}
+
+// countTree counts the records of every committed file under root
+// (temporary files start with a dot and are not part of the output).
+func countTree(t *testing.T, root string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() || strings.HasPrefix(fi.Name(), ".") {
+			return nil
+		}
+		countLines(t, path, got)
+		return nil
+	})
+	return got
+}
+
+// pairResult is one row of the matrix.
+type pairResult struct {
+	pair       string
+	guarantee  string
+	kills      int // SIGKILLs that hit a running process
+	runs       int
+	records    int // distinct records in the input
+	lines      int // input lines (records and their duplicates)
+	lost       int
+	duplicated int
+	verdict    string
+	elapsed    time.Duration
+}
+
+var (
+	resultsMu sync.Mutex
+	results   []pairResult
+)
+
+var verdictRE = regexp.MustCompile(`(?m)^chaos: (effectively-once|at-least-once)`)
+var statsRE = regexp.MustCompile(`(?m)^chaos: in (\d+), out (\d+), deduplicated (\d+), filtered (\d+), dead-lettered (\d+), errors (\d+)`)
+
+// dataset appends chunks of new records, each followed by repeats of
+// earlier ones, to the input file: every run finds work to be killed in.
+type dataset struct {
+	path  string
+	rng   *rand.Rand
+	next  int
+	lines int
+	perID map[int]int // input lines per order
+}
+
+const chunkRecords, chunkDups = 800, 160
+
+func (d *dataset) record(i int) string {
+	return fmt.Sprintf(`{"order_id":"o-%06d","amount":%d,"body":"body of order %d"}`, i, i+1, i)
+}
+
+func (d *dataset) appendChunk(t *testing.T) {
+	t.Helper()
+	var b strings.Builder
+	for j := 0; j < chunkRecords; j++ {
+		b.WriteString(d.record(d.next))
+		b.WriteByte('\n')
+		d.perID[d.next]++
+		d.next++
+		d.lines++
+		if j%(chunkRecords/chunkDups) == 0 {
+			i := d.rng.IntN(d.next)
+			b.WriteString(d.record(i))
+			b.WriteByte('\n')
+			d.perID[i]++
+			d.lines++
+		}
+	}
+	f, err := os.OpenFile(d.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestChaosMatrix(t *testing.T) {
+	kills := envInt("CHAOS_KILLS", 20)
+	seed := uint64(envInt("CHAOS_SEED", 8))
+	var only *regexp.Regexp
+	if s := os.Getenv("CHAOS_PAIRS"); s != "" {
+		only = regexp.MustCompile(s)
+	}
+	t.Cleanup(func() { reportMatrix(t, kills, seed) })
+	for i, sc := range sinks {
+		if only != nil && !only.MatchString(sc.name) {
+			continue
+		}
+		t.Run(strings.NewReplacer(" ", "_", "→", "_to_", "/", "", ":", "").Replace(sc.name), func(t *testing.T) {
+			res := runPair(t, sc, kills, seed+uint64(i))
+			if res.guarantee != sc.guarantee {
+				t.Errorf("the compiler says %q, the matrix expects %q", res.guarantee, sc.guarantee)
+			}
+			if res.verdict != "ok" {
+				t.Errorf("%s: %s (lost %d, duplicated %d of %d records)", sc.name, res.verdict, res.lost, res.duplicated, res.records)
+			}
+			resultsMu.Lock()
+			results = append(results, res)
+			resultsMu.Unlock()
+		})
+	}
+}
+
+func runPair(t *testing.T, sc sinkCase, kills int, seed uint64) pairResult {
+	start := time.Now()
+	dir := t.TempDir()
+	to, env, read := sc.setup(t, dir)
+	dedup := `dedup { key = meta["mqb.id"], store = "pebble://state/dedup", ttl = 1h }`
+	if sc.positional {
+		dedup = ""
+	}
+	src := fmt.Sprintf(`route chaos {
+  batch_size  = 50
+  concurrency = 2
+  from file { path = "in.jsonl" }
+  id payload.order_id
+  %s
+  dlq { to file { path = "dlq.jsonl" } }
+  to %s
+}
+`, dedup, to)
+	if err := os.WriteFile(filepath.Join(dir, "chaos.mqb"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x8c4a05))
+	ds := &dataset{path: filepath.Join(dir, "in.jsonl"), rng: rand.New(rand.NewPCG(seed, 1)), perID: map[int]int{}}
+	res := pairResult{pair: sc.name}
+
+	// Each run gets a fresh chunk of input and is killed at a random
+	// instant after its route started moving records (the "route started"
+	// log line), within 1.5 times a window that adapts: a run that ends by
+	// itself before its kill sets the window to most of its working time.
+	// So most kills land while records are in flight, some runs finish and
+	// commit, and a run that replays a long backlog is killed after some of
+	// its periodic commits.
+	window := 300 * time.Millisecond
+	for res.kills < kills && res.runs < 4*kills {
+		ds.appendChunk(t)
+		res.runs++
+		killed, worked, out := killRun(t, dir, env, rng, window)
+		if !killed {
+			window = max(time.Millisecond, worked*9/10)
+		} else {
+			res.kills++
+		}
+		if res.runs == 1 {
+			if m := verdictRE.FindStringSubmatch(out); m != nil {
+				res.guarantee = m[1]
+			}
+		}
+	}
+	// The last run finishes what the killed ones left.
+	cmd := exec.Command(mqbcBin, "run", "chaos.mqb")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("final run: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if res.guarantee == "" {
+		if m := verdictRE.FindStringSubmatch(stdout.String()); m != nil {
+			res.guarantee = m[1]
+		}
+	}
+	if m := statsRE.FindStringSubmatch(stdout.String()); m == nil {
+		t.Errorf("no stats line in the final run:\n%s", stdout.String())
+	} else {
+		var n [7]int64
+		for i := 1; i < 7; i++ {
+			n[i], _ = strconv.ParseInt(m[i], 10, 64)
+		}
+		if n[1] != n[2]+n[3]+n[4]+n[5]+n[6] {
+			t.Errorf("final run counts do not add up: %s", m[0])
+		}
+		if n[5]+n[6] > 0 {
+			t.Errorf("final run dead-lettered or dropped records: %s", m[0])
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "dlq.jsonl")); err == nil && len(data) > 0 {
+		t.Errorf("records reached the DLQ: %.500s", data)
+	}
+
+	got := read(t)
+	res.records, res.lines = ds.next, ds.lines
+	for i := 0; i < ds.next; i++ {
+		id := fmt.Sprintf("o-%06d", i)
+		want := 1
+		if sc.positional {
+			want = ds.perID[i]
+		}
+		n := got[id]
+		res.lost += max(0, want-n)
+		res.duplicated += max(0, n-want)
+		delete(got, id)
+	}
+	for id, n := range got {
+		t.Errorf("the sink holds %d records of unknown id %q", n, id)
+	}
+	res.verdict = judge(res, sc.guarantee, kills)
+	res.elapsed = time.Since(start)
+	return res
+}
+
+// judge returns "ok" or why the pair fails: any loss, a duplicate when the
+// route is effectively-once, or too few kills that hit a running route.
+func judge(res pairResult, guarantee string, kills int) string {
+	switch {
+	case res.lost > 0:
+		return "FAIL: lost records"
+	case res.duplicated > 0 && guarantee == effectivelyOnce:
+		return "FAIL: duplicates on an effectively-once route"
+	case res.kills < kills:
+		return fmt.Sprintf("FAIL: only %d kills hit a running route", res.kills)
+	}
+	return "ok"
+}
+
+// killRun starts mqbc on dir and SIGKILLs it a random time within window
+// after its route started. It reports whether the kill hit a running route
+// (false: the run ended first) and how long the route worked before ending.
+func killRun(t *testing.T, dir string, env []string, rng *rand.Rand, window time.Duration) (killed bool, worked time.Duration, stdout string) {
+	t.Helper()
+	cmd := exec.Command(mqbcBin, "run", "--log-level", "info", "--log-format", "json", "chaos.mqb")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan time.Time, 1)
+	var stderr bytes.Buffer
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if bytes.Contains(sc.Bytes(), []byte(`"msg":"route started"`)) {
+				select {
+				case started <- time.Now():
+				default:
+				}
+			}
+			stderr.Write(sc.Bytes())
+			stderr.WriteByte('\n')
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() {
+		<-logDone // Wait closes the pipe: read it to the end first
+		exited <- cmd.Wait()
+	}()
+	var began time.Time
+	select {
+	case began = <-started:
+	case err := <-exited:
+		t.Fatalf("mqbc ended before its route started: %v\n%s", err, stderr.String())
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("the route did not start within a minute:\n%s", stderr.String())
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("run failed by itself: %v\n%s", err, stderr.String())
+		}
+		return false, time.Since(began), out.String()
+	case <-time.After(time.Duration(rng.Int64N(int64(window) * 3 / 2))):
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
+		}
+		err := <-exited
+		return err != nil, time.Since(began), out.String()
+	}
+}
+
+// The harness must see what it is there to catch: the at-least-once file
+// sink, judged as if it promised effectively-once, duplicates under kills
+// (a kill between its write and the commit replays the batch).
+func TestChaosHarnessCatchesDuplicates(t *testing.T) {
+	var sc sinkCase
+	for _, s := range sinks {
+		if s.name == "file→file (write_time)" {
+			sc = s
+		}
+	}
+	res := runPair(t, sc, 10, 99)
+	if got := judge(res, effectivelyOnce, 10); !strings.HasPrefix(got, "FAIL: duplicates") {
+		t.Errorf("judged as effectively-once, the write_time file sink gives %q (%+v); the kills do not land mid-write", got, res)
+	}
+}
+
+func reportMatrix(t *testing.T, kills int, seed uint64) {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	if len(results) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| pair | guarantee | kills | runs | records | lines | lost | duplicated | verdict | time |\n")
+	fmt.Fprintf(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %s | %.1fs |\n", r.pair, r.guarantee, r.kills, r.runs,
+			r.records, r.lines, r.lost, r.duplicated, r.verdict, r.elapsed.Seconds())
+	}
+	t.Logf("chaos matrix (seed %d, %d kills per pair):\n%s", seed, kills, b.String())
+	fmt.Printf("\nchaos matrix (seed %d, %d kills per pair):\n%s\n", seed, kills, b.String())
+	if path := os.Getenv("CHAOS_MATRIX"); path != "" {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
