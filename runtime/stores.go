@@ -43,7 +43,8 @@ func syncedWith(d dedupStore, cp checkpointStore) bool {
 		return false
 	}
 	pc, ok := cp.(*checkpoint.Store)
-	return ok && pd.Handle() == pc.Handle()
+	// Handles are per reference; the database they share is what counts.
+	return ok && pd.Handle().DB == pc.Handle().DB
 }
 
 const storeOpenTimeout = 30 * time.Second
