@@ -72,7 +72,7 @@ func (s *Store) Save(route string, p Position) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint route %s: %w", route, err)
 	}
-	if err := s.h.DB.Set(key(route), val, pebble.Sync); err != nil {
+	if err := s.h.Write("save", func() error { return s.h.DB.Set(key(route), val, pebble.Sync) }); err != nil {
 		return fmt.Errorf("checkpoint store %s: save route %s: %w", s.h.Dir, route, err)
 	}
 	return nil

@@ -220,7 +220,7 @@ func (s *Store) Promote(keys []string, now time.Time, ttl time.Duration) error {
 			return fmt.Errorf("dedup store %s: promote: %w", s.h.Dir, err)
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := s.h.Write("promote", func() error { return b.Commit(pebble.NoSync) }); err != nil {
 		return fmt.Errorf("dedup store %s: promote: %w", s.h.Dir, err)
 	}
 	// Only now drop the reservations: a repeat arriving in between sees
@@ -264,7 +264,7 @@ func (s *Store) Sweep(now time.Time) (int, error) {
 		if b.Empty() {
 			return nil
 		}
-		err := b.Commit(pebble.NoSync)
+		err := s.h.Write("sweep", func() error { return b.Commit(pebble.NoSync) })
 		b.Close()
 		b = s.h.DB.NewBatch()
 		return err

@@ -140,19 +140,45 @@ func (h *Handle) IsOpen() bool {
 
 // Sync makes every write applied so far durable (fsyncs the WAL).
 func (h *Handle) Sync() error {
-	if err := h.DB.LogData(nil, pebble.Sync); err != nil {
+	if err := h.Write("sync", func() error { return h.DB.LogData(nil, pebble.Sync) }); err != nil {
 		return fmt.Errorf("sync pebble store %s: %w", h.Dir, err)
 	}
 	return nil
 }
 
-// quietLogger drops Pebble's informational chatter; fatal errors still panic
-// as Pebble expects.
+// Write runs fn, a write to the database (op names it). Pebble panics when
+// it cannot write its log — a full disk, a file system gone read-only —
+// and leaves its commit pipeline locked: no later write can succeed and
+// concurrent ones would wait forever, so the process cannot go on. Write
+// stops it the way a crash would, which every store and sink is built to
+// survive, but with one line saying which store failed and why instead
+// of a stack trace.
+func (h *Handle) Write(op string, fn func() error) error {
+	defer func() {
+		if r := recover(); r != nil {
+			fatal(fmt.Sprintf("mqb: pebble store %s: %s: %v\n"+
+				"mqb: the store cannot take more writes, so the process stops here. Nothing acknowledged is lost: "+
+				"free space or make the directory writable, then run again to resume.\n", h.Dir, op, r))
+		}
+	}()
+	return fn()
+}
+
+// fatal prints msg and ends the process; a variable so tests can see it.
+var fatal = func(msg string) {
+	os.Stderr.WriteString(msg)
+	os.Exit(1)
+}
+
+// quietLogger drops Pebble's informational chatter; a fatal error (Pebble
+// expects Fatalf not to return) ends the process with one clear line.
 type quietLogger struct{}
 
 func (quietLogger) Infof(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
+	fatal("mqb: pebble: " + fmt.Sprintf(format, args...) + "\n" +
+		"mqb: a pebble store failed, so the process stops here. Nothing acknowledged is lost: fix the cause, then run again to resume.\n")
+	panic("unreachable") // fatal exits
 }
 
 // privateFS keeps a store to its user: Pebble creates directories 0755 and
