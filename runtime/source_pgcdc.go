@@ -1,0 +1,518 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
+)
+
+// Metadata a postgres_cdc record carries.
+const (
+	metaPGLSN       = "postgres.lsn"
+	metaPGOperation = "postgres.operation"
+	metaPGSchema    = "postgres.schema"
+	metaPGTable     = "postgres.table"
+	metaPGKey       = "postgres.key"
+)
+
+// pgCDCSource streams a publication's changes through a logical
+// replication slot with the pgoutput plugin. Each insert, update and
+// delete is a record whose payload is the row as a JSON object (for a
+// delete, the replica identity's columns; a TOASTed column an update left
+// unchanged is absent from the payload), with meta postgres.lsn (the
+// transaction's commit LSN, as a decimal number: a version that grows with
+// every transaction), postgres.operation (insert|update|delete),
+// postgres.schema, postgres.table and postgres.key (the key column's value,
+// or a JSON array of the values of a composite key; absent for a table
+// without a replica identity key). message_id is a hash of schema.table,
+// key and commit LSN: a replayed change has the same id.
+//
+// Known edge, as the spec states it: a key changed twice in one
+// transaction yields two records with one commit LSN and so one
+// message_id. A dedup step on message_id drops the second; an upsert
+// guarded by `WHERE excluded.lsn > t.lsn` skips it too (same LSN), leaving
+// the row at the transaction's first change of it. Guard with `>=` to
+// converge on the last change: a replay of a transaction repeats its
+// changes in the same order.
+//
+// The slot holds the durable position: the source confirms (standby status
+// updates, every second and when the server asks) the end LSN of the last
+// transaction whose records are all acked, and on a graceful stop it sends
+// that position and then advances the slot synchronously
+// (pg_replication_slot_advance), so a restart replays nothing acked.
+// Without that teardown (a crash), everything since the last status update
+// is delivered again. checkpoint_store adds a second position, saved at
+// every commit, that a restart resumes from when it is ahead of the slot.
+//
+// Record.Seq numbers the changes of one run (it is not the LSN: changes of
+// interleaved transactions arrive in commit order, not WAL order), so the
+// source is not replayable for positional naming.
+type pgCDCSource struct {
+	route       string
+	log         *slog.Logger
+	rawURL      string
+	url         string
+	publication string
+	slot        string
+	temporary   bool
+	keepCP      bool // checkpoint_store set: the route saves positions
+
+	conn   *pgconn.PgConn
+	start  pglogrepl.LSN
+	recs   chan []Record // one transaction's records
+	errs   chan error
+	stop   context.CancelFunc
+	done   chan struct{}
+	closed atomic.Bool
+
+	acked    atomic.Uint64 // end LSN of the last transaction fully acked
+	emitted  atomic.Uint64 // end LSN of the last transaction handed to the route
+	seq      uint64
+	pending  []Record // records read but not yet returned by next
+	relMu    sync.Mutex
+	relation map[uint32]*pglogrepl.RelationMessage
+}
+
+func (rt *route) buildPGCDCSource(a nodeAttrs, c *compiler) error {
+	raw, err := c.renderStatic(a, "url")
+	if err != nil {
+		return err
+	}
+	if dialectOf(raw) != dialectPostgres {
+		return a.errorf("url", "%s: want postgres://user:pass@host/db", plan.RedactURLs(raw))
+	}
+	s := &pgCDCSource{route: rt.name, log: rt.log, rawURL: raw, url: plan.RedactURLs(raw),
+		publication: a.str("publication", ""), slot: a.str("slot_name", ""),
+		temporary: a.boolean("temporary_slot", false), keepCP: a.str("checkpoint_store", "") != "",
+		recs: make(chan []Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
+		relation: map[uint32]*pglogrepl.RelationMessage{}}
+	for _, attr := range []string{"publication", "slot_name"} {
+		v := a.str(attr, "")
+		if v == "" {
+			return a.errorf(attr, "required")
+		}
+		if !sqlIdentRE.MatchString(v) || strings.Contains(v, ".") {
+			return a.errorf(attr, "%q is not a plain identifier", v)
+		}
+	}
+	rt.src = s
+	return nil
+}
+
+func (s *pgCDCSource) sourceName() string   { return s.slot }
+func (s *pgCDCSource) replayable() bool     { return false }
+func (s *pgCDCSource) recordFormat() string { return "json" }
+func (s *pgCDCSource) seqGaps() bool        { return false }
+
+// position is the committed LSN, kept in the checkpoint store only when
+// checkpoint_store is set (otherwise the slot alone holds it).
+func (s *pgCDCSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+	if !s.keepCP {
+		return checkpoint.Position{}, false
+	}
+	lsn := committed[0].offset
+	if a := int64(s.acked.Load()); a > lsn {
+		lsn = a
+	}
+	return checkpoint.Position{Source: "postgres_cdc:" + s.slot, Mode: "lsn", Offset: lsn}, true
+}
+
+// commit records how far the slot may be confirmed; the receive loop sends
+// it to the server.
+func (s *pgCDCSource) commit(_ context.Context, changed map[int32]ackPos) error {
+	if c, ok := changed[0]; ok && c.offset > 0 {
+		for {
+			cur := s.acked.Load()
+			if uint64(c.offset) <= cur || s.acked.CompareAndSwap(cur, uint64(c.offset)) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (s *pgCDCSource) replicationURL() string {
+	if strings.Contains(s.rawURL, "?") {
+		return s.rawURL + "&replication=database"
+	}
+	return s.rawURL + "?replication=database"
+}
+
+func (s *pgCDCSource) errorf(format string, args ...any) error {
+	return fmt.Errorf("route %s: postgres_cdc source %s: %s", s.route, s.url, plan.RedactURLs(fmt.Sprintf(format, args...)))
+}
+
+func (s *pgCDCSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// The publication and a permanent slot are created on a plain
+	// connection when missing.
+	plain, err := pgconn.Connect(cctx, s.rawURL)
+	if err != nil {
+		return s.errorf("connect: %v", err)
+	}
+	defer plain.Close(context.Background())
+	exists := func(q string) (bool, error) {
+		res, err := plain.Exec(cctx, q).ReadAll()
+		if err != nil {
+			return false, err
+		}
+		return len(res) > 0 && len(res[0].Rows) > 0, nil
+	}
+	ok, err := exists(`SELECT 1 FROM pg_publication WHERE pubname = '` + s.publication + `'`)
+	if err != nil {
+		return s.errorf("look up publication %s: %v", s.publication, err)
+	}
+	if !ok {
+		if _, err := plain.Exec(cctx, `CREATE PUBLICATION `+s.publication+` FOR ALL TABLES`).ReadAll(); err != nil {
+			return s.errorf("create publication %s: %v", s.publication, err)
+		}
+		s.log.Info("created publication", "publication", s.publication)
+	}
+	if s.conn, err = pgconn.Connect(cctx, s.replicationURL()); err != nil {
+		return s.errorf("replication connection: %v", err)
+	}
+	slotExists := false
+	if !s.temporary {
+		if slotExists, err = exists(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '` + s.slot + `'`); err != nil {
+			return s.errorf("look up slot %s: %v", s.slot, err)
+		}
+	}
+	if !slotExists {
+		res, err := pglogrepl.CreateReplicationSlot(cctx, s.conn, s.slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Temporary: s.temporary, Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		if err != nil {
+			return s.errorf("create slot %s: %v", s.slot, err)
+		}
+		s.log.Info("created replication slot", "slot", s.slot, "temporary", s.temporary, "consistent_point", res.ConsistentPoint)
+	}
+	if haveCP && cp.Source == "postgres_cdc:"+s.slot && cp.Offset > 0 {
+		// The server starts at the later of this and the slot's
+		// confirmed position.
+		s.start = pglogrepl.LSN(cp.Offset)
+		s.acked.Store(uint64(cp.Offset))
+		s.log.Info("resuming from checkpoint", "lsn", s.start.String())
+	}
+	err = pglogrepl.StartReplication(cctx, s.conn, s.slot, s.start, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + s.publication + "'"},
+	})
+	if err != nil {
+		return s.errorf("start replication on slot %s: %v", s.slot, err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	go s.receive(rctx)
+	return nil
+}
+
+// receive reads the replication stream until ctx ends, assembling each
+// transaction's records and handing them over at its commit.
+func (s *pgCDCSource) receive(ctx context.Context) {
+	defer close(s.done)
+	var (
+		txn      []Record
+		commit   pglogrepl.LSN
+		lastSent uint64
+	)
+	sendStatus := func(force bool) error {
+		pos := s.acked.Load()
+		if pos == 0 || (!force && pos == lastSent) {
+			return nil
+		}
+		if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos)}); err != nil {
+			return err
+		}
+		lastSent = pos
+		return nil
+	}
+	fail := func(err error) {
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case s.errs <- s.errorf("%v", err):
+		default:
+		}
+	}
+	tick := time.Now().Add(time.Second)
+	for ctx.Err() == nil {
+		if time.Now().After(tick) {
+			if err := sendStatus(true); err != nil {
+				fail(fmt.Errorf("standby status update: %w", err))
+				return
+			}
+			tick = time.Now().Add(time.Second)
+		}
+		rctx, cancel := context.WithDeadline(ctx, tick)
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if pgconn.Timeout(err) || ctx.Err() != nil {
+				continue
+			}
+			fail(fmt.Errorf("receive: %w", err))
+			return
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			fail(fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m)))
+			return
+		case *pgproto3.CopyData:
+			if len(m.Data) == 0 {
+				continue
+			}
+			switch m.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+				if err != nil {
+					fail(err)
+					return
+				}
+				// Nothing read is unacked and no transaction is open: the
+				// slot may move up to what the server has sent (WAL of
+				// tables outside the publication).
+				if txn == nil && s.acked.Load() == s.emitted.Load() && uint64(ka.ServerWALEnd) > s.acked.Load() {
+					s.acked.Store(uint64(ka.ServerWALEnd))
+					s.emitted.Store(uint64(ka.ServerWALEnd))
+				}
+				if ka.ReplyRequested {
+					if err := sendStatus(true); err != nil {
+						fail(fmt.Errorf("standby status update: %w", err))
+						return
+					}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(m.Data[1:])
+				if err != nil {
+					fail(err)
+					return
+				}
+				lm, err := pglogrepl.Parse(xld.WALData)
+				if err != nil {
+					fail(fmt.Errorf("decode pgoutput message: %w", err))
+					return
+				}
+				switch lm := lm.(type) {
+				case *pglogrepl.RelationMessage:
+					s.relMu.Lock()
+					s.relation[lm.RelationID] = lm
+					s.relMu.Unlock()
+				case *pglogrepl.BeginMessage:
+					txn, commit = []Record{}, lm.FinalLSN
+				case *pglogrepl.InsertMessage:
+					if err := s.change(&txn, commit, "insert", lm.RelationID, lm.Tuple, nil); err != nil {
+						fail(err)
+						return
+					}
+				case *pglogrepl.UpdateMessage:
+					if err := s.change(&txn, commit, "update", lm.RelationID, lm.NewTuple, lm.OldTuple); err != nil {
+						fail(err)
+						return
+					}
+				case *pglogrepl.DeleteMessage:
+					if err := s.change(&txn, commit, "delete", lm.RelationID, lm.OldTuple, nil); err != nil {
+						fail(err)
+						return
+					}
+				case *pglogrepl.CommitMessage:
+					end := uint64(lm.TransactionEndLSN)
+					if len(txn) > 0 {
+						prev := int64(s.emitted.Load())
+						for i := range txn {
+							txn[i].Next = prev // resuming there replays the transaction
+						}
+						txn[len(txn)-1].Next = int64(end)
+						select {
+						case s.recs <- txn:
+						case <-ctx.Done():
+							return
+						}
+					}
+					if len(txn) > 0 || s.acked.Load() == s.emitted.Load() {
+						s.emitted.Store(end)
+						if len(txn) == 0 {
+							s.acked.Store(end) // an empty transaction: nothing to wait for
+						}
+					}
+					txn = nil
+				}
+			}
+		}
+	}
+}
+
+// change turns one row change into a record of the open transaction.
+func (s *pgCDCSource) change(txn *[]Record, commit pglogrepl.LSN, op string, relID uint32, tuple, old *pglogrepl.TupleData) error {
+	s.relMu.Lock()
+	rel := s.relation[relID]
+	s.relMu.Unlock()
+	if rel == nil {
+		return fmt.Errorf("change to unknown relation %d", relID)
+	}
+	if tuple == nil {
+		return fmt.Errorf("%s on %s.%s without row data", op, rel.Namespace, rel.RelationName)
+	}
+	row := make(map[string]json.RawMessage, len(tuple.Columns))
+	var keys []string
+	var keyJSON []json.RawMessage
+	for i, col := range tuple.Columns {
+		if i >= len(rel.Columns) {
+			break
+		}
+		rc := rel.Columns[i]
+		var v json.RawMessage
+		switch col.DataType {
+		case 'n':
+			v = json.RawMessage("null")
+		case 'u':
+			continue // unchanged TOASTed value: not sent
+		case 't':
+			v = pgTextToJSON(rc.DataType, col.Data)
+		default:
+			v, _ = json.Marshal(string(col.Data))
+		}
+		row[rc.Name] = v
+		if rc.Flags&1 != 0 && col.DataType == 't' {
+			keys = append(keys, string(col.Data))
+			keyJSON = append(keyJSON, v)
+		}
+	}
+	payload, err := json.Marshal(row)
+	if err != nil {
+		return err
+	}
+	key := ""
+	switch len(keys) {
+	case 0:
+	case 1:
+		key = keys[0]
+	default:
+		b, _ := json.Marshal(keyJSON)
+		key = string(b)
+	}
+	lsn := strconv.FormatUint(uint64(commit), 10)
+	r := Record{Payload: payload, Seq: s.seq}
+	s.seq++
+	r.Meta = map[string]string{metaPGLSN: lsn, metaPGOperation: op, metaPGSchema: rel.Namespace, metaPGTable: rel.RelationName}
+	if len(keys) > 0 {
+		r.Meta[metaPGKey] = key
+	}
+	h := sha256.New()
+	h.Write([]byte(rel.Namespace + "." + rel.RelationName + "\x00" + key + "\x00" + lsn))
+	var id uuid.UUID
+	copy(id[:], h.Sum(nil))
+	id[6] = (id[6] & 0x0f) | 0x80
+	id[8] = (id[8] & 0x3f) | 0x80
+	r.msgID, r.hasMsgID = id, true
+	*txn = append(*txn, r)
+	return nil
+}
+
+// pgTextToJSON keeps numbers, booleans and JSON columns in their JSON form
+// and turns everything else into a string.
+func pgTextToJSON(oid uint32, data []byte) json.RawMessage {
+	switch oid {
+	case 20, 21, 23, 26, 700, 701, 1700: // int8, int2, int4, oid, float4, float8, numeric
+		if json.Valid(data) {
+			return json.RawMessage(data)
+		}
+	case 16: // bool
+		if len(data) == 1 && data[0] == 't' {
+			return json.RawMessage("true")
+		}
+		return json.RawMessage("false")
+	case 114, 3802: // json, jsonb
+		return json.RawMessage(data)
+	}
+	b, _ := json.Marshal(string(data))
+	return b
+}
+
+func (s *pgCDCSource) next(ctx context.Context, max int) (*batch, bool, error) {
+	b := &batch{}
+	for len(s.pending) == 0 {
+		select {
+		case <-ctx.Done():
+			return b, false, nil
+		case err := <-s.errs:
+			return nil, false, err
+		case txn := <-s.recs:
+			s.pending = txn
+		}
+	}
+	// Whole transactions while they fit, then what is already waiting.
+	for len(s.pending) > 0 && len(b.recs) < max {
+		n := min(len(s.pending), max-len(b.recs))
+		b.recs = append(b.recs, s.pending[:n]...)
+		s.pending = s.pending[n:]
+		if len(s.pending) == 0 && len(b.recs) < max {
+			select {
+			case txn := <-s.recs:
+				s.pending = txn
+			default:
+			}
+		}
+	}
+	return b, false, nil
+}
+
+// close stops the stream; for a permanent slot it confirms the acked
+// position, ends the replication connection and then advances the slot to
+// that position synchronously, so a graceful stop leaves nothing acked to
+// replay.
+func (s *pgCDCSource) close() error {
+	if !s.closed.CompareAndSwap(false, true) || s.conn == nil {
+		return nil
+	}
+	if s.stop != nil {
+		s.stop()
+		<-s.done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	pos := pglogrepl.LSN(s.acked.Load())
+	if pos > 0 {
+		pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos})
+	}
+	s.conn.Close(ctx)
+	if s.temporary || pos == 0 {
+		return nil
+	}
+	plain, err := pgconn.Connect(ctx, s.rawURL)
+	if err != nil {
+		return s.errorf("advance slot %s: connect: %v", s.slot, err)
+	}
+	defer plain.Close(context.Background())
+	// The walsender lets go of the slot a moment after the connection
+	// closes; until then the slot is active and cannot be advanced.
+	q := `SELECT pg_replication_slot_advance('` + s.slot + `', '` + pos.String() + `'::pg_lsn)
+		FROM pg_replication_slots WHERE slot_name = '` + s.slot + `' AND confirmed_flush_lsn < '` + pos.String() + `'::pg_lsn`
+	for {
+		_, err := plain.Exec(ctx, q).ReadAll()
+		if err == nil {
+			return nil
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "55006" || ctx.Err() != nil { // 55006: object in use
+			return s.errorf("advance slot %s to %s: %v", s.slot, pos, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

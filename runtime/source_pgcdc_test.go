@@ -1,0 +1,318 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+const cdcWarehouseUpsert = `ON CONFLICT (id) DO UPDATE SET amount = excluded.amount, body = excluded.body,
+	lsn = excluded.lsn, deleted = excluded.deleted WHERE excluded.lsn > wh.lsn`
+
+func cdcPlan(e testEnv, url, slot string, extra map[string]plan.Value) plan.Plan {
+	src := map[string]plan.Value{"url": strV(url), "publication": strV("mqb_pub"), "slot_name": strV(slot)}
+	for k, v := range extra {
+		src[k] = v
+	}
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "postgres_cdc", Attrs: src},
+		{ID: "n1", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
+			Label: plan.BranchTo, Node: plan.Node{ID: "n1.0", Role: plan.RoleSink, Kind: "file",
+				Attrs: map[string]plan.Value{"path": strV(e.dlq)}}}}},
+		{ID: "n2", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
+			"url": strV(url),
+			"insert_query": tmplV(lit("INSERT INTO wh (id, amount, body, lsn, deleted) VALUES ("), ex("payload.id"), lit(", "),
+				ex("payload.amount"), lit(", "), ex("payload.body"), lit(", "), ex(`meta["postgres.lsn"]`), lit(", "),
+				ex(`meta["postgres.operation"] == "delete"`), lit(") "+cdcWarehouseUpsert))}},
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "cdc", Guarantee: plan.EffectivelyOnce,
+		Concurrency: 1, BatchSize: 200, Nodes: nodes, Edges: chain(nodes)}}}
+}
+
+// cdcDB prepares the source table, its publication and the warehouse.
+func cdcDB(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx) })
+	for _, q := range []string{
+		`CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER, body TEXT)`,
+		`CREATE TABLE wh (id INTEGER PRIMARY KEY, amount INTEGER, body TEXT, lsn BIGINT NOT NULL, deleted BOOLEAN NOT NULL)`,
+		`CREATE PUBLICATION mqb_pub FOR TABLE orders`,
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// cdcWorkload runs n operations on orders: inserts, updates and deletes,
+// mostly one per transaction, some several keys to a transaction.
+func cdcWorkload(t *testing.T, c *pgx.Conn, n int, seed uint64, pace time.Duration) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var live []int
+	next := 0
+	for i := 0; i < n; {
+		tx, err := c.Begin(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		used := map[int]bool{}
+		for k := 0; k < 1+rng.IntN(3) && i < n; k++ {
+			i++
+			switch r := rng.IntN(10); {
+			case r < 5 || len(live) < 10:
+				_, err = tx.Exec(ctx, `INSERT INTO orders VALUES ($1, $2, $3)`, next, rng.IntN(1000), fmt.Sprintf("order %d", next))
+				live = append(live, next)
+				used[next] = true
+				next++
+			case r < 8:
+				id := live[rng.IntN(len(live))]
+				if used[id] {
+					continue
+				}
+				used[id] = true
+				_, err = tx.Exec(ctx, `UPDATE orders SET amount = amount + 1, body = $2 WHERE id = $1`, id, fmt.Sprintf("updated at %d", i))
+			default:
+				j := rng.IntN(len(live))
+				id := live[j]
+				if used[id] {
+					continue
+				}
+				used[id] = true
+				live = append(live[:j], live[j+1:]...)
+				_, err = tx.Exec(ctx, `DELETE FROM orders WHERE id = $1`, id)
+			}
+			if err != nil {
+				t.Error(err)
+				tx.Rollback(ctx)
+				return
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Error(err)
+			return
+		}
+		time.Sleep(pace)
+	}
+}
+
+// cdcDiff compares orders with the live rows of wh; "" when they agree.
+func cdcDiff(t *testing.T, url string) string {
+	t.Helper()
+	read := func(q string) []string {
+		return pgQuery(t, url, q, func(t *testing.T, rows sqlRows) []string {
+			var out []string
+			for rows.Next() {
+				var id, amount int
+				var body string
+				if err := rows.Scan(&id, &amount, &body); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, fmt.Sprintf("%d/%d/%s", id, amount, body))
+			}
+			sort.Strings(out)
+			return out
+		})
+	}
+	want := read(`SELECT id, amount, body FROM orders`)
+	got := read(`SELECT id, amount, body FROM wh WHERE NOT deleted`)
+	if strings.Join(want, "\n") == strings.Join(got, "\n") {
+		return ""
+	}
+	w, g := map[string]bool{}, map[string]bool{}
+	for _, x := range want {
+		w[x] = true
+	}
+	for _, x := range got {
+		g[x] = true
+	}
+	var miss, extra []string
+	for x := range w {
+		if !g[x] {
+			miss = append(miss, x)
+		}
+	}
+	for x := range g {
+		if !w[x] {
+			extra = append(extra, x)
+		}
+	}
+	sort.Strings(miss)
+	sort.Strings(extra)
+	return fmt.Sprintf("source has %d rows, warehouse %d live; missing %.300v; extra %.300v", len(want), len(got), miss, extra)
+}
+
+func waitConverged(t *testing.T, url string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		d := cdcDiff(t, url)
+		if d == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("warehouse did not converge: %s", d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitSlot waits for the route to create its slot: changes made before
+// it exists are not in the stream.
+func waitSlot(t *testing.T, c *pgx.Conn, slot string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := c.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s not created", slot)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Changes stream into the warehouse while they happen; a graceful stop
+// advances the slot, so the next run replays nothing.
+func TestPostgresCDCToWarehouse(t *testing.T) {
+	url := testsrv.Postgres(t)
+	c := cdcDB(t, url)
+	e := newTestEnv(t)
+	p := cdcPlan(e, url, "mqb_slot", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var st Stats
+	go func() {
+		var err error
+		st, err = Run(ctx, p, testOptions(t))
+		done <- err
+	}()
+	waitSlot(t, c, "mqb_slot")
+	cdcWorkload(t, c, 2000, 1, 0)
+	waitConverged(t, url, time.Minute)
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rs := st.Route("cdc")
+	checkCounts(t, rs)
+	t.Logf("first run: %+v", rs)
+	if rs.Out == 0 || rs.DeadLettered+rs.Errors != 0 {
+		t.Errorf("first run: %+v", rs)
+	}
+	// Nothing acked is delivered again after a graceful stop.
+	ctx, cancel = context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	st, err := Run(ctx, p, testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := st.Route("cdc"); rs.In != 0 {
+		t.Errorf("run after a graceful stop read %d changes again", rs.In)
+	}
+	// Meta and ids as the spec gives them.
+	var lsn int64
+	if err := c.QueryRow(context.Background(), `SELECT max(lsn) FROM wh`).Scan(&lsn); err != nil || lsn <= 0 {
+		t.Errorf("warehouse lsn %d (%v)", lsn, err)
+	}
+}
+
+// The mqb process is SIGKILLed repeatedly while changes stream; a last run
+// catches up and the warehouse converges to the source table: replayed
+// changes never move a row back (excluded.lsn > wh.lsn).
+func TestCrashPostgresCDCConverges(t *testing.T) {
+	bin := buildCrashHelper(t)
+	url := testsrv.Postgres(t)
+	c := cdcDB(t, url)
+	// The slot exists before the first change, as it would for a route
+	// set up ahead of its traffic.
+	if _, err := c.Exec(context.Background(), `SELECT pg_create_logical_replication_slot('mqb_crash_slot', 'pgoutput')`); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t)
+	p := cdcPlan(e, url, "mqb_crash_slot", map[string]plan.Value{"checkpoint_store": strV("pebble://" + e.state)})
+	planPath := filepath.Join(e.dir, "plan.json")
+	data, _ := json.Marshal(p)
+	if err := os.WriteFile(planPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	work := make(chan struct{})
+	go func() {
+		defer close(work)
+		// A second connection: c is used by the checks.
+		wc, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer wc.Close(context.Background())
+		cdcWorkload(t, wc, 4000, 2, time.Millisecond)
+	}()
+	rng := rand.New(rand.NewPCG(7, 7))
+	start := func() (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, "-plan", planPath)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &stdout, &stderr
+	}
+	for i := 0; i < 4; i++ {
+		cmd, _, stderr := start()
+		wait := time.Duration(300+rng.IntN(900)) * time.Millisecond
+		time.Sleep(wait)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		t.Logf("run %d killed after %v %s", i, wait, strings.TrimSpace(stderr.String()))
+	}
+	<-work
+	cmd, stdout, stderr := start()
+	waitConverged(t, url, time.Minute)
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("final run: %v\n%s", err, stderr.String())
+	}
+	var st Stats
+	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
+		t.Fatalf("final run stats %q: %v", stdout.String(), err)
+	}
+	rs := st.Route("cdc")
+	checkCounts(t, rs)
+	t.Logf("final run: %+v", rs)
+	if rs.DeadLettered+rs.Errors != 0 {
+		t.Errorf("final run dropped records: %+v", rs)
+	}
+	if d := cdcDiff(t, url); d != "" {
+		t.Errorf("after the final run: %s", d)
+	}
+}
