@@ -188,10 +188,6 @@ func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
 		if err := rt.buildKafkaSource(a, c); err != nil {
 			return err
 		}
-	case "nats":
-		if err := rt.buildNATSSource(a, c); err != nil {
-			return err
-		}
 	case "sql":
 		if err := rt.buildSQLSource(a, c); err != nil {
 			return err
