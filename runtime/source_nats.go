@@ -1,0 +1,317 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
+)
+
+// natsSource reads a NATS subject. With JetStream (the default) it is a
+// durable pull consumer with explicit acks on a stream: a message is acked
+// only once the route has acked its record and every record read before
+// it (the contiguous prefix the route commits), so a crash redelivers
+// whatever was not yet written (at-least-once; the sink's key absorbs the
+// repeat). The server keeps the consumer's position; a subject has no
+// replayable position, so name_by = source_position is not available.
+//
+// With no_jetstream it is a core NATS subscription: messages published
+// while no route is subscribed, or in flight when it stops or crashes, are
+// lost. That is at-most-once, and said so at start-up.
+type natsSource struct {
+	route    string
+	log      *slog.Logger
+	url      string
+	subject  string
+	stream   string
+	durable  string
+	core     bool
+	ackWait  time.Duration
+	format   string
+	metadata bool
+
+	nc   *nats.Conn
+	cc   jetstream.ConsumeContext
+	sub  *nats.Subscription
+	msgs chan *natsMsg
+	errs chan error
+	done chan struct{} // closed by close: a handler blocked on msgs gives up
+
+	seq uint64 // Seq of the next record (a per-run count)
+
+	mu      sync.Mutex
+	base    uint64     // Seq of unacked[0]
+	unacked []*natsMsg // JetStream messages read, not yet acked, by Seq
+}
+
+type natsMsg struct {
+	js   jetstream.Msg // JetStream; nil on core NATS
+	core *nats.Msg
+}
+
+// natsAckWait is how long the server waits for an ack before redelivering
+// by default: longer than a record spends in the route, retries included,
+// and also how long the messages in flight when a route crashed wait
+// before the restarted route sees them again.
+const natsAckWait = 30 * time.Second
+
+func (rt *route) buildNATSSource(a nodeAttrs, c *compiler) error {
+	url, err := c.renderStatic(a, "url")
+	if err != nil {
+		return err
+	}
+	s := &natsSource{
+		route:    rt.name,
+		log:      rt.log,
+		url:      url,
+		subject:  a.str("subject", ""),
+		stream:   a.str("stream", ""),
+		durable:  a.str("durable", ""),
+		core:     a.boolean("no_jetstream", false),
+		format:   a.str("format", "json"),
+		metadata: a.boolean("source_metadata", false),
+		msgs:     make(chan *natsMsg, 4096),
+		errs:     make(chan error, 1),
+		done:     make(chan struct{}),
+	}
+	if s.subject == "" {
+		// The subject is a template attribute; a source needs it static.
+		if parts, ok := a.template("subject"); ok {
+			for _, p := range parts {
+				if p.Expr != "" {
+					return a.errorf("subject", "a source subscribes to one subject: ${%s} has no record to render from", p.Expr)
+				}
+				s.subject += p.Lit
+			}
+		}
+	}
+	if s.subject == "" {
+		return a.errorf("subject", "required")
+	}
+	if s.ackWait, err = a.duration("ack_wait", natsAckWait); err != nil {
+		return err
+	}
+	if s.ackWait <= 0 {
+		return a.errorf("ack_wait", "must be positive, got %v", s.ackWait)
+	}
+	if !s.core && s.durable == "" {
+		return a.errorf("durable", "required with JetStream: the durable consumer keeps the route's position on the server (or set no_jetstream = true for an at-most-once core NATS subscription)")
+	}
+	switch s.format {
+	case "json", "text", "raw":
+	default:
+		return a.errorf("format", "format %q is not supported by the nats source", s.format)
+	}
+	rt.src = s
+	return nil
+}
+
+func (s *natsSource) sourceName() string {
+	if s.durable != "" {
+		return unsafeName.ReplaceAllString(s.durable, "_")
+	}
+	return "nats"
+}
+func (s *natsSource) replayable() bool     { return false }
+func (s *natsSource) recordFormat() string { return s.format }
+func (s *natsSource) seqGaps() bool        { return false }
+
+// position: the server keeps the durable consumer's position.
+func (s *natsSource) position(map[int32]ackPos) (checkpoint.Position, bool) {
+	return checkpoint.Position{}, false
+}
+
+func (s *natsSource) open(ctx context.Context, _ checkpoint.Position, _ bool, _ sourceHost) error {
+	var err error
+	s.nc, err = nats.Connect(s.url,
+		nats.Name("mqb route "+s.route),
+		nats.Timeout(10*time.Second),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+	)
+	if err != nil {
+		return fmt.Errorf("route %s: nats source url: connect to %s: %s", s.route, plan.RedactURLs(s.url), plan.RedactURLs(err.Error()))
+	}
+	if s.core {
+		s.sub, err = s.nc.Subscribe(s.subject, func(m *nats.Msg) {
+			s.deliver(&natsMsg{core: m}) // blocks the subscription: slow consumer limits apply
+		})
+		if err != nil {
+			return fmt.Errorf("route %s: nats source subject %s: %w", s.route, s.subject, err)
+		}
+		s.sub.SetPendingLimits(1<<20, 1<<30)
+		s.log.Warn("nats source on core NATS: at-most-once (messages published while the route is down or in flight at a crash are lost)",
+			"url", plan.RedactURLs(s.url), "subject", s.subject)
+		return nil
+	}
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return fmt.Errorf("route %s: nats source: jetstream: %w", s.route, err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if s.stream == "" {
+		if s.stream, err = js.StreamNameBySubject(sctx, s.subject); err != nil {
+			return fmt.Errorf("route %s: nats source subject: no JetStream stream captures %s (%v); create one, or set no_jetstream = true", s.route, s.subject, err)
+		}
+	}
+	cons, err := js.CreateOrUpdateConsumer(sctx, s.stream, jetstream.ConsumerConfig{
+		Durable:       s.durable,
+		FilterSubject: s.subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.ackWait,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: 1 << 16,
+	})
+	if err != nil {
+		return fmt.Errorf("route %s: nats source durable %s on stream %s: %w", s.route, s.durable, s.stream, err)
+	}
+	s.cc, err = cons.Consume(func(m jetstream.Msg) {
+		s.deliver(&natsMsg{js: m})
+	}, jetstream.PullMaxMessages(2048), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		s.log.Warn("nats source: consume", "err", plan.RedactURLs(err.Error()))
+	}))
+	if err != nil {
+		return fmt.Errorf("route %s: nats source durable %s: consume: %w", s.route, s.durable, err)
+	}
+	s.log.Info("nats source (JetStream)", "url", plan.RedactURLs(s.url), "stream", s.stream, "durable", s.durable, "subject", s.subject)
+	return nil
+}
+
+func (s *natsSource) deliver(m *natsMsg) {
+	select {
+	case s.msgs <- m:
+	case <-s.done:
+	}
+}
+
+// next returns the messages received so far, waiting for the first.
+func (s *natsSource) next(ctx context.Context, max int) (*batch, bool, error) {
+	b := &batch{recs: make([]Record, 0, min(max, 256))}
+	select {
+	case <-ctx.Done():
+		return b, false, nil
+	case err := <-s.errs:
+		return nil, false, err
+	case m := <-s.msgs:
+		s.add(b, m)
+	}
+	for len(b.recs) < max {
+		select {
+		case m := <-s.msgs:
+			s.add(b, m)
+		default:
+			return b, false, nil
+		}
+	}
+	return b, false, nil
+}
+
+func (s *natsSource) add(b *batch, m *natsMsg) {
+	var data []byte
+	var hdr nats.Header
+	var subject string
+	if m.js != nil {
+		data, hdr, subject = m.js.Data(), m.js.Headers(), m.js.Subject()
+	} else {
+		data, hdr, subject = m.core.Data, m.core.Header, m.core.Subject
+	}
+	r := Record{Payload: data, Seq: s.seq, Next: int64(s.seq + 1)}
+	s.seq++
+	r.msgID, r.hasMsgID = natsMessageID(hdr)
+	if len(hdr) > 0 || s.metadata {
+		r.Meta = make(map[string]string, len(hdr)+3)
+	}
+	for k, vs := range hdr {
+		if k == headerMessageID || k == nats.MsgIdHdr || len(vs) == 0 {
+			continue
+		}
+		r.Meta[k] = vs[0]
+	}
+	if s.metadata {
+		r.Meta[metaSourcePrefix+"subject"] = subject
+		if m.js != nil {
+			if md, err := m.js.Metadata(); err == nil {
+				r.Meta[metaSourcePrefix+"stream"] = md.Stream
+				r.Meta[metaSourcePrefix+"stream_sequence"] = strconv.FormatUint(md.Sequence.Stream, 10)
+			}
+		}
+	}
+	if m.js != nil {
+		s.mu.Lock()
+		s.unacked = append(s.unacked, m)
+		s.mu.Unlock()
+	}
+	b.recs = append(b.recs, r)
+}
+
+// natsIDSpace names the UUIDs derived from a Nats-Msg-Id that is not a UUID.
+var natsIDSpace = uuid.MustParse("7c1d3a0e-2f55-4b8e-9a53-6f3c1e0b9d21")
+
+// natsMessageID reads the record's identity from mq_bridge.message_id, or
+// else Nats-Msg-Id (our sinks write the same UUID to both; another
+// publisher's Nats-Msg-Id that is not a UUID is hashed into one, stable
+// across redeliveries). Without either, the id is minted per read.
+func natsMessageID(h nats.Header) (uuid.UUID, bool) {
+	for _, k := range []string{headerMessageID, nats.MsgIdHdr} {
+		v := h.Get(k)
+		if v == "" {
+			continue
+		}
+		if id, err := uuid.Parse(v); err == nil {
+			return id, true
+		}
+		return uuid.NewSHA1(natsIDSpace, []byte(v)), true
+	}
+	return uuid.UUID{}, false
+}
+
+// commit acks, on JetStream, every message up to the route's committed
+// position: each of them was written (or dead-lettered, filtered, found a
+// duplicate) before the ack.
+func (s *natsSource) commit(_ context.Context, changed map[int32]ackPos) error {
+	pos, ok := changed[0]
+	if !ok || s.core {
+		return nil
+	}
+	s.mu.Lock()
+	n := int(pos.next - s.base)
+	n = min(max(n, 0), len(s.unacked))
+	acks := s.unacked[:n]
+	s.unacked = s.unacked[n:]
+	s.base += uint64(n)
+	s.mu.Unlock()
+	for _, m := range acks {
+		if err := m.js.Ack(); err != nil {
+			// Not fatal: the server redelivers after ack_wait and the sink
+			// absorbs the repeat.
+			s.log.Warn("nats source: ack failed; the message will be redelivered", "err", plan.RedactURLs(err.Error()))
+		}
+	}
+	return nil
+}
+
+func (s *natsSource) close() error {
+	close(s.done)
+	if s.cc != nil {
+		s.cc.Stop()
+	}
+	if s.sub != nil {
+		s.sub.Unsubscribe()
+	}
+	if s.nc != nil {
+		// Flush the acks sent by the last commit before closing.
+		s.nc.FlushTimeout(5 * time.Second)
+		s.nc.Close()
+	}
+	return nil
+}
