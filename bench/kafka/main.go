@@ -1,0 +1,273 @@
+// Command kafka times mqb against kcat through the same local broker
+// (cmd/mqb-testbroker, a separate process): file → Kafka (mqb's kafka sink
+// vs. kcat -P) and Kafka → JSON-lines file (mqb's kafka source into a file
+// sink vs. kcat -C -e). Each scenario alternates mqb and kcat runs on fresh
+// topics, then prints the medians in records/s and mqb's ratio to kcat.
+// Run it from the module root (it builds cmd/mqb-testbroker):
+//
+//	go run ./bench/kafka -n 500000 -runs 5 [-partitions 4] [-kcat kcat]
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
+)
+
+func main() {
+	n := flag.Int("n", 500000, "records per run")
+	runs := flag.Int("runs", 5, "runs per tool and scenario")
+	partitions := flag.Int("partitions", 4, "partitions per topic")
+	batch := flag.Int("batch", 4096, "mqb batch_size")
+	concurrency := flag.Int("concurrency", 2, "mqb route concurrency")
+	kcatBin := flag.String("kcat", "kcat", "kcat binary")
+	flag.Parse()
+	if _, err := exec.LookPath(*kcatBin); err != nil {
+		log.Fatalf("kcat not found (apt-get install -y kcat): %v", err)
+	}
+	dir, err := os.MkdirTemp("", "mqb-bench-kafka")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	brokers, stop := startBroker(dir, *partitions)
+	defer stop()
+	fmt.Printf("broker %s (mqb-testbroker), %d partitions per topic\n", brokers, *partitions)
+
+	input := filepath.Join(dir, "orders.jsonl")
+	size := generate(input, *n)
+	fmt.Printf("input: %d records, %.1f MB\n", *n, float64(size)/1e6)
+
+	// file → Kafka
+	var mqbW, kcatW []float64
+	for i := range *runs {
+		topic := fmt.Sprintf("w-mqb-%d", i)
+		createTopic(brokers, topic, *partitions)
+		d := timeIt(func() { runPublish(dir, input, brokers, topic, *batch, *concurrency, i) })
+		checkCount(brokers, topic, *partitions, *n)
+		mqbW = append(mqbW, float64(*n)/d.Seconds())
+
+		topic = fmt.Sprintf("w-kcat-%d", i)
+		createTopic(brokers, topic, *partitions)
+		d = timeIt(func() {
+			run(*kcatBin, "-P", "-b", brokers, "-t", topic, "-l", "-X", "acks=all", input)
+		})
+		checkCount(brokers, topic, *partitions, *n)
+		kcatW = append(kcatW, float64(*n)/d.Seconds())
+	}
+	report("file → kafka", mqbW, kcatW)
+
+	// Kafka → JSON-lines file, reading the topics kcat wrote in the first
+	// scenario (each read once by mqb and once by kcat).
+	var mqbR, kcatR []float64
+	for i := range *runs {
+		topic := fmt.Sprintf("w-kcat-%d", i)
+		out := filepath.Join(dir, fmt.Sprintf("out-mqb-%d.jsonl", i))
+		d := timeIt(func() { runConsume(dir, out, brokers, topic, *batch, *concurrency, size, i) })
+		mqbR = append(mqbR, float64(*n)/d.Seconds())
+
+		out = filepath.Join(dir, fmt.Sprintf("out-kcat-%d.jsonl", i))
+		d = timeIt(func() {
+			f, err := os.Create(out)
+			if err != nil {
+				log.Fatal(err)
+			}
+			cmd := exec.Command(*kcatBin, "-C", "-b", brokers, "-t", topic, "-o", "beginning", "-e", "-q", "-D", "\n")
+			cmd.Stdout, cmd.Stderr = f, os.Stderr
+			if err := cmd.Run(); err != nil {
+				log.Fatalf("kcat -C: %v", err)
+			}
+			f.Sync()
+			f.Close()
+		})
+		if st, _ := os.Stat(out); st.Size() != size {
+			log.Fatalf("kcat wrote %d bytes, want %d", st.Size(), size)
+		}
+		kcatR = append(kcatR, float64(*n)/d.Seconds())
+	}
+	report("kafka → file", mqbR, kcatR)
+}
+
+func report(name string, mqb, kcat []float64) {
+	m, k := median(mqb), median(kcat)
+	fmt.Printf("%-14s mqb %9.0f rec/s   kcat %9.0f rec/s   mqb/kcat %.2f   (runs: mqb %v, kcat %v)\n",
+		name, m, k, m/k, rounded(mqb), rounded(kcat))
+}
+
+func rounded(xs []float64) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x)
+	}
+	return out
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func timeIt(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}
+
+func run(name string, args ...string) {
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		log.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+}
+
+// startBroker builds and starts cmd/mqb-testbroker, in memory.
+func startBroker(dir string, partitions int) (string, func()) {
+	bin := filepath.Join(dir, "mqb-testbroker")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/mqb-testbroker")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		log.Fatalf("build mqb-testbroker (run from the module root): %v", err)
+	}
+	addr := filepath.Join(dir, "addr")
+	cmd := exec.Command(bin, "-partitions", fmt.Sprint(partitions), "-addr-file", addr)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	for range 200 {
+		if b, err := os.ReadFile(addr); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			return strings.TrimSpace(string(b)), func() { cmd.Process.Kill(); cmd.Wait() }
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	log.Fatal("mqb-testbroker did not start")
+	return "", nil
+}
+
+func createTopic(brokers, topic string, partitions int) {
+	client := &kafka.Client{Addr: kafka.TCP(brokers), Timeout: 10 * time.Second}
+	resp, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
+		{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range resp.Errors {
+		if e != nil {
+			log.Fatalf("create topic %s: %v", topic, e)
+		}
+	}
+}
+
+func checkCount(brokers, topic string, partitions, n int) {
+	total := 0
+	for p := range partitions {
+		conn, err := kafka.DialLeader(context.Background(), "tcp", brokers, topic, p)
+		if err != nil {
+			log.Fatal(err)
+		}
+		last, err := conn.ReadLastOffset()
+		conn.Close()
+		if err != nil {
+			log.Fatal(err)
+		}
+		total += int(last)
+	}
+	if total != n {
+		log.Fatalf("topic %s holds %d records, want %d", topic, total, n)
+	}
+}
+
+func generate(path string, n int) int64 {
+	f, err := os.Create(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	for i := range n {
+		fmt.Fprintf(w, `{"order_id":"o-%d","amount":%d,"customer":"c-%d","note":"order number %d of the benchmark"}`+"\n", i, i%1000, i%5000, i)
+	}
+	if err := w.Flush(); err != nil {
+		log.Fatal(err)
+	}
+	f.Close()
+	st, _ := os.Stat(path)
+	return st.Size()
+}
+
+func node(id, role, kind string, attrs map[string]plan.Value) plan.Node {
+	return plan.Node{ID: id, Role: role, Kind: kind, Attrs: attrs}
+}
+
+func str(s string) plan.Value { return plan.Value{Type: plan.TString, Str: s} }
+
+func routePlan(name string, batch, concurrency int, nodes ...plan.Node) plan.Plan {
+	var edges []plan.Edge
+	for i := 1; i < len(nodes); i++ {
+		edges = append(edges, plan.Edge{From: nodes[i-1].ID, To: nodes[i].ID})
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: name, Guarantee: plan.AtLeastOnce,
+		BatchSize: batch, Concurrency: concurrency, Nodes: nodes, Edges: edges}}}
+}
+
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+// runPublish is file → kafka sink (acks from all in-sync replicas).
+func runPublish(dir, input, brokers, topic string, batch, concurrency, i int) {
+	p := routePlan("publish", batch, concurrency,
+		node("n0", plan.RoleSource, "file", map[string]plan.Value{"path": str(input),
+			"checkpoint_store": str("pebble://" + filepath.Join(dir, fmt.Sprintf("state-w-%d", i)))}),
+		node("n1", plan.RoleSink, "kafka", map[string]plan.Value{"url": str(brokers), "topic": str(topic)}))
+	if _, err := runtime.Run(context.Background(), p, runtime.Options{Logger: quiet}); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// runConsume is kafka source → JSON-lines file, until the file holds every
+// record (the source never ends by itself), then a graceful drain.
+func runConsume(dir, out, brokers, topic string, batch, concurrency int, size int64, i int) {
+	p := routePlan("consume", batch, concurrency,
+		node("n0", plan.RoleSource, "kafka", map[string]plan.Value{"url": str(brokers), "topic": str(topic),
+			"checkpoint_store": str("pebble://" + filepath.Join(dir, fmt.Sprintf("state-r-%d", i)))}),
+		node("n1", plan.RoleSink, "file", map[string]plan.Value{"path": str(out)}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := runtime.Run(ctx, p, runtime.Options{Logger: quiet})
+		done <- err
+	}()
+	for {
+		if st, err := os.Stat(out); err == nil && st.Size() >= size {
+			break
+		}
+		select {
+		case err := <-done:
+			log.Fatalf("consume ended early: %v", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	if st, _ := os.Stat(out); st.Size() != size {
+		log.Fatalf("mqb wrote %d bytes, want %d", st.Size(), size)
+	}
+}
