@@ -107,7 +107,7 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		}
 	}()
 	c := &compiler{lookup: o.Env}
-	var sinkNode *plan.Node
+	var sinkNode, handlerNode *plan.Node
 	for i := range pr.Nodes {
 		n := &pr.Nodes[i]
 		a := nodeAttrs{route: pr.Name, node: n}
@@ -124,7 +124,10 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 				return rt, err
 			}
 		case plan.RoleHandler:
-			return rt, fmt.Errorf("route %s: handle %s (%s): handlers are not supported by this runtime yet", pr.Name, n.Kind, n.Pos)
+			if handlerNode != nil {
+				return rt, fmt.Errorf("route %s: more than one handler", pr.Name)
+			}
+			handlerNode = n
 		case plan.RoleSink:
 			if sinkNode != nil {
 				return rt, fmt.Errorf("route %s: more than one sink", pr.Name)
@@ -142,6 +145,13 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 	}
 	if rt.sink, rt.sinkProgs, err = rt.buildSink(ctx, nodeAttrs{route: pr.Name, node: sinkNode}, c, o, false); err != nil {
 		return rt, err
+	}
+	if handlerNode != nil {
+		h, progs, err := rt.buildHandler(ctx, handlerNode, rt.sink, c, o, pr.Guarantee)
+		if err != nil {
+			return rt, err
+		}
+		rt.sink, rt.sinkProgs = h, append(progs, rt.sinkProgs...)
 	}
 	if v, ok := rt.sink.(guaranteeVerifier); ok {
 		if err := v.verifyGuarantee(pr.Guarantee); err != nil {
@@ -188,8 +198,16 @@ func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
 		if err := rt.buildKafkaSource(a, c); err != nil {
 			return err
 		}
+	case "nats":
+		if err := rt.buildNATSSource(a, c); err != nil {
+			return err
+		}
 	case "sql":
 		if err := rt.buildSQLSource(a, c); err != nil {
+			return err
+		}
+	case "object_store":
+		if err := rt.buildObjectSource(context.Background(), a, c, o); err != nil {
 			return err
 		}
 	case "postgres_cdc":

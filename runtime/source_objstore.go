@@ -1,0 +1,438 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
+)
+
+// objectSource reads every object under a prefix (object_store as a
+// source), in key order, one record per line; an object named *.gz or *.zst
+// is decompressed first. It lists the prefix once when it opens and ends at
+// the end of that listing: objects added later are read by the next run,
+// which resumes after the last record this run committed. (There is no
+// follow mode: a route that must keep up with a bucket runs again.)
+//
+// Its one partition numbers records across the listing (Seq 0 is the first
+// record of the first object), so a re-read of an unchanged prefix numbers
+// the same records the same way. Each record also carries the number of its
+// object's lines read through it (Record.Next). The checkpoint keeps the
+// position of the last committed record as (object key, lines read) —
+// "done:<key>" once that object was read to its end — so a restart skips
+// every object before it unread and, inside a half-read one, only passes
+// over the lines already committed.
+type objectSource struct {
+	route     string
+	log       *slog.Logger
+	store     objectStore
+	url       string // the store's location, secrets removed: identifies the checkpoint
+	name      string
+	format    string
+	maxRecord int
+
+	keys    []string // the listing, in key order
+	nextKey int      // index in keys of the next object to open
+
+	// The object being read.
+	cur     string
+	body    io.ReadCloser
+	dec     io.Closer // the decompressor over body, if any
+	r       *bufio.Reader
+	line    int64 // lines of cur read so far (blank ones included)
+	skip    int64 // lines of cur to pass over unread (a resume inside it)
+	nextSeq uint64
+	scratch []byte
+	// arenaHint sizes the next batch's payload arena from the last one.
+	arenaHint int
+
+	opened, total atomic.Int64 // objects opened and listed, for progress
+
+	// spans maps Seq ranges to objects for position, which runs on the
+	// committer goroutine while the reader appends.
+	mu    sync.Mutex
+	spans []objectSpan
+}
+
+// objectSpan is the run of Seqs read from one object; once the object was
+// read to its end, complete is set and end is the Seq after its last record.
+type objectSpan struct {
+	key      string
+	first    uint64
+	end      uint64
+	complete bool
+}
+
+// objectReader is a store that can stream an object instead of reading it
+// whole into memory.
+type objectReader interface {
+	open(ctx context.Context, name string) (io.ReadCloser, error)
+}
+
+func (s *dirStore) open(_ context.Context, name string) (io.ReadCloser, error) {
+	return os.Open(s.path(name))
+}
+
+func (s *gcsStore) open(ctx context.Context, name string) (io.ReadCloser, error) {
+	r, err := s.bucket.Object(s.prefix + name).NewReader(ctx)
+	if err != nil {
+		return nil, gcsError(err)
+	}
+	return r, nil
+}
+
+const (
+	objectCheckpointAt   = "object:" // the last committed record is inside this object
+	objectCheckpointDone = "done:"   // this object and every one before it are committed
+)
+
+func (rt *route) buildObjectSource(ctx context.Context, a nodeAttrs, c *compiler, o *Options) error {
+	rawURL, err := c.renderStatic(a, "url")
+	if err != nil {
+		return err
+	}
+	s := &objectSource{
+		route:     rt.name,
+		log:       rt.log,
+		format:    a.str("format", "json"),
+		maxRecord: int(a.integer("max_record_bytes", 16<<20)),
+	}
+	switch s.format {
+	case "json", "text", "raw":
+	default:
+		return a.errorf("format", "format %q is not supported by the object_store source (json, text or raw)", s.format)
+	}
+	if s.maxRecord <= 0 {
+		return a.errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
+	}
+	// A source does not create its directory: a missing one is a mistake.
+	if dir, ok := strings.CutPrefix(rawURL, "file://"); ok {
+		if !filepath.IsAbs(dir) && o.BaseDir != "" {
+			dir = filepath.Join(o.BaseDir, dir)
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			if err == nil {
+				err = fmt.Errorf("%s is not a directory", dir)
+			}
+			return a.errorf("url", "%v", err)
+		}
+	}
+	st, err := openObjectStore(ctx, rawURL, o.BaseDir)
+	if err != nil {
+		return a.errorf("url", "%v", err)
+	}
+	if objectStoreHook != nil {
+		st = objectStoreHook(st)
+	}
+	s.store = st
+	s.url = st.String()
+	s.name = objectSourceName(s.url)
+	rt.src = s
+	return nil
+}
+
+// objectSourceName is the prefix's last element, safe in a part name.
+func objectSourceName(url string) string {
+	u := strings.TrimRight(url, "/")
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	base := unsafeName.ReplaceAllString(path.Base(u), "_")
+	base = strings.ReplaceAll(base, "-", "_")
+	if base == "" || base == "." || base == "_" {
+		return "objects"
+	}
+	return base
+}
+
+func (s *objectSource) sourceName() string   { return s.name }
+func (s *objectSource) replayable() bool     { return true }
+func (s *objectSource) recordFormat() string { return s.format }
+func (s *objectSource) seqGaps() bool        { return false }
+
+// progress is in objects: those opened of the listing.
+func (s *objectSource) progress() (read, size int64, ok bool) {
+	size = s.total.Load()
+	return s.opened.Load(), size, size > 0
+}
+
+func (s *objectSource) checkpointSource() string { return "object_store:" + s.url }
+
+// open lists the prefix and, from a checkpoint of the same store, skips
+// the objects before the committed one and the committed lines inside it.
+func (s *objectSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
+	keys, err := s.store.List(ctx, "")
+	if err != nil {
+		return fmt.Errorf("route %s: object_store source %s: list: %w", s.route, s.url, err)
+	}
+	s.keys = keys
+	s.total.Store(int64(len(keys)))
+	defer func() { s.opened.Store(int64(s.nextKey)) }()
+	if !haveCP || cp.Source != s.checkpointSource() {
+		return nil
+	}
+	var key string
+	done := false
+	switch {
+	case strings.HasPrefix(cp.Mode, objectCheckpointDone):
+		key, done = strings.TrimPrefix(cp.Mode, objectCheckpointDone), true
+	case strings.HasPrefix(cp.Mode, objectCheckpointAt):
+		key = strings.TrimPrefix(cp.Mode, objectCheckpointAt)
+	default:
+		return nil
+	}
+	s.nextSeq = cp.NextIndex
+	// The first object not before the checkpoint's.
+	i := 0
+	for i < len(keys) && keys[i] < key {
+		i++
+	}
+	if i < len(keys) && keys[i] == key {
+		if done {
+			i++
+		} else {
+			s.skip = cp.Offset
+		}
+	} else if !done {
+		s.log.Warn("object_store source: the checkpoint's object is gone; resuming at the next one", "object", key)
+	}
+	s.nextKey = i
+	s.log.Info("resuming from checkpoint", "object", key, "object_done", done, "lines", cp.Offset, "next_index", cp.NextIndex)
+	return nil
+}
+
+func (s *objectSource) resumeAt() map[int32]ackPos {
+	return map[int32]ackPos{0: {next: s.nextSeq, offset: s.skip}}
+}
+
+// position names the object holding the last committed record (found by
+// its Seq) and how many of that object's lines are committed.
+func (s *objectSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+	c, ok := committed[0]
+	if !ok || c.next == 0 {
+		return checkpoint.Position{Source: s.checkpointSource()}, true
+	}
+	last := c.next - 1
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := 0
+	for i+1 < len(s.spans) && s.spans[i+1].first <= last {
+		i++
+	}
+	if len(s.spans) == 0 || s.spans[i].first > last {
+		// Nothing read by this run is committed yet; position is only
+		// asked for once something is, so this is not expected.
+		return checkpoint.Position{}, false
+	}
+	sp := s.spans[i]
+	s.spans = s.spans[i:] // spans before the committed one are never asked for again
+	pos := checkpoint.Position{Source: s.checkpointSource(), NextIndex: c.next, Offset: c.offset}
+	if sp.complete && c.next == sp.end {
+		pos.Mode = objectCheckpointDone + sp.key
+	} else {
+		pos.Mode = objectCheckpointAt + sp.key
+	}
+	return pos, true
+}
+
+func (s *objectSource) commit(context.Context, map[int32]ackPos) error { return nil }
+
+func (s *objectSource) close() error {
+	err := s.closeObject()
+	if s.store != nil {
+		err = errors.Join(err, s.store.Close())
+	}
+	return err
+}
+
+func (s *objectSource) closeObject() error {
+	var err error
+	if s.dec != nil {
+		err = s.dec.Close()
+		s.dec = nil
+	}
+	if s.body != nil {
+		err = errors.Join(err, s.body.Close())
+		s.body = nil
+	}
+	s.r = nil
+	return err
+}
+
+// openNext opens the next object of the listing; ok false at its end.
+func (s *objectSource) openNext(ctx context.Context) (ok bool, err error) {
+	if s.nextKey >= len(s.keys) {
+		return false, nil
+	}
+	key := s.keys[s.nextKey]
+	// The object is read through ctx's cancellation: next stops between
+	// lines when ctx is done, and a drain must not see a read fail halfway.
+	ctx = context.WithoutCancel(ctx)
+	var body io.ReadCloser
+	if or, ok := s.store.(objectReader); ok {
+		body, err = or.open(ctx, key)
+	} else {
+		var data []byte
+		if data, err = s.store.Get(ctx, key); err == nil {
+			body = io.NopCloser(bytes.NewReader(data))
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("route %s: object_store source %s: read %s: %w", s.route, s.url, key, err)
+	}
+	s.nextKey++
+	s.opened.Store(int64(s.nextKey))
+	s.cur, s.body, s.line = key, body, 0
+	var rd io.Reader = body
+	switch {
+	case strings.HasSuffix(key, ".gz"):
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			s.closeObject()
+			return false, fmt.Errorf("route %s: object_store source %s: %s: gzip: %w", s.route, s.url, key, err)
+		}
+		rd, s.dec = zr, zr
+	case strings.HasSuffix(key, ".zst"):
+		zr, err := zstd.NewReader(body, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			s.closeObject()
+			return false, fmt.Errorf("route %s: object_store source %s: %s: zstd: %w", s.route, s.url, key, err)
+		}
+		rd, s.dec = zr, zstdCloser{zr}
+	}
+	s.r = bufio.NewReaderSize(rd, 1<<20)
+	s.mu.Lock()
+	s.spans = append(s.spans, objectSpan{key: key, first: s.nextSeq})
+	s.mu.Unlock()
+	return true, nil
+}
+
+type zstdCloser struct{ d *zstd.Decoder }
+
+func (z zstdCloser) Close() error { z.d.Close(); return nil }
+
+// finishObject marks the current object read to its end.
+func (s *objectSource) finishObject() error {
+	s.mu.Lock()
+	if n := len(s.spans); n > 0 && s.spans[n-1].key == s.cur {
+		s.spans[n-1].end, s.spans[n-1].complete = s.nextSeq, true
+	}
+	s.mu.Unlock()
+	if s.skip > s.line {
+		s.log.Warn("object_store source: the checkpoint's object has fewer lines than were committed; was it replaced?",
+			"object", s.cur, "lines", s.line, "committed_lines", s.skip)
+	}
+	s.skip = 0
+	return s.closeObject()
+}
+
+// next reads up to max records, moving through objects as they end; eof
+// once the listing is exhausted.
+func (s *objectSource) next(ctx context.Context, max int) (*batch, bool, error) {
+	b := &batch{recs: make([]Record, 0, max), arena: make([]byte, 0, s.arenaHint)}
+	defer func() { s.arenaHint = min(len(b.arena)+len(b.arena)/8, maxBatchBytes) }()
+	var payloadBytes int
+	for len(b.recs) < max && payloadBytes < maxBatchBytes {
+		if ctx.Err() != nil {
+			return b, false, nil
+		}
+		if s.r == nil {
+			ok, err := s.openNext(ctx)
+			if err != nil {
+				return b, false, err
+			}
+			if !ok {
+				return b, true, nil
+			}
+		}
+		line, tooLong, err := s.readLine()
+		if err == io.EOF {
+			if line != nil {
+				payloadBytes += len(line)
+				s.add(b, line, tooLong)
+			}
+			if err := s.finishObject(); err != nil {
+				return b, false, fmt.Errorf("route %s: object_store source %s: %s: %w", s.route, s.url, s.cur, err)
+			}
+			continue
+		}
+		if err != nil {
+			return b, false, fmt.Errorf("route %s: object_store source %s: read %s at line %d: %w", s.route, s.url, s.cur, s.line+1, err)
+		}
+		payloadBytes += len(line)
+		s.add(b, line, tooLong)
+	}
+	return b, false, nil
+}
+
+// add appends a record for the line just read, unless it is being skipped
+// (already committed) or blank (no index, as in the file source).
+func (s *objectSource) add(b *batch, line []byte, tooLong int) {
+	s.line++
+	if s.line <= s.skip {
+		return
+	}
+	if tooLong == 0 && len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	start := len(b.arena)
+	b.arena = append(b.arena, line...)
+	rec := Record{Payload: b.arena[start:len(b.arena):len(b.arena)], Seq: s.nextSeq, Next: s.line}
+	if tooLong > 0 {
+		rec.kill(fmt.Sprintf("record of %d bytes exceeds max_record_bytes = %d (payload truncated to %d bytes) in object %s", tooLong, s.maxRecord, len(line), s.cur))
+	}
+	s.nextSeq++
+	b.recs = append(b.recs, rec)
+}
+
+// readLine returns the next line without its ending. A line longer than
+// max_record_bytes is read through without keeping more than a snippet:
+// tooLong is then its length. At the end of the object it returns the
+// last unterminated line (nil if none) with io.EOF.
+func (s *objectSource) readLine() (line []byte, tooLong int, err error) {
+	s.scratch = s.scratch[:0]
+	total := 0
+	over := false
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		total += len(chunk)
+		if !over {
+			if len(s.scratch)+len(chunk) > s.maxRecord+2 { // +2: the line ending is not part of the record
+				over = true
+				keep := min(dlqSnippetBytes, len(s.scratch)+len(chunk))
+				s.scratch = append(s.scratch, chunk[:max(0, keep-len(s.scratch))]...)
+			} else {
+				s.scratch = append(s.scratch, chunk...)
+			}
+		}
+		switch {
+		case err == nil || err == io.EOF:
+			if err == io.EOF && total == 0 {
+				return nil, 0, io.EOF
+			}
+			content := bytes.TrimRight(s.scratch, "\r\n")
+			if over || len(content) > s.maxRecord {
+				return truncate(content), max(total-1, len(content)), err
+			}
+			return content, 0, err
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return nil, 0, err
+		}
+	}
+}
