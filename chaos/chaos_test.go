@@ -80,7 +80,7 @@ const (
 const sqlColumns = `(id, amount, body) VALUES (${meta["mqb.id"]}, ${payload.amount}, ${payload.body})`
 
 var sinks = []sinkCase{
-	{"file→sqlite", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"sqlite", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		db := filepath.Join(dir, "out.db")
 		to := `sql {
     url          = "sqlite://out.db"
@@ -96,7 +96,7 @@ var sinks = []sinkCase{
 			return countRows(t, h, `SELECT id, count(*) FROM orders GROUP BY id`)
 		}
 	}},
-	{"file→postgres", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"postgres", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		url := testsrv.Postgres(t)
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, url)
@@ -132,7 +132,7 @@ var sinks = []sinkCase{
 			return got
 		}
 	}},
-	{"file→mariadb", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"mariadb", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		db := testsrv.MariaDBDatabase(t)
 		h, err := sql.Open("mysql", db.DSN)
 		if err != nil {
@@ -150,24 +150,24 @@ var sinks = []sinkCase{
 			return countRows(t, h, `SELECT id, count(*) FROM orders GROUP BY id`)
 		}
 	}},
-	{"file→file (write_time)", atLeastOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"file (write_time)", atLeastOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		return `file { path = "out/orders.jsonl" }`, nil, func(t *testing.T) map[string]int {
 			got := map[string]int{}
 			countLines(t, filepath.Join(dir, "out", "orders.jsonl"), got)
 			return got
 		}
 	}},
-	{"file→file (source_position)", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"file (source_position)", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		return `file { path = "parts", name_by = source_position }`, nil, func(t *testing.T) map[string]int {
 			return countTree(t, filepath.Join(dir, "parts"))
 		}
 	}},
-	{"file→object_store file://", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"object_store file://", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		return `object_store { url = "file://objects/orders" }`, nil, func(t *testing.T) map[string]int {
 			return countTree(t, filepath.Join(dir, "objects"))
 		}
 	}},
-	{"file→object_store gs://", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"object_store gs://", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		srv := testsrv.NewGCS(t, "lake")
 		client := srv.Client(t)
 		env := []string{"STORAGE_EMULATOR_HOST=" + srv.EmulatorHost()}
@@ -175,14 +175,14 @@ var sinks = []sinkCase{
 			return countGCS(t, client)
 		}
 	}},
-	{"file→kafka", atLeastOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"kafka", atLeastOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		brokers := testsrv.Kafka(t, "orders:2")
 		to := fmt.Sprintf(`kafka { url = %q, topic = "orders", partition_key = "${meta[\"mqb.id\"]}" }`, brokers)
 		return to, nil, func(t *testing.T) map[string]int {
 			return countKafka(t, brokers, "orders", 2)
 		}
 	}},
-	{"file→nats", atLeastOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"nats", atLeastOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		url := testsrv.NATS(t)
 		stream := createStream(t, url)
 		to := fmt.Sprintf(`nats { url = %q, subject = "orders.${meta[\"mqb.id\"]}", stream = "ORDERS" }`, url)
@@ -190,7 +190,7 @@ var sinks = []sinkCase{
 			return countStream(t, stream)
 		}
 	}},
-	{"file→clickhouse", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
+	{"clickhouse", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		srv := testsrv.SharedClickHouse(t)
 		db := srv.NewDatabase(t)
 		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.NativeAddr()},
@@ -327,7 +327,7 @@ var statsRE = regexp.MustCompile(`(?m)^chaos: in (\d+), out (\d+), deduplicated 
 // dataset appends chunks of new records, each followed by repeats of
 // earlier ones, to the input file: every run finds work to be killed in.
 type dataset struct {
-	path  string
+	emit  func(t *testing.T, lines string)
 	rng   *rand.Rand
 	next  int
 	lines int
@@ -357,16 +357,63 @@ func (d *dataset) appendChunk(t *testing.T) {
 			d.lines++
 		}
 	}
-	f, err := os.OpenFile(d.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
+	d.emit(t, b.String())
+}
+
+// sourceCase is the source side of a pair.
+type sourceCase struct {
+	name string
+	// follows is true for a source that never ends (a broker): the last
+	// run is stopped with SIGTERM once the sink holds everything.
+	follows bool
+	// setup returns the `from` block and how to add input.
+	setup func(t *testing.T, dir string) (from string, emit func(t *testing.T, lines string))
+}
+
+var fileSource = sourceCase{"file", false, func(t *testing.T, dir string) (string, func(*testing.T, string)) {
+	path := filepath.Join(dir, "in.jsonl")
+	return `file { path = "in.jsonl" }`, func(t *testing.T, lines string) {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(lines); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		t.Fatal(err)
+}}
+
+var kafkaSource = sourceCase{"kafka", true, func(t *testing.T, dir string) (string, func(*testing.T, string)) {
+	brokers := testsrv.Kafka(t, "in:2")
+	return fmt.Sprintf(`kafka { url = %q, topic = "in" }`, brokers), func(t *testing.T, lines string) {
+		produce(t, brokers, "in", lines)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
+}}
+
+// pairs is the matrix: the file source into every sink, and the sources
+// that follow a broker into a key-addressed and a positional sink.
+func pairs() (out []struct {
+	src  sourceCase
+	sink sinkCase
+}) {
+	for _, sc := range sinks {
+		out = append(out, struct {
+			src  sourceCase
+			sink sinkCase
+		}{fileSource, sc})
 	}
+	for _, sc := range sinks {
+		if sc.name == "sqlite" || sc.name == "file (source_position)" {
+			out = append(out, struct {
+				src  sourceCase
+				sink sinkCase
+			}{kafkaSource, sc})
+		}
+	}
+	return out
 }
 
 func TestChaosMatrix(t *testing.T) {
@@ -377,17 +424,18 @@ func TestChaosMatrix(t *testing.T) {
 		only = regexp.MustCompile(s)
 	}
 	t.Cleanup(func() { reportMatrix(t, kills, seed) })
-	for i, sc := range sinks {
-		if only != nil && !only.MatchString(sc.name) {
+	for i, p := range pairs() {
+		name := p.src.name + "→" + p.sink.name
+		if only != nil && !only.MatchString(name) {
 			continue
 		}
-		t.Run(strings.NewReplacer(" ", "_", "→", "_to_", "/", "", ":", "").Replace(sc.name), func(t *testing.T) {
-			res := runPair(t, sc, kills, seed+uint64(i))
-			if res.guarantee != sc.guarantee {
-				t.Errorf("the compiler says %q, the matrix expects %q", res.guarantee, sc.guarantee)
+		t.Run(strings.NewReplacer(" ", "_", "→", "_to_", "/", "", ":", "").Replace(name), func(t *testing.T) {
+			res := runPair(t, p.src, p.sink, kills, seed+uint64(i))
+			if res.guarantee != p.sink.guarantee {
+				t.Errorf("the compiler says %q, the matrix expects %q", res.guarantee, p.sink.guarantee)
 			}
 			if res.verdict != "ok" {
-				t.Errorf("%s: %s (lost %d, duplicated %d of %d records)", sc.name, res.verdict, res.lost, res.duplicated, res.records)
+				t.Errorf("%s: %s (lost %d, duplicated %d of %d records)", name, res.verdict, res.lost, res.duplicated, res.records)
 			}
 			resultsMu.Lock()
 			results = append(results, res)
@@ -396,9 +444,10 @@ func TestChaosMatrix(t *testing.T) {
 	}
 }
 
-func runPair(t *testing.T, sc sinkCase, kills int, seed uint64) pairResult {
+func runPair(t *testing.T, so sourceCase, sc sinkCase, kills int, seed uint64) pairResult {
 	start := time.Now()
 	dir := t.TempDir()
+	from, emit := so.setup(t, dir)
 	to, env, read := sc.setup(t, dir)
 	dedup := `dedup { key = meta["mqb.id"], store = "pebble://state/dedup", ttl = 1h }`
 	if sc.positional {
@@ -407,19 +456,19 @@ func runPair(t *testing.T, sc sinkCase, kills int, seed uint64) pairResult {
 	src := fmt.Sprintf(`route chaos {
   batch_size  = 50
   concurrency = 2
-  from file { path = "in.jsonl" }
+  from %s
   id payload.order_id
   %s
   dlq { to file { path = "dlq.jsonl" } }
   to %s
 }
-`, dedup, to)
+`, from, dedup, to)
 	if err := os.WriteFile(filepath.Join(dir, "chaos.mqb"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x8c4a05))
-	ds := &dataset{path: filepath.Join(dir, "in.jsonl"), rng: rand.New(rand.NewPCG(seed, 1)), perID: map[int]int{}}
-	res := pairResult{pair: sc.name}
+	ds := &dataset{emit: emit, rng: rand.New(rand.NewPCG(seed, 1)), perID: map[int]int{}}
+	res := pairResult{pair: so.name + "→" + sc.name}
 
 	// Each run gets a fresh chunk of input and is killed at a random
 	// instant after its route started moving records (the "route started"
@@ -444,15 +493,33 @@ func runPair(t *testing.T, sc sinkCase, kills int, seed uint64) pairResult {
 			}
 		}
 	}
-	// The last run finishes what the killed ones left.
-	cmd := exec.Command(mqbcBin, "run", "chaos.mqb")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("final run: %v\n%s%s", err, stdout.String(), stderr.String())
+	want := func(i int) int {
+		if sc.positional {
+			return ds.perID[i]
+		}
+		return 1
 	}
+	// The last run finishes what the killed ones left: a finite source
+	// ends by itself, a following one is drained with SIGTERM once the
+	// sink holds every record.
+	r := startMqbc(t, dir, env)
+	if so.follows {
+		r.waitStarted(t)
+		deadline := time.Now().Add(2 * time.Minute)
+		for !holdsAll(read(t), ds.next, want) {
+			if time.Now().After(deadline) {
+				r.cmd.Process.Kill()
+				<-r.exited
+				t.Fatalf("final run: the sink does not hold every record after 2 minutes\n%s", tail(r.stderrText(), 3000))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		r.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	if err := <-r.exited; err != nil {
+		t.Fatalf("final run: %v\n%s%s", err, r.stdout.String(), tail(r.stderrText(), 3000))
+	}
+	stdout := &r.stdout
 	if res.guarantee == "" {
 		if m := verdictRE.FindStringSubmatch(stdout.String()); m != nil {
 			res.guarantee = m[1]
@@ -480,13 +547,9 @@ func runPair(t *testing.T, sc sinkCase, kills int, seed uint64) pairResult {
 	res.records, res.lines = ds.next, ds.lines
 	for i := 0; i < ds.next; i++ {
 		id := fmt.Sprintf("o-%06d", i)
-		want := 1
-		if sc.positional {
-			want = ds.perID[i]
-		}
 		n := got[id]
-		res.lost += max(0, want-n)
-		res.duplicated += max(0, n-want)
+		res.lost += max(0, want(i)-n)
+		res.duplicated += max(0, n-want(i))
 		delete(got, id)
 	}
 	for id, n := range got {
@@ -495,6 +558,17 @@ func runPair(t *testing.T, sc sinkCase, kills int, seed uint64) pairResult {
 	res.verdict = judge(res, sc.guarantee, kills)
 	res.elapsed = time.Since(start)
 	return res
+}
+
+// holdsAll reports whether got holds at least want(i) records of each of
+// the first n orders.
+func holdsAll(got map[string]int, n int, want func(int) int) bool {
+	for i := 0; i < n; i++ {
+		if got[fmt.Sprintf("o-%06d", i)] < want(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // judge returns "ok" or why the pair fails: any loss, a duplicate when the
@@ -511,25 +585,37 @@ func judge(res pairResult, guarantee string, kills int) string {
 	return "ok"
 }
 
-// killRun starts mqbc on dir and SIGKILLs it a random time within window
-// after its route started. It reports whether the kill hit a running route
-// (false: the run ended first) and how long the route worked before ending.
-func killRun(t *testing.T, dir string, env []string, rng *rand.Rand, window time.Duration) (killed bool, worked time.Duration, stdout string) {
+// mqbcRun is a running mqbc: started fires when its route has started
+// (the "route started" log line), exited when it has ended.
+type mqbcRun struct {
+	cmd     *exec.Cmd
+	started chan time.Time
+	exited  chan error
+	stdout  bytes.Buffer
+	mu      sync.Mutex
+	stderr  bytes.Buffer
+}
+
+func (r *mqbcRun) stderrText() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stderr.String()
+}
+
+func startMqbc(t *testing.T, dir string, env []string) *mqbcRun {
 	t.Helper()
-	cmd := exec.Command(mqbcBin, "run", "--log-level", "info", "--log-format", "json", "chaos.mqb")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	pr, err := cmd.StderrPipe()
+	r := &mqbcRun{started: make(chan time.Time, 1), exited: make(chan error, 1)}
+	r.cmd = exec.Command(mqbcBin, "run", "--log-level", "info", "--log-format", "json", "chaos.mqb")
+	r.cmd.Dir = dir
+	r.cmd.Env = append(os.Environ(), env...)
+	r.cmd.Stdout = &r.stdout
+	pr, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan time.Time, 1)
-	var stderr bytes.Buffer
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
@@ -538,56 +624,57 @@ func killRun(t *testing.T, dir string, env []string, rng *rand.Rand, window time
 		for sc.Scan() {
 			if bytes.Contains(sc.Bytes(), []byte(`"msg":"route started"`)) {
 				select {
-				case started <- time.Now():
+				case r.started <- time.Now():
 				default:
 				}
 			}
-			stderr.Write(sc.Bytes())
-			stderr.WriteByte('\n')
+			r.mu.Lock()
+			r.stderr.Write(sc.Bytes())
+			r.stderr.WriteByte('\n')
+			r.mu.Unlock()
 		}
 	}()
-	exited := make(chan error, 1)
 	go func() {
 		<-logDone // Wait closes the pipe: read it to the end first
-		exited <- cmd.Wait()
+		r.exited <- r.cmd.Wait()
 	}()
-	var began time.Time
-	select {
-	case began = <-started:
-	case err := <-exited:
-		t.Fatalf("mqbc ended before its route started: %v\n%s", err, stderr.String())
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		t.Fatalf("the route did not start within a minute:\n%s", stderr.String())
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("run failed by itself: %v\n%s", err, stderr.String())
-		}
-		return false, time.Since(began), out.String()
-	case <-time.After(time.Duration(rng.Int64N(int64(window) * 3 / 2))):
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			t.Fatal(err)
-		}
-		err := <-exited
-		return err != nil, time.Since(began), out.String()
-	}
+	return r
 }
 
-// The harness must see what it is there to catch: the at-least-once file
-// sink, judged as if it promised effectively-once, duplicates under kills
-// (a kill between its write and the commit replays the batch).
-func TestChaosHarnessCatchesDuplicates(t *testing.T) {
-	var sc sinkCase
-	for _, s := range sinks {
-		if s.name == "file→file (write_time)" {
-			sc = s
-		}
+// waitStarted waits for the route to start moving records.
+func (r *mqbcRun) waitStarted(t *testing.T) time.Time {
+	t.Helper()
+	select {
+	case at := <-r.started:
+		return at
+	case err := <-r.exited:
+		t.Fatalf("mqbc ended before its route started: %v\n%s", err, r.stderrText())
+	case <-time.After(time.Minute):
+		r.cmd.Process.Kill()
+		t.Fatalf("the route did not start within a minute:\n%s", r.stderrText())
 	}
-	res := runPair(t, sc, 10, 99)
-	if got := judge(res, effectivelyOnce, 10); !strings.HasPrefix(got, "FAIL: duplicates") {
-		t.Errorf("judged as effectively-once, the write_time file sink gives %q (%+v); the kills do not land mid-write", got, res)
+	return time.Time{}
+}
+
+// killRun starts mqbc on dir and SIGKILLs it a random time within window
+// after its route started. It reports whether the kill hit a running route
+// (false: the run ended first) and how long the route worked before ending.
+func killRun(t *testing.T, dir string, env []string, rng *rand.Rand, window time.Duration) (killed bool, worked time.Duration, stdout string) {
+	t.Helper()
+	r := startMqbc(t, dir, env)
+	began := r.waitStarted(t)
+	select {
+	case err := <-r.exited:
+		if err != nil {
+			t.Fatalf("run failed by itself: %v\n%s", err, r.stderrText())
+		}
+		return false, time.Since(began), r.stdout.String()
+	case <-time.After(time.Duration(rng.Int64N(int64(window) * 3 / 2))):
+		if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
+		}
+		err := <-r.exited
+		return err != nil, time.Since(began), r.stdout.String()
 	}
 }
 

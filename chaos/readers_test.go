@@ -75,6 +75,24 @@ func countKafka(t *testing.T, brokers, topic string, partitions int) map[string]
 	return got
 }
 
+// produce writes each line of lines as a message to topic, keyed by
+// nothing (round-robin over the partitions), and waits for the acks.
+func produce(t *testing.T, brokers, topic, lines string) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(strings.Split(brokers, ",")...), Topic: topic,
+		Balancer: &kafka.RoundRobin{}, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, BatchSize: 1000}
+	defer w.Close()
+	var msgs []kafka.Message
+	for _, l := range strings.Split(strings.TrimSuffix(lines, "\n"), "\n") {
+		msgs = append(msgs, kafka.Message{Value: []byte(l)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+}
+
 // createStream makes the JetStream stream the nats sink publishes into.
 func createStream(t *testing.T, url string) jetstream.Stream {
 	t.Helper()
