@@ -1,0 +1,201 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+const benchSQLRows = 200000
+
+// benchPostgres is a fresh database with an empty orders table, truncated
+// before each iteration by reset.
+func benchPostgres(b *testing.B) (url string, reset func()) {
+	url = testsrv.Postgres(b)
+	exec := func(q string) {
+		if err := pgExec(url, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, amount BIGINT NOT NULL, body TEXT)`)
+	return url, func() { exec(`TRUNCATE orders`) }
+}
+
+func pgExec(url, q string) error {
+	cfg, err := pgConfig(url)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	c, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, q).ReadAll()
+	return err
+}
+
+// benchSQLPlan is file → id → sql on url with the given insert tail.
+func benchSQLPlan(input, state, url, tail string, bulk bool) plan.Plan {
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
+			"path": strV(input), "mode": enumV("consume"), "checkpoint_store": strV("pebble://" + state)}},
+		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
+		{ID: "n2", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
+			"url": strV(url), "bulk_copy": {Type: plan.TBool, Bool: bulk},
+			"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+				ex("payload.amount"), lit(", "), ex("payload.body"), lit(")"+tail))}},
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "load", Guarantee: plan.AtLeastOnce,
+		Concurrency: 2, BatchSize: 1024, Nodes: nodes, Edges: chain(nodes)}}}
+}
+
+func benchSQLLoad(b *testing.B, tail string, bulk bool) {
+	url, reset := benchPostgres(b)
+	input, size := benchInput(b, benchSQLRows)
+	benchRun(b, benchSQLRows, size, func(i int, state string) plan.Plan {
+		reset()
+		return benchSQLPlan(input, state, url, tail, bulk)
+	})
+}
+
+// BenchmarkPostgresSink: file → PostgreSQL, 200k rows per run:
+//
+//	upsert: INSERT … ON CONFLICT (id) DO NOTHING (pipelined batches)
+//	copy:   bulk_copy = true (COPY FROM STDIN per batch)
+//	psql_copy: `psql \copy` of the same rows from CSV, for comparison
+func BenchmarkPostgresSink(b *testing.B) {
+	b.Run("upsert", func(b *testing.B) { benchSQLLoad(b, " ON CONFLICT (id) DO NOTHING", false) })
+	b.Run("copy", func(b *testing.B) { benchSQLLoad(b, "", true) })
+	b.Run("psql_copy", func(b *testing.B) {
+		psql, err := exec.LookPath("psql")
+		if err != nil {
+			matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql")
+			if len(matches) == 0 {
+				b.Skip("psql not installed")
+			}
+			psql = matches[0]
+		}
+		url, reset := benchPostgres(b)
+		csv := filepath.Join(b.TempDir(), "orders.csv")
+		var sb strings.Builder
+		for i := range benchSQLRows {
+			fmt.Fprintf(&sb, "o-%d,%d,order number %d with some padding text\n", i, i, i)
+		}
+		if err := os.WriteFile(csv, []byte(sb.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(sb.Len()))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			reset()
+			b.StartTimer()
+			out, err := exec.Command(psql, url, "-v", "ON_ERROR_STOP=1", "-c",
+				`\copy orders (id, amount, body) FROM '`+csv+`' WITH (FORMAT csv)`).CombinedOutput()
+			if err != nil {
+				b.Fatalf("psql: %v\n%s", err, out)
+			}
+		}
+		b.ReportMetric(float64(benchSQLRows)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+}
+
+// BenchmarkPostgresCursorToFile: a 200k-row table → sql cursor source →
+// JSON-lines file, against `psql \copy (SELECT to_jsonb(t) …) TO` of the
+// same rows.
+func BenchmarkPostgresCursorToFile(b *testing.B) {
+	url := testsrv.Postgres(b)
+	for _, q := range []string{
+		`CREATE TABLE src (id BIGINT PRIMARY KEY, amount BIGINT NOT NULL, body TEXT)`,
+		fmt.Sprintf(`INSERT INTO src SELECT i, i, 'order number ' || i || ' with some padding text' FROM generate_series(1, %d) i`, benchSQLRows),
+	} {
+		if err := pgExec(url, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run := func(out string, until func(size int64) bool) {
+		nodes := []plan.Node{
+			{ID: "n0", Role: plan.RoleSource, Kind: "sql", Attrs: map[string]plan.Value{
+				"url": strV(url), "table": strV("src"), "cursor_column": strV("id"),
+				"checkpoint_store": strV("pebble://" + filepath.Join(filepath.Dir(out), "state")),
+				"poll_interval":    {Type: plan.TDuration, Str: "20ms", Int: int64(20e6)}}},
+			{ID: "n1", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{"path": strV(out)}},
+		}
+		p := plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "dump", Guarantee: plan.AtLeastOnce,
+			Concurrency: 1, BatchSize: 4096, Nodes: nodes, Edges: chain(nodes)}}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := Run(ctx, p, Options{Logger: slog.New(slog.DiscardHandler)})
+			done <- err
+		}()
+		for {
+			fi, err := os.Stat(out)
+			if err == nil && until(fi.Size()) {
+				break
+			}
+			select {
+			case err := <-done:
+				b.Fatalf("run ended early: %v", err)
+			default:
+			}
+			sleepCtx(context.Background(), 5e6)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("mqb", func(b *testing.B) {
+		// A first, untimed run learns the output's size.
+		warm := filepath.Join(b.TempDir(), "out.jsonl")
+		var last int64
+		stable := 0
+		run(warm, func(size int64) bool {
+			if size == last && size > 0 {
+				stable++
+			} else {
+				stable, last = 0, size
+			}
+			return stable > 100
+		})
+		b.SetBytes(last)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			out := filepath.Join(b.TempDir(), "out.jsonl")
+			run(out, func(size int64) bool { return size >= last })
+		}
+		b.ReportMetric(float64(benchSQLRows)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+	b.Run("psql_copy", func(b *testing.B) {
+		psql, err := exec.LookPath("psql")
+		if err != nil {
+			matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql")
+			if len(matches) == 0 {
+				b.Skip("psql not installed")
+			}
+			psql = matches[0]
+		}
+		for i := 0; i < b.N; i++ {
+			out := filepath.Join(b.TempDir(), "out.jsonl")
+			o, err := exec.Command(psql, url, "-v", "ON_ERROR_STOP=1", "-c",
+				`\copy (SELECT to_jsonb(t) FROM src t ORDER BY id) TO '`+out+`'`).CombinedOutput()
+			if err != nil {
+				b.Fatalf("psql: %v\n%s", err, o)
+			}
+		}
+		b.ReportMetric(float64(benchSQLRows)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+}
