@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // handlerSrc: file → id → [dedup] → handle sql (audit, report_outcome) →
@@ -169,5 +170,61 @@ func TestHandlerBehindDedupSeesEachRecordOnce(t *testing.T) {
 	}
 	if got := len(orderOutcomes(t, filepath.Join(dir, "orders.db"))); got != 30 {
 		t.Errorf("orders has %d ids, want 30", got)
+	}
+}
+
+// TestHandlerNotRerunOnSinkRetry: the sink fails the batch after the
+// handler succeeded (SQLite held locked past its busy timeout); the route's
+// retry writes the records as the handler left them without running the
+// handler again — each id seen once, every outcome "inserted".
+func TestHandlerNotRerunOnSinkRetry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds a SQLite lock past the 5 s busy timeout")
+	}
+	dir := t.TempDir()
+	var lines []string
+	for i := 1; i <= 20; i++ {
+		lines = append(lines, fmt.Sprintf(`{"id":"k%03d","amount":%d}`, i, i))
+	}
+	writeLines(t, filepath.Join(dir, "in.jsonl"), lines...)
+	src := strings.Replace(fmt.Sprintf(handlerSrc, "in.jsonl", ""), "  dlq {", "  retry {\n    attempts = 5\n    backoff  = 200ms\n  }\n  dlq {", 1)
+	p := compileMQB(t, src)
+	lock, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "orders.db")+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	lock.SetMaxOpenConns(1)
+	if _, err := lock.Exec("CREATE TABLE orders (id TEXT PRIMARY KEY, outcome TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := lock.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO orders VALUES ('lock', 'held')"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(5500 * time.Millisecond)
+		tx.Rollback()
+	}()
+	st := runIn(t, dir, p).Route("audited")
+	if st.In != 20 || st.Out != 20 {
+		t.Errorf("stats %+v, want in 20 out 20", st)
+	}
+	seen := auditSeen(t, filepath.Join(dir, "audit.db"))
+	if len(seen) != 20 {
+		t.Errorf("audit has %d ids, want 20", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("handler ran %d times for %s, want once", n, id)
+		}
+	}
+	for id, o := range orderOutcomes(t, filepath.Join(dir, "orders.db")) {
+		if o != "inserted" {
+			t.Errorf("orders %s: outcome %q, want inserted", id, o)
+		}
 	}
 }
