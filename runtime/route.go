@@ -125,6 +125,13 @@ func (rt *route) run(ctx context.Context) error {
 	}
 	rt.acks = newPartitionAcks(rt.src.seqGaps())
 	if err := rt.src.open(ctx, cp, haveCP, rt); err != nil {
+		if ctx.Err() != nil {
+			// A drain (SIGTERM) while the source was still opening, e.g.
+			// asking a broker for metadata: nothing was read, nothing is
+			// lost, and the run ends cleanly rather than with the
+			// cancelled request's error.
+			return nil
+		}
 		return err
 	}
 	if ctx.Err() != nil { // cancelled while waiting for the source to open
