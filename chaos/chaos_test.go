@@ -25,6 +25,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	_ "github.com/mattn/go-sqlite3"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mqb-dev/mqb/internal/testsrv"
 )
@@ -393,6 +394,19 @@ var kafkaSource = sourceCase{"kafka", true, func(t *testing.T, dir string) (stri
 	}
 }}
 
+var natsSource = sourceCase{"nats", true, func(t *testing.T, dir string) (string, func(*testing.T, string)) {
+	url := testsrv.NATS(t)
+	js := jetStream(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A short ack_wait: messages in flight at a kill come back after it.
+	return fmt.Sprintf(`nats { url = %q, subject = "in.orders", stream = "IN", durable = "chaos", ack_wait = 1s }`, url),
+		func(t *testing.T, lines string) { publish(t, js, "in.orders", lines) }
+}}
+
 // pairs is the matrix: the file source into every sink, and the sources
 // that follow a broker into a key-addressed and a positional sink.
 func pairs() (out []struct {
@@ -411,6 +425,14 @@ func pairs() (out []struct {
 				src  sourceCase
 				sink sinkCase
 			}{kafkaSource, sc})
+		}
+	}
+	for _, sc := range sinks {
+		if sc.name == "sqlite" { // a subject has no replayable position: no positional sink
+			out = append(out, struct {
+				src  sourceCase
+				sink sinkCase
+			}{natsSource, sc})
 		}
 	}
 	return out

@@ -93,8 +93,7 @@ func produce(t *testing.T, brokers, topic, lines string) {
 	}
 }
 
-// createStream makes the JetStream stream the nats sink publishes into.
-func createStream(t *testing.T, url string) jetstream.Stream {
+func jetStream(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -105,6 +104,28 @@ func createStream(t *testing.T, url string) jetstream.Stream {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// publish publishes each line of lines to subject and waits for the acks.
+func publish(t *testing.T, js jetstream.JetStream, subject, lines string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSuffix(lines, "\n"), "\n") {
+		if _, err := js.PublishAsync(subject, []byte(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		t.Fatal("JetStream did not ack the published input within a minute")
+	}
+}
+
+// createStream makes the JetStream stream the nats sink publishes into.
+func createStream(t *testing.T, url string) jetstream.Stream {
+	t.Helper()
+	js := jetStream(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
