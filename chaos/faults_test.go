@@ -9,8 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/internal/testsrv/kafkabroker"
 )
 
 // Faults beyond the process that runtime tests already cover, each with a
@@ -19,11 +25,13 @@ import (
 //
 //	Postgres, MariaDB   runtime.TestSQLServerSinkServerRestart
 //	NATS JetStream      runtime.TestNATSSinkServerRestart
-//	Kafka broker        runtime.TestKafkaSinkBrokerRestart
+//	Kafka broker        runtime.TestKafkaSinkBrokerRestart (in-process);
+//	                    TestKafkaBrokerProcessRestart below (both processes)
 //	GCS emulator        runtime.TestObjectStoreGCSOutage
 //	ClickHouse          runtime.TestClickHouseSinkServerKilled
 //
-// What is left is the disk under the Pebble stores.
+// Added here: the broker as a process of its own, and the disk under the
+// Pebble stores.
 
 // mountTmpfs mounts a tmpfs of size on dir (root only; the test skips
 // otherwise) and unmounts it when the test ends.
@@ -172,4 +180,79 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// The Kafka-protocol broker runs as a process of its own (mqb-testbroker)
+// and is stopped for three seconds while mqbc — also a real process — is
+// writing to it: the route retries with backoff, resumes when the broker is
+// back, and every order is in the topic (at-least-once: repeats allowed).
+// runtime.TestKafkaSinkBrokerRestart does the same with the in-process
+// broker; here neither side shares a process with the test.
+func TestKafkaBrokerProcessRestart(t *testing.T) {
+	k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:2"}})
+	dir := t.TempDir()
+	const n = 150000
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `{"order_id":"o-%06d","amount":%d}`+"\n", i, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`route chaos {
+  batch_size = 500
+  from file { path = "in.jsonl" }
+  id payload.order_id
+  retry { attempts = 200, backoff = 100ms, max_backoff = 500ms }
+  to kafka { url = %q, topic = "orders", partition_key = "${meta[\"mqb.id\"]}" }
+}
+`, k.Brokers())
+	if err := os.WriteFile(filepath.Join(dir, "chaos.mqb"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startMqbc(t, dir, nil)
+	r.waitStarted(t)
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-r.exited:
+		t.Fatalf("the run ended (%v) before the broker was stopped: make the input longer\n%s", err, r.stdout.String())
+	default:
+	}
+	const downtime = 3 * time.Second
+	stopped := time.Now()
+	k.Restart(t, downtime)
+	var err error
+	select {
+	case err = <-r.exited:
+	case <-time.After(3 * time.Minute):
+		r.cmd.Process.Kill()
+		t.Fatalf("the route did not finish within 3 minutes of the broker's restart:\n%s", tail(r.stderrText(), 3000))
+	}
+	if err != nil {
+		t.Fatalf("mqbc run: %v\n%s%s", err, r.stdout.String(), tail(r.stderrText(), 3000))
+	}
+	t.Logf("finished %v after the broker stopped: %s", time.Since(stopped).Round(time.Millisecond), r.stdout.String())
+	m := statsRE.FindStringSubmatch(r.stdout.String())
+	if m == nil || m[2] != strconv.Itoa(n) || m[5] != "0" || m[6] != "0" {
+		t.Errorf("want in %d = out %d, nothing dead-lettered or dropped: %v", n, n, m)
+	}
+	// The outage must have hit the run: it lasted longer than the downtime.
+	if e := regexp.MustCompile(`errors \d+ \(([^)]+)\)`).FindStringSubmatch(r.stdout.String()); e == nil {
+		t.Errorf("no elapsed time in %q", r.stdout.String())
+	} else if d, err := time.ParseDuration(e[1]); err != nil || d < downtime {
+		t.Fatalf("the run took %s, less than the broker's %v downtime: it ended before the outage (make the input longer)", e[1], downtime)
+	}
+	got := countKafka(t, k.Brokers(), "orders", 2)
+	lost, dups := 0, 0
+	for i := 0; i < n; i++ {
+		c := got[fmt.Sprintf("o-%06d", i)]
+		if c == 0 {
+			lost++
+		}
+		dups += max(0, c-1)
+	}
+	t.Logf("topic holds %d distinct orders, %d repeats", len(got), dups)
+	if lost > 0 {
+		t.Errorf("%d of %d orders lost across the broker's restart", lost, n)
+	}
 }
