@@ -158,6 +158,9 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 			return rt, err
 		}
 	}
+	if err := rt.wireOutbox(ctx); err != nil {
+		return rt, err
+	}
 	var progs []*program
 	for _, s := range rt.steps {
 		progs = append(progs, s.programs()...)

@@ -42,6 +42,7 @@ import (
 type sqlServerSink struct {
 	route   string
 	dialect sqlDialect
+	rawURL  string
 	url     string // redacted, for errors
 	query   string
 	params  []*program
@@ -54,11 +55,15 @@ type sqlServerSink struct {
 
 	// MySQL
 	my *sql.DB
+
+	// outboxRoute, when set, is the route whose cursor position every
+	// batch's transaction also commits (outbox.go).
+	outboxRoute string
 }
 
 func newSQLServerSink(ctx context.Context, a nodeAttrs, c *compiler, raw string) (*sqlServerSink, error) {
 	d := dialectOf(raw)
-	s := &sqlServerSink{route: a.route, dialect: d, url: plan.RedactURLs(raw), outcome: a.boolean("report_outcome", false)}
+	s := &sqlServerSink{route: a.route, dialect: d, rawURL: raw, url: plan.RedactURLs(raw), outcome: a.boolean("report_outcome", false)}
 	parts, ok := a.template("insert_query")
 	if !ok {
 		return nil, a.errorf("insert_query", "required by this runtime (table-only inserts are not implemented)")
@@ -275,6 +280,12 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
 			setOutcome(r, n == 1)
 		}
 	}
+	if s.outboxRoute != "" {
+		if _, err := tx.ExecContext(ctx, outboxUpsertMySQL, s.outboxRoute, outboxNext(recs)); err != nil {
+			tx.Rollback()
+			return s.batchError("outbox position", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return s.batchError("commit", err)
 	}
@@ -435,7 +446,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*Record) error {
 	defer s.pg.put(ctx, c)
 
 	if s.copySQL != "" {
-		err := s.copyPG(ctx, c, rows, live)
+		err := s.copyPG(ctx, c, rows, live, outboxNext(recs))
 		if err == nil {
 			if s.outcome {
 				for _, i := range live {
@@ -455,6 +466,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*Record) error {
 	for _, i := range live {
 		b.ExecStatement(c.stmt, rows[i], nil, nil)
 	}
+	s.queueOutbox(&b, recs)
 	b.ExecParams("COMMIT", nil, nil, nil, nil)
 	res, err := c.conn.ExecBatch(ctx, &b).ReadAll()
 	if err == nil {
@@ -500,6 +512,7 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 			b.ExecStatement(c.stmt, rows[i], nil, nil)
 			b.ExecParams("RELEASE SAVEPOINT mqb_row", nil, nil, nil, nil)
 		}
+		s.queueOutbox(&b, recs)
 		b.ExecParams("COMMIT", nil, nil, nil, nil)
 		res, err := c.conn.ExecBatch(ctx, &b).ReadAll()
 		off := 0
@@ -534,8 +547,9 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 }
 
 // copyPG loads the rows with COPY … FROM STDIN in text format: one
-// statement, atomic on its own.
-func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, live []int) error {
+// statement, atomic on its own (in a transaction with the outbox position
+// when there is one).
+func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, live []int, next uint64) error {
 	var buf bytes.Buffer
 	for _, i := range live {
 		for j, v := range rows[i] {
@@ -550,7 +564,21 @@ func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, 
 		}
 		buf.WriteByte('\n')
 	}
-	_, err := c.conn.CopyFrom(ctx, &buf, s.copySQL)
+	if s.outboxRoute == "" {
+		_, err := c.conn.CopyFrom(ctx, &buf, s.copySQL)
+		return err
+	}
+	if _, err := c.conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+		return err
+	}
+	if _, err := c.conn.CopyFrom(ctx, &buf, s.copySQL); err != nil {
+		c.conn.Exec(ctx, "ROLLBACK").ReadAll()
+		return err
+	}
+	var b pgconn.Batch
+	b.ExecParams(outboxUpsertPG, [][]byte{[]byte(s.outboxRoute), strconv.AppendUint(nil, next, 10)}, nil, nil, nil)
+	b.ExecParams("COMMIT", nil, nil, nil, nil)
+	_, err := c.conn.ExecBatch(ctx, &b).ReadAll()
 	return err
 }
 

@@ -60,6 +60,9 @@ type sqlCursorSource struct {
 	prevLast int64  // cursor value of the last row read (-1: none this run)
 	resumed  bool
 	idBase   []byte
+	// outboxRoute is set when the sink commits the position in its own
+	// transactions (sqloutbox.go): open resumes from there too.
+	outboxRoute string
 	// transient failures in a row: a poll that fails for a dropped
 	// connection is tried again after poll_interval, up to a limit.
 	failures int
@@ -153,6 +156,11 @@ func (s *sqlCursorSource) open(ctx context.Context, cp checkpoint.Position, have
 		if err := s.connectPG(cctx); err != nil {
 			return err
 		}
+		if s.outboxRoute != "" {
+			if err := s.outboxResume(cctx); err != nil {
+				return fmt.Errorf("route %s: sql source: read mqb_outbox on %s: %s", s.route, s.url, plan.RedactURLs(err.Error()))
+			}
+		}
 		return s.check(cctx)
 	}
 	cfg, err := sqlkv.MySQLConfig(s.rawURL)
@@ -181,6 +189,11 @@ func (s *sqlCursorSource) open(ctx context.Context, cp checkpoint.Position, have
 			obj.WriteString(", ")
 		}
 		obj.WriteString("'" + strings.ReplaceAll(c, "'", "''") + "', mqb_src.`" + strings.ReplaceAll(c, "`", "``") + "`")
+	}
+	if s.outboxRoute != "" {
+		if err := s.outboxResume(cctx); err != nil {
+			return fmt.Errorf("route %s: sql source: read mqb_outbox on %s: %s", s.route, s.url, plan.RedactURLs(err.Error()))
+		}
 	}
 	s.query = `SELECT JSON_OBJECT(` + obj.String() + `), CAST(mqb_src.` + s.col + ` AS CHAR) FROM ` + s.from +
 		` AS mqb_src WHERE mqb_src.` + s.col + ` >= ? ORDER BY mqb_src.` + s.col + ` LIMIT ?`
