@@ -465,6 +465,31 @@ func TestCrashKafkaToParts(t *testing.T) {
 	}
 }
 
+// waitGroupMembers waits until group has members members, each assigned.
+func waitGroupMembers(t testing.TB, brokers, group string, members int) {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(brokers), Timeout: 10 * time.Second}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err == nil && len(resp.Groups) == 1 && resp.Groups[0].GroupState == "Stable" {
+			assigned := 0
+			for _, m := range resp.Groups[0].Members {
+				if len(m.MemberAssignments.Topics) > 0 {
+					assigned++
+				}
+			}
+			if assigned == members {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s did not reach %d assigned members: %+v %v", group, members, resp, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func rowsBy(db, who string) int {
 	conn, err := sql.Open(sqliteDriver, "file:"+db+"?_busy_timeout=5000")
 	if err != nil {
@@ -486,8 +511,7 @@ func TestKafkaGroupTwoInstances(t *testing.T) {
 	k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:4"}})
 	d := t.TempDir()
 	db := filepath.Join(d, "orders.db")
-	const n = 150000
-	produceOrders(t, k.Brokers(), "orders", 0, n)
+	const n = 200000
 	start := func(name string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 		p := kafkaSQLitePlan(k.Brokers(), "orders", "pair", filepath.Join(d, name+"-state"), db, 64, 1)
 		// hop_id records which instance wrote the row.
@@ -510,19 +534,31 @@ func TestKafkaGroupTwoInstances(t *testing.T) {
 		}
 		return cmd, &stdout, &stderr
 	}
+	// Both join the group before any record exists, so the group has
+	// split the partitions between them when records arrive; a is killed
+	// once both are writing, and b takes a's partitions over.
 	a, _, aErr := start("a")
 	b, bOut, bErr := start("b")
-	// Kill a once both are writing (the group has split the partitions).
+	waitGroupMembers(t, k.Brokers(), "pair", 2)
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		produceOrders(t, k.Brokers(), "orders", 0, n)
+	}()
 	deadline := time.Now().Add(time.Minute)
 	for rowsBy(db, "a") < 1000 || rowsBy(db, "b") < 1000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress: a: %s\nb: %s", aErr, bErr)
+		if time.Now().After(deadline) || countRows(t, db) == n {
+			a.Process.Kill()
+			b.Process.Kill()
+			t.Fatalf("the instances did not both write (a %d rows, b %d of %d): a: %s\nb: %s",
+				rowsBy(db, "a"), rowsBy(db, "b"), n, aErr, bErr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	a.Process.Signal(syscall.SIGKILL)
 	a.Wait()
-	t.Logf("a killed at %d rows; a's log:\n%s", countRows(t, db), aErr)
+	t.Logf("a killed at %d rows (a wrote %d, b %d)", countRows(t, db), rowsBy(db, "a"), rowsBy(db, "b"))
+	<-produced
 	deadline = time.Now().Add(2 * time.Minute)
 	for countRows(t, db) < n {
 		if time.Now().After(deadline) {
