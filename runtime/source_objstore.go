@@ -36,6 +36,13 @@ import (
 // "done:<key>" once that object was read to its end — so a restart skips
 // every object before it unread and, inside a half-read one, only passes
 // over the lines already committed.
+//
+// This assumes a prefix that grows at the end of its key order, as the
+// object_store sink writes it (UUIDv7 names under write_time, zero-padded
+// positions under source_position): an object added later under a key that
+// sorts before the checkpoint's is never read by a resumed route, and it
+// shifts the numbering of a from-scratch re-read. Objects must not change
+// once written (a re-written object is read from the committed line on).
 type objectSource struct {
 	route     string
 	log       *slog.Logger
