@@ -116,7 +116,7 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "object_store", Source: true, Sink: true,
-		Doc:           "Objects under a prefix of a bucket (gs://bucket/prefix) or a local directory (file:///dir).",
+		Doc:           "Objects under a prefix of a bucket (gs://bucket/prefix) or a local directory (file:///dir). As a source, reads every object under the prefix in key order (*.gz and *.zst decompressed), one record per line, and ends at the end of the listing; the next run resumes after the last committed line, so the prefix should grow at the end of its key order (as this sink writes it) with objects never rewritten.",
 		IDNote:        "As a source, message_id is a fresh UUIDv7 per read; the position is the object key and line.",
 		PositionModes: []string{"*"},
 		Absorb:        AbsorbNone,
