@@ -61,7 +61,7 @@ var Kinds = []Kind{
 		Absorb:        AbsorbNone,
 		Schemes:       []string{"kafka", ""},
 		Attrs: []Attr{
-			{Name: "url", Type: String, Required: true, Secret: true, Doc: "Bootstrap broker(s), host:port[,host:port]."},
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Bootstrap broker(s), host:port[,host:port]."},
 			{Name: "topic", Type: String, Required: true, Doc: "Topic to read or write."},
 			{Name: "group_id", Type: String, Doc: "Consumer group; offsets are committed only up to the contiguous acked position."},
 			{Name: "checkpoint_store", Type: String, Default: "pebble://.mqb/state", Doc: "Source without group_id: where each partition's next offset is kept."},
@@ -77,7 +77,7 @@ var Kinds = []Kind{
 		Absorb:    AbsorbNone,
 		Schemes:   []string{"nats"},
 		Attrs: []Attr{
-			{Name: "url", Type: String, Required: true, Secret: true, Doc: "Server URL, nats://host:port."},
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Server URL, nats://host:port."},
 			{Name: "subject", Type: String, Required: true, Template: true, Doc: "Subject to subscribe or publish to."},
 			{Name: "stream", Type: String, Doc: "JetStream stream name."},
 			{Name: "durable", Type: String, Doc: "JetStream durable consumer name."},
@@ -95,7 +95,7 @@ var Kinds = []Kind{
 		PositionModes: []string{"*"},
 		Schemes:       []string{"postgres", "postgresql"},
 		Attrs: []Attr{
-			{Name: "url", Type: String, Required: true, Secret: true, Doc: "postgres://user:pass@host/db (replication privileges)."},
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "postgres://user:pass@host/db (replication privileges)."},
 			{Name: "publication", Type: String, Required: true, Doc: "Publication to stream (created FOR ALL TABLES if absent)."},
 			{Name: "slot_name", Type: String, Required: true, Doc: "Replication slot (created if absent)."},
 			{Name: "temporary_slot", Type: Bool, Default: false, Doc: "Use a temporary slot that disappears with the connection."},
@@ -108,7 +108,7 @@ var Kinds = []Kind{
 		Absorb:  AbsorbEngine,
 		Schemes: []string{"clickhouse", "tcp"},
 		Attrs: []Attr{
-			{Name: "url", Type: String, Required: true, Secret: true, Doc: "clickhouse://user:pass@host:9000/db."},
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "clickhouse://user:pass@host:9000/db."},
 			{Name: "table", Type: String, Required: true, Doc: "Target table."},
 			{Name: "columns", Type: Block, Doc: "column = <expr> pairs; default: the payload's top-level fields."},
 			{Name: "version", Type: Expr, Doc: "Version expression for ReplacingMergeTree (e.g. meta[\"postgres.lsn\"])."},
@@ -122,7 +122,7 @@ var Kinds = []Kind{
 		Absorb:        AbsorbNone,
 		Schemes:       []string{"gs", "file"},
 		Attrs: []Attr{
-			{Name: "url", Type: String, Required: true, Secret: true, Doc: "gs://bucket/prefix or file:///dir."},
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "gs://bucket/prefix or file:///dir."},
 			{Name: "name_by", Type: Enum, Enum: []string{"write_time", "source_position", "auto"}, Default: "auto", Doc: nameByAttr.Doc},
 			idempotencyAttr, formatAttr,
 			{Name: "date_partition", Type: Bool, Default: false, Doc: "Write under YYYY/MM/DD/ prefixes (write_time only; ignored under source_position)."},

@@ -109,6 +109,9 @@ func TestRunSecretsInFailingRoutes(t *testing.T) {
 	port := closedPort(t)
 	sinks := map[string]string{
 		"nats_url":       fmt.Sprintf(`nats { url = "nats://mqb:%s@127.0.0.1:%d", subject = "orders", no_jetstream = true }`, urlSecret, port),
+		"nats_env":       fmt.Sprintf(`nats { url = "nats://mqb:${env("%s")}@127.0.0.1:%d", subject = "orders", no_jetstream = true }`, envName, port),
+		"kafka_env":      fmt.Sprintf(`kafka { url = "kafka://mqb:${env("%s")}@127.0.0.1:%d", topic = "orders" }`, envName, port),
+		"clickhouse_env": fmt.Sprintf(`clickhouse { url = "clickhouse://default:${env("%s")}@127.0.0.1:%d/db", table = "orders" }`, envName, port),
 		"nats_token":     fmt.Sprintf(`nats { url = "nats://%s@127.0.0.1:%d", subject = "orders", no_jetstream = true }`, urlSecret, port),
 		"kafka_url":      fmt.Sprintf(`kafka { url = "kafka://mqb:%s@127.0.0.1:%d", topic = "orders" }`, urlSecret, port),
 		"clickhouse_url": fmt.Sprintf(`clickhouse { url = "clickhouse://default:%s@127.0.0.1:%d/db", table = "orders" }`, urlSecret, port),
@@ -152,11 +155,11 @@ func TestRunSecretsInFailingRoutes(t *testing.T) {
 }
 
 // startAuthNATS starts a NATS server that accepts only user mqb with the
-// URL secret as password (nats.url takes no env()).
+// env secret as password.
 func startAuthNATS(t *testing.T) string {
 	t.Helper()
 	srv, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: -1, Username: "mqb", Password: urlSecret, NoLog: true, NoSigs: true,
+		Host: "127.0.0.1", Port: -1, Username: "mqb", Password: envSecret, NoLog: true, NoSigs: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +184,7 @@ func TestRunSecretsAndFileModes(t *testing.T) {
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
 	natsAddr := startAuthNATS(t)
-	nc, err := nats.Connect("nats://"+natsAddr, nats.UserInfo("mqb", urlSecret))
+	nc, err := nats.Connect("nats://"+natsAddr, nats.UserInfo("mqb", envSecret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,9 +238,9 @@ route publish {
   from file { path = "in.jsonl", mode = group_subscribe, checkpoint_store = "pebble://out/state/publish" }
   id payload.order_id
   dlq { to file { path = "out/dlq/publish.jsonl" } }
-  to nats { url = "nats://mqb:%s@%s", subject = "orders", no_jetstream = true }
+  to nats { url = "nats://mqb:${env(\"%s\")}@%s", subject = "orders", no_jetstream = true }
 }
-`, envName, urlSecret, natsAddr)
+`, envName, envName, natsAddr)
 	write(t, dir, "r.mqb", src)
 	buildOutputs(t, dir, "r.mqb")
 
