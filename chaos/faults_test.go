@@ -256,3 +256,143 @@ func TestKafkaBrokerProcessRestart(t *testing.T) {
 		t.Errorf("%d of %d orders lost across the broker's restart", lost, n)
 	}
 }
+
+// The file system under the Pebble stores turns read-only mid-run, as ext4
+// does on an I/O error with errors=remount-ro (forced here through
+// /sys/fs/ext4/DEV/trigger_fs_error, which works with files open, unlike a
+// remount): the process stops with an error naming the read-only store,
+// not a stack trace. After fsck and a read-write mount the next run resumes
+// from what the stores hold and the sink has every record once.
+func TestPebbleStoreReadOnlyMidRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to loop-mount an ext4 image")
+	}
+	for _, tool := range []string{"mkfs.ext4", "e2fsck", "losetup", "findmnt"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	img, state := filepath.Join(dir, "state.img"), filepath.Join(dir, "state")
+	sh := func(name string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %v: %v: %s", name, args, err, out)
+		}
+	}
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	sh("mkfs.ext4", "-q", "-F", img)
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-o", "loop,errors=remount-ro", img, state).CombinedOutput(); err != nil {
+		t.Skipf("cannot loop-mount an ext4 image: %v: %s", err, out)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			exec.Command("umount", state).Run()
+		}
+	})
+	src, err := exec.Command("findmnt", "-n", "-o", "SOURCE", state).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trigger := filepath.Join("/sys/fs/ext4", filepath.Base(strings.TrimSpace(string(src))), "trigger_fs_error")
+	if _, err := os.Stat(trigger); err != nil {
+		t.Skipf("no %s: %v", trigger, err)
+	}
+
+	const n = 400000
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `{"order_id":"o-%07d","amount":%d}`+"\n", i, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	routeSrc := `route chaos {
+  from file { path = "in.jsonl", checkpoint_store = "pebble://state/checkpoint" }
+  id payload.order_id
+  dedup { key = meta["mqb.id"], store = "pebble://state/dedup", ttl = 1h }
+  to sql {
+    url          = "sqlite://out.db"
+    create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)"
+    insert_query = """INSERT INTO orders (id, amount) VALUES (${meta["mqb.id"]}, ${payload.amount}) ON CONFLICT (id) DO NOTHING"""
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "chaos.mqb"), []byte(routeSrc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := startMqbc(t, dir, nil)
+	r.waitStarted(t)
+	time.Sleep(150 * time.Millisecond)
+	select {
+	case err := <-r.exited:
+		t.Fatalf("the run ended (%v) before the file system turned read-only: make the input longer\n%s", err, r.stdout.String())
+	default:
+	}
+	if err := os.WriteFile(trigger, []byte("1"), 0o200); err != nil {
+		t.Fatalf("trigger a file system error: %v", err)
+	}
+	var runErr error
+	select {
+	case runErr = <-r.exited:
+	case <-time.After(time.Minute):
+		r.cmd.Process.Kill()
+		t.Fatalf("the route did not stop within a minute of its stores going read-only:\n%s", tail(r.stderrText(), 3000))
+	}
+	errOut := r.stderrText()
+	t.Logf("read-only mid-run: %v\n%s%s", runErr, r.stdout.String(), tail(errOut, 1500))
+	if runErr == nil {
+		t.Errorf("the run succeeded although its stores went read-only mid-run")
+	}
+	if strings.Contains(errOut, "goroutine ") {
+		t.Errorf("the process died of a panic instead of stopping with an error:\n%s", tail(errOut, 3000))
+	}
+	if !strings.Contains(errOut, "read-only file system") || !strings.Contains(errOut, state) {
+		t.Errorf("the error does not name the read-only store under %s:\n%s", state, tail(errOut, 3000))
+	}
+	before := countOrders(t, filepath.Join(dir, "out.db"))
+
+	// Repair and remount, as an operator would, then resume.
+	sh("umount", state)
+	mounted = false
+	if out, err := exec.Command("e2fsck", "-fy", img).CombinedOutput(); err != nil {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() > 1 { // 1: errors corrected
+			t.Fatalf("e2fsck: %v: %s", err, out)
+		}
+	}
+	sh("mount", "-o", "loop", img, state)
+	mounted = true
+	r = startMqbc(t, dir, nil)
+	select {
+	case runErr = <-r.exited:
+	case <-time.After(2 * time.Minute):
+		r.cmd.Process.Kill()
+		t.Fatalf("the resumed run did not end within 2 minutes:\n%s", tail(r.stderrText(), 3000))
+	}
+	if runErr != nil {
+		t.Fatalf("the resumed run: %v\n%s%s", runErr, r.stdout.String(), tail(r.stderrText(), 3000))
+	}
+	t.Logf("resumed with %d of %d rows in the sink: %s", before, n, r.stdout.String())
+	h, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "out.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var rows, distinct, sum int64
+	if err := h.QueryRow(`SELECT count(*), count(DISTINCT id), sum(amount) FROM orders`).Scan(&rows, &distinct, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if rows != n || distinct != n || sum != int64(n)*(n-1)/2 {
+		t.Errorf("%d rows, %d distinct ids, amounts sum to %d: want %d, %d and %d", rows, distinct, sum, n, n, int64(n)*(n-1)/2)
+	}
+}
