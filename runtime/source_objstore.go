@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -14,7 +15,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
@@ -69,6 +72,8 @@ type objectSource struct {
 
 	opened, total atomic.Int64 // objects opened and listed, for progress
 
+	failures int // consecutive failed store requests, for retries
+
 	// spans maps Seq ranges to objects for position, which runs on the
 	// committer goroutine while the reader appends.
 	mu    sync.Mutex
@@ -101,6 +106,17 @@ func (s *gcsStore) open(ctx context.Context, name string) (io.ReadCloser, error)
 	}
 	return r, nil
 }
+
+// A failed listing, object open or read is retried this many times, the
+// wait doubling from objectRetryBackoff up to objectRetryMaxBackoff (about
+// 30 s in all), unless the store says it is permanent (a missing bucket, a
+// denied read). A read that fails halfway reopens the object and passes
+// over the lines already read.
+const (
+	objectRetryAttempts   = 10
+	objectRetryBackoff    = 100 * time.Millisecond
+	objectRetryMaxBackoff = 5 * time.Second
+)
 
 const (
 	objectCheckpointAt   = "object:" // the last committed record is inside this object
@@ -182,10 +198,21 @@ func (s *objectSource) checkpointSource() string { return "object_store:" + s.ur
 // open lists the prefix and, from a checkpoint of the same store, skips
 // the objects before the committed one and the committed lines inside it.
 func (s *objectSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
-	keys, err := s.store.List(ctx, "")
-	if err != nil {
-		return fmt.Errorf("route %s: object_store source %s: list: %w", s.route, s.url, err)
+	var keys []string
+	for {
+		var err error
+		if keys, err = s.store.List(ctx, ""); err == nil {
+			break
+		}
+		err = fmt.Errorf("route %s: object_store source %s: list: %w", s.route, s.url, err)
+		if !s.retryWait(ctx, err) {
+			if ctx.Err() != nil {
+				return nil // cancelled while waiting: the route ends
+			}
+			return err
+		}
 	}
+	s.failures = 0
 	s.keys = keys
 	s.total.Store(int64(len(keys)))
 	defer func() { s.opened.Store(int64(s.nextKey)) }()
@@ -280,29 +307,67 @@ func (s *objectSource) closeObject() error {
 	return err
 }
 
-// openNext opens the next object of the listing; ok false at its end.
-func (s *objectSource) openNext(ctx context.Context) (ok bool, err error) {
-	if s.nextKey >= len(s.keys) {
-		return false, nil
+// retryWait decides whether a failed store request is tried again and, if
+// so, waits before it. false: give up (permanent, out of attempts, or ctx
+// done).
+func (s *objectSource) retryWait(ctx context.Context, err error) bool {
+	if errors.Is(err, errPermanent) || ctx.Err() != nil {
+		return false
 	}
-	key := s.keys[s.nextKey]
+	s.failures++
+	if s.failures >= objectRetryAttempts {
+		return false
+	}
+	wait := objectRetryBackoff << (s.failures - 1)
+	if wait > objectRetryMaxBackoff || wait <= 0 {
+		wait = objectRetryMaxBackoff
+	}
+	s.log.Warn("object_store source: store request failed, retrying", "attempt", s.failures, "wait", wait, "err", err)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(wait):
+		return true
+	}
+}
+
+// reopen opens the current object again after a read failed halfway: the
+// lines read so far are passed over.
+func (s *objectSource) reopen(ctx context.Context) error {
+	key, read := s.cur, s.line
+	s.closeObject()
+	body, err := s.openBody(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := s.startObject(key, body); err != nil {
+		return err
+	}
+	s.skip = max(s.skip, read)
+	return nil
+}
+
+// openBody starts reading an object's bytes.
+func (s *objectSource) openBody(ctx context.Context, key string) (io.ReadCloser, error) {
 	// The object is read through ctx's cancellation: next stops between
 	// lines when ctx is done, and a drain must not see a read fail halfway.
 	ctx = context.WithoutCancel(ctx)
-	var body io.ReadCloser
 	if or, ok := s.store.(objectReader); ok {
-		body, err = or.open(ctx, key)
-	} else {
-		var data []byte
-		if data, err = s.store.Get(ctx, key); err == nil {
-			body = io.NopCloser(bytes.NewReader(data))
+		body, err := or.open(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: object_store source %s: read %s: %w", s.route, s.url, key, err)
 		}
+		return body, nil
 	}
+	data, err := s.store.Get(ctx, key)
 	if err != nil {
-		return false, fmt.Errorf("route %s: object_store source %s: read %s: %w", s.route, s.url, key, err)
+		return nil, fmt.Errorf("route %s: object_store source %s: read %s: %w", s.route, s.url, key, err)
 	}
-	s.nextKey++
-	s.opened.Store(int64(s.nextKey))
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// startObject puts the reader on body, decompressing by key's extension.
+func (s *objectSource) startObject(key string, body io.ReadCloser) error {
 	s.cur, s.body, s.line = key, body, 0
 	var rd io.Reader = body
 	switch {
@@ -310,18 +375,42 @@ func (s *objectSource) openNext(ctx context.Context) (ok bool, err error) {
 		zr, err := gzip.NewReader(body)
 		if err != nil {
 			s.closeObject()
-			return false, fmt.Errorf("route %s: object_store source %s: %s: gzip: %w", s.route, s.url, key, err)
+			return fmt.Errorf("route %s: object_store source %s: %s: gzip: %w", s.route, s.url, key, err)
 		}
 		rd, s.dec = zr, zr
 	case strings.HasSuffix(key, ".zst"):
 		zr, err := zstd.NewReader(body, zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			s.closeObject()
-			return false, fmt.Errorf("route %s: object_store source %s: %s: zstd: %w", s.route, s.url, key, err)
+			return fmt.Errorf("route %s: object_store source %s: %s: zstd: %w", s.route, s.url, key, err)
 		}
 		rd, s.dec = zr, zstdCloser{zr}
 	}
 	s.r = bufio.NewReaderSize(rd, 1<<20)
+	return nil
+}
+
+// openNext opens the next object of the listing; ok false at its end.
+func (s *objectSource) openNext(ctx context.Context) (ok bool, err error) {
+	if s.nextKey >= len(s.keys) {
+		return false, nil
+	}
+	key := s.keys[s.nextKey]
+	body, err := s.openBody(ctx, key)
+	if errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, fs.ErrNotExist) {
+		// Deleted since the listing: there is nothing of it to read.
+		s.log.Warn("object_store source: object listed but gone; skipping it", "object", key)
+		s.nextKey++
+		return s.openNext(ctx)
+	}
+	if err != nil {
+		return false, err
+	}
+	s.nextKey++
+	s.opened.Store(int64(s.nextKey))
+	if err := s.startObject(key, body); err != nil {
+		return false, err
+	}
 	s.mu.Lock()
 	s.spans = append(s.spans, objectSpan{key: key, first: s.nextSeq})
 	s.mu.Unlock()
@@ -360,6 +449,12 @@ func (s *objectSource) next(ctx context.Context, max int) (*batch, bool, error) 
 		if s.r == nil {
 			ok, err := s.openNext(ctx)
 			if err != nil {
+				if s.retryWait(ctx, err) {
+					continue
+				}
+				if ctx.Err() != nil {
+					return b, false, nil
+				}
 				return b, false, err
 			}
 			if !ok {
@@ -378,8 +473,21 @@ func (s *objectSource) next(ctx context.Context, max int) (*batch, bool, error) 
 			continue
 		}
 		if err != nil {
-			return b, false, fmt.Errorf("route %s: object_store source %s: read %s at line %d: %w", s.route, s.url, s.cur, s.line+1, err)
+			err = fmt.Errorf("route %s: object_store source %s: read %s at line %d: %w", s.route, s.url, s.cur, s.line+1, err)
+			for s.retryWait(ctx, err) {
+				if err = s.reopen(ctx); err == nil {
+					break
+				}
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return b, false, nil
+				}
+				return b, false, err
+			}
+			continue
 		}
+		s.failures = 0
 		payloadBytes += len(line)
 		s.add(b, line, tooLong)
 	}
