@@ -23,7 +23,8 @@ type AckTracker struct {
 }
 
 type ackEntry struct {
-	next  int64 // source offset just after the record
+	seq   uint64 // the record's sequence number (an offset tracker's may skip)
+	next  int64  // source offset just after the record
 	acked bool
 }
 
@@ -34,22 +35,28 @@ func NewAckTracker(first uint64) *AckTracker {
 
 // NewOffsetAckTracker starts a tracker over a source whose sequence numbers
 // are offsets that may skip (a Kafka partition skips compacted records and
-// transaction markers): a skipped position counts as acked, and its offset
-// is the position after it.
+// transaction markers, a cursor column skips deleted ids, a CDC position
+// jumps from one transaction's LSN to the next): a skipped position holds
+// no entry, however wide the gap, and the committable position is the
+// last acked record of the contiguous prefix.
 func NewOffsetAckTracker(first uint64) *AckTracker {
 	return &AckTracker{base: first, gaps: true}
 }
 
-// Next is the sequence number the next tracked record must carry.
+// Next is the sequence number the next tracked record must carry (at
+// least, for an offset tracker).
 func (t *AckTracker) Next() uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.base + uint64(len(t.ents)-t.head)
+	return t.wantLocked()
 }
 
-// maxTrackGap bounds the positions a gap may fill with acked entries; a
-// wider gap is only accepted while nothing is pending.
-const maxTrackGap = 1 << 16
+func (t *AckTracker) wantLocked() uint64 {
+	if t.gaps && t.head < len(t.ents) {
+		return t.ents[len(t.ents)-1].seq + 1
+	}
+	return t.base + uint64(len(t.ents)-t.head)
+}
 
 // Track registers record seq, whose source offset after it is next.
 // Records must be tracked in order without gaps, except by an offset
@@ -57,22 +64,15 @@ const maxTrackGap = 1 << 16
 func (t *AckTracker) Track(seq uint64, next int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	want := t.base + uint64(len(t.ents)-t.head)
+	want := t.wantLocked()
 	switch {
 	case seq < want || (seq > want && !t.gaps):
 		return fmt.Errorf("ack tracker: record %d tracked out of order (want %d)", seq, want)
 	case seq > want && t.head == len(t.ents):
 		t.base = seq // nothing pending: start over at seq
 		t.ents, t.head = t.ents[:0], 0
-	case seq > want:
-		if seq-want > maxTrackGap {
-			return fmt.Errorf("ack tracker: record %d leaves a gap of %d after %d pending records", seq, seq-want, len(t.ents)-t.head)
-		}
-		for s := want; s < seq; s++ {
-			t.ents = append(t.ents, ackEntry{next: int64(s + 1), acked: true})
-		}
 	}
-	t.ents = append(t.ents, ackEntry{next: next})
+	t.ents = append(t.ents, ackEntry{seq: seq, next: next})
 	return nil
 }
 
@@ -113,9 +113,27 @@ func (t *AckTracker) ackLocked(seq uint64) error {
 	if seq < t.base {
 		return nil // already committed
 	}
-	i := t.head + int(seq-t.base)
-	if i >= len(t.ents) {
-		return fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
+	var i int
+	if t.gaps {
+		// Entries are in seq order: find seq's.
+		lo, hi := t.head, len(t.ents)
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if t.ents[m].seq < seq {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		if lo == len(t.ents) || t.ents[lo].seq != seq {
+			return fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
+		}
+		i = lo
+	} else {
+		i = t.head + int(seq-t.base)
+		if i >= len(t.ents) {
+			return fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
+		}
 	}
 	t.ents[i].acked = true
 	return nil
@@ -128,6 +146,9 @@ func (t *AckTracker) Advance() (seq uint64, next int64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for t.head < len(t.ents) && t.ents[t.head].acked {
+		if t.gaps {
+			t.base = t.ents[t.head].seq
+		}
 		seq, next, ok = t.base, t.ents[t.head].next, true
 		t.head++
 		t.base++

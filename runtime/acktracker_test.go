@@ -114,3 +114,39 @@ func TestAckTrackerShuffled(t *testing.T) {
 		}
 	}
 }
+
+// An offset tracker takes gaps of any width, with records pending on both
+// sides, and commits up to the last acked record of the contiguous prefix.
+func TestOffsetAckTrackerWideGaps(t *testing.T) {
+	tr := NewOffsetAckTracker(5)
+	for _, s := range []uint64{5, 7, 1 << 40, 1<<40 + 1, 1 << 50} {
+		if err := tr.Track(s, int64(s%1000)+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.Track(1<<40, 0); err == nil {
+		t.Error("tracking backwards: want an error")
+	}
+	if err := tr.AckAll([]uint64{7, 1 << 40}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := tr.Advance(); ok {
+		t.Error("advanced past pending record 5")
+	}
+	if err := tr.Ack(5); err != nil {
+		t.Fatal(err)
+	}
+	seq, next, ok := tr.Advance()
+	if !ok || seq != 1<<40 || next != int64((1<<40)%1000)+1 {
+		t.Errorf("advance: %d %d %v, want %d", seq, next, ok, uint64(1<<40))
+	}
+	if err := tr.Ack(6); err != nil {
+		t.Errorf("ack of a committed position: %v", err)
+	}
+	if err := tr.Ack(1<<40 + 2); err == nil {
+		t.Error("ack of a position never tracked: want an error")
+	}
+	if tr.Pending() != 2 || tr.Next() != 1<<50+1 {
+		t.Errorf("pending %d next %d", tr.Pending(), tr.Next())
+	}
+}

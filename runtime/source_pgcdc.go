@@ -60,9 +60,14 @@ const (
 // is delivered again. checkpoint_store adds a second position, saved at
 // every commit, that a restart resumes from when it is ahead of the slot.
 //
-// Record.Seq numbers the changes of one run (it is not the LSN: changes of
-// interleaved transactions arrive in commit order, not WAL order), so the
-// source is not replayable for positional naming.
+// Record.Seq is not a change's own LSN (changes of interleaved
+// transactions arrive in commit order, not WAL order). Under positional
+// naming (the route asks replayable()), it is commit LSN << 16 | the
+// change's index in its transaction: the same on every replay, growing,
+// with a gap between transactions, so a part file holds one transaction.
+// That numbering needs commit LSNs below 2^48 (256 TiB of WAL) and at most
+// 65536 changes per transaction; a transaction past either fails the route
+// with an error saying so. Other routes number changes 0, 1, 2… per run.
 type pgCDCSource struct {
 	route       string
 	log         *slog.Logger
@@ -81,12 +86,13 @@ type pgCDCSource struct {
 	done   chan struct{}
 	closed atomic.Bool
 
-	acked    atomic.Uint64 // end LSN of the last transaction fully acked
-	emitted  atomic.Uint64 // end LSN of the last transaction handed to the route
-	seq      uint64
-	pending  []Record // records read but not yet returned by next
-	relMu    sync.Mutex
-	relation map[uint32]*pglogrepl.RelationMessage
+	acked      atomic.Uint64 // end LSN of the last transaction fully acked
+	emitted    atomic.Uint64 // end LSN of the last transaction handed to the route
+	seq        uint64
+	positional bool     // replayable() was asked: Seq = commit LSN<<16 | index
+	pending    []Record // records read but not yet returned by next
+	relMu      sync.Mutex
+	relation   map[uint32]*pglogrepl.RelationMessage
 }
 
 func (rt *route) buildPGCDCSource(a nodeAttrs, c *compiler) error {
@@ -115,10 +121,16 @@ func (rt *route) buildPGCDCSource(a nodeAttrs, c *compiler) error {
 	return nil
 }
 
-func (s *pgCDCSource) sourceName() string   { return s.slot }
-func (s *pgCDCSource) replayable() bool     { return false }
+func (s *pgCDCSource) sourceName() string { return s.slot }
+
+// replayable is asked by a sink that names parts by source position (and
+// only then): from then on changes are numbered by commit LSN and index.
+func (s *pgCDCSource) replayable() bool {
+	s.positional = true
+	return true
+}
 func (s *pgCDCSource) recordFormat() string { return "json" }
-func (s *pgCDCSource) seqGaps() bool        { return false }
+func (s *pgCDCSource) seqGaps() bool        { return s.positional }
 
 // position is the committed LSN, kept in the checkpoint store only when
 // checkpoint_store is set (otherwise the slot alone holds it).
@@ -410,6 +422,12 @@ func (s *pgCDCSource) change(txn *[]Record, commit pglogrepl.LSN, op string, rel
 	lsn := strconv.FormatUint(uint64(commit), 10)
 	r := Record{Payload: payload, Seq: s.seq}
 	s.seq++
+	if s.positional {
+		if uint64(commit) >= 1<<48 || len(*txn) >= 1<<16 {
+			return fmt.Errorf("transaction committed at %s: more than 65536 changes or an LSN past 2^48 cannot be numbered for name_by = source_position", commit)
+		}
+		r.Seq = uint64(commit)<<16 | uint64(len(*txn))
+	}
 	r.Meta = map[string]string{metaPGLSN: lsn, metaPGOperation: op, metaPGSchema: rel.Namespace, metaPGTable: rel.RelationName}
 	if len(keys) > 0 {
 		r.Meta[metaPGKey] = key

@@ -67,7 +67,7 @@ func cdcDB(t *testing.T, url string) *pgx.Conn {
 
 // cdcWorkload runs n operations on orders: inserts, updates and deletes,
 // mostly one per transaction, some several keys to a transaction.
-func cdcWorkload(t *testing.T, c *pgx.Conn, n int, seed uint64, pace time.Duration) {
+func cdcWorkload(t *testing.T, c *pgx.Conn, n int, seed uint64, pace time.Duration) (changes int) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var live []int
@@ -109,6 +109,7 @@ func cdcWorkload(t *testing.T, c *pgx.Conn, n int, seed uint64, pace time.Durati
 				tx.Rollback(ctx)
 				return
 			}
+			changes++
 		}
 		if err := tx.Commit(ctx); err != nil {
 			t.Error(err)
@@ -116,6 +117,7 @@ func cdcWorkload(t *testing.T, c *pgx.Conn, n int, seed uint64, pace time.Durati
 		}
 		time.Sleep(pace)
 	}
+	return changes
 }
 
 // cdcDiff compares orders with the live rows of wh; "" when they agree.
@@ -314,5 +316,97 @@ func TestCrashPostgresCDCConverges(t *testing.T) {
 	}
 	if d := cdcDiff(t, url); d != "" {
 		t.Errorf("after the final run: %s", d)
+	}
+}
+
+// postgres_cdc into part files named by source position: the process is
+// SIGKILLed while changes stream; in the end every change is in exactly one
+// part (a replay names the same positions, which are skipped as covered).
+func TestCrashPostgresCDCParts(t *testing.T) {
+	bin := buildCrashHelper(t)
+	url := testsrv.Postgres(t)
+	c := cdcDB(t, url)
+	if _, err := c.Exec(context.Background(), `SELECT pg_create_logical_replication_slot('mqb_parts_slot', 'pgoutput')`); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t)
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "postgres_cdc", Attrs: map[string]plan.Value{"url": strV(url),
+			"publication": strV("mqb_pub"), "slot_name": strV("mqb_parts_slot"), "checkpoint_store": strV("pebble://" + e.state)}},
+		{ID: "n1", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{"path": strV(e.parts), "name_by": enumV("source_position")}},
+	}
+	p := plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "cdcparts", Guarantee: plan.EffectivelyOnce,
+		Concurrency: 2, BatchSize: 100, Nodes: nodes, Edges: chain(nodes)}}}
+	planPath := filepath.Join(e.dir, "plan.json")
+	data, _ := json.Marshal(p)
+	if err := os.WriteFile(planPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changes := make(chan int, 1)
+	go func() {
+		wc, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Error(err)
+			changes <- 0
+			return
+		}
+		defer wc.Close(context.Background())
+		changes <- cdcWorkload(t, wc, 3000, 3, time.Millisecond)
+	}()
+	lines := func() map[string]int {
+		seen := map[string]int{}
+		entries, _ := os.ReadDir(e.parts)
+		for _, en := range entries {
+			if !strings.HasPrefix(en.Name(), "part-") {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(e.parts, en.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+				seen[l]++
+			}
+		}
+		return seen
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for i := 0; i < 4; i++ {
+		cmd := exec.Command(bin, "-plan", planPath)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		t.Logf("run %d killed: %d distinct changes in parts %s", i, len(lines()), strings.TrimSpace(stderr.String()))
+	}
+	n := <-changes
+	cmd := exec.Command(bin, "-plan", planPath)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for len(lines()) < n && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("final run: %v\n%s", err, stderr.String())
+	}
+	seen := lines()
+	twice := 0
+	for _, k := range seen {
+		if k > 1 {
+			twice++
+		}
+	}
+	if len(seen) != n || twice > 0 {
+		t.Errorf("parts hold %d distinct changes (%d more than once), want each of %d once", len(seen), twice, n)
 	}
 }
