@@ -73,6 +73,9 @@ type kafkaSource struct {
 	// unsent holds offsets whose group commit failed, retried with the
 	// next commit (under the same generation only).
 	unsent map[int32]int64
+	// resumed holds, without a group, the checkpointed next offset of each
+	// partition the source resumed.
+	resumed map[int32]ackPos
 }
 
 type kafkaMsg struct {
@@ -150,23 +153,27 @@ func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP b
 	if err != nil {
 		return err
 	}
-	resumed := 0
+	s.resumed = map[int32]ackPos{}
 	for _, p := range parts {
 		off := kafka.FirstOffset
 		if haveCP && cp.Source == "kafka:"+s.topic {
 			if o, ok := cp.Partitions[int32(p)]; ok {
 				off = o
-				resumed++
+				s.resumed[int32(p)] = ackPos{next: uint64(o), offset: o}
 			}
 		}
 		s.startFetch(fctx, p, off, 0)
 	}
 	s.log.Info("kafka source", "brokers", strings.Join(s.brokers, ","), "topic", s.topic,
-		"partitions", len(parts), "resumed_partitions", resumed)
+		"partitions", len(parts), "resumed_partitions", len(s.resumed))
 	return nil
 }
 
 // partitions lists the topic's partitions; the topic must exist.
+// resumeAt seeds the route's tracking with the checkpointed offsets, so a
+// partition with nothing new keeps its position in the next checkpoint.
+func (s *kafkaSource) resumeAt() map[int32]ackPos { return s.resumed }
+
 func (s *kafkaSource) partitions(ctx context.Context) ([]int, error) {
 	client := &kafka.Client{Addr: kafka.TCP(s.brokers...), Timeout: 10 * time.Second}
 	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)

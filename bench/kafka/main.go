@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +36,8 @@ func main() {
 	batch := flag.Int("batch", 4096, "mqb batch_size")
 	concurrency := flag.Int("concurrency", 2, "mqb route concurrency")
 	kcatBin := flag.String("kcat", "kcat", "kcat binary")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the mqb runs of scenario only")
+	only := flag.String("only", "", "run one scenario: publish (file → kafka) or consume (kafka → file)")
 	flag.Parse()
 	if _, err := exec.LookPath(*kcatBin); err != nil {
 		log.Fatalf("kcat not found (apt-get install -y kcat): %v", err)
@@ -58,7 +61,10 @@ func main() {
 	for i := range *runs {
 		topic := fmt.Sprintf("w-mqb-%d", i)
 		createTopic(brokers, topic, *partitions)
-		d := timeIt(func() { runPublish(dir, input, brokers, topic, *batch, *concurrency, i) })
+		d := timeIt(func() {
+			defer profile(*cpuprofile, *only == "publish")()
+			runPublish(dir, input, brokers, topic, *batch, *concurrency, i)
+		})
 		checkCount(brokers, topic, *partitions, *n)
 		mqbW = append(mqbW, float64(*n)/d.Seconds())
 
@@ -71,6 +77,9 @@ func main() {
 		kcatW = append(kcatW, float64(*n)/d.Seconds())
 	}
 	report("file → kafka", mqbW, kcatW)
+	if *only == "publish" {
+		return
+	}
 
 	// Kafka → JSON-lines file, reading the topics kcat wrote in the first
 	// scenario (each read once by mqb and once by kcat).
@@ -78,7 +87,10 @@ func main() {
 	for i := range *runs {
 		topic := fmt.Sprintf("w-kcat-%d", i)
 		out := filepath.Join(dir, fmt.Sprintf("out-mqb-%d.jsonl", i))
-		d := timeIt(func() { runConsume(dir, out, brokers, topic, *batch, *concurrency, size, i) })
+		d := timeIt(func() {
+			defer profile(*cpuprofile, *only == "consume")()
+			runConsume(dir, out, brokers, topic, *batch, *concurrency, size, i)
+		})
 		mqbR = append(mqbR, float64(*n)/d.Seconds())
 
 		out = filepath.Join(dir, fmt.Sprintf("out-kcat-%d.jsonl", i))
@@ -102,6 +114,24 @@ func main() {
 	}
 	report("kafka → file", mqbR, kcatR)
 }
+
+// profile starts a CPU profile into path (appending a run number) when on.
+func profile(path string, on bool) func() {
+	if path == "" || !on {
+		return func() {}
+	}
+	profileRun++
+	f, err := os.Create(fmt.Sprintf("%s.%d", path, profileRun))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		log.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+var profileRun int
 
 func report(name string, mqb, kcat []float64) {
 	m, k := median(mqb), median(kcat)
