@@ -700,6 +700,25 @@ func killRun(t *testing.T, dir string, env []string, rng *rand.Rand, window time
 	}
 }
 
+// The harness must see what it is there to catch: the at-least-once file
+// sink, judged as if it promised effectively-once, duplicates under kills
+// (a kill between its write and the commit replays the batch).
+func TestChaosHarnessCatchesDuplicates(t *testing.T) {
+	var sc sinkCase
+	for _, s := range sinks {
+		if s.name == "file (write_time)" {
+			sc = s
+		}
+	}
+	if sc.setup == nil {
+		t.Fatal("no write_time file sink in the matrix")
+	}
+	res := runPair(t, fileSource, sc, 10, 99)
+	if got := judge(res, effectivelyOnce, 10); !strings.HasPrefix(got, "FAIL: duplicates") {
+		t.Errorf("judged as effectively-once, the write_time file sink gives %q (%+v): the kills do not land mid-write", got, res)
+	}
+}
+
 func reportMatrix(t *testing.T, kills int, seed uint64) {
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
