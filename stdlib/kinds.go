@@ -128,6 +128,8 @@ var Kinds = []Kind{
 			{Name: "date_partition", Type: Bool, Default: false, Doc: "Write under YYYY/MM/DD/ prefixes (write_time only; ignored under source_position)."},
 			{Name: "compression", Type: Enum, Enum: []string{"none", "gzip", "zstd"}, Default: "none", Doc: "Object compression."},
 			{Name: "max_object_bytes", Type: Int, Default: int64(64 << 20), Doc: "Largest object written; a larger batch is split."},
+			{Name: "checkpoint_store", Type: String, Doc: "Source: where the committed position (object key and line) is kept; default pebble://.mqb/state."},
+			{Name: "max_record_bytes", Type: Int, Doc: "Source: longest line accepted (default 16 MiB); a longer one goes to the DLQ."},
 		},
 	},
 	{
