@@ -46,9 +46,15 @@ type SQLStore struct {
 	id     string
 	seq    atomic.Uint64
 
-	mu       sync.Mutex
-	inflight map[string]string // key → owner token of this store's live reservations
+	mu        sync.Mutex
+	inflight  map[string]string // key → owner token of this store's live reservations
+	lastSweep time.Time
 }
+
+// sweepEvery is how often Promote also deletes the rows whose time ran out
+// (an expired row is taken over by the next Reserve of its key anyway;
+// the sweep keeps the table from growing with keys that never come back).
+const sweepEvery = time.Minute
 
 const (
 	stateReserved = 1
@@ -66,7 +72,7 @@ func OpenSQL(ctx context.Context, url string) (*SQLStore, error) {
 	if db.Dialect == sqlkv.MySQL {
 		ddl = `CREATE TABLE IF NOT EXISTS mqb_dedup (k VARBINARY(255) PRIMARY KEY, state SMALLINT NOT NULL, expires_at BIGINT NOT NULL, owner VARCHAR(80) NOT NULL)`
 	}
-	s := &SQLStore{db: db, Expiry: InFlightExpiry, id: uuid.NewString(), inflight: map[string]string{}}
+	s := &SQLStore{db: db, Expiry: InFlightExpiry, id: uuid.NewString(), inflight: map[string]string{}, lastSweep: time.Now()}
 	cctx, cancel := context.WithTimeout(ctx, sqlTimeout)
 	defer cancel()
 	if err := db.CreateTable(cctx, ddl); err != nil {
@@ -241,24 +247,41 @@ func (s *SQLStore) Promote(keys []string, now time.Time, ttl time.Duration) erro
 		sk[i] = storedKey(k)
 	}
 	slices.Sort(sk)
+	sk = slices.Compact(sk) // one upsert may not touch a row twice
+	s.mu.Lock()
+	sweep := now.Sub(s.lastSweep) >= sweepEvery
+	if sweep {
+		s.lastSweep = now
+	}
+	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
 	defer cancel()
 	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
+		if sweep {
+			if _, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_dedup WHERE expires_at <= $1`), now.UnixNano()); err != nil {
+				return err
+			}
+		}
+		// An upsert, not an update: a reservation that outlived its expiry
+		// (a slow write, retries) may have been swept or taken over; the
+		// key is processed all the same.
 		if s.db.Dialect == sqlkv.Postgres {
-			_, err := q.Exec(ctx, `UPDATE mqb_dedup SET state = 2, expires_at = $1 WHERE k = ANY($2::text[])`, exp, sk)
+			_, err := q.Exec(ctx, `INSERT INTO mqb_dedup (k, state, expires_at, owner)
+				SELECT k, 2, $1, $3 FROM unnest($2::text[]) AS k
+				ON CONFLICT (k) DO UPDATE SET state = 2, expires_at = EXCLUDED.expires_at`, exp, sk, s.id)
 			return err
 		}
 		var b strings.Builder
-		args := []any{exp}
-		b.WriteString(`UPDATE mqb_dedup SET state = 2, expires_at = ? WHERE k IN (`)
+		args := make([]any, 0, 3*len(sk))
+		b.WriteString(`INSERT INTO mqb_dedup (k, state, expires_at, owner) VALUES `)
 		for i, k := range sk {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("?")
-			args = append(args, []byte(k))
+			b.WriteString("(?, 2, ?, ?)")
+			args = append(args, []byte(k), exp, s.id)
 		}
-		b.WriteString(")")
+		b.WriteString(` ON DUPLICATE KEY UPDATE state = 2, expires_at = VALUES(expires_at)`)
 		_, err := q.Exec(ctx, b.String(), args...)
 		return err
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
 )
 
 func TestMain(m *testing.M) { testsrv.Main(m) }
@@ -130,5 +131,29 @@ func TestSQLStoreConcurrentReserve(t *testing.T) {
 				t.Errorf("%d + %d keys won, want %d in all", len(won[0]), len(won[1]), n)
 			}
 		})
+	}
+}
+
+// Promote sweeps rows whose time ran out, at most once a sweepEvery.
+func TestSQLStoreSweeps(t *testing.T) {
+	a, _ := openSQLPair(t, testsrv.Postgres(t))
+	now := time.Now()
+	reserve(t, a, now, "old", "new")
+	if err := a.Promote([]string{"old"}, now, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(2 * sweepEvery)
+	if err := a.Promote([]string{"new"}, later, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := reserve(t, a, later, "old", "new"); got != "new processed" {
+		t.Errorf("after the sweep: %s", got)
+	}
+	var n int
+	err := a.db.Tx(context.Background(), func(q sqlkv.Querier) error {
+		return q.Query(context.Background(), `SELECT count(*) FROM mqb_dedup WHERE k = 'old' AND state = 2`, func(scan func(...any) error) error { return scan(&n) })
+	})
+	if err != nil || n != 0 {
+		t.Errorf("the expired processed row survived the sweep (%d, %v)", n, err)
 	}
 }
