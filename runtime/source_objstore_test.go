@@ -332,3 +332,48 @@ func TestObjectStoreSourceGCSOutage(t *testing.T) {
 	checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
 	t.Logf("%+v", rs)
 }
+
+// TestObjectStoreSourceFromMQB compiles an object_store source the way
+// mqbc run does (checkpoint_store and max_record_bytes declared in stdlib)
+// and runs it twice: the second run reads nothing.
+func TestObjectStoreSourceFromMQB(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "bucket"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeLines(t, filepath.Join(dir, "bucket", "a.jsonl"), `{"id":"a1"}`, `{"id":"a2"}`, `{"id":"a1"}`)
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	w.Write([]byte(`{"id":"b1"}` + "\n" + `{"id":"` + strings.Repeat("x", 300) + `"}` + "\n"))
+	w.Close()
+	if err := os.WriteFile(filepath.Join(dir, "bucket", "b.jsonl.gz"), gz.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := compileMQB(t, `
+route lake {
+  guarantee effectively_once
+  from object_store {
+    url              = "file://bucket"
+    checkpoint_store = "pebble://cp"
+    max_record_bytes = 200
+  }
+  dlq { to file { path = "dlq.jsonl" } }
+  to sql {
+    url          = "sqlite://lake.db"
+    create_table = "CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY)"
+    insert_query = "INSERT INTO t (id) VALUES (${payload.id}) ON CONFLICT (id) DO NOTHING"
+  }
+}
+`)
+	st := runIn(t, dir, p).Route("lake")
+	if st.In != 5 || st.Out != 4 || st.DeadLettered != 1 {
+		t.Errorf("first run %+v, want in 5, out 4, the long line dead-lettered", st)
+	}
+	sameIDs(t, "table", sqliteIDs(t, filepath.Join(dir, "lake.db"), "t"), []string{"a1", "a2", "b1"})
+	if _, err := os.Stat(filepath.Join(dir, "cp")); err != nil {
+		t.Errorf("checkpoint_store not used: %v", err)
+	}
+	if st := runIn(t, dir, p).Route("lake"); st.In != 0 {
+		t.Errorf("second run read %d records, want 0", st.In)
+	}
+}
