@@ -547,6 +547,37 @@ func TestKafkaGroupTwoInstances(t *testing.T) {
 	a, _, aErr := start("a")
 	b, bOut, bErr := start("b")
 	waitGroupMembers(t, k.Brokers(), "pair", 2)
+	// The group's committed offsets must only move forward, through the
+	// rebalances of the join and of the kill: a member committing for a
+	// partition it no longer owns would move one back.
+	stopWatch := make(chan struct{})
+	watched := make(chan []string, 1)
+	go func() {
+		client := &kafka.Client{Addr: kafka.TCP(k.Brokers()), Timeout: 10 * time.Second}
+		last := map[int]int64{}
+		var regressions []string
+		defer func() { watched <- regressions }()
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: "pair", Topics: map[string][]int{"orders": {0, 1, 2, 3}}})
+			if err != nil {
+				continue
+			}
+			for _, p := range resp.Topics["orders"] {
+				prev, seen := last[p.Partition]
+				if seen && p.CommittedOffset < prev && len(regressions) < 10 {
+					regressions = append(regressions, fmt.Sprintf("partition %d: %d after %d", p.Partition, p.CommittedOffset, prev))
+				}
+				if p.CommittedOffset >= 0 { // -1: nothing committed yet
+					last[p.Partition] = max(prev, p.CommittedOffset)
+				}
+			}
+		}
+	}()
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
@@ -579,6 +610,10 @@ func TestKafkaGroupTwoInstances(t *testing.T) {
 	b.Process.Signal(syscall.SIGTERM)
 	if err := b.Wait(); err != nil {
 		t.Fatalf("b: %v\n%s", err, bErr)
+	}
+	close(stopWatch)
+	if r := <-watched; len(r) > 0 {
+		t.Errorf("committed offsets moved back: %v", r)
 	}
 	var st Stats
 	if err := json.Unmarshal(bOut.Bytes(), &st); err != nil {
