@@ -28,8 +28,10 @@ import (
 // source), in key order, one record per line; an object named *.gz or *.zst
 // is decompressed first. It lists the prefix once when it opens and ends at
 // the end of that listing: objects added later are read by the next run,
-// which resumes after the last record this run committed. (There is no
-// follow mode: a route that must keep up with a bucket runs again.)
+// which resumes after the last record this run committed. With
+// poll_interval set it follows the prefix instead: at the end of the
+// listing it lists again every poll_interval and reads the objects that
+// sort after the last one it knew, until the route is stopped.
 //
 // Its one partition numbers records across the listing (Seq 0 is the first
 // record of the first object), so a re-read of an unchanged prefix numbers
@@ -57,6 +59,8 @@ type objectSource struct {
 
 	keys    []string // the listing, in key order
 	nextKey int      // index in keys of the next object to open
+	lastKey string   // the greatest key listed (or checkpointed): a new listing reads only what sorts after it
+	poll    time.Duration
 
 	// The object being read.
 	cur     string
@@ -142,6 +146,12 @@ func (rt *route) buildObjectSource(ctx context.Context, a nodeAttrs, c *compiler
 	if s.maxRecord <= 0 {
 		return a.errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
 	}
+	if s.poll, err = a.duration("poll_interval", 0); err != nil {
+		return err
+	}
+	if s.poll < 0 {
+		return a.errorf("poll_interval", "must not be negative, got %v", s.poll)
+	}
 	// A source does not create its directory: a missing one is a mistake.
 	if dir, ok := strings.CutPrefix(rawURL, "file://"); ok {
 		if !filepath.IsAbs(dir) && o.BaseDir != "" {
@@ -214,6 +224,9 @@ func (s *objectSource) open(ctx context.Context, cp checkpoint.Position, haveCP 
 	}
 	s.failures = 0
 	s.keys = keys
+	if len(keys) > 0 {
+		s.lastKey = keys[len(keys)-1]
+	}
 	s.total.Store(int64(len(keys)))
 	defer func() { s.opened.Store(int64(s.nextKey)) }()
 	if !haveCP || cp.Source != s.checkpointSource() {
@@ -245,6 +258,7 @@ func (s *objectSource) open(ctx context.Context, cp checkpoint.Position, haveCP 
 		s.log.Warn("object_store source: the checkpoint's object is gone; resuming at the next one", "object", key)
 	}
 	s.nextKey = i
+	s.lastKey = max(s.lastKey, key)
 	s.log.Info("resuming from checkpoint", "object", key, "object_done", done, "lines", cp.Offset, "next_index", cp.NextIndex)
 	return nil
 }
@@ -305,6 +319,40 @@ func (s *objectSource) closeObject() error {
 	}
 	s.r = nil
 	return err
+}
+
+// relist waits poll_interval and lists the prefix again, keeping the
+// objects that sort after every key seen so far.
+func (s *objectSource) relist(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(s.poll):
+	}
+	keys, err := s.store.List(ctx, "")
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		err = fmt.Errorf("route %s: object_store source %s: list: %w", s.route, s.url, err)
+		if s.retryWait(ctx, err) || ctx.Err() != nil {
+			return nil // the next call lists again
+		}
+		return err
+	}
+	s.failures = 0
+	// Drop what was read: a long follow keeps only the listing ahead.
+	s.keys, s.nextKey = s.keys[:0], 0
+	for _, k := range keys {
+		if k > s.lastKey {
+			s.keys = append(s.keys, k)
+		}
+	}
+	if n := len(s.keys); n > 0 {
+		s.lastKey = s.keys[n-1]
+		s.total.Add(int64(n))
+	}
+	return nil
 }
 
 // retryWait decides whether a failed store request is tried again and, if
@@ -401,13 +449,14 @@ func (s *objectSource) openNext(ctx context.Context) (ok bool, err error) {
 		// Deleted since the listing: there is nothing of it to read.
 		s.log.Warn("object_store source: object listed but gone; skipping it", "object", key)
 		s.nextKey++
+		s.opened.Add(1)
 		return s.openNext(ctx)
 	}
 	if err != nil {
 		return false, err
 	}
 	s.nextKey++
-	s.opened.Store(int64(s.nextKey))
+	s.opened.Add(1)
 	if err := s.startObject(key, body); err != nil {
 		return false, err
 	}
@@ -458,7 +507,16 @@ func (s *objectSource) next(ctx context.Context, max int) (*batch, bool, error) 
 				return b, false, err
 			}
 			if !ok {
-				return b, true, nil
+				if s.poll == 0 {
+					return b, true, nil
+				}
+				if len(b.recs) > 0 {
+					return b, false, nil // hand over what we have; list again next time
+				}
+				if err := s.relist(ctx); err != nil {
+					return b, false, err
+				}
+				continue
 			}
 		}
 		line, tooLong, err := s.readLine()
