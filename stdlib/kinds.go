@@ -116,7 +116,7 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "object_store", Source: true, Sink: true,
-		Doc:           "Objects under a prefix of a bucket (gs://bucket/prefix) or a local directory (file:///dir). As a source, reads every object under the prefix in key order (*.gz and *.zst decompressed), one record per line, and ends at the end of the listing; the next run resumes after the last committed line, so the prefix should grow at the end of its key order (as this sink writes it) with objects never rewritten.",
+		Doc:           "Objects under a prefix of a bucket (gs://bucket/prefix) or a local directory (file:///dir). As a source, reads every object under the prefix in key order (*.gz and *.zst decompressed), one record per line, and ends at the end of the listing (or, with poll_interval, keeps listing); the next run resumes after the last committed line, so the prefix should grow at the end of its key order (as this sink writes it) with objects never rewritten.",
 		IDNote:        "As a source, message_id is a fresh UUIDv7 per read; the position is the object key and line.",
 		PositionModes: []string{"*"},
 		Absorb:        AbsorbNone,
@@ -130,6 +130,7 @@ var Kinds = []Kind{
 			{Name: "max_object_bytes", Type: Int, Default: int64(64 << 20), Doc: "Largest object written; a larger batch is split."},
 			{Name: "checkpoint_store", Type: String, Doc: "Source: where the committed position (object key and line) is kept; default pebble://.mqb/state."},
 			{Name: "max_record_bytes", Type: Int, Doc: "Source: longest line accepted (default 16 MiB); a longer one goes to the DLQ."},
+			{Name: "poll_interval", Type: Duration, Doc: "Source: follow the prefix, listing it again this often for objects that sort after the last one read (the route runs until stopped). Unset: end at the end of the listing."},
 		},
 	},
 	{
