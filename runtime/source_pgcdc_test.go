@@ -410,3 +410,60 @@ func TestCrashPostgresCDCParts(t *testing.T) {
 		t.Errorf("parts hold %d distinct changes (%d more than once), want each of %d once", len(seen), twice, n)
 	}
 }
+
+// The spec's known edge: a key changed twice in one transaction gives two
+// records with the transaction's commit LSN, hence one message_id.
+func TestPostgresCDCSameKeyTwiceInOneTransaction(t *testing.T) {
+	url := testsrv.Postgres(t)
+	c := cdcDB(t, url)
+	ctx := context.Background()
+	if _, err := c.Exec(ctx, `CREATE TABLE ev (n SERIAL, msg TEXT, lsn BIGINT, op TEXT, amount INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t)
+	p := cdcPlan(e, url, "mqb_edge_slot", nil)
+	sink := &p.Routes[0].Nodes[len(p.Routes[0].Nodes)-1]
+	sink.Attrs["insert_query"] = tmplV(lit("INSERT INTO ev (msg, lsn, op, amount) VALUES ("), ex("message_id"), lit(", "),
+		ex(`meta["postgres.lsn"]`), lit(", "), ex(`meta["postgres.operation"]`), lit(", "), ex("payload.amount"), lit(")"))
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := Run(rctx, p, testOptions(t)); done <- err }()
+	waitSlot(t, c, "mqb_edge_slot")
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Exec(ctx, `INSERT INTO orders VALUES (1, 1, 'first')`)
+	tx.Exec(ctx, `UPDATE orders SET amount = 2 WHERE id = 1`)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	type ev struct {
+		msg, op string
+		lsn     int64
+		amount  int
+	}
+	var got []ev
+	deadline := time.Now().Add(30 * time.Second)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		got = pgQuery(t, url, `SELECT msg, op, lsn, amount FROM ev ORDER BY n`, func(t *testing.T, rows sqlRows) (out []ev) {
+			for rows.Next() {
+				var e ev
+				rows.Scan(&e.msg, &e.op, &e.lsn, &e.amount)
+				out = append(out, e)
+			}
+			return out
+		})
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].op != "insert" || got[1].op != "update" || got[1].amount != 2 {
+		t.Fatalf("events %+v, want the insert then the update", got)
+	}
+	if got[0].msg != got[1].msg || got[0].lsn != got[1].lsn {
+		t.Errorf("events %+v: want one message_id and one lsn (the commit's) for both", got)
+	}
+}

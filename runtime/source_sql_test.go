@@ -28,7 +28,14 @@ func cursorDBs() []func(t *testing.T) cursorDB {
 		}
 		return n
 	}
-	none := func(*testing.T, sqlRows) any { return nil }
+	none := func(t *testing.T, rows sqlRows) any {
+		for rows.Next() {
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
 	return []func(t *testing.T) cursorDB{
 		func(t *testing.T) cursorDB {
 			u := testsrv.Postgres(t)
@@ -183,5 +190,28 @@ func TestSQLCursorSourceRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Cursor values far apart (ids from a sparse sequence) page and resume
+// like dense ones.
+func TestSQLCursorSourceSparseIDs(t *testing.T) {
+	db := cursorDBs()[0](t)
+	db.exec(db.srcDDL)
+	db.exec(db.sinkDDL)
+	db.exec(`INSERT INTO src (id, amount, body) SELECT i::bigint * 1000003 + (i % 7) * 65537, i, 'row ' || i FROM generate_series(0, 4999) i`)
+	if n := db.count("src"); n != 5000 {
+		t.Fatalf("src has %d rows", n)
+	}
+	e := newTestEnv(t)
+	p := cursorPlan(e, db, map[string]plan.Value{"table": strV("src"), "cursor_column": strV("id")})
+	p.Routes[0].BatchSize = 64
+	rs := runCursorUntil(t, p, func() bool { return db.count("copy") == 5000 })
+	checkCounts(t, rs)
+	t.Logf("first run: %+v", rs)
+	db.exec(`INSERT INTO src (id, amount, body) VALUES (9000000000000, 1, 'far')`)
+	rs = runCursorUntil(t, p, func() bool { return db.count("copy") == 5001 })
+	if rs.In != 1 {
+		t.Errorf("resumed run read %d rows, want the 1 new one", rs.In)
 	}
 }
