@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -197,5 +198,28 @@ func BenchmarkPostgresCursorToFile(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(benchSQLRows)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+}
+
+// BenchmarkMariaDBSink: file → MariaDB with ON DUPLICATE KEY UPDATE, 200k
+// rows per run (one statement per row, interpolated, in one transaction
+// per batch).
+func BenchmarkMariaDBSink(b *testing.B) {
+	d := testsrv.MariaDBDatabase(b)
+	exec := func(q string) {
+		db, err := sql.Open("mysql", d.DSN)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	exec(`CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, amount BIGINT NOT NULL, body TEXT)`)
+	input, size := benchInput(b, benchSQLRows)
+	benchRun(b, benchSQLRows, size, func(i int, state string) plan.Plan {
+		exec(`TRUNCATE orders`)
+		return benchSQLPlan(input, state, d.URL, " ON DUPLICATE KEY UPDATE id = id", false)
 	})
 }
