@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -133,6 +135,9 @@ func newSQLServerSink(ctx context.Context, a nodeAttrs, c *compiler, raw string)
 		if err != nil {
 			return nil, a.errorf("url", "%v", err)
 		}
+		// Batches go as multi-statement queries (see writeMySQLMulti);
+		// every value is still escaped by the driver.
+		cfg.MultiStatements = true
 		conn, err := mysql.NewConnector(cfg)
 		if err != nil {
 			return nil, a.errorf("url", "%s: %s", s.url, plan.RedactURLs(err.Error()))
@@ -247,10 +252,121 @@ func (s *sqlServerSink) Write(ctx context.Context, recs []*Record) error {
 
 // ---- MySQL / MariaDB
 
-// writeMySQL runs the batch in one transaction, row by row. InnoDB undoes
-// just the failing statement of a refused row and the transaction goes on;
-// a deadlock rolls back the whole transaction and fails the batch.
+// errMySQLRowRefused: a multi-statement batch hit a refused row; the batch
+// is written again row by row to find it.
+var errMySQLRowRefused = errors.New("a row was refused")
+
+// mysqlChunk is how many inserts go in one multi-statement query.
+const mysqlChunk = 256
+
+// writeMySQLMulti writes the batch in one transaction as multi-statement
+// queries of mysqlChunk inserts each: one round trip per chunk instead of
+// per row. The rows affected of every statement give report_outcome. A
+// refused row stops the server at that statement without saying which it
+// was, so the transaction is rolled back and errMySQLRowRefused returned.
+func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*Record) error {
+	var ev evaluator
+	type row struct {
+		r    *Record
+		args []driver.NamedValue
+	}
+	rows := make([]row, 0, len(recs))
+	args := make([]any, len(s.params))
+	for _, r := range recs {
+		if reason := s.bindRow(&ev, r, args); reason != "" {
+			r.sinkErr = reason
+			continue
+		}
+		nv := make([]driver.NamedValue, len(args))
+		for i, v := range args {
+			nv[i] = driver.NamedValue{Value: v}
+		}
+		rows = append(rows, row{r, nv})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	conn, err := s.my.Conn(ctx)
+	if err != nil {
+		return s.batchError("connect", err)
+	}
+	defer conn.Close()
+	var outErr error
+	err = conn.Raw(func(dc any) error {
+		ex, ok := dc.(driver.ExecerContext)
+		if !ok {
+			return fmt.Errorf("driver connection %T cannot exec", dc)
+		}
+		exec := func(q string, nv []driver.NamedValue) (driver.Result, error) { return ex.ExecContext(ctx, q, nv) }
+		fail := func(op string, err error) error {
+			exec("ROLLBACK", nil)
+			if classifyMySQL(err) == sqlRowLevel {
+				outErr = errMySQLRowRefused
+			} else {
+				outErr = s.batchError(op, err)
+			}
+			if classifyMySQL(err) == sqlRetryable {
+				return driver.ErrBadConn // let database/sql drop the connection
+			}
+			return nil
+		}
+		if _, err := exec("BEGIN", nil); err != nil {
+			return fail("begin", err)
+		}
+		var q strings.Builder
+		var nv []driver.NamedValue
+		for start := 0; start < len(rows); start += mysqlChunk {
+			chunk := rows[start:min(start+mysqlChunk, len(rows))]
+			q.Reset()
+			nv = nv[:0]
+			for i, rw := range chunk {
+				if i > 0 {
+					q.WriteString(";\n")
+				}
+				q.WriteString(s.query)
+				for _, v := range rw.args {
+					v.Ordinal = len(nv) + 1
+					nv = append(nv, v)
+				}
+			}
+			res, err := exec(q.String(), nv)
+			if err != nil {
+				return fail("insert", err)
+			}
+			if s.outcome {
+				mr, ok := res.(mysql.Result)
+				if !ok || len(mr.AllRowsAffected()) != len(chunk) {
+					return fail("rows affected", fmt.Errorf("%d results for %d statements", len(mr.AllRowsAffected()), len(chunk)))
+				}
+				for i, n := range mr.AllRowsAffected() {
+					setOutcome(chunk[i].r, n == 1)
+				}
+			}
+		}
+		if s.outboxRoute != "" {
+			if _, err := exec(outboxUpsertMySQL, []driver.NamedValue{{Ordinal: 1, Value: s.outboxRoute}, {Ordinal: 2, Value: int64(outboxNext(recs))}}); err != nil {
+				return fail("outbox position", err)
+			}
+		}
+		if _, err := exec("COMMIT", nil); err != nil {
+			return fail("commit", err)
+		}
+		return nil
+	})
+	if err != nil && outErr == nil {
+		return s.batchError("connection", err)
+	}
+	return outErr
+}
+
+// writeMySQL runs the batch through writeMySQLMulti and, when a row is
+// refused, again in one transaction row by row: InnoDB undoes just the
+// failing statement of a refused row and the transaction goes on; a
+// deadlock rolls back the whole transaction and fails the batch.
 func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
+	if err := s.writeMySQLMulti(ctx, recs); !errors.Is(err, errMySQLRowRefused) {
+		return err
+	}
 	var ev evaluator
 	args := make([]any, len(s.params))
 	tx, err := s.my.BeginTx(ctx, nil)
