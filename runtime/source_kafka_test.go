@@ -508,12 +508,12 @@ func rowsBy(db, who string) int {
 	return n
 }
 
-// TestKafkaGroupTwoInstances: two processes in one consumer group share
-// the work; one is SIGKILLed mid-run and the survivor takes its partitions
-// over. The sink is one SQLite file both write to, keyed on the order id
+// TestKafkaGroupScaleOut: two processes in one consumer group share
+// the work, a third joins mid-stream, then one is SIGKILLed and the others
+// take its partitions over. The sink is one SQLite file both write to, keyed on the order id
 // (the shared Postgres store is another piece of work; SQLite's unique key
 // is the dedup here): no record lost, none twice.
-func TestKafkaGroupTwoInstances(t *testing.T) {
+func TestKafkaGroupScaleOut(t *testing.T) {
 	bin := buildCrashHelper(t)
 	k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:4"}})
 	d := t.TempDir()
@@ -593,6 +593,14 @@ func TestKafkaGroupTwoInstances(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// c joins while records flow: a rebalance with records in flight, in
+	// which a and b commit what they acked of the partitions they give up.
+	c, _, cErr := start("c")
+	deadline = time.Now().Add(time.Minute)
+	for rowsBy(db, "c") < 500 && countRows(t, db) < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("c joined mid-stream and wrote %d rows before a was killed", rowsBy(db, "c"))
 	a.Process.Signal(syscall.SIGKILL)
 	a.Wait()
 	t.Logf("a killed at %d rows (a wrote %d, b %d)", countRows(t, db), rowsBy(db, "a"), rowsBy(db, "b"))
@@ -602,12 +610,18 @@ func TestKafkaGroupTwoInstances(t *testing.T) {
 		if time.Now().After(deadline) {
 			b.Process.Kill()
 			b.Wait()
-			t.Fatalf("b did not finish after a was killed (%d rows): %s", countRows(t, db), bErr)
+			c.Process.Kill()
+			c.Wait()
+			t.Fatalf("b and c did not finish after a was killed (%d rows): %s\n%s", countRows(t, db), bErr, cErr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond)
 	b.Process.Signal(syscall.SIGTERM)
+	c.Process.Signal(syscall.SIGTERM)
+	if err := c.Wait(); err != nil {
+		t.Errorf("c: %v\n%s", err, cErr)
+	}
 	if err := b.Wait(); err != nil {
 		t.Fatalf("b: %v\n%s", err, bErr)
 	}
