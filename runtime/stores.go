@@ -51,6 +51,9 @@ const storeOpenTimeout = 30 * time.Second
 
 // openDedupStore opens a dedup step's store attribute.
 func openDedupStore(a nodeAttrs, o *Options) (dedupStore, error) {
+	if err := literalStoreURL(a, "store"); err != nil {
+		return nil, err
+	}
 	if url := a.str("store", ""); sqlkv.IsURL(url) {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
 		defer cancel()
@@ -73,6 +76,9 @@ func openDedupStore(a nodeAttrs, o *Options) (dedupStore, error) {
 
 // openCheckpointStore opens a source's checkpoint_store attribute.
 func openCheckpointStore(a nodeAttrs, o *Options) (checkpointStore, error) {
+	if err := literalStoreURL(a, "checkpoint_store"); err != nil {
+		return nil, err
+	}
 	if url := a.str("checkpoint_store", ""); sqlkv.IsURL(url) {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
 		defer cancel()
@@ -95,6 +101,22 @@ func openCheckpointStore(a nodeAttrs, o *Options) (checkpointStore, error) {
 		return nil, a.errorf("checkpoint_store", "%v", err)
 	}
 	return st, nil
+}
+
+// literalStoreURL refuses a store url holding ${…}: it would otherwise
+// read as unset and the route would quietly keep its state in the default
+// Pebble directory instead of the shared server.
+func literalStoreURL(a nodeAttrs, attr string) error {
+	v, ok := a.value(attr)
+	if !ok {
+		return nil
+	}
+	for _, p := range v.Template {
+		if p.Expr != "" {
+			return a.errorf(attr, "${%s}: a store url is not a template here; write it out", p.Expr)
+		}
+	}
+	return nil
 }
 
 // instanceOwner names this process in a shared checkpoint table: host and

@@ -114,3 +114,13 @@ func TestPostgresCheckpointStoreFencesRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A templated store url is refused rather than read as unset (which would
+// keep the state in the default Pebble directory).
+func TestStoreURLTemplateRefused(t *testing.T) {
+	a := nodeAttrs{route: "r", node: &plan.Node{Kind: "dedup", Role: plan.RoleStep, Attrs: map[string]plan.Value{
+		"store": tmplV(ex(`env("DEDUP_URL")`))}}}
+	if _, err := openDedupStore(a, &Options{}); err == nil || !strings.Contains(err.Error(), "attribute store") {
+		t.Errorf("err %v: want the templated store refused", err)
+	}
+}
