@@ -74,6 +74,7 @@ type sinkCase struct {
 
 const (
 	effectivelyOnce = "effectively-once"
+	exactlyOnce     = "exactly-once"
 	atLeastOnce     = "at-least-once"
 )
 
@@ -322,7 +323,7 @@ var (
 	results   []pairResult
 )
 
-var verdictRE = regexp.MustCompile(`(?m)^chaos: (effectively-once|at-least-once)`)
+var verdictRE = regexp.MustCompile(`(?m)^chaos: (exactly-once|effectively-once|at-least-once)`)
 var statsRE = regexp.MustCompile(`(?m)^chaos: in (\d+), out (\d+), deduplicated (\d+), filtered (\d+), dead-lettered (\d+), errors (\d+)`)
 
 // dataset appends chunks of new records, each followed by repeats of
@@ -599,8 +600,8 @@ func judge(res pairResult, guarantee string, kills int) string {
 	switch {
 	case res.lost > 0:
 		return "FAIL: lost records"
-	case res.duplicated > 0 && guarantee == effectivelyOnce:
-		return "FAIL: duplicates on an effectively-once route"
+	case res.duplicated > 0 && (guarantee == effectivelyOnce || guarantee == exactlyOnce):
+		return "FAIL: duplicates on an " + guarantee + " route"
 	case res.kills < kills:
 		return fmt.Sprintf("FAIL: only %d kills hit a running route", res.kills)
 	}

@@ -21,7 +21,10 @@ func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
 		Edges:       []plan.Edge{},
 		Pos:         lang.Range(r.Pos, r.Pos).Start,
 	}
-	if g.effectivelyOnce {
+	switch {
+	case g.exactlyOnce:
+		out.Guarantee = plan.ExactlyOnce
+	case g.effectivelyOnce:
 		out.Guarantee = plan.EffectivelyOnce
 	}
 	if !g.effectivelyOnce && g.missing != "" {

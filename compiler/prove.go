@@ -11,8 +11,11 @@ import (
 // the missing piece when effectively-once is not proven.
 type guaranteeProof struct {
 	effectivelyOnce bool
-	reasons         []string
-	missing         string
+	// exactlyOnce: the transactional outbox covers the route (it implies
+	// effectivelyOnce).
+	exactlyOnce bool
+	reasons     []string
+	missing     string
 }
 
 // sinkProof is the verdict for one sink (or handler, or branch).
@@ -60,14 +63,21 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 		}
 		return g
 	}
+	outbox := handler == nil && rc.outboxApplies(source, sink)
+	rc.outbox = outbox
 	sp := rc.proveSink(sink)
-	if sp.ok || sink.kind == nil || sink.kind.Structural {
+	rc.outbox = false
+	if sp.ok || sink.kind == nil || sink.kind.Structural || outbox {
 		// An unproven plain sink is explained by the "not effectively-once"
 		// line; its own write line would only repeat it.
 		g.reasons = append(g.reasons, sp.reasons...)
 	}
 	g.effectivelyOnce = sp.ok
 	g.missing = sp.missing
+	if outbox {
+		g.reasons = append(g.reasons, outboxReason)
+		g.exactlyOnce, g.effectivelyOnce, g.missing = true, true, ""
+	}
 	if !sp.ok && sink.kind != nil && sink.kind.Broker {
 		if stableDedup != nil {
 			g.reasons = append(g.reasons, fmt.Sprintf("note: duplicates filtered within ttl (%s) by dedup before %s", stableDedup.attrs["ttl"].val.Str, sink.name))
@@ -76,6 +86,58 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 		}
 	}
 	return g
+}
+
+// outboxReason is the exactly-once verdict's reason.
+const outboxReason = "source position committed in the sink's transaction (transactional outbox, table mqb_outbox): each source row is written exactly once, even by a plain INSERT"
+
+// outboxApplies reports whether the runtime will run the route with the
+// transactional outbox (runtime/sqloutbox.go, wireOutbox): a sql cursor
+// source and a sql sink (not behind a handler, a switch or a fan-out) on
+// the same database as the same user (plan.SameDatabase, which the runtime
+// calls too), at concurrency 1. The caller checks that there is no handler.
+func (rc *routeCtx) outboxApplies(source, sink *nodeInfo) bool {
+	if source == nil || sink == nil || source.kind == nil || sink.kind == nil ||
+		source.kind.Name != "sql" || sink.kind.Name != "sql" || source.broken || sink.broken ||
+		source.role != plan.RoleSource || sink.role != plan.RoleSink || rc.concurrency != 1 || sink.attrs["insert_query"] == nil {
+		return false
+	}
+	a, aStatic, ok1 := urlText(source.attrs["url"])
+	b, bStatic, ok2 := urlText(sink.attrs["url"])
+	switch {
+	case !ok1 || !ok2:
+		return false
+	case aStatic && bStatic:
+		return plan.SameDatabase(a, b)
+	default:
+		// Placeholders (env(), secrets) are only known at run time: the
+		// same written url renders the same, and the source only reads
+		// postgres:// and mysql:// urls, so the sink then shares its
+		// database. Different written urls are not proven the same.
+		return a == b
+	}
+}
+
+// urlText is the written form of a url attribute and whether it has no
+// placeholders.
+func urlText(a *attrInfo) (text string, static, ok bool) {
+	if a == nil {
+		return "", false, false
+	}
+	switch a.val.Type {
+	case plan.TString:
+		return a.val.Str, true, true
+	case plan.TTemplate:
+		var lit strings.Builder
+		for _, p := range a.val.Template {
+			if p.Expr != "" {
+				return templateText(a.val.Template), false, true
+			}
+			lit.WriteString(p.Lit)
+		}
+		return lit.String(), true, true
+	}
+	return "", false, false
 }
 
 // proveSink decides how the node absorbs a repeated write.
@@ -186,7 +248,7 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 		if len(ins.columns) > 0 {
 			first = ins.columns[0]
 		}
-		if !rc.inNamedUnused {
+		if !rc.inNamedUnused && !rc.outbox {
 			rc.warn("W006", iq.rng, fmt.Sprintf("insert_query into %s in route %s is a plain INSERT without a conflict clause", ins.table, rc.name),
 				fmt.Sprintf("A replay fails the row as a non-retryable constraint error (to the DLQ) or inserts it twice. Add ON CONFLICT (%s) DO NOTHING, or ON DUPLICATE KEY UPDATE on MySQL.", first))
 		}

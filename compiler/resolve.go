@@ -54,6 +54,9 @@ type routeCtx struct {
 	batchSize      int64
 	guarantee      string
 	guaranteeRange diag.Range
+	// outbox is set while proving a route the transactional outbox covers
+	// (outboxApplies): a plain INSERT is then not replayed.
+	outbox bool
 
 	expanding []string // named endpoints being expanded, to stop ref cycles
 

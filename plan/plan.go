@@ -15,8 +15,12 @@ import (
 // Version is the plan format version written into every plan.
 const Version = 1
 
-// Guarantee values, as they appear in the plan JSON.
+// Guarantee values, as they appear in the plan JSON. ExactlyOnce is
+// stronger than EffectivelyOnce: the source position commits in the sink's
+// own transaction (the transactional outbox), so no row is ever written
+// twice, not even by a plain INSERT; `guarantee effectively_once` accepts it.
 const (
+	ExactlyOnce     = "exactly-once"
 	EffectivelyOnce = "effectively-once"
 	AtLeastOnce     = "at-least-once"
 )

@@ -28,8 +28,8 @@ import (
 // before or by the sink goes to the DLQ outside that transaction, so a
 // crash at that moment can leave it out of the DLQ (the DLQ is
 // at-most-once under the outbox, the sink exactly-once). The compiler
-// does not know of the outbox yet: the route's verdict is still derived
-// from its conflict clause (see the note in the report of issue 4).
+// proves such a route exactly-once under the same conditions (prove.go,
+// outboxProof); both call plan.SameDatabase, so they cannot disagree.
 const (
 	outboxTablePG    = `CREATE TABLE IF NOT EXISTS mqb_outbox (route TEXT PRIMARY KEY, next_value BIGINT NOT NULL)`
 	outboxTableMySQL = `CREATE TABLE IF NOT EXISTS mqb_outbox (route VARCHAR(255) PRIMARY KEY, next_value BIGINT NOT NULL)`
@@ -55,21 +55,6 @@ func (s *sqlServerSink) queueOutbox(b *pgconn.Batch, recs []*Record) {
 	b.ExecParams(outboxUpsertPG, [][]byte{[]byte(s.outboxRoute), strconv.AppendUint(nil, outboxNext(recs), 10)}, nil, nil, nil)
 }
 
-// sameDatabase reports whether two urls name one database as one user.
-func sameDatabase(d sqlDialect, a, b string) bool {
-	switch d {
-	case dialectPostgres:
-		ca, err1 := pgConfig(a)
-		cb, err2 := pgConfig(b)
-		return err1 == nil && err2 == nil && ca.Host == cb.Host && ca.Port == cb.Port && ca.Database == cb.Database && ca.User == cb.User
-	case dialectMySQL:
-		ca, err1 := mysqlConfig(a)
-		cb, err2 := mysqlConfig(b)
-		return err1 == nil && err2 == nil && ca.Addr == cb.Addr && ca.DBName == cb.DBName && ca.User == cb.User
-	}
-	return false
-}
-
 // wireOutbox turns the outbox on when the route's source and sink allow it.
 func (rt *route) wireOutbox(ctx context.Context) error {
 	src, ok := rt.src.(*sqlCursorSource)
@@ -77,7 +62,7 @@ func (rt *route) wireOutbox(ctx context.Context) error {
 		return nil
 	}
 	sk, ok := rt.sink.(*sqlSink)
-	if !ok || sk.server == nil || sk.server.dialect != src.dialect || !sameDatabase(src.dialect, src.rawURL, sk.server.rawURL) {
+	if !ok || sk.server == nil || sk.server.dialect != src.dialect || !plan.SameDatabase(src.rawURL, sk.server.rawURL) {
 		return nil
 	}
 	if rt.concurrency != 1 {

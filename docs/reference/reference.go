@@ -40,7 +40,7 @@ func Markdown() []byte {
 	w("## Route settings\n\n")
 	w("Written at the top of a route body, before `from`.\n\n")
 	w("| setting | type | default | values | description |\n| --- | --- | --- | --- | --- |\n")
-	w("| `guarantee` | enum | — | %s | Optional: the build fails unless the checker proves the route effectively-once (`effectively_once`). |\n", codeList(stdlib.Guarantees))
+	w("| `guarantee` | enum | — | %s | Optional: the build fails unless the checker proves the route effectively-once (`effectively_once`); an exactly-once route (transactional outbox) satisfies it. |\n", codeList(stdlib.Guarantees))
 	for _, a := range stdlib.Settings {
 		w("| `%s` | %s | %s | %s | %s |\n", a.Name, typeOf(a), defaultOf(a), codeList(a.Enum), cell(a.Doc))
 	}
