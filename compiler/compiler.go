@@ -104,9 +104,6 @@ func (c *compiler) add(code string, r diag.Range, summary, detail string) {
 	c.diags.Add(code, r, summary, detail)
 }
 
-func (c *compiler) addf(code string, r diag.Range, format string, args ...any) {
-	c.diags.Add(code, r, fmt.Sprintf(format, args...), "")
-}
 
 func (c *compiler) collectEndpoints(files []*lang.File) {
 	for _, f := range files {

@@ -20,16 +20,6 @@ const (
 	roleHandler
 )
 
-func (r role) keyword() string {
-	switch r {
-	case roleSource:
-		return "from"
-	case roleHandler:
-		return "handle"
-	}
-	return "to"
-}
-
 // routeCtx is the state of one route while it is checked: what the source
 // is (for stability), whether an `id` step has run yet, and the nodes built
 // so far in execution order.
@@ -75,7 +65,6 @@ type nodeInfo struct {
 	step     *stdlib.Step
 	ref      string
 	attrs    map[string]*attrInfo
-	expr     *compiledExpr
 	exprText string
 	exprStab stability
 	children []branchInfo

@@ -260,8 +260,6 @@ func scanPlaceholder(s string) (int, bool) {
 	return len(s), false
 }
 
-var durationUnits = []string{"ns", "us", "µs", "ms", "s", "m", "h", "d"}
-
 func (l *lexState) number(rest string) {
 	n := 0
 	isFloat := false

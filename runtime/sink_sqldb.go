@@ -185,8 +185,6 @@ func copyTarget(query string, n int) (table, cols string, ok bool) {
 	return m[1], strings.TrimSpace(m[2]), true
 }
 
-func (s *sqlServerSink) programs() []*program { return s.params }
-
 func (s *sqlServerSink) Close() error {
 	if s.pg != nil {
 		s.pg.close()

@@ -30,7 +30,7 @@ type switchSink struct {
 	outs    []sink
 	names   []string // branchName of each out
 	evals   sync.Pool
-	pending sync.Pool // [][]*Record, one slice per out
+	pending sync.Pool // *[][]*Record, one slice per out (a pointer: Put of a slice allocates)
 
 	unmatched atomic.Int64
 }
@@ -96,7 +96,10 @@ func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	split, _ := s.pending.Get().([][]*Record)
+	var split [][]*Record
+	if p, ok := s.pending.Get().(*[][]*Record); ok {
+		split = *p
+	}
 	if len(split) != len(s.outs) {
 		split = make([][]*Record, len(s.outs))
 	}
@@ -107,7 +110,7 @@ func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
 		for i := range split {
 			clear(split[i]) // do not keep the batch's records alive
 		}
-		s.pending.Put(split)
+		s.pending.Put(&split)
 	}()
 
 	ev := s.evals.Get().(*evaluator)

@@ -56,7 +56,8 @@ func main() {
 	if addrFile != "" {
 		// Write then rename so a reader never sees a partial address.
 		tmp := addrFile + ".tmp"
-		if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err == nil {
+		err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644)
+		if err == nil {
 			err = os.Rename(tmp, addrFile)
 		}
 		if err != nil {

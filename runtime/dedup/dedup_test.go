@@ -8,12 +8,11 @@ import (
 func TestReserveExpiryAndTTL(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	type op struct {
-		do      string // reserve | promote | release | reopen
-		keys    []string
-		at      time.Duration // offset from t0
-		want    []Verdict
-		ttl     time.Duration
-		comment string
+		do   string // reserve | promote | release | reopen
+		keys []string
+		at   time.Duration // offset from t0
+		want []Verdict
+		ttl  time.Duration
 	}
 	tests := []struct {
 		name string
