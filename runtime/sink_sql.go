@@ -68,24 +68,9 @@ func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sq
 		path = filepath.Join(base, path)
 	}
 	s := &sqlSink{route: a.route, outcome: a.boolean("report_outcome", false)}
-	parts, ok := a.template("insert_query")
-	if !ok {
-		return nil, a.errorf("insert_query", "required by this runtime (table-only inserts are not implemented)")
+	if s.query, s.params, err = compileInsert(a, c, func(int) string { return "?" }); err != nil {
+		return nil, err
 	}
-	var q strings.Builder
-	for _, p := range parts {
-		if p.Expr == "" {
-			q.WriteString(p.Lit)
-			continue
-		}
-		prog, err := c.compile(p.Expr)
-		if err != nil {
-			return nil, a.errorf("insert_query", "${%s}: %v", p.Expr, err)
-		}
-		s.params = append(s.params, prog)
-		q.WriteString("?")
-	}
-	s.query = q.String()
 
 	if err := createPrivate(path); err != nil {
 		return nil, a.errorf("url", "%v", err)
@@ -312,4 +297,30 @@ func createPrivate(path string) error {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// compileInsert turns insert_query into the driver's query text, every ${…}
+// replaced by a bound-parameter placeholder (placeholder(n) for the n-th,
+// 1-based), and the programs that compute the parameters: values are bound,
+// never spliced into the SQL.
+func compileInsert(a nodeAttrs, c *compiler, placeholder func(n int) string) (string, []*program, error) {
+	parts, ok := a.template("insert_query")
+	if !ok {
+		return "", nil, a.errorf("insert_query", "required by this runtime (table-only inserts are not implemented)")
+	}
+	var q strings.Builder
+	var params []*program
+	for _, p := range parts {
+		if p.Expr == "" {
+			q.WriteString(p.Lit)
+			continue
+		}
+		prog, err := c.compile(p.Expr)
+		if err != nil {
+			return "", nil, a.errorf("insert_query", "${%s}: %v", p.Expr, err)
+		}
+		params = append(params, prog)
+		q.WriteString(placeholder(len(params)))
+	}
+	return q.String(), params, nil
 }

@@ -66,24 +66,10 @@ type sqlServerSink struct {
 func newSQLServerSink(ctx context.Context, a nodeAttrs, c *compiler, raw string) (*sqlServerSink, error) {
 	d := dialectOf(raw)
 	s := &sqlServerSink{route: a.route, dialect: d, rawURL: raw, url: plan.RedactURLs(raw), outcome: a.boolean("report_outcome", false)}
-	parts, ok := a.template("insert_query")
-	if !ok {
-		return nil, a.errorf("insert_query", "required by this runtime (table-only inserts are not implemented)")
+	var err error
+	if s.query, s.params, err = compileInsert(a, c, d.placeholder); err != nil {
+		return nil, err
 	}
-	var q strings.Builder
-	for _, p := range parts {
-		if p.Expr == "" {
-			q.WriteString(p.Lit)
-			continue
-		}
-		prog, err := c.compile(p.Expr)
-		if err != nil {
-			return nil, a.errorf("insert_query", "${%s}: %v", p.Expr, err)
-		}
-		s.params = append(s.params, prog)
-		q.WriteString(d.placeholder(len(s.params)))
-	}
-	s.query = q.String()
 	bulk := a.boolean("bulk_copy", false)
 	if bulk {
 		if d != dialectPostgres {
