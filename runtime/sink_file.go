@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,11 +40,45 @@ func newFileSink(a nodeAttrs, base string, envelope bool) (*fileSink, error) {
 			return nil, a.errorf("path", "%v", err)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, a.errorf("path", "%v", err)
 	}
+	if err := dropTornTail(f); err != nil {
+		f.Close()
+		return nil, a.errorf("path", "repair %s: %v", path, err)
+	}
 	return &fileSink{route: a.route, path: path, envelope: envelope, f: f}, nil
+}
+
+// dropTornTail truncates an unterminated last line. The sink writes whole
+// lines and acks them only after fsync, so a line without its newline is
+// what a crash (or a failed write) left of a write that was never acked:
+// its records are written again, and appending after the fragment would
+// glue the next record onto it.
+func dropTornTail(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 64<<10)
+	for end := st.Size(); end > 0; {
+		n := min(int64(len(buf)), end)
+		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+			return err
+		}
+		if end == st.Size() && buf[n-1] == '\n' {
+			return nil
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return f.Truncate(end - n + int64(i) + 1)
+		}
+		end -= n
+	}
+	if st.Size() > 0 {
+		return f.Truncate(0)
+	}
+	return nil
 }
 
 func (s *fileSink) Write(_ context.Context, recs []*Record) error {
@@ -61,6 +96,7 @@ func (s *fileSink) Write(_ context.Context, recs []*Record) error {
 	}
 	s.buf = buf
 	if _, err := s.f.Write(buf); err != nil {
+		dropTornTail(s.f) // best effort: the retry appends whole lines again
 		return retryable(fmt.Errorf("route %s: file sink %s: write: %w", s.route, s.path, err))
 	}
 	if err := s.f.Sync(); err != nil {
