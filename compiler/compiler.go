@@ -104,7 +104,6 @@ func (c *compiler) add(code string, r diag.Range, summary, detail string) {
 	c.diags.Add(code, r, summary, detail)
 }
 
-
 func (c *compiler) collectEndpoints(files []*lang.File) {
 	for _, f := range files {
 		if f == nil {
