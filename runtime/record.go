@@ -4,6 +4,12 @@ import (
 	"github.com/google/uuid"
 )
 
+// Fresh message ids draw their random bits from uuid's pool (refilled from
+// crypto/rand 256 bytes at a time) instead of a getrandom call each: a
+// file source mints one per record. Enabled before any goroutine runs, as
+// the library requires.
+func init() { uuid.EnableRandPool() }
+
 // Record is one unit moving through a route.
 type Record struct {
 	// Payload is the record as read (one line, without its newline), or as
@@ -47,6 +53,11 @@ const (
 // MessageID is the record's u128 id in UUID form: a fresh UUIDv7 per read,
 // minted on first use (nothing can tell a lazily minted id from an eager one).
 func (r *Record) MessageID() string {
+	return r.msgIDValue().String()
+}
+
+// msgIDValue is MessageID as a value, minting it on first use.
+func (r *Record) msgIDValue() uuid.UUID {
 	if !r.hasMsgID {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -54,7 +65,7 @@ func (r *Record) MessageID() string {
 		}
 		r.msgID, r.hasMsgID = id, true
 	}
-	return r.msgID.String()
+	return r.msgID
 }
 
 func (r *Record) setMeta(k, v string) {

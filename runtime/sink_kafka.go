@@ -1,15 +1,19 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/mqb-dev/mqb/plan"
@@ -106,21 +110,45 @@ func forwardedMeta(r *Record) []string {
 	return keys
 }
 
-// kafkaSink publishes each write as one WriteMessages call (acks from all
-// in-sync replicas). A broker cannot absorb a repeat: a retried write may
-// land twice, so the route is at-least-once unless a dedup step filters
-// before it.
+// kafkaSink publishes each write with one Produce request per partition
+// chunk (acks from all in-sync replicas), the partitions in parallel and
+// each partition's chunks in order. A broker cannot absorb a repeat: a
+// retried write may land twice, so the route is at-least-once unless a
+// dedup step filters before it.
+//
+// It drives kafka-go's Client rather than its Writer: the Writer looks up
+// the topic's metadata and balances once per message and copies every
+// message into per-partition batches, which cost more than the encoding.
 type kafkaSink struct {
-	route  string
-	topic  string
-	key    *recordTemplate
-	w      *kafka.Writer
-	client *kafka.Client
+	route     string
+	topic     string
+	key       *recordTemplate
+	transport *kafka.Transport
+	client    *kafka.Client
+	balancer  kafka.Hash // by key (sarama's FNV-1a); keyless records round-robin
+
+	mu         sync.Mutex
+	partitions []int     // 0..n-1, the balancer's argument
+	counted    time.Time // when the partition count was last read
 }
 
-// kafkaMaxMessageBytes is the broker default message.max.bytes; a larger
-// record fails alone instead of failing its whole batch.
+// kafkaMaxMessageBytes is the broker default message.max.bytes, the limit on
+// one record batch: a larger record fails alone, and a partition's records
+// go out in chunks under it.
 const kafkaMaxMessageBytes = 1 << 20
+
+// kafkaRecordOverhead bounds a record's framing in a v2 record batch
+// (length, attributes, deltas, key and value lengths, header count), and
+// kafkaHeaderOverhead a header's; kafkaBatchOverhead is the batch header.
+const (
+	kafkaRecordOverhead = 64
+	kafkaHeaderOverhead = 8
+	kafkaBatchOverhead  = 128
+)
+
+// kafkaRecountEvery is how often a sink rereads the topic's partition
+// count, so records reach partitions added while it runs.
+const kafkaRecountEvery = 10 * time.Second
 
 func kafkaBrokers(raw string) ([]string, error) {
 	raw = strings.TrimPrefix(raw, "kafka://")
@@ -157,48 +185,86 @@ func newKafkaSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*ka
 	if topic == "" {
 		return nil, a.errorf("topic", "required")
 	}
-	s := &kafkaSink{route: a.route, topic: topic}
-	if s.key, err = compileTemplate(a, c, "partition_key"); err != nil {
+	key, err := compileTemplate(a, c, "partition_key")
+	if err != nil {
 		return nil, err
 	}
-	addr := kafka.TCP(brokers...)
-	s.client = &kafka.Client{Addr: addr, Timeout: 10 * time.Second}
-	// The topic must exist: a typo would otherwise create a topic on
-	// brokers that auto-create, or fail every batch later.
+	s, err := dialKafkaSink(ctx, a.route, brokers, topic)
+	if err != nil {
+		return nil, a.errorf("topic", "%s", plan.RedactURLs(err.Error()))
+	}
+	s.key = key
+	rt.log.Info("kafka sink", "brokers", strings.Join(brokers, ","), "topic", topic, "partitions", len(s.partitions))
+	return s, nil
+}
+
+// dialKafkaSink connects a sink for route to topic, which must exist: a
+// typo would otherwise create a topic on brokers that auto-create, or fail
+// every batch later.
+func dialKafkaSink(ctx context.Context, route string, brokers []string, topic string) (*kafkaSink, error) {
+	s := &kafkaSink{route: route, topic: topic}
+	s.transport = &kafka.Transport{DialTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second, ClientID: "mqb"}
+	s.client = &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second, Transport: s.transport}
 	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	md, err := s.client.Metadata(mctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	n, err := s.countPartitions(mctx)
 	if err != nil {
-		return nil, a.errorf("url", "metadata from %s: %s", strings.Join(brokers, ","), plan.RedactURLs(err.Error()))
+		s.transport.CloseIdleConnections()
+		return nil, err
 	}
-	found := false
+	s.setPartitions(n)
+	return s, nil
+}
+
+// countPartitions reads the topic's partition count from the cluster.
+func (s *kafkaSink) countPartitions(ctx context.Context) (int, error) {
+	md, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
+	if err != nil {
+		return 0, fmt.Errorf("metadata from %s: %w", s.client.Addr, err)
+	}
 	for _, t := range md.Topics {
-		if t.Name == topic {
-			if t.Error != nil {
-				return nil, a.errorf("topic", "%s: %v", topic, t.Error)
-			}
-			found = len(t.Partitions) > 0
+		if t.Name != s.topic {
+			continue
+		}
+		if t.Error != nil {
+			return 0, fmt.Errorf("%s: %w", s.topic, t.Error)
+		}
+		if len(t.Partitions) > 0 {
+			return len(t.Partitions), nil
 		}
 	}
-	if !found {
-		return nil, a.errorf("topic", "topic %s does not exist on %s", topic, strings.Join(brokers, ","))
+	return 0, fmt.Errorf("topic %s does not exist on %s", s.topic, s.client.Addr)
+}
+
+func (s *kafkaSink) setPartitions(n int) {
+	ps := make([]int, n)
+	for i := range ps {
+		ps[i] = i
 	}
-	s.w = &kafka.Writer{
-		Addr:         addr,
-		Topic:        topic,
-		Balancer:     &kafka.Hash{}, // by key; keyless records round-robin
-		RequiredAcks: kafka.RequireAll,
-		// One route write is one WriteMessages call: batches fill from it
-		// and the last, partial one must not wait for more.
-		BatchSize:    10000,
-		BatchBytes:   kafkaMaxMessageBytes,
-		BatchTimeout: time.Millisecond,
-		WriteTimeout: 30 * time.Second,
-		ReadTimeout:  30 * time.Second,
-		MaxAttempts:  3,
+	s.mu.Lock()
+	s.partitions, s.counted = ps, time.Now()
+	s.mu.Unlock()
+}
+
+// currentPartitions returns the partition list, rereading the count when
+// it is older than kafkaRecountEvery (a failed reread keeps the old one:
+// the produce requests will say whether the cluster is reachable).
+func (s *kafkaSink) currentPartitions(ctx context.Context) []int {
+	s.mu.Lock()
+	ps, stale := s.partitions, time.Since(s.counted) > kafkaRecountEvery
+	if stale {
+		s.counted = time.Now()
 	}
-	rt.log.Info("kafka sink", "brokers", strings.Join(brokers, ","), "topic", topic)
-	return s, nil
+	s.mu.Unlock()
+	if stale {
+		if n, err := s.countPartitions(ctx); err == nil && n != len(ps) {
+			s.setPartitions(n)
+			s.mu.Lock()
+			ps = s.partitions
+			s.mu.Unlock()
+		}
+	}
+	return ps
 }
 
 func (s *kafkaSink) programs() []*program {
@@ -208,70 +274,190 @@ func (s *kafkaSink) programs() []*program {
 	return s.key.progs
 }
 
-// message builds r's Kafka message: key from partition_key, the payload,
-// the message_id header and every forwarded meta entry as a header.
-func (s *kafkaSink) message(r *Record) (kafka.Message, error) {
+// kafkaOut is one record ready to produce: its key and headers point into
+// the write's arena.
+type kafkaOut struct {
+	rec     *Record
+	key     []byte
+	headers []kafka.Header
+	size    int // bytes it adds to a record batch, an upper bound
+}
+
+// build fills m from r: key from partition_key, the payload, the
+// message_id header and every forwarded meta entry as a header. Text goes
+// into *arena, headers into *hdrs.
+func (s *kafkaSink) build(r *Record, m *kafkaOut, arena *[]byte, hdrs *[]kafka.Header) error {
 	if err := encodePayload(r); err != nil {
-		return kafka.Message{}, err
+		return err
 	}
-	m := kafka.Message{Value: r.Payload}
+	m.rec, m.key = r, nil
 	if s.key != nil {
 		k, err := s.key.render(r)
 		if err != nil {
-			return m, err
+			return err
 		}
-		m.Key = []byte(k)
+		m.key = appendBytes(arena, k)
 	}
-	keys := forwardedMeta(r)
-	m.Headers = make([]kafka.Header, 0, len(keys)+1)
-	m.Headers = append(m.Headers, kafka.Header{Key: headerMessageID, Value: []byte(r.MessageID())})
-	for _, k := range keys {
-		m.Headers = append(m.Headers, kafka.Header{Key: k, Value: []byte(r.Meta[k])})
+	start := len(*hdrs)
+	*hdrs = append(*hdrs, kafka.Header{Key: headerMessageID, Value: appendUUIDText(arena, r.msgIDValue())})
+	if len(r.Meta) > 0 {
+		for _, k := range forwardedMeta(r) {
+			*hdrs = append(*hdrs, kafka.Header{Key: k, Value: appendBytes(arena, r.Meta[k])})
+		}
 	}
-	size := len(m.Key) + len(m.Value) + 64
-	for _, h := range m.Headers {
-		size += len(h.Key) + len(h.Value) + 8
+	m.headers = (*hdrs)[start:len(*hdrs):len(*hdrs)]
+	m.size = len(m.key) + len(r.Payload) + kafkaRecordOverhead
+	for _, h := range m.headers {
+		m.size += len(h.Key) + len(h.Value) + kafkaHeaderOverhead
 	}
-	if size > kafkaMaxMessageBytes {
-		return m, fmt.Errorf("kafka: record of %d bytes exceeds the %d-byte message limit", size, kafkaMaxMessageBytes)
+	if m.size > kafkaMaxMessageBytes-kafkaBatchOverhead {
+		return fmt.Errorf("kafka: record of %d bytes exceeds the %d-byte message limit", m.size, kafkaMaxMessageBytes)
 	}
-	return m, nil
+	return nil
+}
+
+// appendBytes appends s to *arena and returns the appended bytes (capacity
+// clipped, so a later append cannot write over them).
+func appendBytes(arena *[]byte, s string) []byte {
+	start := len(*arena)
+	*arena = append(*arena, s...)
+	return (*arena)[start:len(*arena):len(*arena)]
+}
+
+// appendUUIDText appends u's canonical 36-character text form to *arena.
+func appendUUIDText(arena *[]byte, u uuid.UUID) []byte {
+	start := len(*arena)
+	*arena = append(*arena, make([]byte, 36)...)
+	b := (*arena)[start : start+36 : start+36]
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return b
 }
 
 func (s *kafkaSink) Write(ctx context.Context, recs []*Record) error {
-	msgs := make([]kafka.Message, 0, len(recs))
-	for _, r := range recs {
-		m, err := s.message(r)
-		if err != nil {
+	msgs := make([]kafkaOut, len(recs))
+	// Keys and header values are slices of one arena (capacity-clipped, so
+	// growing it never moves or overwrites what was handed out).
+	arena := make([]byte, 0, len(recs)*(36+16))
+	hdrs := make([]kafka.Header, 0, len(recs))
+	ps := s.currentPartitions(ctx)
+	byPart := make([][]int32, len(ps))
+	for i, r := range recs {
+		m := &msgs[i]
+		if err := s.build(r, m, &arena, &hdrs); err != nil {
 			r.sinkErr = err.Error()
 			continue
 		}
-		msgs = append(msgs, m)
-	}
-	if len(msgs) == 0 {
-		return nil
+		p := s.balancer.Balance(kafka.Message{Key: m.key}, ps...)
+		byPart[p] = append(byPart[p], int32(i))
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := s.w.WriteMessages(wctx, msgs...); err != nil {
+	now := time.Now()
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for p, idx := range byPart {
+		if len(idx) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[p] = s.produce(wctx, p, msgs, idx, now)
+		}()
+	}
+	wg.Wait()
+	failed, total := 0, 0
+	var first error
+	for p, err := range errs {
+		total += len(byPart[p])
+		if err != nil {
+			failed += len(byPart[p])
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if first != nil {
 		// A broker cannot tell a retried message from a new one, so a
 		// retry may publish part of the batch twice: at-least-once.
-		var werrs kafka.WriteErrors
-		if errors.As(err, &werrs) {
-			err = fmt.Errorf("%d of %d messages failed, first: %w", werrs.Count(), len(msgs), firstError(werrs))
-		}
-		return retryable(fmt.Errorf("route %s: kafka sink topic %s: %w", s.route, s.topic, err))
+		return retryable(fmt.Errorf("route %s: kafka sink topic %s: %d of %d messages failed, first: %w",
+			s.route, s.topic, failed, total, first))
 	}
 	return nil
 }
 
-func firstError(errs []error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
+// produce sends partition p's records (msgs[idx]) in chunks under the
+// message limit, in order, each acknowledged before the next goes.
+func (s *kafkaSink) produce(ctx context.Context, p int, msgs []kafkaOut, idx []int32, now time.Time) error {
+	for len(idx) > 0 {
+		n, size := 0, kafkaBatchOverhead
+		for n < len(idx) && (n == 0 || size+msgs[idx[n]].size <= kafkaMaxMessageBytes) {
+			size += msgs[idx[n]].size
+			n++
 		}
+		res, err := s.client.Produce(ctx, &kafka.ProduceRequest{
+			Topic:        s.topic,
+			Partition:    p,
+			RequiredAcks: kafka.RequireAll,
+			Records:      &produceRecords{msgs: msgs, idx: idx[:n], time: now},
+		})
+		if err == nil && res.Error != nil {
+			err = res.Error
+		}
+		if err == nil && len(res.RecordErrors) > 0 {
+			for i, rerr := range res.RecordErrors {
+				err = fmt.Errorf("record %d: %w", i, rerr)
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+		idx = idx[n:]
 	}
 	return nil
 }
 
-func (s *kafkaSink) Close() error { return s.w.Close() }
+// produceRecords reads msgs[idx] as Kafka records, reusing one record and
+// its readers (the encoder copies each before asking for the next).
+type produceRecords struct {
+	msgs       []kafkaOut
+	idx        []int32
+	time       time.Time
+	i          int
+	rec        kafka.Record
+	key, value bytesReadCloser
+}
+
+func (r *produceRecords) ReadRecord() (*kafka.Record, error) {
+	if r.i >= len(r.idx) {
+		return nil, io.EOF
+	}
+	m := &r.msgs[r.idx[r.i]]
+	r.i++
+	r.rec = kafka.Record{Time: r.time, Headers: m.headers}
+	if m.key != nil {
+		r.key.Reset(m.key)
+		r.rec.Key = &r.key
+	}
+	r.value.Reset(m.rec.Payload)
+	r.rec.Value = &r.value
+	return &r.rec, nil
+}
+
+type bytesReadCloser struct{ bytes.Reader }
+
+func (*bytesReadCloser) Close() error { return nil }
+
+func (s *kafkaSink) Close() error {
+	s.transport.CloseIdleConnections()
+	return nil
+}

@@ -72,6 +72,7 @@ func TestKafkaSink(t *testing.T) {
 	}
 	ids := map[string]bool{}
 	got := 0
+	var hash kafka.Hash
 	for p := range 3 {
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: strings.Split(brokers, ","), Topic: "orders",
 			Partition: p, MaxWait: 100 * time.Millisecond})
@@ -102,6 +103,13 @@ func TestKafkaSink(t *testing.T) {
 			if string(m.Key) != "key-"+orderID {
 				t.Errorf("key %q, want key-%s", m.Key, orderID)
 			}
+			// The partition other producers using sarama's hash pick.
+			if want := hash.Balance(kafka.Message{Key: m.Key}, 0, 1, 2); want != p {
+				t.Errorf("key %s on partition %d, want %d", m.Key, p, want)
+			}
+			if d := time.Since(m.Time); d < 0 || d > time.Minute {
+				t.Errorf("message time %v, want the write time", m.Time)
+			}
 			if h["mqb.id"] != orderID {
 				t.Errorf("header mqb.id %q, want %s", h["mqb.id"], orderID)
 			}
@@ -130,6 +138,117 @@ func TestKafkaSinkMissingTopic(t *testing.T) {
 		t.Fatalf("err %v, want an error naming the route and the topic", err)
 	}
 	t.Log(err)
+}
+
+// readPartition reads every message of topic's partition p.
+func readPartition(t *testing.T, brokers, topic string, p int) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := kafka.DialLeader(ctx, "tcp", strings.Split(brokers, ",")[0], topic, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := conn.ReadLastOffset()
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: strings.Split(brokers, ","), Topic: topic,
+		Partition: p, MaxWait: 100 * time.Millisecond, MaxBytes: 4 << 20})
+	defer r.Close()
+	var out []kafka.Message
+	for int64(len(out)) < last {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("partition %d message %d: %v", p, len(out), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// One write larger than the broker's message limit goes out as several
+// record batches, in order; a record over the limit fails alone (to the
+// DLQ), the rest of its write is published.
+func TestKafkaSinkChunksInOrder(t *testing.T) {
+	brokers := testsrv.Kafka(t, "big:1")
+	s, err := dialKafkaSink(context.Background(), "publish", []string{brokers}, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 40
+	pad := strings.Repeat("x", 100<<10)
+	recs := make([]*Record, n)
+	for i := range recs {
+		recs[i] = &Record{Payload: fmt.Appendf(nil, `{"i":%d,"pad":"%s"}`, i, pad)}
+	}
+	recs[17].Payload = fmt.Appendf(nil, `{"i":17,"pad":"%s"}`, strings.Repeat("y", kafkaMaxMessageBytes))
+	if err := s.Write(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		if (i == 17) != strings.Contains(r.sinkErr, "exceeds the 1048576-byte message limit") {
+			t.Errorf("record %d: sink error %q", i, r.sinkErr)
+		}
+	}
+	msgs := readPartition(t, brokers, "big", 0)
+	if len(msgs) != n-1 {
+		t.Fatalf("%d messages, want %d", len(msgs), n-1)
+	}
+	next := 0
+	for _, m := range msgs {
+		if next == 17 {
+			next++
+		}
+		if want := fmt.Sprintf(`{"i":%d,`, next); !strings.HasPrefix(string(m.Value), want) {
+			t.Fatalf("message at offset %d starts %.12s, want %s", m.Offset, m.Value, want)
+		}
+		next++
+	}
+}
+
+// Partitions added to the topic while the sink runs receive records once
+// the sink rereads the count.
+func TestKafkaSinkRecountsPartitions(t *testing.T) {
+	brokers := testsrv.Kafka(t, "grow:1")
+	ctx := context.Background()
+	s, err := dialKafkaSink(ctx, "publish", []string{brokers}, "grow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	write := func(n int) {
+		recs := make([]*Record, n)
+		for i := range recs {
+			recs[i] = &Record{Payload: []byte(`{}`)}
+		}
+		if err := s.Write(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(30)
+	res, err := s.client.CreatePartitions(ctx, &kafka.CreatePartitionsRequest{
+		Topics: []kafka.TopicPartitionsConfig{{Name: "grow", Count: 3}}})
+	if err == nil && len(res.Errors) > 0 {
+		err = res.Errors["grow"]
+	}
+	if err != nil {
+		t.Fatalf("create partitions: %v", err)
+	}
+	write(30) // within kafkaRecountEvery: still one partition
+	s.mu.Lock()
+	s.counted = time.Now().Add(-kafkaRecountEvery - time.Second)
+	s.mu.Unlock()
+	// The transport caches metadata for up to its MetadataTTL; dropping
+	// its connection pools stands in for that wait.
+	s.transport.CloseIdleConnections()
+	write(30)
+	got := []int{len(readPartition(t, brokers, "grow", 0)), len(readPartition(t, brokers, "grow", 1)), len(readPartition(t, brokers, "grow", 2))}
+	if got[0] != 70 || got[1] != 10 || got[2] != 10 {
+		t.Errorf("partitions hold %v, want [70 10 10] (60 before the recount, then round-robin)", got)
+	}
 }
 
 func TestForwardedMeta(t *testing.T) {
