@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/mqb-dev/mqb/internal/testsrv"
@@ -27,6 +28,13 @@ import (
 // keyed by order id, so they spread over the partitions.
 func produceOrders(t testing.TB, brokers, topic string, from, n int) {
 	t.Helper()
+	produceOrdersKeyed(t, brokers, topic, "", from, n)
+}
+
+// produceOrdersKeyed is produceOrders with keyPrefix before each message
+// key (so a second copy of an order can land on another partition).
+func produceOrdersKeyed(t testing.TB, brokers, topic, keyPrefix string, from, n int) {
+	t.Helper()
 	w := &kafka.Writer{Addr: kafka.TCP(strings.Split(brokers, ",")...), Topic: topic,
 		Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchSize: 1000, BatchTimeout: time.Millisecond}
 	defer w.Close()
@@ -34,7 +42,7 @@ func produceOrders(t testing.TB, brokers, topic string, from, n int) {
 	defer cancel()
 	msgs := make([]kafka.Message, 0, 1000)
 	for i := from; i < from+n; i++ {
-		msgs = append(msgs, kafka.Message{Key: []byte(fmt.Sprintf("o-%d", i)),
+		msgs = append(msgs, kafka.Message{Key: []byte(fmt.Sprintf("%so-%d", keyPrefix, i)),
 			Value: []byte(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))})
 		if len(msgs) == cap(msgs) || i == from+n-1 {
 			if err := w.WriteMessages(ctx, msgs...); err != nil {
@@ -512,37 +520,61 @@ func waitGroupMembers(t testing.TB, brokers, group string, members int) {
 	}
 }
 
-func rowsBy(db, who string) int {
-	conn, err := sql.Open(sqliteDriver, "file:"+db+"?_busy_timeout=5000")
-	if err != nil {
-		return 0
+// kafkaPostgresPlan is kafka (consumer group) → dedup on the order id in
+// the shared store at url → the orders table at url, keyed on the order
+// id, each row naming the instance (who) that wrote it.
+func kafkaPostgresPlan(brokers, topic, group, state, url, who string, batch int) plan.Plan {
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "kafka", Side: plan.SideInput, Attrs: map[string]plan.Value{
+			"url": strV(brokers), "topic": strV(topic), "group_id": strV(group),
+			"source_metadata": {Type: plan.TBool, Bool: true}, "checkpoint_store": strV("pebble://" + state)}},
+		{ID: "n1", Role: plan.RoleStep, Kind: "dedup", Side: plan.SideInput, Attrs: map[string]plan.Value{
+			"key": exprV("payload.order_id"), "store": strV(url),
+			"ttl": {Type: plan.TDuration, Str: "1h", Int: int64(time.Hour)}}},
+		{ID: "n2", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+			"url":          tmplV(lit(url)),
+			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, part INTEGER, hop_id TEXT)`),
+			"insert_query": tmplV(lit("INSERT INTO orders (id, amount, part, hop_id) VALUES ("), ex(`payload.order_id`),
+				lit(", "), ex("payload.amount"), lit(", "), ex(`meta["mqb.src.partition"]`),
+				lit(", "), ex(strconv.Quote(who)), lit(") ON CONFLICT (id) DO NOTHING")),
+		}},
 	}
-	defer conn.Close()
-	var n int
-	conn.QueryRow(`SELECT count(*) FROM orders WHERE hop_id = ?`, who).Scan(&n)
-	return n
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
+		Name: "consume", Guarantee: plan.EffectivelyOnce, Concurrency: 1, BatchSize: batch,
+		Nodes: nodes, Edges: chain(nodes)}}}
 }
 
-// TestKafkaGroupScaleOut: two processes in one consumer group share
-// the work, a third joins mid-stream, then one is SIGKILLed and the others
-// take its partitions over. The sink is one SQLite file both write to, keyed on the order id
-// (the shared Postgres store is another piece of work; SQLite's unique key
-// is the dedup here): no record lost, none twice.
+// TestKafkaGroupScaleOut: two processes in one consumer group share the
+// work, a third joins mid-stream, then one is SIGKILLed and the others take
+// its partitions over. They share one PostgreSQL database, as instances on
+// separate machines would: the dedup store and the orders table, keyed on
+// the order id. Every order is published twice, under two keys, so its
+// copies usually sit on different partitions read by different instances,
+// and the shared store is what drops the second. No order is lost, none
+// is stored twice, and the store remembers each order once.
 func TestKafkaGroupScaleOut(t *testing.T) {
 	bin := buildCrashHelper(t)
 	k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:4"}})
+	url := testsrv.Postgres(t)
 	d := t.TempDir()
-	db := filepath.Join(d, "orders.db")
-	const n = 200000
-	start := func(name string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
-		p := kafkaSQLitePlan(k.Brokers(), "orders", "pair", filepath.Join(d, name+"-state"), db, 64, 1)
-		// hop_id records which instance wrote the row.
-		q := p.Routes[0].Nodes[1].Attrs["insert_query"]
-		for i := range q.Template {
-			if q.Template[i].Expr == `meta["mqb.id"] ?? ""` {
-				q.Template[i] = plan.Part{Expr: strconv.Quote(name)}
-			}
+	const n = 100000
+	ctx := context.Background()
+	pg, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	count := func(query string, args ...any) int {
+		var c int
+		if err := pg.QueryRow(ctx, query, args...).Scan(&c); err != nil {
+			return -1 // not created yet
 		}
+		return c
+	}
+	rowsBy := func(who string) int { return count(`SELECT count(*) FROM orders WHERE hop_id = $1`, who) }
+	total := func() int { return count(`SELECT count(*) FROM orders`) }
+	start := func(name string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+		p := kafkaPostgresPlan(k.Brokers(), "orders", "pair", filepath.Join(d, name+"-state"), url, name, 64)
 		data, _ := json.Marshal(p)
 		path := filepath.Join(d, name+".json")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -596,38 +628,41 @@ func TestKafkaGroupScaleOut(t *testing.T) {
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
-		produceOrders(t, k.Brokers(), "orders", 0, n)
+		for from := 0; from < n; from += 5000 {
+			produceOrders(t, k.Brokers(), "orders", from, 5000)
+			produceOrdersKeyed(t, k.Brokers(), "orders", "copy-", from, 5000)
+		}
 	}()
 	deadline := time.Now().Add(time.Minute)
-	for rowsBy(db, "a") < 1000 || rowsBy(db, "b") < 1000 {
-		if time.Now().After(deadline) || countRows(t, db) == n {
+	for rowsBy("a") < 1000 || rowsBy("b") < 1000 {
+		if time.Now().After(deadline) || total() == n {
 			a.Process.Kill()
 			b.Process.Kill()
 			t.Fatalf("the instances did not both write (a %d rows, b %d of %d): a: %s\nb: %s",
-				rowsBy(db, "a"), rowsBy(db, "b"), n, aErr, bErr)
+				rowsBy("a"), rowsBy("b"), n, aErr, bErr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	// c joins while records flow: a rebalance with records in flight, in
 	// which a and b commit what they acked of the partitions they give up.
-	c, _, cErr := start("c")
+	c, cOut, cErr := start("c")
 	deadline = time.Now().Add(time.Minute)
-	for rowsBy(db, "c") < 500 && countRows(t, db) < n && time.Now().Before(deadline) {
+	for rowsBy("c") < 500 && total() < n && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("c joined mid-stream and wrote %d rows before a was killed", rowsBy(db, "c"))
+	t.Logf("c joined mid-stream and wrote %d rows before a was killed", rowsBy("c"))
 	a.Process.Signal(syscall.SIGKILL)
 	a.Wait()
-	t.Logf("a killed at %d rows (a wrote %d, b %d)", countRows(t, db), rowsBy(db, "a"), rowsBy(db, "b"))
+	t.Logf("a killed at %d rows (a wrote %d, b %d)", total(), rowsBy("a"), rowsBy("b"))
 	<-produced
 	deadline = time.Now().Add(2 * time.Minute)
-	for countRows(t, db) < n {
+	for total() < n {
 		if time.Now().After(deadline) {
 			b.Process.Kill()
 			b.Wait()
 			c.Process.Kill()
 			c.Wait()
-			t.Fatalf("b and c did not finish after a was killed (%d rows): %s\n%s", countRows(t, db), bErr, cErr)
+			t.Fatalf("b and c did not finish after a was killed (%d rows): %s\n%s", total(), bErr, cErr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -644,33 +679,34 @@ func TestKafkaGroupScaleOut(t *testing.T) {
 	if r := <-watched; len(r) > 0 {
 		t.Errorf("committed offsets moved back: %v", r)
 	}
-	var st Stats
-	if err := json.Unmarshal(bOut.Bytes(), &st); err != nil {
-		t.Fatalf("b stats %q: %v", bOut, err)
-	}
-	t.Logf("b: %+v", st.Route("consume"))
-	checkOrders(t, db, n)
-	checkGroupCommitted(t, k.Brokers(), "orders", "pair", 4, n)
-	conn, err := sql.Open(sqliteDriver, "file:"+db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(`SELECT hop_id, part, count(*) FROM orders GROUP BY hop_id, part ORDER BY hop_id, part`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	writers := map[string]int{}
-	for rows.Next() {
-		var who string
-		var part, c int
-		if err := rows.Scan(&who, &part, &c); err != nil {
-			t.Fatal(err)
+	var duplicates int64
+	for name, out := range map[string]*bytes.Buffer{"b": bOut, "c": cOut} {
+		var st Stats
+		if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+			t.Fatalf("%s stats %q: %v", name, out, err)
 		}
-		t.Logf("instance %s wrote %d rows of partition %d", who, c, part)
-		writers[who] += c
+		t.Logf("%s: %+v", name, st.Route("consume"))
+		duplicates += st.Route("consume").Deduplicated
 	}
+	// Every copy was read and committed; each order is stored once.
+	checkGroupCommitted(t, k.Brokers(), "orders", "pair", 4, 2*n)
+	if got, distinct := total(), count(`SELECT count(DISTINCT id) FROM orders`); got != n || distinct != n {
+		t.Errorf("%d rows, %d distinct ids, want %d", got, distinct, n)
+	}
+	if bad := count(`SELECT count(*) FROM orders WHERE id <> 'o-' || amount`); bad != 0 {
+		t.Errorf("%d rows whose id and amount disagree", bad)
+	}
+	if kept := count(`SELECT count(*) FROM mqb_dedup WHERE state = 2`); kept != n {
+		t.Errorf("the shared dedup store holds %d processed keys, want %d", kept, n)
+	}
+	if duplicates == 0 {
+		t.Errorf("b and c dropped no duplicate: the copies never met the shared store")
+	}
+	writers := map[string]int{}
+	for _, who := range []string{"a", "b", "c"} {
+		writers[who] = rowsBy(who)
+	}
+	t.Logf("rows written by each instance: %v; duplicates dropped by b and c: %d", writers, duplicates)
 	if writers["a"] == 0 || writers["b"] == 0 {
 		t.Errorf("the two instances did not share the work: %v", writers)
 	}
