@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -218,7 +219,13 @@ func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("route %s: from %s (%s): this runtime does not support %s sources yet", rt.name, a.node.Kind, a.node.Pos, a.node.Kind)
+		build, ok := sourceBuilders[a.node.Kind]
+		if !ok {
+			return fmt.Errorf("route %s: from %s (%s): this runtime cannot read from %s yet", rt.name, a.node.Kind, a.node.Pos, a.node.Kind)
+		}
+		if err := build(rt, a, c, o); err != nil {
+			return err
+		}
 	}
 	rt.srcFormat = rt.src.recordFormat()
 	if _, ok := rt.src.position(nil); !ok {
@@ -404,5 +411,27 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 	case "switch", "request", "fanout":
 		return rt.buildStructural(ctx, a, c, o, dlq)
 	}
-	return nil, nil, fmt.Errorf("route %s: to %s (%s): this runtime supports only sql (sqlite://) and file sinks so far", rt.name, a.node.Kind, a.node.Pos)
+	if build, ok := sinkBuilders[a.node.Kind]; ok {
+		return build(ctx, rt, a, c, o, dlq)
+	}
+	return nil, nil, fmt.Errorf("route %s: to %s (%s): this runtime cannot write to %s yet (it writes to %s)",
+		rt.name, a.node.Kind, a.node.Pos, a.node.Kind, strings.Join(sinkKinds(), ", "))
+}
+
+// sourceBuilders holds the sources whose file registers them in an init
+// function, by kind; the builder sets rt.src.
+var sourceBuilders = map[string]func(rt *route, a nodeAttrs, c *compiler, o *Options) error{}
+
+// sinkBuilders holds the sinks whose file registers them in an init
+// function, by kind.
+var sinkBuilders = map[string]func(ctx context.Context, rt *route, a nodeAttrs, c *compiler, o *Options, dlq bool) (sink, []*program, error){}
+
+// sinkKinds lists every kind buildSink can build, sorted.
+func sinkKinds() []string {
+	kinds := []string{"sql", "file", "object_store", "kafka", "nats", "clickhouse", "switch", "request", "fanout"}
+	for k := range sinkBuilders {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return kinds
 }
