@@ -75,7 +75,25 @@ const (
 type reservations struct {
 	mu   sync.Mutex
 	keys map[string]int64 // key → expiry, unix nanos
+
+	// write serializes promotions on the database with the sweep's
+	// deletes: a key the sweep read as expired cannot be promoted between
+	// that read and its delete.
+	write sync.Mutex
+	// The running sweep: each Promote also examines the next sweepChunk
+	// keys after cursor and deletes the expired ones. A pass starts every
+	// SweepEvery (the first at Open) and ends at the last key.
+	cursor    []byte // nil: no pass under way
+	nextSweep int64  // unix ns when the next pass starts
 }
+
+// SweepEvery is how often a pass over the store deletes the keys whose ttl
+// ran out, besides the full sweep when a process first opens it: a store
+// that runs for weeks does not keep every key it ever saw.
+const SweepEvery = 10 * time.Minute
+
+// sweepChunk is how many keys one Promote examines while a pass runs.
+const sweepChunk = 1024
 
 var (
 	sharedMu sync.Mutex
@@ -114,7 +132,7 @@ func Open(dir string) (*Store, error) {
 	sharedMu.Lock()
 	res := shared[h.DB]
 	if res == nil {
-		res = &reservations{keys: make(map[string]int64)}
+		res = &reservations{keys: make(map[string]int64), nextSweep: time.Now().Add(SweepEvery).UnixNano()}
 		shared[h.DB] = res
 	}
 	sharedMu.Unlock()
@@ -181,7 +199,7 @@ func (s *Store) lookupProcessed(keys []string, nowNs int64) error {
 	})
 	it, err := s.h.DB.NewIter(&pebble.IterOptions{
 		LowerBound: []byte(keyPrefix),
-		UpperBound: []byte(keyPrefix[:len(keyPrefix)-1] + string(keyPrefix[len(keyPrefix)-1]+1)),
+		UpperBound: keyUpperBound(),
 	})
 	if err != nil {
 		return fmt.Errorf("dedup store %s: lookup: %w", s.h.Dir, err)
@@ -210,8 +228,16 @@ func (s *Store) Promote(keys []string, now time.Time, ttl time.Duration) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.res.write.Lock()
+	defer s.res.write.Unlock()
 	b := s.h.DB.NewBatch()
 	defer b.Close()
+	// The sweep's deletes go first: a key promoted now that the sweep read
+	// as expired is deleted and set again in the same batch, and the set
+	// wins.
+	if err := s.sweepStep(b, now.UnixNano()); err != nil {
+		return err
+	}
 	s.valBuf[0] = stateProcessed
 	binary.LittleEndian.PutUint64(s.valBuf[1:9], uint64(now.Add(ttl).UnixNano()))
 	for _, k := range keys {
@@ -233,6 +259,49 @@ func (s *Store) Promote(keys []string, now time.Time, ttl time.Duration) error {
 	return nil
 }
 
+// sweepStep adds to b the deletes of the expired keys among the next
+// sweepChunk keys of a pass, starting one when it is due. Called with
+// s.res.write held.
+func (s *Store) sweepStep(b *pebble.Batch, nowNs int64) error {
+	r := s.res
+	if r.cursor == nil {
+		if nowNs < r.nextSweep {
+			return nil
+		}
+		r.cursor = []byte(keyPrefix)
+		r.nextSweep = nowNs + int64(SweepEvery)
+	}
+	it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: r.cursor, UpperBound: keyUpperBound()})
+	if err != nil {
+		return fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)
+	}
+	n := 0
+	for it.First(); it.Valid() && n < sweepChunk; it.Next() {
+		n++
+		val := it.Value()
+		if len(val) == valueLen && int64(binary.LittleEndian.Uint64(val[1:9])) <= nowNs {
+			if err := b.Delete(it.Key(), nil); err != nil {
+				it.Close()
+				return fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)
+			}
+		}
+	}
+	var next []byte // where the next step starts; nil: the pass is over
+	if it.Valid() {
+		next = slices.Clone(it.Key())
+	}
+	if err := it.Close(); err != nil { // the bounds are in use until here
+		return fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)
+	}
+	r.cursor = next
+	return nil
+}
+
+// keyUpperBound is the first key after every dedup key.
+func keyUpperBound() []byte {
+	return []byte(keyPrefix[:len(keyPrefix)-1] + string(keyPrefix[len(keyPrefix)-1]+1))
+}
+
 // Release frees reservations whose records were not acked, so they can be
 // delivered again at once.
 func (s *Store) Release(keys []string) error {
@@ -252,7 +321,7 @@ func (s *Store) Sweep(now time.Time) (int, error) {
 	nowNs := now.UnixNano()
 	it, err := s.h.DB.NewIter(&pebble.IterOptions{
 		LowerBound: []byte(keyPrefix),
-		UpperBound: []byte(keyPrefix[:len(keyPrefix)-1] + string(keyPrefix[len(keyPrefix)-1]+1)),
+		UpperBound: keyUpperBound(),
 	})
 	if err != nil {
 		return 0, fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)

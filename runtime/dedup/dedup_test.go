@@ -1,8 +1,11 @@
 package dedup
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble"
 )
 
 func TestReserveExpiryAndTTL(t *testing.T) {
@@ -124,5 +127,71 @@ func TestSweep(t *testing.T) {
 	}
 	if v[0] != New || v[1] != Processed {
 		t.Errorf("after sweep: %v %v, want new processed", v[0], v[1])
+	}
+}
+
+// A store that stays open sweeps as it goes: once a pass is due, each
+// Promote deletes expired keys a chunk at a time, and never a key promoted
+// again meanwhile.
+func TestSweepWhileRunning(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Now()
+	const old = 3*sweepChunk + 17
+	keys := make([]string, old)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("old-%05d", i)
+	}
+	if err := s.Promote(keys, t0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Promote([]string{"keep"}, t0, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: []byte(keyPrefix), UpperBound: keyUpperBound()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		n := 0
+		for it.First(); it.Valid(); it.Next() {
+			n++
+		}
+		return n
+	}
+	// Before a pass is due nothing is deleted.
+	if err := s.Promote([]string{"x"}, t0.Add(2*time.Minute), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != old+2 {
+		t.Fatalf("%d keys before the pass is due, want %d", n, old+2)
+	}
+	// Due: each Promote sweeps a chunk; old-00005 is promoted again in the
+	// first step, which reads it as expired.
+	later := t0.Add(SweepEvery + time.Minute)
+	if err := s.Promote([]string{"old-00005"}, later, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := s.Promote([]string{fmt.Sprintf("new-%d", i)}, later, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, want := count(), 1+1+1+4; n != want { // keep, x, old-00005, new-*
+		t.Errorf("%d keys after the pass, want %d", n, want)
+	}
+	v := make([]Verdict, 3)
+	if err := s.Reserve([]string{"old-00005", "old-00006", "keep"}, later, v); err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != Processed || v[1] != New || v[2] != Processed {
+		t.Errorf("verdicts %v, want processed new processed", v)
+	}
+	if s.res.cursor != nil {
+		t.Errorf("the pass did not end")
 	}
 }
