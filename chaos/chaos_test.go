@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	_ "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 	_ "github.com/mattn/go-sqlite3"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -61,10 +61,10 @@ type sinkCase struct {
 	// guarantee is the verdict the compiler must print for the route.
 	guarantee string
 	// positional sinks are effectively-once per source record (line), by
-	// name_by = source_position: their route has no dedup step, and the
-	// sink must hold every line, repeats included, exactly once. Other
-	// routes dedup on the order id and key-addressed sinks hold each order
-	// once.
+	// name_by = source_position (or exactly-once by the transactional
+	// outbox): their route has no dedup step, and the sink must hold every
+	// line, repeats included, exactly once. Other routes dedup on the
+	// order id and key-addressed sinks hold each order once.
 	positional bool
 	// setup starts what the sink needs and returns the `to` block, the
 	// environment of mqbc, and a reader returning how many times each
@@ -100,38 +100,13 @@ var sinks = []sinkCase{
 	}},
 	{"postgres", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		url := testsrv.Postgres(t)
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close(context.Background()) })
-		if _, err := conn.Exec(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, amount BIGINT NOT NULL, body TEXT NOT NULL)`); err != nil {
-			t.Fatal(err)
-		}
+		h := openPostgres(t, url, `CREATE TABLE orders (id TEXT PRIMARY KEY, amount BIGINT NOT NULL, body TEXT NOT NULL)`)
 		to := fmt.Sprintf(`sql {
     url          = %q
     insert_query = """INSERT INTO orders %s ON CONFLICT (id) DO NOTHING"""
   }`, url, sqlColumns)
 		return to, nil, func(t *testing.T) map[string]int {
-			rows, err := conn.Query(ctx, `SELECT id, count(*) FROM orders GROUP BY id`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			got := map[string]int{}
-			for rows.Next() {
-				var id string
-				var n int
-				if err := rows.Scan(&id, &n); err != nil {
-					t.Fatal(err)
-				}
-				got[id] += n
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			return got
+			return h.countRows(t, `SELECT id, count(*) FROM orders GROUP BY id`)
 		}
 	}},
 	{"mariadb", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
@@ -244,6 +219,20 @@ func countRows(t *testing.T, h *sql.DB, q string) map[string]int {
 		t.Fatal(err)
 	}
 	defer rows.Close()
+	return scanCounts(t, rows)
+}
+
+// idCountRows are the rows of a query selecting (id, count): database/sql's
+// and pgx's.
+type idCountRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanCounts sums the counts of rows by id.
+func scanCounts(t *testing.T, rows idCountRows) map[string]int {
+	t.Helper()
 	got := map[string]int{}
 	for rows.Next() {
 		var id string
@@ -259,7 +248,9 @@ func countRows(t *testing.T, h *sql.DB, q string) map[string]int {
 	return got
 }
 
-var orderIDRE = regexp.MustCompile(`"order_id":"([^"]+)"`)
+// orderIDRE finds the order in a JSON line: encoding/json writes no space
+// after the colon, PostgreSQL's to_jsonb (the sql cursor source) one.
+var orderIDRE = regexp.MustCompile(`"order_id": ?"([^"]+)"`)
 
 // countIDs counts the order_id of every JSON line in data.
 func countIDs(t *testing.T, where string, data []byte, got map[string]int) {
@@ -365,16 +356,28 @@ func (d *dataset) appendChunk(t *testing.T) {
 // sourceCase is the source side of a pair.
 type sourceCase struct {
 	name string
-	// follows is true for a source that never ends (a broker): the last
-	// run is stopped with SIGTERM once the sink holds everything.
+	// follows is true for a source that never ends (a broker, a table,
+	// a replication slot): the last run is stopped with SIGTERM once the
+	// sink holds everything.
 	follows bool
-	// setup returns the `from` block and how to add input.
-	setup func(t *testing.T, dir string) (from string, emit func(t *testing.T, lines string))
+	// noDedup leaves the dedup step out of the route even before a
+	// key-addressed sink, which then absorbs repeats alone: a dedup step
+	// keyed on the business id over a CDC source is what W002 warns of.
+	noDedup bool
+	// setup returns the `from` block, the environment mqbc needs for it,
+	// and how to add input.
+	setup func(t *testing.T, dir string) sourceSetup
 }
 
-var fileSource = sourceCase{"file", false, func(t *testing.T, dir string) (string, func(*testing.T, string)) {
+type sourceSetup struct {
+	from string
+	env  []string
+	emit func(t *testing.T, lines string)
+}
+
+var fileSource = sourceCase{name: "file", setup: func(t *testing.T, dir string) sourceSetup {
 	path := filepath.Join(dir, "in.jsonl")
-	return `file { path = "in.jsonl" }`, func(t *testing.T, lines string) {
+	return sourceSetup{from: `file { path = "in.jsonl" }`, emit: func(t *testing.T, lines string) {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
 			t.Fatal(err)
@@ -385,17 +388,17 @@ var fileSource = sourceCase{"file", false, func(t *testing.T, dir string) (strin
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
-	}
+	}}
 }}
 
-var kafkaSource = sourceCase{"kafka", true, func(t *testing.T, dir string) (string, func(*testing.T, string)) {
+var kafkaSource = sourceCase{name: "kafka", follows: true, setup: func(t *testing.T, dir string) sourceSetup {
 	brokers := testsrv.Kafka(t, "in:2")
-	return fmt.Sprintf(`kafka { url = %q, topic = "in" }`, brokers), func(t *testing.T, lines string) {
+	return sourceSetup{from: fmt.Sprintf(`kafka { url = %q, topic = "in" }`, brokers), emit: func(t *testing.T, lines string) {
 		produce(t, brokers, "in", lines)
-	}
+	}}
 }}
 
-var natsSource = sourceCase{"nats", true, func(t *testing.T, dir string) (string, func(*testing.T, string)) {
+var natsSource = sourceCase{name: "nats", follows: true, setup: func(t *testing.T, dir string) sourceSetup {
 	url := testsrv.NATS(t)
 	js := jetStream(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -404,38 +407,40 @@ var natsSource = sourceCase{"nats", true, func(t *testing.T, dir string) (string
 		t.Fatal(err)
 	}
 	// A short ack_wait: messages in flight at a kill come back after it.
-	return fmt.Sprintf(`nats { url = %q, subject = "in.orders", stream = "IN", durable = "chaos", ack_wait = 1s }`, url),
-		func(t *testing.T, lines string) { publish(t, js, "in.orders", lines) }
+	return sourceSetup{from: fmt.Sprintf(`nats { url = %q, subject = "in.orders", stream = "IN", durable = "chaos", ack_wait = 1s }`, url),
+		emit: func(t *testing.T, lines string) { publish(t, js, "in.orders", lines) }}
 }}
 
-// pairs is the matrix: the file source into every sink, and the sources
-// that follow a broker into a key-addressed and a positional sink.
-func pairs() (out []struct {
+// pair is one row of the matrix to run.
+type pair struct {
 	src  sourceCase
 	sink sinkCase
-}) {
-	for _, sc := range sinks {
-		out = append(out, struct {
-			src  sourceCase
-			sink sinkCase
-		}{fileSource, sc})
-	}
-	for _, sc := range sinks {
-		if sc.name == "sqlite" || sc.name == "file (source_position)" {
-			out = append(out, struct {
-				src  sourceCase
-				sink sinkCase
-			}{kafkaSource, sc})
+	// concurrency of the route; 0 is 2.
+	concurrency int
+}
+
+func (p pair) name() string { return p.src.name + "→" + p.sink.name }
+
+// pairs is the matrix: the file source into every sink, and the other
+// sources into a key-addressed and, where their position is replayable, a
+// positional sink. New pairs go at the end: a pair's seed is its index.
+func pairs() []pair {
+	var out []pair
+	into := func(src sourceCase, sinkNames ...string) {
+		for _, sc := range sinks {
+			if len(sinkNames) == 0 || slices.Contains(sinkNames, sc.name) {
+				out = append(out, pair{src: src, sink: sc})
+			}
 		}
 	}
-	for _, sc := range sinks {
-		if sc.name == "sqlite" { // a subject has no replayable position: no positional sink
-			out = append(out, struct {
-				src  sourceCase
-				sink sinkCase
-			}{natsSource, sc})
-		}
-	}
+	into(fileSource)
+	into(kafkaSource, "sqlite", "file (source_position)")
+	into(natsSource, "sqlite") // a subject has no replayable position: no positional sink
+	into(objectStoreFileSource, "sqlite")
+	into(objectStoreGCSSource, "file (source_position)")
+	into(sqlCursorSource, "postgres", "file (source_position)")
+	out = append(out, pair{src: sqlCursorSource, sink: outboxSink, concurrency: 1})
+	into(pgCDCSource, "sqlite", "postgres", "file (source_position)")
 	return out
 }
 
@@ -448,12 +453,12 @@ func TestChaosMatrix(t *testing.T) {
 	}
 	t.Cleanup(func() { reportMatrix(t, kills, seed) })
 	for i, p := range pairs() {
-		name := p.src.name + "→" + p.sink.name
+		name := p.name()
 		if only != nil && !only.MatchString(name) {
 			continue
 		}
-		t.Run(strings.NewReplacer(" ", "_", "→", "_to_", "/", "", ":", "").Replace(name), func(t *testing.T) {
-			res := runPair(t, p.src, p.sink, kills, seed+uint64(i))
+		t.Run(strings.NewReplacer(" ", "_", "→", "_to_", "/", "", ":", "", "(", "", ")", "", ",", "").Replace(name), func(t *testing.T) {
+			res := runPair(t, p, kills, seed+uint64(i))
 			if res.guarantee != p.sink.guarantee {
 				t.Errorf("the compiler says %q, the matrix expects %q", res.guarantee, p.sink.guarantee)
 			}
@@ -467,31 +472,37 @@ func TestChaosMatrix(t *testing.T) {
 	}
 }
 
-func runPair(t *testing.T, so sourceCase, sc sinkCase, kills int, seed uint64) pairResult {
+func runPair(t *testing.T, p pair, kills int, seed uint64) pairResult {
 	start := time.Now()
+	so, sc := p.src, p.sink
 	dir := t.TempDir()
-	from, emit := so.setup(t, dir)
-	to, env, read := sc.setup(t, dir)
+	in := so.setup(t, dir)
+	to, sinkEnv, read := sc.setup(t, dir)
+	env := append(in.env, sinkEnv...)
 	dedup := `dedup { key = meta["mqb.id"], store = "pebble://state/dedup", ttl = 1h }`
-	if sc.positional {
+	if sc.positional || so.noDedup {
 		dedup = ""
+	}
+	concurrency := p.concurrency
+	if concurrency == 0 {
+		concurrency = 2
 	}
 	src := fmt.Sprintf(`route chaos {
   batch_size  = 50
-  concurrency = 2
+  concurrency = %d
   from %s
   id payload.order_id
   %s
   dlq { to file { path = "dlq.jsonl" } }
   to %s
 }
-`, from, dedup, to)
+`, concurrency, in.from, dedup, to)
 	if err := os.WriteFile(filepath.Join(dir, "chaos.mqb"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x8c4a05))
-	ds := &dataset{emit: emit, rng: rand.New(rand.NewPCG(seed, 1)), perID: map[int]int{}}
-	res := pairResult{pair: so.name + "→" + sc.name}
+	ds := &dataset{emit: in.emit, rng: rand.New(rand.NewPCG(seed, 1)), perID: map[int]int{}}
+	res := pairResult{pair: p.name()}
 
 	// Each run gets a fresh chunk of input and is killed at a random
 	// instant after its route started moving records (the "route started"
@@ -714,7 +725,7 @@ func TestChaosHarnessCatchesDuplicates(t *testing.T) {
 	if sc.setup == nil {
 		t.Fatal("no write_time file sink in the matrix")
 	}
-	res := runPair(t, fileSource, sc, 10, 99)
+	res := runPair(t, pair{src: fileSource, sink: sc}, 10, 99)
 	if got := judge(res, effectivelyOnce, 10); !strings.HasPrefix(got, "FAIL: duplicates") {
 		t.Errorf("judged as effectively-once, the write_time file sink gives %q (%+v): the kills do not land mid-write", got, res)
 	}
