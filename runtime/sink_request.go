@@ -26,6 +26,11 @@ import (
 // without calling again. A replay after a crash has no such memory: it
 // calls again, and an order that was new may take the "existed" branch, as
 // the spec warns.
+//
+// A call whose answer is more than metadata learns it is the call through
+// callResponder: the http sink then replaces the payload with the response
+// body (only once the whole call succeeded, so a retried call sends the
+// records as they were), and a kept response carries it on in the record.
 type requestSink struct {
 	route string
 	pos   string
@@ -75,6 +80,9 @@ func (rt *route) newRequestSink(ctx context.Context, a nodeAttrs, c *compiler, o
 		if err != nil {
 			return nil, nil, fmt.Errorf("request (%s) %s: %w", s.pos, branchName(b, i), err)
 		}
+		if r, ok := out.(callResponder); ok && b.Label == plan.BranchCall {
+			r.respondAsCall()
+		}
 		*slot = out
 		progs = append(progs, p...)
 	}
@@ -85,6 +93,13 @@ func (rt *route) newRequestSink(ctx context.Context, a nodeAttrs, c *compiler, o
 		return nil, nil, fmt.Errorf("route %s: request (%s): no forward endpoint", rt.name, s.pos)
 	}
 	return s, progs, nil
+}
+
+// callResponder is a sink that answers differently as a request's call
+// than as a plain `to`: the http sink, whose response body becomes the
+// payload.
+type callResponder interface {
+	respondAsCall()
 }
 
 func (s *requestSink) branches() []sink { return []sink{s.call, s.fwd} }
