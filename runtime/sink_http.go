@@ -487,7 +487,7 @@ func redactHTTPURL(raw string) string {
 			s = s[:i] + "?xxxxx"
 		}
 		if i := strings.Index(s, "://"); i >= 0 {
-			if j := strings.IndexByte(s[i+3:], '@'); j >= 0 && !strings.ContainsAny(s[i+3:i+3+j], "/") {
+			if j := strings.IndexByte(s[i+3:], '@'); j >= 0 && !strings.ContainsAny(s[i+3:i+3+j], "/:") {
 				s = s[:i+3] + "xxxxx" + s[i+3+j:]
 			}
 		}
