@@ -198,16 +198,7 @@ var sinks = []sinkCase{
 				t.Fatal(err)
 			}
 			defer rows.Close()
-			got := map[string]int{}
-			for rows.Next() {
-				var id string
-				var n int64
-				if err := rows.Scan(&id, &n); err != nil {
-					t.Fatal(err)
-				}
-				got[id] += int(n)
-			}
-			return got
+			return scanCounts(t, rows)
 		}
 	}},
 }
@@ -222,8 +213,8 @@ func countRows(t *testing.T, h *sql.DB, q string) map[string]int {
 	return scanCounts(t, rows)
 }
 
-// idCountRows are the rows of a query selecting (id, count): database/sql's
-// and pgx's.
+// idCountRows are the rows of a query selecting (id, count as a 64-bit
+// integer): database/sql's, pgx's and clickhouse-go's.
 type idCountRows interface {
 	Next() bool
 	Scan(dest ...any) error
@@ -236,11 +227,11 @@ func scanCounts(t *testing.T, rows idCountRows) map[string]int {
 	got := map[string]int{}
 	for rows.Next() {
 		var id string
-		var n int
+		var n int64
 		if err := rows.Scan(&id, &n); err != nil {
 			t.Fatal(err)
 		}
-		got[id] += n
+		got[id] += int(n)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)

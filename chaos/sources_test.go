@@ -221,6 +221,12 @@ var outboxSink = sinkCase{"postgres (same database, outbox)", exactlyOnce, true,
     insert_query = """INSERT INTO copy %s"""
   }`, url, sqlColumns)
 	return to, nil, func(t *testing.T) map[string]int {
+		// Every run makes mqb_outbox when it wires the outbox: without
+		// it, the pair would test the plain at-least-once path.
+		var positions int
+		if err := h.conn.QueryRow(context.Background(), `SELECT count(*) FROM mqb_outbox`).Scan(&positions); err != nil {
+			t.Errorf("the route did not run with the transactional outbox: %v", err)
+		}
 		return h.countRows(t, `SELECT id, count(*) FROM copy GROUP BY id`)
 	}
 }}
