@@ -48,8 +48,9 @@ import (
 // code, for the forward to read.
 //
 // The url may hold credentials or a token: errors, logs and DLQ reasons
-// show it with its password, a bare userinfo and every query value
-// replaced by xxxxx (and the same text scrubbed from response snippets).
+// show it with its password, a bare userinfo, every query value and the
+// value of every env() placeholder replaced by xxxxx (and the same text
+// scrubbed from the response snippets they quote).
 type httpSink struct {
 	route       string
 	method      string
@@ -60,6 +61,11 @@ type httpSink struct {
 	json        bool // the route's payloads are JSON
 	client      *http.Client
 	transport   *http.Transport
+
+	// envSecrets are the values of the url's env() placeholders: a token
+	// may sit anywhere in the url (a webhook's path), so they are scrubbed
+	// from whatever shows the url.
+	envSecrets []string
 
 	// call is set when the sink is a request's call: the response then
 	// replaces the payload and tags meta["http.status"].
@@ -107,6 +113,9 @@ func newHTTPSink(a nodeAttrs, c *compiler, rt *route) (*httpSink, error) {
 		method: strings.ToUpper(a.str("method", "POST")),
 		url:    tmpl,
 		shown:  redactTemplateURL(tmpl.parts),
+	}
+	if s.envSecrets, err = envValues(a, c, tmpl.parts); err != nil {
+		return nil, err
 	}
 	switch s.method {
 	case http.MethodPost, http.MethodPut:
@@ -157,6 +166,33 @@ func newHTTPSink(a nodeAttrs, c *compiler, rt *route) (*httpSink, error) {
 // respondAsCall makes the sink a request's call: see httpSink.
 func (s *httpSink) respondAsCall() { s.call = true }
 
+// envValues evaluates the url's placeholders that call env() and read no
+// record data, for the values to be scrubbed from errors.
+func envValues(a nodeAttrs, c *compiler, parts []plan.Part) ([]string, error) {
+	var out []string
+	var ev evaluator
+	for _, p := range parts {
+		if !strings.Contains(p.Expr, "env(") {
+			continue
+		}
+		prog, err := c.compile(p.Expr)
+		if err != nil {
+			return nil, a.errorf("url", "${%s}: %v", p.Expr, err)
+		}
+		if prog.usesPayload || prog.usesMessageID || strings.Contains(p.Expr, "meta") {
+			continue
+		}
+		v, present, err := ev.run(prog, &Record{})
+		if err != nil || !present {
+			continue // the record's render reports it
+		}
+		if str, err := stringify(v); err == nil && len(str) >= 3 {
+			out = append(out, str)
+		}
+	}
+	return out, nil
+}
+
 // checkHTTPURL parses a rendered url and refuses what no request can go to;
 // its error never quotes the url.
 func checkHTTPURL(raw string) (*url.URL, error) {
@@ -199,11 +235,12 @@ type httpResult struct {
 func (s *httpSink) request(r *Record) (*httpRequest, error) {
 	raw, err := s.url.render(r)
 	if err != nil {
-		return nil, errors.New(scrubSecrets(err.Error(), urlSecretsOf(raw)))
+		return nil, errors.New(scrubSecrets(err.Error(), s.envSecrets))
 	}
-	u, err := checkHTTPURL(raw)
-	if err != nil {
-		return nil, fmt.Errorf("url %s: %v", redactHTTPURL(raw), err)
+	secrets := urlSecretsOf(raw, s.envSecrets...)
+	shown := scrubSecrets(redactHTTPURL(raw), secrets)
+	if _, err := checkHTTPURL(raw); err != nil {
+		return nil, fmt.Errorf("url %s: %v", shown, err)
 	}
 	if err := encodePayload(r); err != nil {
 		return nil, err
@@ -214,7 +251,7 @@ func (s *httpSink) request(r *Record) (*httpRequest, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // its text quotes the url
 		}
-		return nil, fmt.Errorf("url %s: %s", redactHTTPURL(raw), scrubSecrets(err.Error(), urlSecretsOf(raw)))
+		return nil, fmt.Errorf("url %s: %s", shown, scrubSecrets(err.Error(), secrets))
 	}
 	keys := forwardedMeta(r)
 	h := make(http.Header, len(keys)+3)
@@ -226,7 +263,7 @@ func (s *httpSink) request(r *Record) (*httpRequest, error) {
 		h[httpMetaHeaderName(k)] = []string{httpHeaderValue(r.Meta[k])}
 	}
 	req.Header = h
-	return &httpRequest{rec: r, req: req, shown: redactHTTPURL(u.String()), secrets: urlSecretsOf(raw)}, nil
+	return &httpRequest{rec: r, req: req, shown: shown, secrets: secrets}, nil
 }
 
 // do sends one request and classifies the outcome.
@@ -536,14 +573,15 @@ func redactTemplateURL(parts []plan.Part) string {
 
 // urlSecretsOf lists the parts of a rendered url that must not be shown:
 // the userinfo's password (or the whole userinfo when it is a bare token),
-// the Basic credentials made of it, and every query value long enough to be a credential (a short one, such
-// as format=json, would scrub ordinary words), longest first.
-func urlSecretsOf(raw string) []string {
+// the Basic credentials made of it, and every query value long enough to
+// be a credential (a short one, such as format=json, would scrub ordinary
+// words); with extra, longest first.
+func urlSecretsOf(raw string, extra ...string) []string {
+	out := slices.Clone(extra)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil
+		return out
 	}
-	var out []string
 	if u.User != nil {
 		p, has := u.User.Password()
 		if !has {

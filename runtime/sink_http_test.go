@@ -344,7 +344,8 @@ func TestHTTPSinkTimeout(t *testing.T) {
 // TestHTTPSinkSecretURL: the url's password and token never appear in the
 // route's error, its logs or the DLQ, even when the server echoes them.
 func TestHTTPSinkSecretURL(t *testing.T) {
-	const password, token = "pa55-w0rd-secret", "t0ken-very-secret"
+	const password, token, pathToken = "pa55-w0rd-secret", "t0ken-very-secret", "h00k-path-secret"
+	t.Setenv("MQB_TEST_HOOK_TOKEN", pathToken)
 	for _, status := range []int{http.StatusServiceUnavailable, http.StatusForbidden} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			srv := newHTTPServer(t, func(_ int, h httpHit, w http.ResponseWriter) {
@@ -353,7 +354,7 @@ func TestHTTPSinkSecretURL(t *testing.T) {
 			})
 			dir := t.TempDir()
 			writeOrders(t, filepath.Join(dir, "orders.jsonl"), 5)
-			secretURL := strings.Replace(srv.URL, "http://", "http://mqb:"+password+"@", 1) + "/hook"
+			secretURL := strings.Replace(srv.URL, "http://", "http://mqb:"+password+"@", 1) + `/hook/${env("MQB_TEST_HOOK_TOKEN")}`
 			src := fmt.Sprintf(httpRouteSrc, 2, secretURL, "POST", "5s")
 			src = strings.Replace(src, "/orders/${payload.order_id}", "/orders/${payload.order_id}?token="+token, 1)
 			var logs bytes.Buffer
@@ -377,11 +378,11 @@ func TestHTTPSinkSecretURL(t *testing.T) {
 			if !strings.Contains(shown, "mqb:xxxxx@") || !strings.Contains(shown, "token=xxxxx") {
 				t.Errorf("want the redacted url in %q", shown)
 			}
-			if !strings.Contains(shown, "denied /hook/orders/o-") {
+			if !strings.Contains(shown, "/hook/xxxxx/orders/o-") || !strings.Contains(shown, "denied /hook/xxxxx/orders/o-") {
 				t.Errorf("want the response snippet in %q", shown)
 			}
 			for _, where := range []struct{ name, text string }{{"error", fmt.Sprint(err)}, {"logs", logs.String()}, {"dlq", string(dlq)}} {
-				for _, secret := range []string{password, token, "bXFiOnBhNTUtdzByZC1zZWNyZXQ="} {
+				for _, secret := range []string{password, token, pathToken, "bXFiOnBhNTUtdzByZC1zZWNyZXQ="} {
 					if strings.Contains(where.text, secret) {
 						t.Errorf("%s shows the secret %q:\n%s", where.name, secret, where.text)
 					}
