@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,23 +43,19 @@ import (
 
 // ClickHouseServer is a ClickHouse server from the Debian clickhouse-server
 // package, run by hand on 127.0.0.1 with its own config in a temp dir.
+//
+// Stop shuts the server down (SIGTERM, SIGKILL after 3 s), Kill kills it
+// (SIGKILL) as a crash would; Start brings it back on the same ports and
+// data.
 type ClickHouseServer struct {
-	dir      string
+	procServer
 	tcpPort  int
 	httpPort int
-
-	mu   sync.Mutex
-	proc *process
-	seq  int
 }
 
 const clickhouseServerPath = "/usr/sbin/clickhouse-server"
 
-var (
-	sharedCHOnce sync.Once
-	sharedCH     *ClickHouseServer
-	sharedCHErr  error
-)
+var sharedCH sharedServer[*ClickHouseServer]
 
 // ClickHouse returns the native-protocol address, 127.0.0.1:PORT, of the
 // ClickHouse server the test binary shares, starting it on first use. Log
@@ -75,20 +70,7 @@ func ClickHouse(t testing.TB) (nativeAddr string) {
 func SharedClickHouse(t testing.TB) *ClickHouseServer {
 	t.Helper()
 	checkClickHouse(t)
-	sharedCHOnce.Do(func() {
-		var dir string
-		if dir, sharedCHErr = rootDir(); sharedCHErr != nil {
-			return
-		}
-		sharedCH, sharedCHErr = startClickHouse(filepath.Join(dir, "clickhouse"))
-		if sharedCHErr == nil {
-			atExit(sharedCH.shutdown)
-		}
-	})
-	if sharedCHErr != nil {
-		t.Fatalf("testsrv: start ClickHouse: %v", sharedCHErr)
-	}
-	return sharedCH
+	return sharedCH.get(t, "ClickHouse", "clickhouse", startClickHouse)
 }
 
 // NewClickHouse starts a ClickHouse server for this test alone, stopped
@@ -96,12 +78,7 @@ func SharedClickHouse(t testing.TB) *ClickHouseServer {
 func NewClickHouse(t testing.TB) *ClickHouseServer {
 	t.Helper()
 	checkClickHouse(t)
-	s, err := startClickHouse(privateDir(t, "clickhouse-"))
-	if err != nil {
-		t.Fatalf("testsrv: start ClickHouse: %v", err)
-	}
-	t.Cleanup(s.shutdown)
-	return s
+	return startPrivate(t, "ClickHouse", "clickhouse-", startClickHouse)
 }
 
 func checkClickHouse(t testing.TB) {
@@ -157,37 +134,31 @@ func startClickHouse(dir string) (*ClickHouseServer, error) {
 	if err := os.WriteFile(filepath.Join(dir, "users.xml"), []byte(clickhouseUsers), 0o644); err != nil {
 		return nil, err
 	}
-	s := &ClickHouseServer{dir: dir}
-	err := onFreePorts(func(ports []int) error {
+	s := &ClickHouseServer{}
+	s.procServer = procServer{
+		name: "ClickHouse", dir: dir, logName: "clickhouse-server.log",
+		command: func() (string, []string, error) {
+			return clickhouseServerPath, []string{"--config-file=" + filepath.Join(dir, "config.xml")}, nil
+		},
+		ready: func(ctx context.Context) error {
+			_, err := s.query(ctx, "SELECT 1")
+			return err
+		},
+		readyTimeout: 60 * time.Second,
+		stopSignal:   syscall.SIGTERM,
+		// Open client connections hold up 18.16's shutdown for 10 s or
+		// more; inserted parts are on disk already, so a kill loses nothing.
+		grace: 3 * time.Second,
+	}
+	err := s.startOnFreePorts(2, func(ports []int) error {
 		s.tcpPort, s.httpPort = ports[0], ports[1]
 		conf := strings.NewReplacer("{{tcp}}", strconv.Itoa(s.tcpPort), "{{http}}", strconv.Itoa(s.httpPort), "{{dir}}", dir).Replace(clickhouseConfig)
-		if err := os.WriteFile(filepath.Join(dir, "config.xml"), []byte(conf), 0o644); err != nil {
-			return err
-		}
-		return s.start()
-	}, 2)
+		return os.WriteFile(filepath.Join(dir, "config.xml"), []byte(conf), 0o644)
+	})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-func (s *ClickHouseServer) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil && s.proc.running() {
-		return nil
-	}
-	p, err := startProcess(filepath.Join(s.dir, "clickhouse-server.log"), nil, clickhouseServerPath,
-		"--config-file="+filepath.Join(s.dir, "config.xml"))
-	if err != nil {
-		return err
-	}
-	s.proc = p
-	return p.waitReady(60*time.Second, func(ctx context.Context) error {
-		_, err := s.query(ctx, "SELECT 1")
-		return err
-	})
 }
 
 // Idle keep-alive connections hold up the old server's shutdown.
@@ -236,23 +207,15 @@ func (s *ClickHouseServer) Version(t testing.TB) string {
 // DSN the native address.
 func (s *ClickHouseServer) NewDatabase(t testing.TB) Database {
 	t.Helper()
-	s.mu.Lock()
-	s.seq++
-	name := dbName(t, s.seq)
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := s.query(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("testsrv: create ClickHouse database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if s.running() {
-			if _, err := s.query(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-				t.Logf("testsrv: drop ClickHouse database %s: %v", name, err)
-			}
+	name := s.newDatabase(t, func(ctx context.Context, name string) error {
+		_, err := s.query(ctx, "CREATE DATABASE "+name)
+		return err
+	}, func(ctx context.Context, name string) error {
+		if !s.running() {
+			return nil // a test stopped it
 		}
+		_, err := s.query(ctx, "DROP DATABASE IF EXISTS "+name)
+		return err
 	})
 	return Database{
 		Name: name,
@@ -260,51 +223,3 @@ func (s *ClickHouseServer) NewDatabase(t testing.TB) Database {
 		DSN:  s.NativeAddr(),
 	}
 }
-
-func (s *ClickHouseServer) running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.proc != nil && s.proc.running()
-}
-
-// Stop shuts the server down (SIGTERM, SIGKILL after 3 s); Start brings it
-// back on the same ports and data.
-func (s *ClickHouseServer) Stop(t testing.TB) {
-	t.Helper()
-	s.stop(syscall.SIGTERM)
-}
-
-// Kill kills the server (SIGKILL), as a crash would.
-func (s *ClickHouseServer) Kill(t testing.TB) {
-	t.Helper()
-	s.stop(syscall.SIGKILL)
-}
-
-// Start starts a stopped server again and waits until it answers.
-func (s *ClickHouseServer) Start(t testing.TB) {
-	t.Helper()
-	if err := s.start(); err != nil {
-		t.Fatalf("testsrv: restart ClickHouse: %v", err)
-	}
-}
-
-// Restart stops the server, waits for downtime, and starts it again.
-func (s *ClickHouseServer) Restart(t testing.TB, downtime time.Duration) {
-	t.Helper()
-	s.Stop(t)
-	time.Sleep(downtime)
-	s.Start(t)
-}
-
-func (s *ClickHouseServer) stop(sig syscall.Signal) {
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if p != nil {
-		// Open client connections hold up 18.16's shutdown for 10 s or
-		// more; inserted parts are on disk already, so a kill loses nothing.
-		p.stop(sig, 3*time.Second)
-	}
-}
-
-func (s *ClickHouseServer) shutdown() { s.stop(syscall.SIGTERM) }

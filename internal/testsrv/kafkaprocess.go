@@ -21,13 +21,11 @@ import (
 // code under test. It keeps its state in a data dir, so Start after Stop
 // carries on with the same port, topics, records and group offsets; Kill
 // loses what the broker had not yet written out, as a crash would.
+// Restart stops it with SIGTERM, as Stop does.
 type KafkaProcess struct {
-	cfg kafkabroker.Config
-	dir string
-
-	mu      sync.Mutex
-	proc    *process
-	brokers string
+	procServer
+	cfg     kafkabroker.Config
+	brokers string // guarded by mu
 }
 
 var (
@@ -72,26 +70,40 @@ func NewKafkaProcess(t testing.TB, cfg kafkabroker.Config) *KafkaProcess {
 	if cfg.DataDir == "" {
 		cfg.DataDir = filepath.Join(dir, "data")
 	}
-	k := &KafkaProcess{cfg: cfg, dir: dir}
+	addrFile := filepath.Join(dir, "addr")
+	k := &KafkaProcess{cfg: cfg}
+	k.procServer = procServer{
+		name: "mqb-testbroker", dir: dir, logName: "mqb-testbroker.log",
+		command: func() (string, []string, error) {
+			bin, err := testbrokerBinary()
+			if err != nil {
+				return "", nil, err
+			}
+			os.Remove(addrFile)
+			return bin, k.args(addrFile), nil
+		},
+		ready: func(context.Context) error {
+			// The broker writes the file by rename once it listens.
+			b, err := os.ReadFile(addrFile)
+			if err != nil {
+				return err
+			}
+			k.listening(strings.TrimSpace(string(b)))
+			return nil
+		},
+		readyTimeout: 30 * time.Second,
+		stopSignal:   syscall.SIGTERM, // the broker saves its state
+		grace:        15 * time.Second,
+	}
 	if err := k.start(); err != nil {
 		t.Fatalf("testsrv: start mqb-testbroker: %v", err)
 	}
-	t.Cleanup(func() { k.stop(syscall.SIGTERM) })
+	t.Cleanup(k.shutdown)
 	return k
 }
 
-func (k *KafkaProcess) start() error {
-	bin, err := testbrokerBinary()
-	if err != nil {
-		return err
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.proc != nil && k.proc.running() {
-		return nil
-	}
-	addrFile := filepath.Join(k.dir, "addr")
-	os.Remove(addrFile)
+// args is mqb-testbroker's command line.
+func (k *KafkaProcess) args(addrFile string) []string {
 	args := []string{
 		"-port", strconv.Itoa(k.cfg.Port),
 		"-brokers", strconv.Itoa(max(k.cfg.Brokers, 1)),
@@ -102,39 +114,18 @@ func (k *KafkaProcess) start() error {
 	if len(k.cfg.Topics) > 0 {
 		args = append(args, "-topics", strings.Join(k.cfg.Topics, ","))
 	}
-	p, err := startProcess(filepath.Join(k.dir, "mqb-testbroker.log"), nil, bin, args...)
-	if err != nil {
-		return err
-	}
-	k.proc = p
-	var addr string
-	err = p.waitReady(30*time.Second, func(context.Context) error {
-		// The broker writes the file by rename once it listens.
-		b, err := os.ReadFile(addrFile)
-		if err != nil {
-			return err
-		}
-		addr = strings.TrimSpace(string(b))
-		return nil
-	})
-	if err != nil {
-		return err
-	}
+	return args
+}
+
+// listening records the bootstrap list the broker wrote once it listens
+// (called by the readiness probe, with mu held). A broker started on port
+// 0 keeps the port it got across restarts.
+func (k *KafkaProcess) listening(addr string) {
 	k.brokers = addr
 	if k.cfg.Port == 0 {
 		first, _, _ := strings.Cut(addr, ",")
 		_, port, _ := strings.Cut(first, ":")
 		k.cfg.Port, _ = strconv.Atoi(port)
-	}
-	return nil
-}
-
-func (k *KafkaProcess) stop(sig syscall.Signal) {
-	k.mu.Lock()
-	p := k.proc
-	k.mu.Unlock()
-	if p != nil {
-		p.stop(sig, 15*time.Second)
 	}
 }
 
@@ -144,33 +135,4 @@ func (k *KafkaProcess) Brokers() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.brokers
-}
-
-// Stop stops the broker with SIGTERM: it saves its state first.
-func (k *KafkaProcess) Stop(t testing.TB) {
-	t.Helper()
-	k.stop(syscall.SIGTERM)
-}
-
-// Kill stops the broker with SIGKILL, as a crash would.
-func (k *KafkaProcess) Kill(t testing.TB) {
-	t.Helper()
-	k.stop(syscall.SIGKILL)
-}
-
-// Start starts a stopped broker again on the same port and data dir.
-func (k *KafkaProcess) Start(t testing.TB) {
-	t.Helper()
-	if err := k.start(); err != nil {
-		t.Fatalf("testsrv: restart mqb-testbroker: %v", err)
-	}
-}
-
-// Restart stops the broker (SIGTERM), waits for downtime, and starts it
-// again.
-func (k *KafkaProcess) Restart(t testing.TB, downtime time.Duration) {
-	t.Helper()
-	k.Stop(t)
-	time.Sleep(downtime)
-	k.Start(t)
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,14 +19,13 @@ import (
 // MariaDBServer is a MariaDB server from the Debian mariadb-server package,
 // run by hand on 127.0.0.1 with the binary log on in ROW format (what a
 // binlog CDC reader needs). User root has no password.
+//
+// Stop shuts the server down cleanly (SIGTERM), Kill kills it (SIGKILL) as
+// a crash would; Start brings it back on the same port and data directory,
+// running InnoDB crash recovery after a Kill.
 type MariaDBServer struct {
-	dir     string // holds data/, mariadbd.sock and mariadbd.log
-	port    int
-	private bool
-
-	mu   sync.Mutex
-	proc *process
-	seq  int
+	procServer // dir holds data/, mariadbd.sock and mariadbd.log
+	port       int
 }
 
 const mariadbdPath = "/usr/sbin/mariadbd"
@@ -44,11 +42,7 @@ var mariadbFastFlags = []string{
 	"--innodb-buffer-pool-load-at-startup=0",
 }
 
-var (
-	sharedMariaDBOnce sync.Once
-	sharedMariaDB     *MariaDBServer
-	sharedMariaDBErr  error
-)
+var sharedMariaDB sharedServer[*MariaDBServer]
 
 // MariaDB returns a go-sql-driver/mysql DSN, root@tcp(127.0.0.1:PORT)/DB,
 // for a fresh database on the MariaDB server the test binary shares. The
@@ -71,20 +65,7 @@ func MariaDBDatabase(t testing.TB) Database {
 func SharedMariaDB(t testing.TB) *MariaDBServer {
 	t.Helper()
 	checkMariaDB(t)
-	sharedMariaDBOnce.Do(func() {
-		var dir string
-		if dir, sharedMariaDBErr = rootDir(); sharedMariaDBErr != nil {
-			return
-		}
-		sharedMariaDB, sharedMariaDBErr = startMariaDB(filepath.Join(dir, "mariadb"))
-		if sharedMariaDBErr == nil {
-			atExit(sharedMariaDB.shutdown)
-		}
-	})
-	if sharedMariaDBErr != nil {
-		t.Fatalf("testsrv: start MariaDB: %v", sharedMariaDBErr)
-	}
-	return sharedMariaDB
+	return sharedMariaDB.get(t, "MariaDB", "mariadb", startMariaDB)
 }
 
 // NewMariaDB starts a MariaDB server for this test alone, stopped and
@@ -92,13 +73,7 @@ func SharedMariaDB(t testing.TB) *MariaDBServer {
 func NewMariaDB(t testing.TB) *MariaDBServer {
 	t.Helper()
 	checkMariaDB(t)
-	s, err := startMariaDB(privateDir(t, "mariadb-"))
-	if err != nil {
-		t.Fatalf("testsrv: start MariaDB: %v", err)
-	}
-	s.private = true
-	t.Cleanup(s.shutdown)
-	return s
+	return startPrivate(t, "MariaDB", "mariadb-", startMariaDB)
 }
 
 func checkMariaDB(t testing.TB) {
@@ -132,11 +107,28 @@ func startMariaDB(dir string) (*MariaDBServer, error) {
 	if err := copyTree(filepath.Join(tmpl, "data"), filepath.Join(dir, "data")); err != nil {
 		return nil, err
 	}
-	s := &MariaDBServer{dir: dir}
-	err = onFreePorts(func(ports []int) error {
+	s := &MariaDBServer{}
+	s.procServer = procServer{
+		name: "MariaDB", dir: dir, logName: "mariadbd.log",
+		command: func() (string, []string, error) {
+			return mariadbdPath, s.args(), nil
+		},
+		ready: func(ctx context.Context) error {
+			db, err := sql.Open("mysql", s.dsn(""))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return db.PingContext(ctx)
+		},
+		readyTimeout: 60 * time.Second,
+		stopSignal:   syscall.SIGTERM,
+		grace:        30 * time.Second,
+	}
+	err = s.startOnFreePorts(1, func(ports []int) error {
 		s.port = ports[0]
-		return s.start()
-	}, 1)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -153,14 +145,10 @@ func currentUser() string {
 	return strconv.Itoa(os.Geteuid())
 }
 
-func (s *MariaDBServer) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil && s.proc.running() {
-		return nil
-	}
+// args is mariadbd's command line.
+func (s *MariaDBServer) args() []string {
 	data := filepath.Join(s.dir, "data")
-	args := append([]string{"--no-defaults", "--user=" + currentUser(),
+	return append([]string{"--no-defaults", "--user=" + currentUser(),
 		"--datadir=" + data,
 		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(s.port),
 		"--socket=" + filepath.Join(s.dir, "mariadbd.sock"),
@@ -170,19 +158,6 @@ func (s *MariaDBServer) start() error {
 		"--binlog-row-image=FULL", "--server-id=1",
 		"--max-connections=500",
 	}, mariadbFastFlags...)
-	p, err := startProcess(filepath.Join(s.dir, "mariadbd.log"), nil, mariadbdPath, args...)
-	if err != nil {
-		return err
-	}
-	s.proc = p
-	return p.waitReady(60*time.Second, func(ctx context.Context) error {
-		db, err := sql.Open("mysql", s.dsn(""))
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		return db.PingContext(ctx)
-	})
 }
 
 // Port is the server's TCP port on 127.0.0.1; it stays the same across
@@ -207,24 +182,10 @@ func (s *MariaDBServer) dsn(db string) string {
 // NewDatabase creates an empty database, dropped when the test ends.
 func (s *MariaDBServer) NewDatabase(t testing.TB) Database {
 	t.Helper()
-	s.mu.Lock()
-	s.seq++
-	name := dbName(t, s.seq)
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.exec(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		t.Fatalf("testsrv: create MariaDB database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if s.private {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.exec(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
-			t.Logf("testsrv: drop MariaDB database %s: %v", name, err)
-		}
+	name := s.newDatabase(t, func(ctx context.Context, name string) error {
+		return s.exec(ctx, "CREATE DATABASE `"+name+"`")
+	}, func(ctx context.Context, name string) error {
+		return s.exec(ctx, "DROP DATABASE IF EXISTS `"+name+"`")
 	})
 	return Database{
 		Name: name,
@@ -242,45 +203,3 @@ func (s *MariaDBServer) exec(ctx context.Context, query string) error {
 	_, err = db.ExecContext(ctx, query)
 	return err
 }
-
-// Stop shuts the server down cleanly (SIGTERM). Start brings it back on
-// the same port and data directory.
-func (s *MariaDBServer) Stop(t testing.TB) {
-	t.Helper()
-	s.stop(syscall.SIGTERM)
-}
-
-// Kill kills the server (SIGKILL), as a crash would; the next Start runs
-// InnoDB crash recovery.
-func (s *MariaDBServer) Kill(t testing.TB) {
-	t.Helper()
-	s.stop(syscall.SIGKILL)
-}
-
-// Start starts a stopped server again and waits until it accepts
-// connections.
-func (s *MariaDBServer) Start(t testing.TB) {
-	t.Helper()
-	if err := s.start(); err != nil {
-		t.Fatalf("testsrv: restart MariaDB: %v", err)
-	}
-}
-
-// Restart stops the server, waits for downtime, and starts it again.
-func (s *MariaDBServer) Restart(t testing.TB, downtime time.Duration) {
-	t.Helper()
-	s.Stop(t)
-	time.Sleep(downtime)
-	s.Start(t)
-}
-
-func (s *MariaDBServer) stop(sig syscall.Signal) {
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if p != nil {
-		p.stop(sig, 30*time.Second)
-	}
-}
-
-func (s *MariaDBServer) shutdown() { s.stop(syscall.SIGTERM) }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,23 +30,18 @@ type Database struct {
 // PGServer is a PostgreSQL server from the Debian postgresql package, run
 // by hand on 127.0.0.1 with wal_level=logical so CDC tests can open
 // replication slots.
+//
+// Stop is a fast shutdown (clients are disconnected, nothing committed is
+// lost), Crash an immediate one, Kill a SIGKILL of every process; Start
+// brings the server back on the same port and data directory, running
+// crash recovery after Crash or Kill.
 type PGServer struct {
-	dir     string // holds data/, sock/ and postgres.log
-	port    int
-	cred    *syscall.Credential
-	bin     string
-	private bool
-
-	mu   sync.Mutex
-	proc *process
-	seq  int
+	procServer // dir holds data/, sock/ and postgres.log
+	port       int
+	bin        string
 }
 
-var (
-	sharedPGOnce sync.Once
-	sharedPG     *PGServer
-	sharedPGErr  error
-)
+var sharedPG sharedServer[*PGServer]
 
 // Postgres returns the URL of a fresh database on the PostgreSQL server the
 // test binary shares, postgres://postgres@127.0.0.1:PORT/DB?sslmode=disable.
@@ -64,20 +58,9 @@ func Postgres(t testing.TB) string {
 func SharedPostgres(t testing.TB) *PGServer {
 	t.Helper()
 	bin := pgBinDir(t)
-	sharedPGOnce.Do(func() {
-		var dir string
-		if dir, sharedPGErr = rootDir(); sharedPGErr != nil {
-			return
-		}
-		sharedPG, sharedPGErr = startPostgres(bin, filepath.Join(dir, "postgres"))
-		if sharedPGErr == nil {
-			atExit(sharedPG.shutdown)
-		}
+	return sharedPG.get(t, "PostgreSQL", "postgres", func(dir string) (*PGServer, error) {
+		return startPostgres(bin, dir)
 	})
-	if sharedPGErr != nil {
-		t.Fatalf("testsrv: start PostgreSQL: %v", sharedPGErr)
-	}
-	return sharedPG
 }
 
 // NewPostgres starts a PostgreSQL server for this test alone, stopped and
@@ -86,14 +69,9 @@ func SharedPostgres(t testing.TB) *PGServer {
 func NewPostgres(t testing.TB) *PGServer {
 	t.Helper()
 	bin := pgBinDir(t)
-	dir := privateDir(t, "postgres-")
-	s, err := startPostgres(bin, dir)
-	if err != nil {
-		t.Fatalf("testsrv: start PostgreSQL: %v", err)
-	}
-	s.private = true
-	t.Cleanup(s.shutdown) // runs before privateDir's RemoveAll
-	return s
+	return startPrivate(t, "PostgreSQL", "postgres-", func(dir string) (*PGServer, error) {
+		return startPostgres(bin, dir)
+	})
 }
 
 // pgBinDir finds the newest /usr/lib/postgresql/*/bin holding initdb.
@@ -189,39 +167,36 @@ func startPostgres(bin, dir string) (*PGServer, error) {
 	if err := copyTree(filepath.Join(tmpl, "data"), data); err != nil {
 		return nil, err
 	}
-	s := &PGServer{dir: dir, cred: cred, bin: bin}
-	err = onFreePorts(func(ports []int) error {
+	s := &PGServer{bin: bin}
+	s.procServer = procServer{
+		name: "PostgreSQL", dir: dir, logName: "postgres.log", cred: cred,
+		command: func() (string, []string, error) {
+			return filepath.Join(s.bin, "postgres"), []string{
+				"-D", filepath.Join(s.dir, "data"), "-p", strconv.Itoa(s.port),
+				"-k", filepath.Join(s.dir, "sock")}, nil
+		},
+		ready: func(ctx context.Context) error {
+			c, err := pgx.Connect(ctx, s.url("postgres"))
+			if err != nil {
+				return err
+			}
+			defer c.Close(ctx)
+			return c.Ping(ctx)
+		},
+		readyTimeout: 30 * time.Second,
+		stopSignal:   syscall.SIGINT, // fast shutdown
+		grace:        15 * time.Second,
+		// The postmaster shuts its children down itself.
+		signalLeader: true,
+	}
+	err = s.startOnFreePorts(1, func(ports []int) error {
 		s.port = ports[0]
-		return s.start()
-	}, 1)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-func (s *PGServer) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil && s.proc.running() {
-		return nil
-	}
-	logPath := filepath.Join(s.dir, "postgres.log")
-	p, err := startProcess(logPath, s.cred, filepath.Join(s.bin, "postgres"),
-		"-D", filepath.Join(s.dir, "data"), "-p", strconv.Itoa(s.port),
-		"-k", filepath.Join(s.dir, "sock"))
-	if err != nil {
-		return err
-	}
-	s.proc = p
-	return p.waitReady(30*time.Second, func(ctx context.Context) error {
-		c, err := pgx.Connect(ctx, s.url("postgres"))
-		if err != nil {
-			return err
-		}
-		defer c.Close(ctx)
-		return c.Ping(ctx)
-	})
 }
 
 // Port is the server's TCP port on 127.0.0.1; it stays the same across
@@ -242,27 +217,13 @@ func (s *PGServer) url(db string) string {
 // slot on it) when the test ends.
 func (s *PGServer) NewDatabase(t testing.TB) Database {
 	t.Helper()
-	s.mu.Lock()
-	s.seq++
-	name := dbName(t, s.seq)
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.exec(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
-		t.Fatalf("testsrv: create PostgreSQL database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if s.private {
-			return // the whole server goes away
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
+	name := s.newDatabase(t, func(ctx context.Context, name string) error {
+		return s.exec(ctx, `CREATE DATABASE "`+name+`"`)
+	}, func(ctx context.Context, name string) error {
 		// Slots would block the drop and use up max_replication_slots.
 		s.exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = '`+name+`' AND active_pid IS NOT NULL`)
 		s.exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '`+name+`'`)
-		if err := s.exec(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
-			t.Logf("testsrv: drop PostgreSQL database %s: %v", name, err)
-		}
+		return s.exec(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`)
 	})
 	return Database{Name: name, URL: s.url(name), DSN: s.url(name)}
 }
@@ -275,14 +236,6 @@ func (s *PGServer) exec(ctx context.Context, sql string) error {
 	defer c.Close(ctx)
 	_, err = c.Exec(ctx, sql)
 	return err
-}
-
-// Stop shuts the server down (fast shutdown: clients are disconnected,
-// nothing committed is lost). Start brings it back on the same port and
-// data directory.
-func (s *PGServer) Stop(t testing.TB) {
-	t.Helper()
-	s.stop(syscall.SIGINT)
 }
 
 // Crash stops the server the way a crash would (immediate shutdown, no
@@ -312,42 +265,4 @@ func (s *PGServer) Kill(t testing.TB) {
 		<-p.exited
 		waitGone(children, 10*time.Second)
 	}
-}
-
-// Start starts a stopped server again, on the same port and data
-// directory, and waits until it accepts connections.
-func (s *PGServer) Start(t testing.TB) {
-	t.Helper()
-	if err := s.start(); err != nil {
-		t.Fatalf("testsrv: restart PostgreSQL: %v", err)
-	}
-}
-
-// Restart stops the server, waits for downtime, and starts it again.
-func (s *PGServer) Restart(t testing.TB, downtime time.Duration) {
-	t.Helper()
-	s.Stop(t)
-	time.Sleep(downtime)
-	s.Start(t)
-}
-
-func (s *PGServer) stop(sig syscall.Signal) {
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if p != nil {
-		// Signal the postmaster only: it shuts its children down itself.
-		if p.running() {
-			p.cmd.Process.Signal(sig)
-		}
-		select {
-		case <-p.exited:
-		case <-time.After(15 * time.Second):
-			p.stop(syscall.SIGKILL, 0)
-		}
-	}
-}
-
-func (s *PGServer) shutdown() {
-	s.stop(syscall.SIGINT)
 }
