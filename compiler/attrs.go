@@ -81,6 +81,7 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 		}
 		ai.explicit = true
 		ai.rng = it.Range()
+		ai.val.Secret = a.SecretValue
 		out[key] = ai
 	}
 	for i := range decls {

@@ -129,7 +129,10 @@ type Value struct {
 	Template []Part           `json:"template,omitempty"` // TTemplate
 	// Stable records the checker's stability verdict for TExpr and
 	// TTemplate values: true when the value is the same on every replay.
-	Stable bool     `json:"stable,omitempty"`
+	Stable bool `json:"stable,omitempty"`
+	// Secret marks a value whose literal text is a secret (a password):
+	// Redacted replaces it.
+	Secret bool     `json:"secret,omitempty"`
 	Pos    diag.Pos `json:"pos"`
 }
 

@@ -46,10 +46,16 @@ func redactNode(n Node) Node {
 
 func redactValue(v Value) Value {
 	v.Str = RedactURLs(v.Str)
+	if v.Secret && v.Str != "" {
+		v.Str = redactedText
+	}
 	if v.Template != nil {
 		t := make([]Part, len(v.Template))
 		for i, p := range v.Template {
 			p.Lit = RedactURLs(p.Lit)
+			if v.Secret && p.Lit != "" {
+				p.Lit = redactedText
+			}
 			t[i] = p
 		}
 		v.Template = t
@@ -100,3 +106,6 @@ func RedactURLs(s string) string {
 	}
 	return s
 }
+
+// redactedText replaces a secret's literal text.
+const redactedText = "xxxxx"

@@ -26,3 +26,24 @@ func TestRedactURLs(t *testing.T) {
 		}
 	}
 }
+
+// A value marked secret loses its literal text, in a string or a template,
+// while its placeholders stay visible.
+func TestRedactedSecretValue(t *testing.T) {
+	p := Plan{Routes: []Route{{Name: "r", Nodes: []Node{{Kind: "kafka", Attrs: map[string]Value{
+		"password": {Type: TString, Str: "s3cret", Secret: true},
+		"username": {Type: TString, Str: "mqb"},
+		"token":    {Type: TTemplate, Secret: true, Template: []Part{{Lit: "s3cret-"}, {Expr: `env("TOKEN")`}}},
+	}}}}}}
+	red := p.Redacted()
+	a := red.Routes[0].Nodes[0].Attrs
+	if a["password"].Str != "xxxxx" || a["username"].Str != "mqb" {
+		t.Errorf("password %q, username %q", a["password"].Str, a["username"].Str)
+	}
+	if tp := a["token"].Template; tp[0].Lit != "xxxxx" || tp[1].Expr != `env("TOKEN")` {
+		t.Errorf("token template %+v", tp)
+	}
+	if p.Routes[0].Nodes[0].Attrs["password"].Str != "s3cret" {
+		t.Errorf("Redacted changed the plan it copied")
+	}
+}

@@ -199,7 +199,7 @@ func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
 			return err
 		}
 	case "kafka":
-		if err := rt.buildKafkaSource(a, c); err != nil {
+		if err := rt.buildKafkaSource(a, c, o.BaseDir); err != nil {
 			return err
 		}
 	case "nats":
@@ -391,7 +391,7 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 		}
 		return s, nil, nil
 	case "kafka":
-		s, err := newKafkaSink(ctx, a, c, rt)
+		s, err := newKafkaSink(ctx, a, c, rt, o.BaseDir)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -125,6 +125,7 @@ type kafkaSink struct {
 	key       *recordTemplate
 	transport *kafka.Transport
 	client    *kafka.Client
+	sec       kafkaSecurity
 	balancer  kafka.Hash // by key (sarama's FNV-1a); keyless records round-robin
 
 	mu         sync.Mutex
@@ -159,7 +160,7 @@ func kafkaBrokers(raw string) ([]string, error) {
 			continue
 		}
 		if strings.Contains(b, "@") {
-			return nil, errors.New("credentials in the broker list are not supported (SASL is not implemented)")
+			return nil, errors.New("credentials in the broker list are not accepted: set username and password (and sasl_mechanism)")
 		}
 		if _, _, err := net.SplitHostPort(b); err != nil {
 			return nil, fmt.Errorf("broker %q: want host:port", b)
@@ -172,7 +173,7 @@ func kafkaBrokers(raw string) ([]string, error) {
 	return out, nil
 }
 
-func newKafkaSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*kafkaSink, error) {
+func newKafkaSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route, baseDir string) (*kafkaSink, error) {
 	raw, err := c.renderStatic(a, "url")
 	if err != nil {
 		return nil, err
@@ -189,9 +190,17 @@ func newKafkaSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*ka
 	if err != nil {
 		return nil, err
 	}
-	s, err := dialKafkaSink(ctx, a.route, brokers, topic)
+	sec, err := kafkaSecurityFrom(a, c, baseDir)
 	if err != nil {
-		return nil, a.errorf("topic", "%s", plan.RedactURLs(err.Error()))
+		return nil, err
+	}
+	s, err := dialKafkaSink(ctx, a.route, brokers, topic, sec)
+	if err != nil {
+		attr := "url"
+		if errors.Is(err, errKafkaTopic) {
+			attr = "topic"
+		}
+		return nil, a.errorf(attr, "%s", plan.RedactURLs(err.Error()))
 	}
 	s.key = key
 	rt.log.Info("kafka sink", "brokers", strings.Join(brokers, ","), "topic", topic, "partitions", len(s.partitions))
@@ -201,9 +210,9 @@ func newKafkaSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*ka
 // dialKafkaSink connects a sink for route to topic, which must exist: a
 // typo would otherwise create a topic on brokers that auto-create, or fail
 // every batch later.
-func dialKafkaSink(ctx context.Context, route string, brokers []string, topic string) (*kafkaSink, error) {
-	s := &kafkaSink{route: route, topic: topic}
-	s.transport = &kafka.Transport{DialTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second, ClientID: "mqb"}
+func dialKafkaSink(ctx context.Context, route string, brokers []string, topic string, sec kafkaSecurity) (*kafkaSink, error) {
+	s := &kafkaSink{route: route, topic: topic, sec: sec}
+	s.transport = sec.transport()
 	s.client = &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second, Transport: s.transport}
 	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -220,21 +229,24 @@ func dialKafkaSink(ctx context.Context, route string, brokers []string, topic st
 func (s *kafkaSink) countPartitions(ctx context.Context) (int, error) {
 	md, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
 	if err != nil {
-		return 0, fmt.Errorf("metadata from %s: %w", s.client.Addr, err)
+		return 0, fmt.Errorf("metadata from %s: %w", s.client.Addr, kafkaAuthError(err, s.sec))
 	}
 	for _, t := range md.Topics {
 		if t.Name != s.topic {
 			continue
 		}
 		if t.Error != nil {
-			return 0, fmt.Errorf("%s: %w", s.topic, t.Error)
+			return 0, fmt.Errorf("%w %s: %w", errKafkaTopic, s.topic, t.Error)
 		}
 		if len(t.Partitions) > 0 {
 			return len(t.Partitions), nil
 		}
 	}
-	return 0, fmt.Errorf("topic %s does not exist on %s", s.topic, s.client.Addr)
+	return 0, fmt.Errorf("%w %s does not exist on %s", errKafkaTopic, s.topic, s.client.Addr)
 }
+
+// errKafkaTopic marks an error about the topic rather than the brokers.
+var errKafkaTopic = errors.New("topic")
 
 func (s *kafkaSink) setPartitions(n int) {
 	ps := make([]int, n)

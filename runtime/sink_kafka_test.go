@@ -173,7 +173,7 @@ func readPartition(t *testing.T, brokers, topic string, p int) []kafka.Message {
 // DLQ), the rest of its write is published.
 func TestKafkaSinkChunksInOrder(t *testing.T) {
 	brokers := testsrv.Kafka(t, "big:1")
-	s, err := dialKafkaSink(context.Background(), "publish", []string{brokers}, "big")
+	s, err := dialKafkaSink(context.Background(), "publish", []string{brokers}, "big", kafkaSecurity{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestKafkaSinkChunksInOrder(t *testing.T) {
 func TestKafkaSinkRecountsPartitions(t *testing.T) {
 	brokers := testsrv.Kafka(t, "grow:1")
 	ctx := context.Background()
-	s, err := dialKafkaSink(ctx, "publish", []string{brokers}, "grow")
+	s, err := dialKafkaSink(ctx, "publish", []string{brokers}, "grow", kafkaSecurity{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,7 @@ type kafkaSource struct {
 	groupID  string
 	format   string
 	metadata bool // source_metadata: mqb.src.topic/partition/offset
+	sec      kafkaSecurity
 
 	host   sourceHost
 	msgs   chan kafkaMsg
@@ -83,7 +84,7 @@ type kafkaMsg struct {
 	gen uint32
 }
 
-func (rt *route) buildKafkaSource(a nodeAttrs, c *compiler) error {
+func (rt *route) buildKafkaSource(a nodeAttrs, c *compiler, baseDir string) error {
 	raw, err := c.renderStatic(a, "url")
 	if err != nil {
 		return err
@@ -107,6 +108,9 @@ func (rt *route) buildKafkaSource(a nodeAttrs, c *compiler) error {
 	}
 	if s.topic == "" {
 		return a.errorf("topic", "required")
+	}
+	if s.sec, err = kafkaSecurityFrom(a, c, baseDir); err != nil {
+		return err
 	}
 	switch s.format {
 	case "json", "text", "raw":
@@ -146,12 +150,15 @@ func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP b
 	s.host = host
 	fctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	if s.groupID != "" {
-		return s.openGroup(fctx)
-	}
+	// The topic must exist and the brokers accept us before anything
+	// starts: a group would otherwise retry its join forever.
 	parts, err := s.partitions(ctx)
 	if err != nil {
+		stop()
 		return err
+	}
+	if s.groupID != "" {
+		return s.openGroup(fctx)
 	}
 	s.resumed = map[int32]ackPos{}
 	for _, p := range parts {
@@ -175,12 +182,14 @@ func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP b
 func (s *kafkaSource) resumeAt() map[int32]ackPos { return s.resumed }
 
 func (s *kafkaSource) partitions(ctx context.Context) ([]int, error) {
-	client := &kafka.Client{Addr: kafka.TCP(s.brokers...), Timeout: 10 * time.Second}
+	tr := s.sec.transport()
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(s.brokers...), Timeout: 10 * time.Second, Transport: tr}
 	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	md, err := client.Metadata(mctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
 	if err != nil {
-		return nil, fmt.Errorf("route %s: kafka source url: metadata from %s: %s", s.route, strings.Join(s.brokers, ","), plan.RedactURLs(err.Error()))
+		return nil, fmt.Errorf("route %s: kafka source url: metadata from %s: %s", s.route, strings.Join(s.brokers, ","), plan.RedactURLs(kafkaAuthError(err, s.sec).Error()))
 	}
 	var parts []int
 	for _, t := range md.Topics {
@@ -212,6 +221,7 @@ func (s *kafkaSource) startFetch(ctx context.Context, part int, offset int64, ge
 
 func (s *kafkaSource) fetch(ctx context.Context, part int, offset int64, gen uint32) {
 	r := kafka.NewReader(kafka.ReaderConfig{
+		Dialer:    s.sec.dialer(),
 		Brokers:   s.brokers,
 		Topic:     s.topic,
 		Partition: part,
@@ -269,6 +279,7 @@ func (s *kafkaSource) fatal(err error) {
 // background as the group assigns and revokes partitions.
 func (s *kafkaSource) openGroup(ctx context.Context) error {
 	g, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		Dialer:            s.sec.dialer(),
 		ID:                s.groupID,
 		Brokers:           s.brokers,
 		Topics:            []string{s.topic},

@@ -38,8 +38,13 @@ type Attr struct {
 	// Query marks a String attribute whose placeholders become bound
 	// parameters (SQL), never spliced text.
 	Query bool
-	// Secret marks an attribute whose value must be redacted in output.
+	// Secret marks an attribute whose value must be redacted in output:
+	// a URL's password.
 	Secret bool
+	// SecretValue marks an attribute whose whole literal text is a secret
+	// (a password): the plan carries it marked, and redacted output
+	// replaces it. Placeholders such as ${env("X")} stay visible.
+	SecretValue bool
 	// Deprecated names the attribute that replaces this one.
 	Deprecated string
 }

@@ -5,6 +5,7 @@
 package kafkabroker
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strconv"
 	"strings"
@@ -29,6 +30,17 @@ type Config struct {
 	// DataDir, when set, persists the cluster's logs, offsets and groups
 	// there; a cluster started again on the same DataDir carries on.
 	DataDir string
+	// Users, when set, turns SASL on: clients must authenticate as one of
+	// them.
+	Users []User
+	// TLS, when set, serves TLS only, with this configuration.
+	TLS *tls.Config
+}
+
+// User is a SASL user of the cluster.
+type User struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism, Name, Password string
 }
 
 // Start starts a cluster. Close it to stop it (and, with a DataDir, save
@@ -59,6 +71,15 @@ func Start(cfg Config) (*kfake.Cluster, error) {
 	}
 	if cfg.DataDir != "" {
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
+	}
+	if len(cfg.Users) > 0 {
+		opts = append(opts, kfake.EnableSASL())
+		for _, u := range cfg.Users {
+			opts = append(opts, kfake.Superuser(u.Mechanism, u.Name, u.Password))
+		}
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, kfake.TLS(cfg.TLS))
 	}
 	for _, spec := range cfg.Topics {
 		name, n, err := ParseTopic(spec, partitions)

@@ -1,0 +1,158 @@
+package runtime
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+)
+
+// kafkaSecurity is how a kafka endpoint connects to its brokers: TLS and a
+// SASL mechanism, both optional, from the endpoint's attributes. Every
+// connection the endpoint opens (metadata, produce, fetch, the consumer
+// group's) goes through one of its dialer or transport.
+type kafkaSecurity struct {
+	tls  *tls.Config
+	sasl sasl.Mechanism
+}
+
+// kafkaSecurityFrom reads username, password, sasl_mechanism and the tls
+// attributes; relative file paths resolve against baseDir.
+func kafkaSecurityFrom(a nodeAttrs, c *compiler, baseDir string) (kafkaSecurity, error) {
+	var sec kafkaSecurity
+	user, pass := "", ""
+	var err error
+	if _, ok := a.template("username"); ok {
+		if user, err = c.renderStatic(a, "username"); err != nil {
+			return sec, err
+		}
+	}
+	if _, ok := a.template("password"); ok {
+		if pass, err = c.renderStatic(a, "password"); err != nil {
+			return sec, err
+		}
+	}
+	_, mechSet := a.value("sasl_mechanism")
+	switch {
+	case user == "" && pass != "":
+		return sec, a.errorf("password", "set without username")
+	case user != "" && pass == "":
+		return sec, a.errorf("username", "set without password (an empty password is refused: set it, e.g. from env())")
+	case user == "" && mechSet:
+		return sec, a.errorf("sasl_mechanism", "set without username and password")
+	case user != "":
+		switch mech := a.str("sasl_mechanism", "plain"); mech {
+		case "plain":
+			sec.sasl = plain.Mechanism{Username: user, Password: pass}
+		case "scram_sha_256", "scram_sha_512":
+			algo := scram.SHA256
+			if mech == "scram_sha_512" {
+				algo = scram.SHA512
+			}
+			m, err := scram.Mechanism(algo, user, pass)
+			if err != nil {
+				return sec, a.errorf("sasl_mechanism", "%s: %v", mech, err)
+			}
+			sec.sasl = m
+		default:
+			return sec, a.errorf("sasl_mechanism", "unknown mechanism %q", mech)
+		}
+	}
+
+	path := func(name string) string {
+		p := a.str(name, "")
+		if p != "" && !filepath.IsAbs(p) && baseDir != "" {
+			p = filepath.Join(baseDir, p)
+		}
+		return p
+	}
+	ca, cert, key := path("tls_ca_file"), path("tls_cert_file"), path("tls_key_file")
+	skip := a.boolean("tls_skip_verify", false)
+	on := a.boolean("tls", false) || ca != "" || cert != "" || key != "" || skip
+	if v, set := a.value("tls"); set && !v.Bool && on {
+		return sec, a.errorf("tls", "tls = false, but a tls_* attribute is set")
+	}
+	if !on {
+		return sec, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skip}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return sec, a.errorf("tls_ca_file", "%v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return sec, a.errorf("tls_ca_file", "%s holds no PEM certificate", ca)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case cert != "" && key != "":
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return sec, a.errorf("tls_cert_file", "%v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	case cert != "":
+		return sec, a.errorf("tls_cert_file", "set without tls_key_file")
+	case key != "":
+		return sec, a.errorf("tls_key_file", "set without tls_cert_file")
+	}
+	sec.tls = cfg
+	return sec, nil
+}
+
+// dialer is for kafka-go's Reader and ConsumerGroup.
+func (k kafkaSecurity) dialer() *kafka.Dialer {
+	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: k.tls, SASLMechanism: k.sasl}
+}
+
+// transport is for kafka-go's Client.
+func (k kafkaSecurity) transport() *kafka.Transport {
+	return &kafka.Transport{DialTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second, ClientID: "mqb", TLS: k.tls, SASL: k.sasl}
+}
+
+// kafkaAuthError rewrites the errors a broker gives a client that did not
+// authenticate into one line saying so: kafka-go reports a TLS client
+// talking to a plaintext broker (and the reverse) as an EOF or a
+// malformed response.
+func kafkaAuthError(err error, sec kafkaSecurity) error {
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		switch kerr {
+		case kafka.SASLAuthenticationFailed, kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState:
+			return fmt.Errorf("SASL authentication failed (check username, password and sasl_mechanism): %w", err)
+		}
+	}
+	var certErr *tls.CertificateVerificationError
+	if errors.As(err, &certErr) {
+		return fmt.Errorf("the broker's TLS certificate is not trusted (set tls_ca_file to its CA): %w", err)
+	}
+	// A broker closes the connection on a client that failed SASL, and a
+	// TLS listener on one that speaks plaintext: kafka-go sees an EOF.
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		var hints []string
+		if sec.sasl != nil {
+			hints = append(hints, "SASL authentication failed? check username, password and sasl_mechanism")
+		} else {
+			hints = append(hints, "does it require SASL (username, password)?")
+		}
+		if sec.tls == nil {
+			hints = append(hints, "does it require TLS (tls = true)?")
+		}
+		return fmt.Errorf("the broker closed the connection (%s): %w", strings.Join(hints, "; "), err)
+	}
+	return err
+}

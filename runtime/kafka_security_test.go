@@ -1,0 +1,194 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqb-dev/mqb/internal/testsrv/kafkabroker"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// testCA makes a CA and a certificate it signs for 127.0.0.1; it returns
+// the server's TLS config and the CA's PEM file.
+func testCA(t *testing.T) (*tls.Config, string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mqb test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}, path
+}
+
+const testKafkaPassword = "s3cret-Pa55word"
+
+// securedBroker starts a cluster with one SASL user (and TLS when tlsCfg
+// is set) and a topic "orders" of two partitions.
+func securedBroker(t *testing.T, mech string, tlsCfg *tls.Config) string {
+	t.Helper()
+	var users []kafkabroker.User
+	if mech != "" {
+		users = []kafkabroker.User{{Mechanism: mech, Name: "mqb", Password: testKafkaPassword}}
+	}
+	c, err := kafkabroker.Start(kafkabroker.Config{Topics: []string{"orders:2"}, Users: users, TLS: tlsCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return strings.Join(c.ListenAddrs(), ",")
+}
+
+// Records go file → kafka → SQLite through brokers that require SASL,
+// TLS or both, with every mechanism, as a group member and not.
+func TestKafkaSecurity(t *testing.T) {
+	serverTLS, caFile := testCA(t)
+	for _, tc := range []struct {
+		name  string
+		mech  string // broker side; "" = no SASL
+		tls   bool
+		group string
+		attrs map[string]plan.Value
+	}{
+		{name: "plain", mech: "PLAIN", attrs: map[string]plan.Value{
+			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword))}},
+		{name: "scram256_tls", mech: "SCRAM-SHA-256", tls: true, attrs: map[string]plan.Value{
+			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword)),
+			"sasl_mechanism": enumV("scram_sha_256"), "tls_ca_file": strV(caFile)}},
+		{name: "scram512_tls_group", mech: "SCRAM-SHA-512", tls: true, group: "secure", attrs: map[string]plan.Value{
+			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword)),
+			"sasl_mechanism": enumV("scram_sha_512"), "tls": {Type: plan.TBool, Bool: true}, "tls_ca_file": strV(caFile)}},
+		{name: "tls_only", tls: true, attrs: map[string]plan.Value{"tls_ca_file": strV(caFile)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var srvTLS *tls.Config
+			if tc.tls {
+				srvTLS = serverTLS
+			}
+			brokers := securedBroker(t, tc.mech, srvTLS)
+			e := newTestEnv(t)
+			const n = 2000
+			writeOrders(t, e.input, n)
+			sinkAttrs := map[string]plan.Value{"url": strV(brokers), "topic": strV("orders")}
+			for k, v := range tc.attrs {
+				sinkAttrs[k] = v
+			}
+			st, err := Run(context.Background(), brokerPlan(e, 256, plan.Node{Kind: "kafka", Attrs: sinkAttrs}), testOptions(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rs := st.Route("publish"); rs.Out != n {
+				t.Fatalf("published %+v, want %d", rs, n)
+			}
+			p := kafkaSQLitePlan(brokers, "orders", tc.group, e.state+"-r", e.db, 128, 1)
+			for k, v := range tc.attrs {
+				p.Routes[0].Nodes[0].Attrs[k] = v
+			}
+			runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, e.db) == n })
+			checkOrders(t, e.db, n)
+		})
+	}
+}
+
+// Wrong or missing credentials and an untrusted certificate stop the
+// route at start-up with one clear line that never shows the password.
+func TestKafkaSecurityRefused(t *testing.T) {
+	serverTLS, caFile := testCA(t)
+	saslBroker := securedBroker(t, "SCRAM-SHA-256", nil)
+	tlsBroker := securedBroker(t, "", serverTLS)
+	for _, tc := range []struct {
+		name, brokers, want string
+		attrs               map[string]plan.Value
+	}{
+		{"wrong password", saslBroker, "SASL authentication failed", map[string]plan.Value{
+			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword + "x")), "sasl_mechanism": enumV("scram_sha_256")}},
+		{"wrong mechanism", saslBroker, "SASL authentication failed", map[string]plan.Value{
+			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword)), "sasl_mechanism": enumV("plain")}},
+		{"untrusted certificate", tlsBroker, "not trusted (set tls_ca_file", map[string]plan.Value{
+			"tls": {Type: plan.TBool, Bool: true}}},
+		{"password without username", saslBroker, "password: set without username", map[string]plan.Value{
+			"password": tmplV(lit(testKafkaPassword))}},
+		{"tls off with a ca file", tlsBroker, "tls = false, but a tls_* attribute is set", map[string]plan.Value{
+			"tls": {Type: plan.TBool, Bool: false}, "tls_ca_file": strV(caFile)}},
+		{"no credentials", saslBroker, "does it require SASL (username, password)?", map[string]plan.Value{}},
+		{"plaintext to a tls listener", tlsBroker, "does it require TLS (tls = true)?", map[string]plan.Value{}},
+		{"credentials in the url", saslBroker, "set username and password", map[string]plan.Value{}},
+	} {
+		for _, side := range []string{"sink", "source"} {
+			t.Run(tc.name+"/"+side, func(t *testing.T) {
+				e := newTestEnv(t)
+				writeOrders(t, e.input, 10)
+				brokers := tc.brokers
+				if tc.name == "credentials in the url" {
+					brokers = "mqb:" + testKafkaPassword + "@" + brokers
+				}
+				var p plan.Plan
+				attrs := map[string]plan.Value{"url": strV(brokers), "topic": strV("orders")}
+				for k, v := range tc.attrs {
+					attrs[k] = v
+				}
+				if side == "sink" {
+					p = brokerPlan(e, 16, plan.Node{Kind: "kafka", Attrs: attrs})
+				} else {
+					p = kafkaSQLitePlan(tc.brokers, "orders", "g", e.state, e.db, 16, 1)
+					for k, v := range attrs {
+						p.Routes[0].Nodes[0].Attrs[k] = v
+					}
+				}
+				var logs bytes.Buffer
+				opts := Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+				ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+				defer cancel()
+				start := time.Now()
+				_, err := Run(ctx, p, opts)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("err %v, want %q", err, tc.want)
+				}
+				if d := time.Since(start); d > 30*time.Second {
+					t.Errorf("refused after %v", d)
+				}
+				if strings.Contains(err.Error(), testKafkaPassword) || strings.Contains(logs.String(), testKafkaPassword) {
+					t.Errorf("the password shows in the error or the log: %v\n%s", err, logs.String())
+				}
+				t.Log(err)
+			})
+		}
+	}
+}
