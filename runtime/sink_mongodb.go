@@ -1,0 +1,442 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+func init() {
+	sinkBuilders["mongodb"] = func(ctx context.Context, rt *route, a nodeAttrs, c *compiler, o *Options, dlq bool) (sink, []*program, error) {
+		s, err := newMongoSink(ctx, a, c, rt)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.programs(), nil
+	}
+}
+
+// mongoSink inserts each write into one collection with one unordered
+// insertMany, every payload (a JSON object) one document. The collection's
+// unique _id index absorbs a repeat: with id_field the _id is the record's
+// business key, so a replayed record hits a duplicate-key error (11000),
+// which counts as success — "existed" — and the route is effectively-once.
+// Without id_field the _id is the record's message_id as a UUID (BSON binary
+// subtype 4), the form the spec's competing-consumer modes expect: a retry
+// of the same records is absorbed, a re-read of a source that mints fresh
+// ids is not.
+//
+// A payload without the id field is dead-lettered, never written under a
+// minted _id: that would defeat the deduplication id_field is there for.
+type mongoSink struct {
+	route   string
+	url     string // redacted, for messages
+	client  *mongo.Client
+	coll    *mongo.Collection
+	idField string          // plain id_field: a top-level payload field
+	idTmpl  *recordTemplate // template id_field: rendered to a string
+	outcome bool            // report_outcome: meta["mongodb.outcome"]
+}
+
+const metaMongoOutcome = "mongodb.outcome"
+
+const (
+	mongoConnectTimeout = 10 * time.Second
+	mongoWriteTimeout   = 60 * time.Second
+	// mongoMaxDocument is MongoDB's maxBsonObjectSize. The server refuses
+	// a larger document anyway; checking here fails the record alone and
+	// with a reason (FerretDB does not check at all).
+	mongoMaxDocument = 16 << 20
+	// mongoMaxDepth bounds the nesting of a payload, as encoding/json's
+	// decoder does.
+	mongoMaxDepth = 1000
+)
+
+func newMongoSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*mongoSink, error) {
+	raw, err := c.renderStatic(a, "url")
+	if err != nil {
+		return nil, err
+	}
+	s := &mongoSink{route: a.route, url: plan.RedactURLs(raw), outcome: a.boolean("report_outcome", false)}
+	if !strings.HasPrefix(raw, "mongodb://") && !strings.HasPrefix(raw, "mongodb+srv://") {
+		return nil, a.errorf("url", "%s: want mongodb://host:27017 or mongodb+srv://host", s.url)
+	}
+	database, collection := a.str("database", ""), a.str("collection", "")
+	if database == "" {
+		return nil, a.errorf("database", "required")
+	}
+	if collection == "" {
+		return nil, a.errorf("collection", "required")
+	}
+	if f := a.str("format", "json"); f != "json" {
+		return nil, a.errorf("format", "format %q is not supported by the mongodb sink yet: a payload must be a JSON object, stored as the document", f)
+	}
+	if a.boolean("request_reply", false) {
+		return nil, a.errorf("request_reply", "not supported by the mongodb sink yet")
+	}
+	if parts, ok := a.template("id_field"); ok {
+		static := len(parts) == 1 && parts[0].Expr == ""
+		if static {
+			s.idField = parts[0].Lit
+			if s.idField == "" {
+				return nil, a.errorf("id_field", "empty: name a top-level payload field, or leave id_field out")
+			}
+		} else if s.idTmpl, err = compileTemplate(a, c, "id_field"); err != nil {
+			return nil, err
+		}
+	}
+	opts := options.Client().ApplyURI(raw)
+	// Defaults shorter than the driver's 30 s, unless the url sets them
+	// (connectTimeoutMS, serverSelectionTimeoutMS, appName).
+	if opts.ConnectTimeout == nil {
+		opts.SetConnectTimeout(mongoConnectTimeout)
+	}
+	if opts.ServerSelectionTimeout == nil {
+		opts.SetServerSelectionTimeout(mongoConnectTimeout)
+	}
+	if opts.AppName == nil {
+		opts.SetAppName("mqb")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, a.errorf("url", "%s: %s", s.url, plan.RedactURLs(err.Error()))
+	}
+	s.client, err = mongo.Connect(opts)
+	if err != nil {
+		return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+	}
+	// Fail at start-up, not on the first batch, when the server cannot be
+	// reached or the credentials are wrong.
+	pctx, cancel := context.WithTimeout(ctx, 2*mongoConnectTimeout)
+	defer cancel()
+	if err := s.client.Ping(pctx, nil); err != nil {
+		s.client.Disconnect(context.Background())
+		return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+	}
+	s.coll = s.client.Database(database).Collection(collection)
+	idDesc := "message_id (UUID)"
+	switch {
+	case s.idField != "":
+		idDesc = "payload." + s.idField
+	case s.idTmpl != nil:
+		idDesc = mongoIDText(s.idTmpl.parts)
+	}
+	rt.log.Info("mongodb sink", "url", s.url, "collection", database+"."+collection, "_id", idDesc)
+	return s, nil
+}
+
+// mongoIDText shows a template as written, for logs.
+func mongoIDText(parts []plan.Part) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Expr == "" {
+			b.WriteString(p.Lit)
+		} else {
+			b.WriteString("${" + p.Expr + "}")
+		}
+	}
+	return b.String()
+}
+
+func (s *mongoSink) programs() []*program {
+	if s.idTmpl == nil {
+		return nil
+	}
+	return s.idTmpl.progs
+}
+
+func (s *mongoSink) Write(ctx context.Context, recs []*Record) error {
+	docs := make([]any, 0, len(recs))
+	idx := make([]*Record, 0, len(recs)) // the record of each document
+	for _, r := range recs {
+		doc, err := s.document(r)
+		if err != nil {
+			r.sinkErr = "mongodb: " + err.Error()
+			continue
+		}
+		docs = append(docs, doc)
+		idx = append(idx, r)
+	}
+	if len(docs) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, mongoWriteTimeout)
+	defer cancel()
+	_, err := s.coll.InsertMany(wctx, docs, options.InsertMany().SetOrdered(false))
+	failed := map[int]string{} // document index → why it was not written
+	existed := map[int]bool{}
+	if err != nil {
+		var bwe mongo.BulkWriteException
+		if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+			// Nothing is known per document: the batch failed as a whole
+			// (a retry re-inserts it, and what did land is absorbed).
+			return s.batchError(err)
+		}
+		for _, we := range bwe.WriteErrors {
+			if we.Index < 0 || we.Index >= len(docs) {
+				return s.batchError(err)
+			}
+			if duplicateID(we) {
+				existed[we.Index] = true
+				continue
+			}
+			failed[we.Index] = fmt.Sprintf("mongodb insert: %s (code %d)", plan.RedactURLs(we.Message), we.Code)
+		}
+	}
+	for i, r := range idx {
+		if why, ok := failed[i]; ok {
+			r.sinkErr = why
+			continue
+		}
+		if s.outcome {
+			if existed[i] {
+				r.setMeta(metaMongoOutcome, "existed")
+			} else {
+				r.setMeta(metaMongoOutcome, "inserted")
+			}
+		}
+	}
+	return nil
+}
+
+// dupIndexRE finds the index a MongoDB duplicate-key message names
+// ("E11000 duplicate key error collection: db.c index: _id_ dup key: …").
+var dupIndexRE = regexp.MustCompile(`index: (\S+) dup key`)
+
+// duplicateID is true for a duplicate-key error on the _id index: the
+// document is already stored. A duplicate on another unique index is not
+// this record being there already: it fails the record. (FerretDB names no
+// index; it has no unique index but _id's.)
+func duplicateID(we mongo.BulkWriteError) bool {
+	if we.Code != 11000 && we.Code != 11001 && we.Code != 12582 {
+		return false
+	}
+	m := dupIndexRE.FindStringSubmatch(we.Message)
+	return m == nil || m[1] == "_id_"
+}
+
+// batchError wraps an error that failed the whole insert; a network
+// failure, a timeout or a server that says so is retryable.
+func (s *mongoSink) batchError(err error) error {
+	e := fmt.Errorf("mongodb insert into %s.%s on %s: %s", s.coll.Database().Name(), s.coll.Name(), s.url, plan.RedactURLs(err.Error()))
+	if mongoTransient(err) {
+		return retryable(e)
+	}
+	return e
+}
+
+// mongoTransient says whether err may pass on retry. A server's answer
+// that carries no retry label (auth, an invalid namespace) will not; a
+// client-side failure (no server selected, a connection reset, a timeout)
+// may.
+func mongoTransient(err error) bool {
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return true
+	}
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		if se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("TransientTransactionError") {
+			return true
+		}
+		var bwe mongo.BulkWriteException
+		if errors.As(err, &bwe) && bwe.WriteConcernError != nil {
+			return true
+		}
+		// Shutdown in progress, not primary, interrupted, host unreachable…
+		for _, code := range []int{6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436} {
+			if se.HasErrorCode(code) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// document builds r's BSON document: the payload's fields with _id first.
+func (s *mongoSink) document(r *Record) (bson.Raw, error) {
+	if err := encodePayload(r); err != nil {
+		return nil, err
+	}
+	fields, err := jsonToBSON(r.Payload)
+	if err != nil {
+		return nil, err
+	}
+	own := -1 // index of the payload's own _id
+	for i, e := range fields {
+		if e.Key == "_id" {
+			own = i
+			break
+		}
+	}
+	var id any
+	switch {
+	case s.idField != "":
+		found := false
+		for _, e := range fields {
+			if e.Key == s.idField {
+				id, found = e.Value, true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("payload has no field %s (id_field): not written under a fresh _id, which would defeat deduplication", s.idField)
+		}
+		if id == nil {
+			return nil, fmt.Errorf("payload field %s (id_field) is null: not written, since every null-keyed record would share one _id", s.idField)
+		}
+		if own >= 0 && s.idField != "_id" {
+			return nil, fmt.Errorf("payload has its own _id besides %s (id_field): set id_field = \"_id\" to keep it, or drop it with a map step", s.idField)
+		}
+	case s.idTmpl != nil:
+		v, err := s.idTmpl.render(r)
+		if err != nil {
+			return nil, err
+		}
+		if v == "" {
+			return nil, fmt.Errorf("id_field %s renders empty: not written, since every such record would share one _id", mongoIDText(s.idTmpl.parts))
+		}
+		if own >= 0 {
+			return nil, fmt.Errorf("payload has its own _id besides id_field %s: drop it with a map step, or set id_field = \"_id\"", mongoIDText(s.idTmpl.parts))
+		}
+		id = v
+	default:
+		if own >= 0 {
+			return nil, errors.New("payload has its own _id, and without id_field _id is the message_id: set id_field = \"_id\" to keep the payload's")
+		}
+		u := r.msgIDValue()
+		id = bson.Binary{Subtype: bson.TypeBinaryUUID, Data: u[:]}
+	}
+	doc := make(bson.D, 0, len(fields)+1)
+	doc = append(doc, bson.E{Key: "_id", Value: id})
+	for i, e := range fields {
+		if i != own {
+			doc = append(doc, e)
+		}
+	}
+	b, err := bson.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("encode the document: %w", err)
+	}
+	if len(b) > mongoMaxDocument {
+		return nil, fmt.Errorf("document is %d bytes, over MongoDB's limit of %d", len(b), mongoMaxDocument)
+	}
+	return b, nil
+}
+
+// jsonToBSON decodes a JSON object into a BSON document, keeping the order
+// of its fields and the type of its numbers: an integer stays an integer
+// (int64, or decimal128 beyond it), anything else is a double.
+func jsonToBSON(payload []byte) (bson.D, error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("payload is not JSON: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("payload is not a JSON object: a document needs one")
+	}
+	doc, err := decodeObject(dec, 1)
+	if err != nil {
+		return nil, fmt.Errorf("payload is not JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("payload is not JSON: data after the object")
+	}
+	return doc, nil
+}
+
+func decodeObject(dec *json.Decoder, depth int) (bson.D, error) {
+	doc := bson.D{}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		if d, ok := tok.(json.Delim); ok && d == '}' {
+			return doc, nil
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, fmt.Errorf("unexpected %v", tok)
+		}
+		if tok, err = dec.Token(); err != nil {
+			return nil, err
+		}
+		v, err := decodeValue(dec, tok, depth)
+		if err != nil {
+			return nil, err
+		}
+		doc = append(doc, bson.E{Key: key, Value: v})
+	}
+}
+
+func decodeValue(dec *json.Decoder, tok json.Token, depth int) (any, error) {
+	switch x := tok.(type) {
+	case json.Delim:
+		if depth >= mongoMaxDepth {
+			return nil, fmt.Errorf("nested deeper than %d", mongoMaxDepth)
+		}
+		switch x {
+		case '{':
+			return decodeObject(dec, depth+1)
+		case '[':
+			arr := bson.A{}
+			for {
+				t, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				if d, ok := t.(json.Delim); ok && d == ']' {
+					return arr, nil
+				}
+				v, err := decodeValue(dec, t, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+		}
+		return nil, fmt.Errorf("unexpected %v", x)
+	case json.Number:
+		return jsonNumber(x)
+	default: // string, bool, nil
+		return x, nil
+	}
+}
+
+func jsonNumber(n json.Number) (any, error) {
+	s := n.String()
+	if !strings.ContainsAny(s, ".eE") {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i, nil
+		}
+		if d, err := bson.ParseDecimal128(s); err == nil {
+			return d, nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("number %s: %v", s, err)
+	}
+	return f, nil
+}
+
+func (s *mongoSink) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), mongoConnectTimeout)
+	defer cancel()
+	return s.client.Disconnect(ctx)
+}

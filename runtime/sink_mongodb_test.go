@@ -1,0 +1,433 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+)
+
+// mongoDB starts (or shares) the MongoDB-protocol server (FerretDB) and
+// returns a fresh database and a client on it.
+func mongoDB(t *testing.T) (testsrv.Database, *mongo.Database) {
+	t.Helper()
+	db := testsrv.MongoDB(t)
+	c, err := mongo.Connect(options.Client().ApplyURI(db.DSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Disconnect(context.Background()) })
+	return db, c.Database(db.Name)
+}
+
+// mongoDocs returns every document of coll by _id as extended JSON text,
+// failing on an _id seen twice.
+func mongoDocs(t testing.TB, coll *mongo.Collection) map[string]bson.D {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cur, err := coll.Find(ctx, bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []bson.D
+	if err := cur.All(ctx, &all); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bson.D{}
+	for _, d := range all {
+		if len(d) == 0 || d[0].Key != "_id" {
+			t.Fatalf("document without _id first: %v", d)
+		}
+		k := fmt.Sprint(d[0].Value)
+		if _, dup := out[k]; dup {
+			t.Errorf("_id %s stored twice", k)
+		}
+		out[k] = d
+	}
+	return out
+}
+
+// dlqReasons returns the reason of every DLQ line by the payload's field.
+func dlqReasons(t testing.TB, path, field string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var env struct {
+			Error   string          `json:"error"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &env); err != nil {
+			t.Fatalf("dlq line %q: %v", sc.Text(), err)
+		}
+		var p map[string]any
+		json.Unmarshal(env.Payload, &p)
+		key := fmt.Sprint(p[field])
+		if p == nil {
+			key = string(env.Payload)
+		}
+		out[key] = env.Error
+	}
+	return out
+}
+
+const mongoIDFieldSrc = `
+route orders_to_mongo {
+  guarantee effectively_once
+  batch_size  = 16
+  concurrency = 2
+  from file { path = "in.jsonl" }
+  dlq { to file { path = "dlq.jsonl" } }
+  to mongodb {
+    url        = "%s"
+    database   = "%s"
+    collection = "orders"
+    id_field   = "order_id"
+  }
+}
+`
+
+// TestMongoSinkIDField: the id field's value becomes _id with its JSON type
+// (a number stays an integer), a repeat within the input or from a replay
+// is absorbed by the unique _id index, and a payload the sink cannot key —
+// no field, a null one, its own _id besides, not an object — is
+// dead-lettered with the reason, never written under a fresh _id.
+func TestMongoSinkIDField(t *testing.T) {
+	db, mdb := mongoDB(t)
+	dir := t.TempDir()
+	var lines []string
+	for i := range 50 {
+		lines = append(lines, fmt.Sprintf(`{"order_id":"o-%03d","amount":%d,"items":[{"sku":"a","qty":1.5}]}`, i, i))
+	}
+	for i := 5; i < 10; i++ { // repeats, with another amount: the first one stays
+		lines = append(lines, fmt.Sprintf(`{"order_id":"o-%03d","amount":%d}`, i, 1000+i))
+	}
+	lines = append(lines,
+		`{"order_id":7,"amount":7}`,
+		`{"order_id":8,"amount":8.0,"ratio":1e2}`,
+		`{"amount":3,"note":"no key"}`,
+		`{"order_id":null,"note":"null key"}`,
+		`{"order_id":"own","_id":"x","note":"own id"}`,
+		`[1,2,3]`,
+	)
+	writeLines(t, filepath.Join(dir, "in.jsonl"), lines...)
+	src := fmt.Sprintf(mongoIDFieldSrc, db.DSN, db.Name)
+
+	st := runIn(t, dir, compileMQB(t, src)).Route("orders_to_mongo")
+	if st.In != 61 || st.Out != 57 || st.DeadLettered != 4 {
+		t.Errorf("first run %+v, want in 61 out 57 dead-lettered 4", st)
+	}
+	coll := mdb.Collection("orders")
+	docs := mongoDocs(t, coll)
+	if len(docs) != 52 {
+		t.Errorf("%d documents, want 52", len(docs))
+	}
+	for i := 5; i < 10; i++ {
+		d := docs[fmt.Sprintf("o-%03d", i)]
+		if got := field(d, "amount"); got != int64(i) {
+			t.Errorf("o-%03d: amount %v (%T), want the first write's int64 %d", i, got, got, i)
+		}
+	}
+	d := docs["o-001"]
+	if len(d) != 4 || d[1].Key != "order_id" || d[2].Key != "amount" || d[3].Key != "items" {
+		t.Errorf("o-001 = %v, want _id then the payload's fields in order", d)
+	}
+	items, _ := field(d, "items").(bson.A)
+	if len(items) != 1 || field(items[0].(bson.D), "qty") != 1.5 {
+		t.Errorf("o-001 items = %#v", field(d, "items"))
+	}
+	if n, ok := docs["7"]; !ok {
+		t.Errorf("no document with the integer _id 7: %v", keys(docs))
+	} else if _, isInt := n[0].Value.(int64); !isInt {
+		t.Errorf("_id 7 is %T, want int64 (the JSON type preserved)", n[0].Value)
+	}
+	// A number with a fraction or an exponent is a double. (An integer
+	// beyond int64 becomes a decimal128, which FerretDB cannot store.)
+	if n := docs["8"]; field(n, "amount") != 8.0 || field(n, "ratio") != 100.0 {
+		t.Errorf("_id 8 = %v, want amount and ratio doubles", n)
+	}
+	reasons := dlqReasons(t, filepath.Join(dir, "dlq.jsonl"), "note")
+	for note, want := range map[string]string{
+		"no key":   "payload has no field order_id",
+		"null key": "order_id (id_field) is null",
+		"own id":   "has its own _id",
+		`[1,2,3]`:  "not a JSON object",
+	} {
+		if !strings.Contains(reasons[note], want) {
+			t.Errorf("dlq reason for %s: %q, want it to say %q", note, reasons[note], want)
+		}
+	}
+
+	// The same state: nothing new to read, nothing written.
+	st = runIn(t, dir, compileMQB(t, src)).Route("orders_to_mongo")
+	if st.In != 0 || st.Out != 0 {
+		t.Errorf("second run %+v, want nothing read", st)
+	}
+
+	// A replay from the start (the checkpoint lost, as after a crash that
+	// took the state with it): every insert hits its _id, nothing doubles.
+	if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
+		t.Fatal(err)
+	}
+	st = runIn(t, dir, compileMQB(t, src)).Route("orders_to_mongo")
+	if st.In != 61 || st.Out != 57 || st.DeadLettered != 4 {
+		t.Errorf("replay %+v, want in 61 out 57 dead-lettered 4", st)
+	}
+	if n := len(mongoDocs(t, coll)); n != 52 {
+		t.Errorf("after the replay %d documents, want 52", n)
+	}
+}
+
+// field returns the value of key in d, or nil.
+func field(d bson.D, key string) any {
+	for _, e := range d {
+		if e.Key == key {
+			return e.Value
+		}
+	}
+	return nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+const mongoTemplateSrc = `
+route orders_to_mongo {
+  guarantee effectively_once
+  batch_size  = 50
+  concurrency = 4
+  from file { path = "%s" }
+  id payload.customer + "/" + payload.n
+  dlq { to file { path = "dlq.jsonl" } }
+  to mongodb {
+    url        = "%s"
+    database   = "%s"
+    collection = "orders"
+    id_field   = "${meta[\"mqb.id\"]}"
+  }
+}
+`
+
+// TestMongoSinkReplayTemplateID: with the template form of id_field (the
+// id step's mqb.id), a run that stopped half-way and a replay of the whole
+// input from a fresh checkpoint store each _id once, concurrently written.
+func TestMongoSinkReplayTemplateID(t *testing.T) {
+	db, mdb := mongoDB(t)
+	dir := t.TempDir()
+	var all []string
+	for i := range 2000 {
+		all = append(all, fmt.Sprintf(`{"customer":"c%d","n":"%d","body":"%s"}`, i%7, i, strings.Repeat("x", i%50)))
+	}
+	writeLines(t, filepath.Join(dir, "half.jsonl"), all[:1100]...)
+	writeLines(t, filepath.Join(dir, "all.jsonl"), all...)
+
+	st := runIn(t, dir, compileMQB(t, fmt.Sprintf(mongoTemplateSrc, "half.jsonl", db.DSN, db.Name))).Route("orders_to_mongo")
+	if st.In != 1100 || st.Out != 1100 {
+		t.Errorf("first run %+v, want in 1100 out 1100", st)
+	}
+	// Another file: its own checkpoint, the first 1100 records replayed.
+	st = runIn(t, dir, compileMQB(t, fmt.Sprintf(mongoTemplateSrc, "all.jsonl", db.DSN, db.Name))).Route("orders_to_mongo")
+	if st.In != 2000 || st.Out != 2000 || st.DeadLettered != 0 {
+		t.Errorf("replay %+v, want in 2000 out 2000", st)
+	}
+	docs := mongoDocs(t, mdb.Collection("orders"))
+	if len(docs) != 2000 {
+		t.Errorf("%d documents, want 2000", len(docs))
+	}
+	if d, ok := docs["c3/10"]; !ok || field(d, "n") != "10" {
+		t.Errorf(`document "c3/10" = %v`, d)
+	}
+}
+
+const mongoOutcomeSrc = `
+route upsert_branch {
+  from file { path = "%s" }
+  to request {
+    call mongodb {
+      url            = "%s"
+      database       = "%s"
+      collection     = "orders"
+      id_field       = "id"
+      report_outcome = true
+    }
+    forward switch {
+      on = meta["mongodb.outcome"]
+      case "inserted" { to file { path = "new.jsonl" } }
+      case "existed" { to file { path = "existed.jsonl" } }
+      default { to file { path = "unrouted.jsonl" } }
+    }
+  }
+}
+`
+
+// TestMongoSinkReportOutcome is the spec's insert-vs-duplicate branch on
+// Mongo: the call tags each record mongodb.outcome = inserted | existed,
+// the switch routes on it, and a record the call fails (no id field) is
+// forwarded untagged to the default.
+func TestMongoSinkReportOutcome(t *testing.T) {
+	db, mdb := mongoDB(t)
+	dir := t.TempDir()
+	var first []string
+	for i := 1; i <= 40; i++ {
+		first = append(first, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
+	}
+	writeLines(t, filepath.Join(dir, "first.jsonl"), first...)
+	st := runIn(t, dir, compileMQB(t, fmt.Sprintf(mongoOutcomeSrc, "first.jsonl", db.DSN, db.Name))).Route("upsert_branch")
+	if st.In != 40 || st.Out != 40 {
+		t.Errorf("first run %+v, want in 40 out 40", st)
+	}
+	sameIDs(t, "first run: inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 40))
+	sameIDs(t, "first run: existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), nil)
+
+	var second []string
+	for i := 31; i <= 50; i++ {
+		second = append(second, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
+	}
+	second = append(second, `{"id":"o045","amount":45}`, `{"amount":99}`)
+	writeLines(t, filepath.Join(dir, "second.jsonl"), second...)
+	st = runIn(t, dir, compileMQB(t, fmt.Sprintf(mongoOutcomeSrc, "second.jsonl", db.DSN, db.Name))).Route("upsert_branch")
+	if st.In != 22 || st.Out != 22 || st.DeadLettered+st.Errors != 0 {
+		t.Errorf("second run %+v, want in 22 out 22", st)
+	}
+	sameIDs(t, "inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 50))
+	sameIDs(t, "existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), append(seqIDs("o", 31, 40), "o045"))
+	b, _ := os.ReadFile(filepath.Join(dir, "unrouted.jsonl"))
+	if !strings.Contains(string(b), `"amount":99`) || strings.Count(string(b), "\n") != 1 {
+		t.Errorf("unrouted.jsonl = %q, want the record without id", b)
+	}
+	if n := len(mongoDocs(t, mdb.Collection("orders"))); n != 50 {
+		t.Errorf("%d documents, want 50", n)
+	}
+}
+
+// TestMongoSinkMessageID: without id_field each document's _id is the
+// record's message_id as a UUID (binary subtype 4); a payload with an _id
+// of its own is dead-lettered with a hint rather than silently re-keyed.
+func TestMongoSinkMessageID(t *testing.T) {
+	db, mdb := mongoDB(t)
+	dir := t.TempDir()
+	writeLines(t, filepath.Join(dir, "in.jsonl"), `{"a":1}`, `{"a":2}`, `{"a":3,"_id":"mine"}`)
+	src := fmt.Sprintf(`
+route events {
+  from file { path = "in.jsonl" }
+  dlq { to file { path = "dlq.jsonl" } }
+  to mongodb { url = "%s", database = "%s", collection = "events" }
+}
+`, db.DSN, db.Name)
+	st := runIn(t, dir, compileMQB(t, src)).Route("events")
+	if st.In != 3 || st.Out != 2 || st.DeadLettered != 1 {
+		t.Errorf("%+v, want in 3 out 2 dead-lettered 1", st)
+	}
+	docs := mongoDocs(t, mdb.Collection("events"))
+	if len(docs) != 2 {
+		t.Errorf("%d documents, want 2", len(docs))
+	}
+	for _, d := range docs {
+		bin, ok := d[0].Value.(bson.Binary)
+		if !ok || bin.Subtype != bson.TypeBinaryUUID || len(bin.Data) != 16 {
+			t.Errorf("_id %#v, want a UUID (binary subtype 4)", d[0].Value)
+			continue
+		}
+		if u, _ := uuid.FromBytes(bin.Data); u.Version() != 7 {
+			t.Errorf("_id %s is not a message_id (UUIDv7)", u)
+		}
+	}
+	if r := dlqReasons(t, filepath.Join(dir, "dlq.jsonl"), "a")["3"]; !strings.Contains(r, `id_field = \"_id\"`) && !strings.Contains(r, `id_field = "_id"`) {
+		t.Errorf("dlq reason %q, want the id_field hint", r)
+	}
+}
+
+// TestMongoSinkSecretURL: the url's password shows nowhere in the error of
+// a server that cannot be reached.
+func TestMongoSinkSecretURL(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"a"}`)
+	src := `
+route secret {
+  from file { path = "in.jsonl" }
+  to mongodb {
+    url        = "mongodb://mqb:hunter2secret@127.0.0.1:1/?serverSelectionTimeoutMS=300&connectTimeoutMS=300"
+    database   = "shop"
+    collection = "orders"
+    id_field   = "id"
+  }
+}
+`
+	opts := testOptions(t)
+	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
+	_, err := Run(context.Background(), compileMQB(t, src), opts)
+	if err == nil {
+		t.Fatal("run against a closed port succeeded")
+	}
+	if strings.Contains(err.Error(), "hunter2secret") {
+		t.Errorf("error shows the password: %v", err)
+	}
+	if !strings.Contains(err.Error(), "mqb:xxxxx@127.0.0.1:1") {
+		t.Errorf("error %v, want it to name the redacted url", err)
+	}
+}
+
+// TestMongoSinkServerDown: an insert while the server is down fails the
+// batch as retryable (nothing is known per record); once it is back the
+// same records go in, and what had landed is absorbed.
+func TestMongoSinkServerDown(t *testing.T) {
+	srv := testsrv.NewMongoDB(t)
+	c, err := mongo.Connect(options.Client().ApplyURI(srv.DSN() + "/?serverSelectionTimeoutMS=500"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(context.Background())
+	s := &mongoSink{route: "down", url: srv.DSN(), client: c, coll: c.Database("shop").Collection("orders"), idField: "id", outcome: true}
+	recs := func(ids ...string) []*Record {
+		var out []*Record
+		for _, id := range ids {
+			out = append(out, &Record{Payload: []byte(`{"id":"` + id + `"}`)})
+		}
+		return out
+	}
+	ctx := context.Background()
+	if err := s.Write(ctx, recs("a")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(t)
+	err = s.Write(ctx, recs("a", "b"))
+	if err == nil || !isRetryable(err) {
+		t.Fatalf("write to a stopped server: %v, want a retryable error", err)
+	}
+	srv.Start(t)
+	rs := recs("a", "b")
+	if err := s.Write(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Meta[metaMongoOutcome] != "existed" || rs[1].Meta[metaMongoOutcome] != "inserted" {
+		t.Errorf("outcomes %v %v, want existed inserted", rs[0].Meta, rs[1].Meta)
+	}
+}
