@@ -395,7 +395,7 @@ route secret {
 	}
 }
 
-// TestMongoSinkServerDown: an insert while the server is down fails the
+// TestMongoSinkServerDown: an insert while the server is down (killed) fails the
 // batch as retryable (nothing is known per record); once it is back the
 // same records go in, and what had landed is absorbed.
 func TestMongoSinkServerDown(t *testing.T) {
@@ -417,7 +417,7 @@ func TestMongoSinkServerDown(t *testing.T) {
 	if err := s.Write(ctx, recs("a")); err != nil {
 		t.Fatal(err)
 	}
-	srv.Stop(t)
+	srv.Kill(t)
 	err = s.Write(ctx, recs("a", "b"))
 	if err == nil || !isRetryable(err) {
 		t.Fatalf("write to a stopped server: %v, want a retryable error", err)

@@ -40,6 +40,9 @@ import (
 //     index), find and countDocuments behave as MongoDB's.
 //   - Integer, double, string and binary subtype 4 (UUID) _ids round-trip.
 //   - A document over 16 MiB is accepted (MongoDB refuses it).
+//   - No decimal128: a document holding one makes the server drop the
+//     connection ("invalid BSON type wirebson.Decimal128").
+//   - A graceful stop waits a few seconds for open client connections.
 //   - No change streams, no transactions, no replica set: a capture
 //     (change-stream) source cannot be tested against it.
 const ferretDBVersion = "v1.24.2"
@@ -47,20 +50,11 @@ const ferretDBVersion = "v1.24.2"
 // MongoServer is a FerretDB server with its SQLite backend, run on
 // 127.0.0.1 with its data in a temp dir.
 type MongoServer struct {
-	dir  string
-	bin  string
-	port int
-
-	mu   sync.Mutex
-	proc *process
-	seq  int
+	procServer // dir holds data/, state.json and ferretdb.log
+	port       int
 }
 
-var (
-	sharedMongoOnce sync.Once
-	sharedMongo     *MongoServer
-	sharedMongoErr  error
-)
+var sharedMongo sharedServer[*MongoServer]
 
 // MongoDB returns a fresh database on the MongoDB-protocol server the test
 // binary shares: URL mongodb://127.0.0.1:PORT/DB, DSN mongodb://127.0.0.1:PORT
@@ -75,32 +69,19 @@ func MongoDB(t testing.TB) Database {
 func SharedMongoDB(t testing.TB) *MongoServer {
 	t.Helper()
 	bin := ferretDBBinary(t)
-	sharedMongoOnce.Do(func() {
-		var dir string
-		if dir, sharedMongoErr = rootDir(); sharedMongoErr != nil {
-			return
-		}
-		sharedMongo, sharedMongoErr = startMongo(bin, filepath.Join(dir, "ferretdb"))
-		if sharedMongoErr == nil {
-			atExit(sharedMongo.shutdown)
-		}
+	return sharedMongo.get(t, "FerretDB", "ferretdb", func(dir string) (*MongoServer, error) {
+		return startMongo(bin, dir)
 	})
-	if sharedMongoErr != nil {
-		t.Fatalf("testsrv: start FerretDB: %v", sharedMongoErr)
-	}
-	return sharedMongo
 }
 
 // NewMongoDB starts a MongoDB-protocol server for this test alone, stopped
 // and removed when the test ends.
 func NewMongoDB(t testing.TB) *MongoServer {
 	t.Helper()
-	s, err := startMongo(ferretDBBinary(t), privateDir(t, "ferretdb-"))
-	if err != nil {
-		t.Fatalf("testsrv: start FerretDB: %v", err)
-	}
-	t.Cleanup(s.shutdown)
-	return s
+	bin := ferretDBBinary(t)
+	return startPrivate(t, "FerretDB", "ferretdb-", func(dir string) (*MongoServer, error) {
+		return startMongo(bin, dir)
+	})
 }
 
 var (
@@ -184,43 +165,40 @@ func startMongo(bin, dir string) (*MongoServer, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
-	s := &MongoServer{dir: dir, bin: bin}
-	err := onFreePorts(func(ports []int) error {
+	s := &MongoServer{}
+	s.procServer = procServer{
+		name: "FerretDB", dir: dir, logName: "ferretdb.log",
+		command: func() (string, []string, error) {
+			return bin, []string{
+				"--handler=sqlite",
+				"--sqlite-url=file:" + filepath.Join(dir, "data") + "/",
+				"--state-dir=" + dir,
+				fmt.Sprintf("--listen-addr=127.0.0.1:%d", s.port),
+				"--debug-addr=-", // its default, 127.0.0.1:8088, is one port for all servers
+				"--telemetry=disable",
+				"--log-level=warn",
+			}, nil
+		},
+		ready: func(ctx context.Context) error {
+			c, err := mongo.Connect(options.Client().ApplyURI(s.DSN()).SetServerSelectionTimeout(time.Second))
+			if err != nil {
+				return err
+			}
+			defer c.Disconnect(context.Background())
+			return c.Ping(ctx, nil)
+		},
+		readyTimeout: 30 * time.Second,
+		stopSignal:   syscall.SIGTERM,
+		grace:        5 * time.Second,
+	}
+	err := s.startOnFreePorts(1, func(ports []int) error {
 		s.port = ports[0]
-		return s.start()
-	}, 1)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-func (s *MongoServer) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil && s.proc.running() {
-		return nil
-	}
-	p, err := startProcess(filepath.Join(s.dir, "ferretdb.log"), nil, s.bin,
-		"--handler=sqlite",
-		"--sqlite-url=file:"+filepath.Join(s.dir, "data")+"/",
-		"--state-dir="+s.dir,
-		fmt.Sprintf("--listen-addr=127.0.0.1:%d", s.port),
-		"--debug-addr=-", // its default, 127.0.0.1:8088, is one port for all servers
-		"--telemetry=disable",
-		"--log-level=warn")
-	if err != nil {
-		return err
-	}
-	s.proc = p
-	return p.waitReady(30*time.Second, func(ctx context.Context) error {
-		c, err := mongo.Connect(options.Client().ApplyURI(s.DSN()).SetServerSelectionTimeout(time.Second))
-		if err != nil {
-			return err
-		}
-		defer c.Disconnect(context.Background())
-		return c.Ping(ctx, nil)
-	})
 }
 
 // Port is the server's TCP port on 127.0.0.1; it stays the same across
@@ -234,61 +212,14 @@ func (s *MongoServer) DSN() string { return fmt.Sprintf("mongodb://127.0.0.1:%d"
 // ends (MongoDB creates a database on its first write).
 func (s *MongoServer) NewDatabase(t testing.TB) Database {
 	t.Helper()
-	s.mu.Lock()
-	s.seq++
-	name := dbName(t, s.seq)
-	s.mu.Unlock()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := mongo.Connect(options.Client().ApplyURI(s.DSN()))
-		if err != nil {
-			return
-		}
-		defer c.Disconnect(ctx)
-		c.Database(name).Drop(ctx)
-	})
+	name := s.newDatabase(t, func(context.Context, string) error { return nil },
+		func(ctx context.Context, name string) error {
+			c, err := mongo.Connect(options.Client().ApplyURI(s.DSN()))
+			if err != nil {
+				return err
+			}
+			defer c.Disconnect(ctx)
+			return c.Database(name).Drop(ctx)
+		})
 	return Database{Name: name, URL: s.DSN() + "/" + name, DSN: s.DSN()}
-}
-
-// Stop shuts the server down gracefully, keeping its port and data.
-func (s *MongoServer) Stop(t testing.TB) {
-	t.Helper()
-	s.stop(syscall.SIGTERM)
-}
-
-// Kill SIGKILLs the server, as a crash would; the next Start reopens its
-// SQLite files.
-func (s *MongoServer) Kill(t testing.TB) {
-	t.Helper()
-	s.stop(syscall.SIGKILL)
-}
-
-// Start starts a stopped server on the same port with the same data.
-func (s *MongoServer) Start(t testing.TB) {
-	t.Helper()
-	if err := s.start(); err != nil {
-		t.Fatalf("testsrv: start FerretDB: %v", err)
-	}
-}
-
-// Restart is Stop then Start.
-func (s *MongoServer) Restart(t testing.TB) {
-	t.Helper()
-	s.Stop(t)
-	s.Start(t)
-}
-
-func (s *MongoServer) stop(sig syscall.Signal) {
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if p != nil {
-		p.stop(sig, 5*time.Second)
-	}
-}
-
-func (s *MongoServer) shutdown() {
-	s.stop(syscall.SIGTERM)
-	os.RemoveAll(s.dir)
 }
