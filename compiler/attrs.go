@@ -82,6 +82,10 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 		ai.explicit = true
 		ai.rng = it.Range()
 		ai.val.Secret = a.SecretValue
+		if a.SecretValue && literalText(ai.val) && !rc.inNamedUnused {
+			rc.warn("W008", it.Assign.Range(), fmt.Sprintf("%s.%s is written in the file", owner, key),
+				fmt.Sprintf("Read it from the environment: %s = \"${env(\\\"NAME\\\")}\".", key))
+		}
 		out[key] = ai
 	}
 	for i := range decls {
@@ -442,4 +446,18 @@ func joinDetail(a, b string) string {
 		return a
 	}
 	return a + " " + b
+}
+
+// literalText reports whether v holds any literal text (beside its
+// placeholders).
+func literalText(v plan.Value) bool {
+	if v.Str != "" {
+		return true
+	}
+	for _, p := range v.Template {
+		if p.Lit != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -47,6 +47,7 @@ var Codes = []CodeDoc{
 	{"W005", "date_partition ignored", "Under source_position parts are written flat under the prefix; the name already carries the range.", "name_by = source_position\ndate_partition = true"},
 	{"W006", "plain INSERT without a conflict clause", "A replay fails the row as a non-retryable constraint error (to the DLQ) or inserts it twice. Add ON CONFLICT … DO NOTHING / ON DUPLICATE KEY UPDATE.", "insert_query = \"INSERT INTO t (id) VALUES (${payload.id})\""},
 	{"W007", "deprecated idempotency", "`idempotency = true|false` is the old spelling of `name_by = source_position|write_time`; an explicit name_by wins.", "idempotency = true"},
+	{"W008", "password written in the file", "A password attribute holds literal text, so the secret lives in the .mqb file (and in version control). Read it from the environment instead: password = \"${env(\\\"KAFKA_PASSWORD\\\")}\". Plans and logs redact it either way.", "password = \"hunter2\""},
 }
 
 // Lookup returns the documentation of code (case-insensitive).
