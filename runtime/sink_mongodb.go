@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -184,15 +185,33 @@ func (s *mongoSink) Write(ctx context.Context, recs []*Record) error {
 			// (a retry re-inserts it, and what did land is absorbed).
 			return s.batchError(err)
 		}
+		var unsure []int // duplicate keys on an index the error does not name
 		for _, we := range bwe.WriteErrors {
 			if we.Index < 0 || we.Index >= len(docs) {
 				return s.batchError(err)
 			}
-			if duplicateID(we) {
+			switch duplicateOn(we) {
+			case dupID:
 				existed[we.Index] = true
+				continue
+			case dupUnknown:
+				unsure = append(unsure, we.Index)
 				continue
 			}
 			failed[we.Index] = fmt.Sprintf("mongodb insert: %s (code %d)", plan.RedactURLs(we.Message), we.Code)
+		}
+		if len(unsure) > 0 {
+			found, err := s.storedIDs(wctx, docs, unsure)
+			if err != nil {
+				return s.batchError(err)
+			}
+			for _, i := range unsure {
+				if found[i] {
+					existed[i] = true
+				} else {
+					failed[i] = "mongodb insert: duplicate key on a unique index other than _id (code 11000)"
+				}
+			}
 		}
 	}
 	for i, r := range idx {
@@ -215,16 +234,82 @@ func (s *mongoSink) Write(ctx context.Context, recs []*Record) error {
 // ("E11000 duplicate key error collection: db.c index: _id_ dup key: …").
 var dupIndexRE = regexp.MustCompile(`index: (\S+) dup key`)
 
-// duplicateID is true for a duplicate-key error on the _id index: the
-// document is already stored. A duplicate on another unique index is not
-// this record being there already: it fails the record. (FerretDB names no
-// index; it has no unique index but _id's.)
-func duplicateID(we mongo.BulkWriteError) bool {
+type dupKind uint8
+
+const (
+	dupNone    dupKind = iota // not a duplicate key
+	dupID                     // on _id: the document is stored already
+	dupOther                  // on another unique index: the record fails
+	dupUnknown                // the error does not say which index
+)
+
+// duplicateOn says which index a write error is a duplicate key on: from
+// its keyPattern (MongoDB 4.4+), else the index its message names. A
+// duplicate on another unique index is not this record being stored
+// already. FerretDB says neither, so its duplicates are dupUnknown.
+func duplicateOn(we mongo.BulkWriteError) dupKind {
 	if we.Code != 11000 && we.Code != 11001 && we.Code != 12582 {
-		return false
+		return dupNone
 	}
-	m := dupIndexRE.FindStringSubmatch(we.Message)
-	return m == nil || m[1] == "_id_"
+	if kp, ok := we.Raw.Lookup("keyPattern").DocumentOK(); ok {
+		if elems, err := kp.Elements(); err == nil && len(elems) > 0 {
+			if len(elems) == 1 && elems[0].Key() == "_id" {
+				return dupID
+			}
+			return dupOther
+		}
+	}
+	if m := dupIndexRE.FindStringSubmatch(we.Message); m != nil {
+		if m[1] == "_id_" {
+			return dupID
+		}
+		return dupOther
+	}
+	return dupUnknown
+}
+
+// storedIDs says which of the documents at idx have their _id in the
+// collection, with one query.
+func (s *mongoSink) storedIDs(ctx context.Context, docs []any, idx []int) (map[int]bool, error) {
+	ids := make(bson.A, 0, len(idx))
+	want := map[string][]int{}
+	for _, i := range idx {
+		v := docs[i].(bson.Raw).Lookup("_id")
+		ids = append(ids, v)
+		k := idKey(v)
+		want[k] = append(want[k], i)
+	}
+	cur, err := s.coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close(ctx)
+	found := map[int]bool{}
+	for cur.Next(ctx) {
+		for _, i := range want[idKey(cur.Current.Lookup("_id"))] {
+			found[i] = true
+		}
+	}
+	return found, cur.Err()
+}
+
+// idKey identifies an _id value the way the _id index compares it: numbers
+// by value whatever their BSON type, anything else by type and bytes.
+func idKey(v bson.RawValue) string {
+	switch v.Type {
+	case bson.TypeInt32:
+		return "n" + strconv.FormatInt(int64(v.Int32()), 10)
+	case bson.TypeInt64:
+		return "n" + strconv.FormatInt(v.Int64(), 10)
+	case bson.TypeDouble:
+		f := v.Double()
+		if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+			return "n" + strconv.FormatInt(int64(f), 10)
+		}
+		return "n" + strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return string(rune(v.Type)) + string(v.Value)
 }
 
 // batchError wraps an error that failed the whole insert; a network

@@ -22,9 +22,9 @@ import (
 // Go) on its embedded SQLite backend: there is no MongoDB in Debian.
 // FerretDB is not a dependency of ours, so it is not in go.mod: the first
 // test binary on a machine builds the pinned version from the Go module
-// proxy into $TMPDIR/mqb-testsrv-cache (about a minute with nothing
-// downloaded yet, seconds with the module and build caches warm) and later
-// ones reuse the binary. MQB_FERRETDB names a ferretdb binary to use
+// proxy into $TMPDIR/mqb-testsrv-cache (under two minutes on 2 cores with
+// empty module and build caches, seconds with them warm) and later ones
+// reuse the binary. MQB_FERRETDB names a ferretdb binary to use
 // instead.
 //
 // `go install github.com/FerretDB/FerretDB/cmd/ferretdb@v1.24.2` builds a
