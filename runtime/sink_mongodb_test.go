@@ -149,7 +149,7 @@ func TestMongoSinkIDField(t *testing.T) {
 	firstAmounts := map[string]any{}
 	for i := 5; i < 10; i++ {
 		id := fmt.Sprintf("o-%03d", i)
-		got := field(docs[id], "amount")
+		got := mongoField(docs[id], "amount")
 		if got != int64(i) && got != int64(1000+i) {
 			t.Errorf("%s: amount %v (%T), want int64 %d or %d", id, got, got, i, 1000+i)
 		}
@@ -159,18 +159,18 @@ func TestMongoSinkIDField(t *testing.T) {
 	if len(d) != 4 || d[1].Key != "order_id" || d[2].Key != "amount" || d[3].Key != "items" {
 		t.Errorf("o-001 = %v, want _id then the payload's fields in order", d)
 	}
-	items, _ := field(d, "items").(bson.A)
-	if len(items) != 1 || field(items[0].(bson.D), "qty") != 1.5 {
-		t.Errorf("o-001 items = %#v", field(d, "items"))
+	items, _ := mongoField(d, "items").(bson.A)
+	if len(items) != 1 || mongoField(items[0].(bson.D), "qty") != 1.5 {
+		t.Errorf("o-001 items = %#v", mongoField(d, "items"))
 	}
 	if n, ok := docs["7"]; !ok {
-		t.Errorf("no document with the integer _id 7: %v", keys(docs))
+		t.Errorf("no document with the integer _id 7: %v", mongoKeys(docs))
 	} else if _, isInt := n[0].Value.(int64); !isInt {
 		t.Errorf("_id 7 is %T, want int64 (the JSON type preserved)", n[0].Value)
 	}
 	// A number with a fraction or an exponent is a double. (An integer
 	// beyond int64 becomes a decimal128, which FerretDB cannot store.)
-	if n := docs["8"]; field(n, "amount") != 8.0 || field(n, "ratio") != 100.0 {
+	if n := docs["8"]; mongoField(n, "amount") != 8.0 || mongoField(n, "ratio") != 100.0 {
 		t.Errorf("_id 8 = %v, want amount and ratio doubles", n)
 	}
 	reasons := dlqReasons(t, filepath.Join(dir, "dlq.jsonl"), "note")
@@ -205,14 +205,14 @@ func TestMongoSinkIDField(t *testing.T) {
 		t.Errorf("after the replay %d documents, want 52", len(docs))
 	}
 	for id, want := range firstAmounts {
-		if got := field(docs[id], "amount"); got != want {
+		if got := mongoField(docs[id], "amount"); got != want {
 			t.Errorf("%s: the replay changed amount %v to %v", id, want, got)
 		}
 	}
 }
 
-// field returns the value of key in d, or nil.
-func field(d bson.D, key string) any {
+// mongoField returns the value of key in d, or nil.
+func mongoField(d bson.D, key string) any {
 	for _, e := range d {
 		if e.Key == key {
 			return e.Value
@@ -221,7 +221,7 @@ func field(d bson.D, key string) any {
 	return nil
 }
 
-func keys[V any](m map[string]V) []string {
+func mongoKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -273,7 +273,7 @@ func TestMongoSinkReplayTemplateID(t *testing.T) {
 	if len(docs) != 2000 {
 		t.Errorf("%d documents, want 2000", len(docs))
 	}
-	if d, ok := docs["c3/10"]; !ok || field(d, "n") != "10" {
+	if d, ok := docs["c3/10"]; !ok || mongoField(d, "n") != "10" {
 		t.Errorf(`document "c3/10" = %v`, d)
 	}
 }
