@@ -420,8 +420,12 @@ send:
 		}
 	}
 	if first != nil {
-		return retryable(fmt.Errorf("route %s: http sink: %d of %d requests failed (%d not sent), first: %w",
-			s.route, failed, total, unsent, first))
+		notSent := ""
+		if unsent > 0 {
+			notSent = fmt.Sprintf(" (%d not sent)", unsent)
+		}
+		return retryable(fmt.Errorf("route %s: http sink: %d of %d requests failed%s, first: %w",
+			s.route, failed, total, notSent, first))
 	}
 	// Every request was answered: only now may a call's answers change the
 	// records, so a retried write always sends them as they were.
