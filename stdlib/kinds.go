@@ -158,12 +158,12 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "http", Sink: true,
-		Doc:    "An HTTP endpoint; each record is POSTed as the body.",
+		Doc:    "An HTTP endpoint: each record is one request to url with the payload as the body, the header `mq_bridge.message_id` = message_id and every forwarded meta entry as `Mqb-Meta-<key>` (characters a header name cannot hold sent as %XX). A 2xx answer is success; 408, 429, 5xx, a network error or a timeout fails the batch (a `retry` step sends it again); any other status sends the record to the DLQ with the status and the start of the response. As a request's `call`, a non-empty response body replaces the payload and meta[\"http.status\"] holds the status.",
 		Absorb: AbsorbNone,
 		Attrs: []Attr{
-			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Target URL."},
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Target http:// or https:// URL, rendered per record."},
 			{Name: "method", Type: Enum, Enum: []string{"POST", "PUT"}, Default: "POST", Doc: "HTTP method."},
-			{Name: "timeout", Type: Duration, Default: "10s", Doc: "Request timeout."},
+			{Name: "timeout", Type: Duration, Default: "10s", Doc: "Time for one request's whole exchange; a slower answer fails the batch, retryably."},
 		},
 	},
 	{
