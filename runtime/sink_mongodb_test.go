@@ -487,3 +487,35 @@ func TestMongoSinkOtherUniqueIndex(t *testing.T) {
 		t.Errorf("%d documents, want 3", n)
 	}
 }
+
+// TestMongoSinkConfigErrors: what the sink does not do is refused at
+// start-up, naming the attribute, before any connection.
+func TestMongoSinkConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ attrs, want string }{
+		{`format = text`, `attribute format: format "text" is not supported by the mongodb sink yet`},
+		{`request_reply = true`, `attribute request_reply: not supported by the mongodb sink yet`},
+		{`id_field = ""`, `attribute id_field: empty`},
+	} {
+		t.Run(tc.attrs, func(t *testing.T) {
+			dir := t.TempDir()
+			writeLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"a"}`)
+			src := fmt.Sprintf(`
+route bad {
+  from file { path = "in.jsonl" }
+  to mongodb {
+    url        = "mongodb://127.0.0.1:1"
+    database   = "shop"
+    collection = "orders"
+    %s
+  }
+}
+`, tc.attrs)
+			opts := testOptions(t)
+			opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
+			_, err := Run(context.Background(), compileMQB(t, src), opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
