@@ -144,8 +144,17 @@ func TestCrashNATSToSQLite(t *testing.T) {
 	const n = 100000
 	publishOrders(t, js, n, false)
 	// A short ack_wait: what was in flight at a kill is redelivered soon.
+	// Done once every row is stored and the server has no message left
+	// to (re)deliver: what the killed runs held unacked comes back after
+	// ack_wait, and the final run must ack it (as a repeat) before it stops.
 	st := crashKafkaLoop(t, bin, natsSQLitePlan(url, db, 32, 1, 2*time.Second), d, 51, 4,
-		func() bool { return countRows(t, db) == n })
+		func() bool {
+			if countRows(t, db) != n {
+				return false
+			}
+			info := consumerInfo(t, js)
+			return info.NumAckPending == 0 && info.NumPending == 0
+		})
 	rs := st.Route("consume")
 	checkCounts(t, rs)
 	t.Logf("final run %+v", rs)
