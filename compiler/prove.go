@@ -269,7 +269,7 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 			if !st.Stable {
 				p.ok = false
 				p.missing = fmt.Sprintf("sink write is not idempotent: %s targets column %s, bound to %s, which is per-delivery (%s)", ins.clause, col, shown, st.Why)
-				p.reasons = []string{fmt.Sprintf("write: %s, but its key %s is per-delivery", ins.clause, col)}
+				p.reasons = []string{fmt.Sprintf("write: %s, but its key %s = %s is per-delivery (%s)", ins.clause, col, shown, st.Why)}
 				break
 			}
 			keys = append(keys, fmt.Sprintf("%s = %s (stable)", col, shown))

@@ -34,6 +34,10 @@ type routeCtx struct {
 	idStab  stability
 	idText  string
 	taint   map[string]stability // payload fields rewritten by map
+	// replaced, when set, says why the payload is not the record read
+	// (the forward of a request whose call answers with a new body): every
+	// payload value is then per-delivery.
+	replaced string
 
 	// inNamedUnused is set while checking an endpoint no route uses: there
 	// is no route context, so route-dependent errors are not reported.
@@ -390,7 +394,7 @@ func (rc *routeCtx) checkKindBody(kindID *lang.Ident, body *lang.Block, r role, 
 	owner := k.Name
 	var nested func(it *lang.Item) bool
 	if k.Structural {
-		nested = rc.structuralChildren(n, k)
+		nested = rc.structuralChildren(n, k, body)
 	}
 	errs := rc.c.errorCount()
 	n.attrs = rc.checkAttrs(k.Attrs, body, owner, kindID.Range(), nested)
@@ -413,7 +417,7 @@ func sourceKinds() []string {
 
 // structuralChildren returns the handler of nested items of switch,
 // request and fanout.
-func (rc *routeCtx) structuralChildren(n *nodeInfo, k *stdlib.Kind) func(*lang.Item) bool {
+func (rc *routeCtx) structuralChildren(n *nodeInfo, k *stdlib.Kind, body *lang.Block) func(*lang.Item) bool {
 	return func(it *lang.Item) bool {
 		key := it.Key.Name
 		switch {
@@ -448,6 +452,14 @@ func (rc *routeCtx) structuralChildren(n *nodeInfo, k *stdlib.Kind) func(*lang.I
 					rc.c.add("E018", it.Key.Range(), fmt.Sprintf("request has two %s endpoints", key), "")
 				}
 			}
+			if key == "forward" {
+				if kind := rc.callKind(body); kind == "http" {
+					// The forward sees the call's response as its payload.
+					prev := rc.replaced
+					rc.replaced = "payload is the response of the request's http call, which can differ on every call"
+					defer func() { rc.replaced = prev }()
+				}
+			}
 			if child := rc.checkEndpointItem(it, roleSink); child != nil {
 				n.children = append(n.children, branchInfo{label: label, node: child})
 			}
@@ -460,6 +472,25 @@ func (rc *routeCtx) structuralChildren(n *nodeInfo, k *stdlib.Kind) func(*lang.I
 		}
 		return false
 	}
+}
+
+// callKind is the kind of the `call` endpoint in a request's body (through
+// a ref to a named endpoint), or "".
+func (rc *routeCtx) callKind(body *lang.Block) string {
+	for _, it := range body.Items() {
+		if it.Key.Name != "call" {
+			continue
+		}
+		switch {
+		case it.Kind != nil:
+			return it.Kind.Name
+		case it.Ref != nil:
+			if ne, ok := rc.c.endpoints[it.Ref.Name]; ok && ne.decl.Kind != nil {
+				return ne.decl.Kind.Name
+			}
+		}
+	}
+	return ""
 }
 
 // branchTarget checks `case "x" { to … }` or `default { to … }` and

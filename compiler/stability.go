@@ -93,6 +93,9 @@ func (rc *routeCtx) stabilityOf(ce *compiledExpr) stability {
 			if t, ok := rc.taint[key]; ok {
 				result = both(result, t)
 			}
+			if rc.replaced != "" {
+				result = both(result, perDelivery("%s", rc.replaced))
+			}
 			continue
 		}
 		result = both(result, rc.metaStability(ce, m, key))
@@ -103,6 +106,9 @@ func (rc *routeCtx) stabilityOf(ce *compiledExpr) stability {
 		}
 		switch id.Value {
 		case "payload":
+			if rc.replaced != "" {
+				result = both(result, perDelivery("%s", rc.replaced))
+			}
 			for f, t := range rc.taint {
 				if !t.Stable {
 					result = both(result, perDelivery("payload.%s is set by map from a per-delivery value", f))
