@@ -64,8 +64,6 @@ func TestKafkaSink(t *testing.T) {
 		t.Fatalf("stats %+v, want out %d", rs, n)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	want := map[string]bool{}
 	for _, l := range lines {
 		want[l] = true
@@ -74,22 +72,7 @@ func TestKafkaSink(t *testing.T) {
 	got := 0
 	var hash kafka.Hash
 	for p := range 3 {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: strings.Split(brokers, ","), Topic: "orders",
-			Partition: p, MaxWait: 100 * time.Millisecond})
-		conn, err := kafka.DialLeader(ctx, "tcp", strings.Split(brokers, ",")[0], "orders", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := int64(0); i < last; i++ {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				t.Fatalf("partition %d message %d: %v", p, i, err)
-			}
+		for _, m := range readPartition(t, brokers, "orders", p) {
 			got++
 			if !want[string(m.Value)] {
 				t.Errorf("unexpected or repeated payload %s", m.Value)
@@ -121,7 +104,6 @@ func TestKafkaSink(t *testing.T) {
 			}
 			ids[id.String()] = true
 		}
-		r.Close()
 	}
 	if got != n || len(want) != 0 {
 		t.Errorf("read %d messages, %d payloads missing", got, len(want))
@@ -317,25 +299,10 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 	}
 	total := 0
 	for part := range 2 {
-		conn, err := kafka.DialLeader(ctx, "tcp", k.Brokers(), "orders", part)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{k.Brokers()}, Topic: "orders", Partition: part, MaxWait: 100 * time.Millisecond})
-		for i := int64(0); i < last; i++ {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, m := range readPartition(t, k.Brokers(), "orders", part) {
 			delete(want, string(m.Value))
 			total++
 		}
-		r.Close()
 	}
 	if len(want) != 0 {
 		t.Errorf("%d records missing from the topic", len(want))

@@ -238,23 +238,7 @@ func TestKafkaIdentitySurvivesHop(t *testing.T) {
 	// The ids the first hop published, read straight from the topic.
 	published := map[string]string{} // mqb.id → message_id header
 	for part := range 3 {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{brokers}, Topic: "hop", Partition: part, MaxWait: 100 * time.Millisecond})
-		conn, err := kafka.DialLeader(context.Background(), "tcp", brokers, "hop", part)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for off := int64(0); off < last; off++ {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			m, err := r.ReadMessage(ctx)
-			cancel()
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, m := range readPartition(t, brokers, "hop", part) {
 			var id, mid string
 			for _, h := range m.Headers {
 				switch h.Key {
@@ -266,7 +250,6 @@ func TestKafkaIdentitySurvivesHop(t *testing.T) {
 			}
 			published[id] = mid
 		}
-		r.Close()
 	}
 	if len(published) != n {
 		t.Fatalf("topic holds %d distinct mqb.id, want %d", len(published), n)
