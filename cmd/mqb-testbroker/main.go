@@ -5,6 +5,7 @@
 // and runs until SIGINT or SIGTERM, then saves its state to -data-dir.
 //
 //	mqb-testbroker -port 9092 -topics orders:3,payments -data-dir /tmp/kafka
+//	mqb-testbroker -port 9092 -topics orders:3 -sasl SCRAM-SHA-256:mqb:secret
 //
 // Started again with the same -port and -data-dir it carries on with the
 // same topics, records and committed consumer-group offsets. A SIGKILL
@@ -27,6 +28,7 @@ func main() {
 		cfg      kafkabroker.Config
 		topics   string
 		addrFile string
+		users    userFlags
 	)
 	flag.IntVar(&cfg.Port, "port", 0, "port of the first broker on 127.0.0.1 (0: a free port)")
 	flag.IntVar(&cfg.Brokers, "brokers", 1, "number of brokers, on consecutive ports")
@@ -34,7 +36,9 @@ func main() {
 	flag.IntVar(&cfg.Partitions, "partitions", 1, "partitions of topics given without a count and of auto-created topics")
 	flag.StringVar(&cfg.DataDir, "data-dir", "", "directory persisting the broker's state across restarts (default: in memory)")
 	flag.StringVar(&addrFile, "addr-file", "", "also write the bootstrap address to this file once listening")
+	flag.Var(&users, "sasl", "require SASL: a user as MECHANISM:NAME:PASSWORD (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); repeatable")
 	flag.Parse()
+	cfg.Users = users
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "mqb-testbroker: unexpected argument %q\n", flag.Arg(0))
 		os.Exit(2)
@@ -71,4 +75,24 @@ func main() {
 	s := <-sig
 	fmt.Fprintf(os.Stderr, "mqb-testbroker: %s, stopping\n", s)
 	c.Close()
+}
+
+// userFlags collects -sasl MECHANISM:NAME:PASSWORD values.
+type userFlags []kafkabroker.User
+
+func (u *userFlags) String() string { return fmt.Sprint(len(*u), " users") }
+
+func (u *userFlags) Set(v string) error {
+	mech, rest, ok := strings.Cut(v, ":")
+	name, pass, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 || name == "" || pass == "" {
+		return fmt.Errorf("want MECHANISM:NAME:PASSWORD")
+	}
+	switch mech {
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		return fmt.Errorf("mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
+	}
+	*u = append(*u, kafkabroker.User{Mechanism: mech, Name: name, Password: pass})
+	return nil
 }
