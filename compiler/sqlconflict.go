@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"iter"
 	"regexp"
 	"strconv"
 	"strings"
@@ -118,24 +119,9 @@ func parseInsert(sql string) (ins sqlInsert, ok bool) {
 // balanced returns the text up to the parenthesis closing an already
 // opened one, and what follows it.
 func balanced(s string) (inside, rest string, ok bool) {
-	depth := 1
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"' || c == '`':
-			quote = c
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-			if depth == 0 {
-				return s[:i], s[i+1:], true
-			}
+	for i, depth := range unquoted(s, 1) {
+		if s[i] == ')' && depth == 0 {
+			return s[:i], s[i+1:], true
 		}
 	}
 	return "", "", false
@@ -144,22 +130,9 @@ func balanced(s string) (inside, rest string, ok bool) {
 // splitTop splits at commas outside parentheses and quotes.
 func splitTop(s string) []string {
 	var out []string
-	depth, start := 0, 0
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"' || c == '`':
-			quote = c
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case c == ',' && depth == 0:
+	start := 0
+	for i, depth := range unquoted(s, 0) {
+		if s[i] == ',' && depth == 0 {
 			out = append(out, s[start:i])
 			start = i + 1
 		}
@@ -168,6 +141,36 @@ func splitTop(s string) []string {
 		out = append(out, s[start:])
 	}
 	return out
+}
+
+// unquoted yields the index of every byte of s outside '…', "…" and `…`
+// quotes, with the parenthesis depth after that byte: counted from start,
+// an opening parenthesis is inside the pair it opens, a closing one outside.
+func unquoted(s string, start int) iter.Seq2[int, int] {
+	return func(yield func(i, depth int) bool) {
+		depth := start
+		var quote byte
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			switch {
+			case quote != 0:
+				if c == quote {
+					quote = 0
+				}
+				continue
+			case c == '\'' || c == '"' || c == '`':
+				quote = c
+				continue
+			case c == '(':
+				depth++
+			case c == ')':
+				depth--
+			}
+			if !yield(i, depth) {
+				return
+			}
+		}
+	}
 }
 
 func stripSQLComments(s string) string {
