@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -25,25 +24,12 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	out := fs.String("o", "", "write the plan (JSON, secrets redacted) to this file; - for stdout")
 	format := fs.String("format", "text", "diagnostics format: text or json")
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
+	paths, ok := parseFiles(c, fs, args, stderr, format, "text", "json")
+	if !ok {
 		return exitUsage
 	}
-	if err := oneOf("format", *format, "text", "json"); err != nil {
-		fmt.Fprintln(stderr, "mqbc build:", err)
-		return exitUsage
-	}
-	if len(paths) == 0 {
-		fmt.Fprintln(stderr, "usage: "+c.Usage)
-		return exitUsage
-	}
-	p, diags, sources, err := compileFiles(paths)
-	if err != nil {
-		fmt.Fprintln(stderr, "mqbc build:", err)
-		return exitError
-	}
-	writeDiags(stderr, *format, diags, sources)
-	if diags.HasErrors() {
+	p, ok := compileReported(c, paths, *format, stderr)
+	if !ok {
 		return exitError
 	}
 	red := p.Redacted()
@@ -63,9 +49,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 			_ = enc.Encode(vs)
 		}
 	} else if *out != "-" {
-		for _, r := range red.Routes {
-			fmt.Fprintln(stdout, plan.RedactURLs(compiler.VerdictLine(r)))
-		}
+		writeVerdicts(stdout, red)
 	}
 	if *out != "" {
 		if err := writePlan(*out, red, stdout); err != nil {

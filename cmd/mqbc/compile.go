@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/mqb-dev/mqb/compiler"
@@ -12,7 +13,7 @@ import (
 // compileFiles reads and compiles the .mqb files at paths. The error is
 // for files that cannot be read; problems in the files are diagnostics.
 // The plan is nil when there is a read error; otherwise callers must check
-// diags.HasErrors() before using it. run.go reuses this.
+// diags.HasErrors() before using it.
 func compileFiles(paths []string) (*plan.Plan, diag.List, diag.Sources, error) {
 	srcs := make([]compiler.Source, 0, len(paths))
 	sources := diag.Sources{}
@@ -26,4 +27,28 @@ func compileFiles(paths []string) (*plan.Plan, diag.List, diag.Sources, error) {
 	}
 	p, diags := compiler.CompileSources(srcs)
 	return p, diags, sources, nil
+}
+
+// compileReported compiles paths for command c and prints the diagnostics
+// on stderr in format (text or json). ok is false when a file cannot be
+// read (said on stderr) or has errors: the command exits with exitError.
+func compileReported(c *command, paths []string, format string, stderr io.Writer) (p *plan.Plan, ok bool) {
+	p, diags, sources, err := compileFiles(paths)
+	if err != nil {
+		fmt.Fprintln(stderr, "mqbc "+c.Name+":", err)
+		return nil, false
+	}
+	writeDiags(stderr, format, diags, sources)
+	if diags.HasErrors() {
+		return nil, false
+	}
+	return p, true
+}
+
+// writeVerdicts prints each route's proven guarantee and its reasons, one
+// line a route, URL passwords redacted.
+func writeVerdicts(w io.Writer, p plan.Plan) {
+	for _, r := range p.Routes {
+		fmt.Fprintln(w, plan.RedactURLs(compiler.VerdictLine(r)))
+	}
 }

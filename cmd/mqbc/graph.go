@@ -21,25 +21,12 @@ func runGraph(args []string, stdout, stderr io.Writer) int {
 	c := commands["graph"]
 	fs := newFlags(c, stderr)
 	format := fs.String("format", "dot", "dot or mermaid")
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
+	paths, ok := parseFiles(c, fs, args, stderr, format, "dot", "mermaid")
+	if !ok {
 		return exitUsage
 	}
-	if err := oneOf("format", *format, "dot", "mermaid"); err != nil {
-		fmt.Fprintln(stderr, "mqbc graph:", err)
-		return exitUsage
-	}
-	if len(paths) == 0 {
-		fmt.Fprintln(stderr, "usage: "+c.Usage)
-		return exitUsage
-	}
-	p, diags, sources, err := compileFiles(paths)
-	if err != nil {
-		fmt.Fprintln(stderr, "mqbc graph:", err)
-		return exitError
-	}
-	writeDiags(stderr, "text", diags, sources)
-	if diags.HasErrors() {
+	p, ok := compileReported(c, paths, "text", stderr)
+	if !ok {
 		return exitError
 	}
 	red := p.Redacted()

@@ -120,6 +120,28 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseFiles parses the flags and FILE… operands of c's command line, then
+// checks format, unless nil, against formats, and that there is a file. On
+// a wrong command line it says why on stderr and returns ok false: the
+// command exits with exitUsage.
+func parseFiles(c *command, fs *flag.FlagSet, args []string, stderr io.Writer, format *string, formats ...string) (paths []string, ok bool) {
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, false
+	}
+	if format != nil {
+		if err := oneOf("format", *format, formats...); err != nil {
+			fmt.Fprintln(stderr, "mqbc "+c.Name+":", err)
+			return nil, false
+		}
+	}
+	if len(paths) == 0 {
+		fmt.Fprintln(stderr, "usage: "+c.Usage)
+		return nil, false
+	}
+	return paths, true
+}
+
 // oneOf checks an enumerated flag value.
 func oneOf(flagName, v string, allowed ...string) error {
 	for _, a := range allowed {

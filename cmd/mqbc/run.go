@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/term"
 
-	"github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -34,12 +33,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	progress := fs.String("progress", "auto", "progress line on stderr for file sources: auto (when stderr is a terminal), on or off")
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitUsage
-	}
-	if len(paths) == 0 {
-		fmt.Fprintln(stderr, "usage: "+c.Usage)
+	paths, ok := parseFiles(c, fs, args, stderr, nil)
+	if !ok {
 		return exitUsage
 	}
 	for flagName, v := range map[string][2]string{"log-format": {*logFormat, "text json"}, "progress": {*progress, "auto on off"}} {
@@ -54,18 +49,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	p, diags, sources, err := compileFiles(paths)
-	if err != nil {
-		fmt.Fprintln(stderr, "mqbc run:", err)
+	p, ok := compileReported(c, paths, "text", stderr)
+	if !ok {
 		return exitError
 	}
-	writeDiags(stderr, "text", diags, sources)
-	if diags.HasErrors() {
-		return exitError
-	}
-	for _, r := range p.Redacted().Routes {
-		fmt.Fprintln(stdout, plan.RedactURLs(compiler.VerdictLine(r)))
-	}
+	writeVerdicts(stdout, p.Redacted())
 	resolvePaths(p)
 
 	hopts := &slog.HandlerOptions{Level: level}
