@@ -215,11 +215,18 @@ func checkHTTPURL(raw string) (*url.URL, error) {
 
 // httpRequest is one record's request, ready to send.
 type httpRequest struct {
-	rec     *Record
-	req     *http.Request
-	shown   string   // the url as errors may show it
-	secrets []string // text of the url that must not appear in errors
+	rec *Record
+	req *http.Request
+	raw string   // the rendered url
+	env []string // values of the url's env() placeholders
 }
+
+// secrets is the text of the url that must not appear in errors; worked
+// out only when an error needs it (it parses the url).
+func (q *httpRequest) secrets() []string { return urlSecretsOf(q.raw, q.env...) }
+
+// shown is the url as errors may show it.
+func (q *httpRequest) shown() string { return scrubSecrets(redactHTTPURL(q.raw), q.secrets()) }
 
 // httpResult is what became of one request.
 type httpResult struct {
@@ -237,10 +244,9 @@ func (s *httpSink) request(r *Record) (*httpRequest, error) {
 	if err != nil {
 		return nil, errors.New(scrubSecrets(err.Error(), s.envSecrets))
 	}
-	secrets := urlSecretsOf(raw, s.envSecrets...)
-	shown := scrubSecrets(redactHTTPURL(raw), secrets)
+	q := &httpRequest{rec: r, raw: raw, env: s.envSecrets}
 	if _, err := checkHTTPURL(raw); err != nil {
-		return nil, fmt.Errorf("url %s: %v", shown, err)
+		return nil, fmt.Errorf("url %s: %v", q.shown(), err)
 	}
 	if err := encodePayload(r); err != nil {
 		return nil, err
@@ -251,7 +257,7 @@ func (s *httpSink) request(r *Record) (*httpRequest, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // its text quotes the url
 		}
-		return nil, fmt.Errorf("url %s: %s", shown, scrubSecrets(err.Error(), secrets))
+		return nil, fmt.Errorf("url %s: %s", q.shown(), scrubSecrets(err.Error(), q.secrets()))
 	}
 	keys := forwardedMeta(r)
 	h := make(http.Header, len(keys)+3)
@@ -263,7 +269,8 @@ func (s *httpSink) request(r *Record) (*httpRequest, error) {
 		h[httpMetaHeaderName(k)] = []string{httpHeaderValue(r.Meta[k])}
 	}
 	req.Header = h
-	return &httpRequest{rec: r, req: req, shown: shown, secrets: secrets}, nil
+	q.req = req
+	return q, nil
 }
 
 // do sends one request and classifies the outcome.
@@ -271,10 +278,11 @@ func (s *httpSink) do(ctx context.Context, q *httpRequest) (res httpResult) {
 	res.sent = true
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	what := s.method + " " + q.shown
+	// what names the request in errors (built only for one).
+	what := func() string { return s.method + " " + q.shown() }
 	resp, err := s.client.Do(q.req.WithContext(rctx))
 	if err != nil {
-		res.retry = s.transportError(rctx, what, err, q.secrets)
+		res.retry = s.transportError(rctx, what(), err, q.secrets())
 		return res
 	}
 	defer resp.Body.Close()
@@ -287,22 +295,22 @@ func (s *httpSink) do(ctx context.Context, q *httpRequest) (res httpResult) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil && ok && s.call {
 		// The status says delivered, but a call needs the whole answer.
-		res.retry = s.transportError(rctx, what+": reading the response", err, q.secrets)
+		res.retry = s.transportError(rctx, what()+": reading the response", err, q.secrets())
 		return res
 	}
 	switch {
 	case ok:
 		if s.call {
 			if len(body) > httpMaxResponseBytes {
-				res.refuse = fmt.Sprintf("http: %s: %s: response body over %d bytes", what, resp.Status, httpMaxResponseBytes)
+				res.refuse = fmt.Sprintf("http: %s: %s: response body over %d bytes", what(), resp.Status, httpMaxResponseBytes)
 				return res
 			}
 			res.body = body
 		}
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
-		res.retry = errors.New(httpStatusText(what, resp, body, q.secrets))
+		res.retry = errors.New(httpStatusText(what(), resp, body, q.secrets()))
 	default:
-		res.refuse = "http: " + httpStatusText(what, resp, body, q.secrets)
+		res.refuse = "http: " + httpStatusText(what(), resp, body, q.secrets())
 	}
 	return res
 }
