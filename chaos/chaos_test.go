@@ -81,6 +81,20 @@ const (
 // sqlInsert writes one row per order, absorbing a repeat by key.
 const sqlColumns = `(id, amount, body) VALUES (${meta["mqb.id"]}, ${payload.amount}, ${payload.body})`
 
+// serverSQLSink is the `to` block of a sql sink inserting each order into
+// table of the database server at url (the table is made beforehand),
+// with conflict, if not empty, after the VALUES.
+func serverSQLSink(url, table, conflict string) string {
+	insert := "INSERT INTO " + table + " " + sqlColumns
+	if conflict != "" {
+		insert += " " + conflict
+	}
+	return fmt.Sprintf(`sql {
+    url          = %q
+    insert_query = """%s"""
+  }`, url, insert)
+}
+
 var sinks = []sinkCase{
 	{"sqlite", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		db := filepath.Join(dir, "out.db")
@@ -90,10 +104,7 @@ var sinks = []sinkCase{
     insert_query = """INSERT INTO orders ` + sqlColumns + ` ON CONFLICT (id) DO NOTHING"""
   }`
 		return to, nil, func(t *testing.T) map[string]int {
-			h, err := sql.Open("sqlite3", "file:"+db+"?mode=ro")
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := openSQLite(t, db)
 			defer h.Close()
 			return countRows(t, h, `SELECT id, count(*) FROM orders GROUP BY id`)
 		}
@@ -101,10 +112,7 @@ var sinks = []sinkCase{
 	{"postgres", effectivelyOnce, false, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 		url := testsrv.Postgres(t)
 		h := openPostgres(t, url, `CREATE TABLE orders (id TEXT PRIMARY KEY, amount BIGINT NOT NULL, body TEXT NOT NULL)`)
-		to := fmt.Sprintf(`sql {
-    url          = %q
-    insert_query = """INSERT INTO orders %s ON CONFLICT (id) DO NOTHING"""
-  }`, url, sqlColumns)
+		to := serverSQLSink(url, "orders", "ON CONFLICT (id) DO NOTHING")
 		return to, nil, func(t *testing.T) map[string]int {
 			return h.countRows(t, `SELECT id, count(*) FROM orders GROUP BY id`)
 		}
@@ -119,10 +127,7 @@ var sinks = []sinkCase{
 		if _, err := h.Exec(`CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, amount BIGINT NOT NULL, body TEXT NOT NULL)`); err != nil {
 			t.Fatal(err)
 		}
-		to := fmt.Sprintf(`sql {
-    url          = %q
-    insert_query = """INSERT INTO orders %s ON DUPLICATE KEY UPDATE body = VALUES(body)"""
-  }`, db.URL, sqlColumns)
+		to := serverSQLSink(db.URL, "orders", "ON DUPLICATE KEY UPDATE body = VALUES(body)")
 		return to, nil, func(t *testing.T) map[string]int {
 			return countRows(t, h, `SELECT id, count(*) FROM orders GROUP BY id`)
 		}
@@ -203,6 +208,25 @@ var sinks = []sinkCase{
 	}},
 }
 
+// openSQLite opens the SQLite database file db read-only; the caller
+// closes it.
+func openSQLite(t *testing.T, db string) *sql.DB {
+	t.Helper()
+	h, err := sql.Open("sqlite3", "file:"+db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// writeFile writes data to path, readable by the test's user only.
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func countRows(t *testing.T, h *sql.DB, q string) map[string]int {
 	t.Helper()
 	rows, err := h.Query(q)
@@ -213,16 +237,17 @@ func countRows(t *testing.T, h *sql.DB, q string) map[string]int {
 	return scanCounts(t, rows)
 }
 
-// idCountRows are the rows of a query selecting (id, count as a 64-bit
-// integer): database/sql's, pgx's and clickhouse-go's.
-type idCountRows interface {
+// queryRows are the rows of a query: database/sql's, pgx's and
+// clickhouse-go's.
+type queryRows interface {
 	Next() bool
 	Scan(dest ...any) error
 	Err() error
 }
 
-// scanCounts sums the counts of rows by id.
-func scanCounts(t *testing.T, rows idCountRows) map[string]int {
+// scanCounts sums the counts of rows of (id, count as a 64-bit integer)
+// by id.
+func scanCounts(t *testing.T, rows queryRows) map[string]int {
 	t.Helper()
 	got := map[string]int{}
 	for rows.Next() {
@@ -663,6 +688,37 @@ func startMqbc(t *testing.T, dir string, env []string) *mqbcRun {
 		<-logDone // Wait closes the pipe: read it to the end first
 		r.exited <- r.cmd.Wait()
 	}()
+	return r
+}
+
+// waitExit waits up to timeout for the run to end and returns how it
+// ended; past the timeout it kills the process and fails the test with
+// tooLong and the end of the log.
+func (r *mqbcRun) waitExit(t *testing.T, timeout time.Duration, tooLong string) error {
+	t.Helper()
+	select {
+	case err := <-r.exited:
+		return err
+	case <-time.After(timeout):
+		r.cmd.Process.Kill()
+		t.Fatalf("%s:\n%s", tooLong, tail(r.stderrText(), 3000))
+	}
+	return nil
+}
+
+// startMidRun starts mqbc on dir and returns settle after its route
+// started, failing the test if the run has ended by then: the fault the
+// test is about to inject (before says which) would miss it.
+func startMidRun(t *testing.T, dir string, settle time.Duration, before string) *mqbcRun {
+	t.Helper()
+	r := startMqbc(t, dir, nil)
+	r.waitStarted(t)
+	time.Sleep(settle)
+	select {
+	case err := <-r.exited:
+		t.Fatalf("the run ended (%v) before %s: make the input longer\n%s", err, before, r.stdout.String())
+	default:
+	}
 	return r
 }
 

@@ -4,7 +4,6 @@ package chaos
 
 import (
 	"bytes"
-	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,27 +65,8 @@ func TestPebbleStoreDiskFullAndReadOnly(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	mountTmpfs(t, state, "3m")
 	const n = 300000
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, `{"order_id":"o-%07d","amount":%d}`+"\n", i, i)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	src := `route full {
-  from file { path = "in.jsonl", checkpoint_store = "pebble://state/checkpoint" }
-  id payload.order_id
-  dedup { key = meta["mqb.id"], store = "pebble://state/dedup", ttl = 1h }
-  to sql {
-    url          = "sqlite://out.db"
-    create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)"
-    insert_query = """INSERT INTO orders (id, amount) VALUES (${meta["mqb.id"]}, ${payload.amount}) ON CONFLICT (id) DO NOTHING"""
-  }
-}
-`
-	if err := os.WriteFile(filepath.Join(dir, "full.mqb"), []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeOrders(t, filepath.Join(dir, "in.jsonl"), n, 7)
+	writeFile(t, filepath.Join(dir, "full.mqb"), pebbleRoute("full"))
 	run := func() (string, string, int) {
 		cmd := exec.Command(mqbcBin, "run", "full.mqb")
 		cmd.Dir = dir
@@ -147,32 +127,61 @@ func TestPebbleStoreDiskFullAndReadOnly(t *testing.T) {
 	if got := countOrders(t, filepath.Join(dir, "out.db")); got != n {
 		t.Errorf("the sink holds %d rows, want %d", got, n)
 	}
-	h, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "out.db")+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	var distinct, sum int64
-	if err := h.QueryRow(`SELECT count(DISTINCT id), sum(amount) FROM orders`).Scan(&distinct, &sum); err != nil {
-		t.Fatal(err)
-	}
+	_, distinct, sum := orderTotals(t, filepath.Join(dir, "out.db"))
 	if distinct != n || sum != int64(n)*(n-1)/2 {
 		t.Errorf("%d distinct ids, amounts sum to %d: want %d and %d", distinct, sum, n, int64(n)*(n-1)/2)
 	}
 }
 
+// writeOrders writes orders 0 to n-1 to path as JSON lines: order i has
+// id "o-" and i padded with zeros to digits digits, and amount i.
+func writeOrders(t *testing.T, path string, n, digits int) {
+	t.Helper()
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `{"order_id":"o-%0*d","amount":%d}`+"\n", digits, i, i)
+	}
+	writeFile(t, path, b.String())
+}
+
+// pebbleRoute is route name of the disk fault tests: file → dedup →
+// SQLite, with the file checkpoint and the dedup store in Pebble stores
+// under state/.
+func pebbleRoute(name string) string {
+	return `route ` + name + ` {
+  from file { path = "in.jsonl", checkpoint_store = "pebble://state/checkpoint" }
+  id payload.order_id
+  dedup { key = meta["mqb.id"], store = "pebble://state/dedup", ttl = 1h }
+  to sql {
+    url          = "sqlite://out.db"
+    create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)"
+    insert_query = """INSERT INTO orders (id, amount) VALUES (${meta["mqb.id"]}, ${payload.amount}) ON CONFLICT (id) DO NOTHING"""
+  }
+}
+`
+}
+
 func countOrders(t *testing.T, db string) int {
 	t.Helper()
-	h, err := sql.Open("sqlite3", "file:"+db+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := openSQLite(t, db)
 	defer h.Close()
 	var n int
 	if err := h.QueryRow(`SELECT count(*) FROM orders`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// orderTotals counts the rows and distinct ids of table orders in the
+// SQLite database db and sums their amounts (the table must not be empty).
+func orderTotals(t *testing.T, db string) (rows, distinct, sum int64) {
+	t.Helper()
+	h := openSQLite(t, db)
+	defer h.Close()
+	if err := h.QueryRow(`SELECT count(*), count(DISTINCT id), sum(amount) FROM orders`).Scan(&rows, &distinct, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return rows, distinct, sum
 }
 
 func tail(s string, n int) string {
@@ -192,13 +201,7 @@ func TestKafkaBrokerProcessRestart(t *testing.T) {
 	k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:2"}})
 	dir := t.TempDir()
 	const n = 150000
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, `{"order_id":"o-%06d","amount":%d}`+"\n", i, i)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeOrders(t, filepath.Join(dir, "in.jsonl"), n, 6)
 	src := fmt.Sprintf(`route chaos {
   batch_size = 500
   from file { path = "in.jsonl" }
@@ -207,28 +210,12 @@ func TestKafkaBrokerProcessRestart(t *testing.T) {
   to kafka { url = %q, topic = "orders", partition_key = "${meta[\"mqb.id\"]}" }
 }
 `, k.Brokers())
-	if err := os.WriteFile(filepath.Join(dir, "chaos.mqb"), []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := startMqbc(t, dir, nil)
-	r.waitStarted(t)
-	time.Sleep(100 * time.Millisecond)
-	select {
-	case err := <-r.exited:
-		t.Fatalf("the run ended (%v) before the broker was stopped: make the input longer\n%s", err, r.stdout.String())
-	default:
-	}
+	writeFile(t, filepath.Join(dir, "chaos.mqb"), src)
+	r := startMidRun(t, dir, 100*time.Millisecond, "the broker was stopped")
 	const downtime = 3 * time.Second
 	stopped := time.Now()
 	k.Restart(t, downtime)
-	var err error
-	select {
-	case err = <-r.exited:
-	case <-time.After(3 * time.Minute):
-		r.cmd.Process.Kill()
-		t.Fatalf("the route did not finish within 3 minutes of the broker's restart:\n%s", tail(r.stderrText(), 3000))
-	}
-	if err != nil {
+	if err := r.waitExit(t, 3*time.Minute, "the route did not finish within 3 minutes of the broker's restart"); err != nil {
 		t.Fatalf("mqbc run: %v\n%s%s", err, r.stdout.String(), tail(r.stderrText(), 3000))
 	}
 	t.Logf("finished %v after the broker stopped: %s", time.Since(stopped).Round(time.Millisecond), r.stdout.String())
@@ -309,46 +296,14 @@ func TestPebbleStoreReadOnlyMidRun(t *testing.T) {
 	}
 
 	const n = 400000
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, `{"order_id":"o-%07d","amount":%d}`+"\n", i, i)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	routeSrc := `route chaos {
-  from file { path = "in.jsonl", checkpoint_store = "pebble://state/checkpoint" }
-  id payload.order_id
-  dedup { key = meta["mqb.id"], store = "pebble://state/dedup", ttl = 1h }
-  to sql {
-    url          = "sqlite://out.db"
-    create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)"
-    insert_query = """INSERT INTO orders (id, amount) VALUES (${meta["mqb.id"]}, ${payload.amount}) ON CONFLICT (id) DO NOTHING"""
-  }
-}
-`
-	if err := os.WriteFile(filepath.Join(dir, "chaos.mqb"), []byte(routeSrc), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeOrders(t, filepath.Join(dir, "in.jsonl"), n, 7)
+	writeFile(t, filepath.Join(dir, "chaos.mqb"), pebbleRoute("chaos"))
 
-	r := startMqbc(t, dir, nil)
-	r.waitStarted(t)
-	time.Sleep(150 * time.Millisecond)
-	select {
-	case err := <-r.exited:
-		t.Fatalf("the run ended (%v) before the file system turned read-only: make the input longer\n%s", err, r.stdout.String())
-	default:
-	}
+	r := startMidRun(t, dir, 150*time.Millisecond, "the file system turned read-only")
 	if err := os.WriteFile(trigger, []byte("1"), 0o200); err != nil {
 		t.Fatalf("trigger a file system error: %v", err)
 	}
-	var runErr error
-	select {
-	case runErr = <-r.exited:
-	case <-time.After(time.Minute):
-		r.cmd.Process.Kill()
-		t.Fatalf("the route did not stop within a minute of its stores going read-only:\n%s", tail(r.stderrText(), 3000))
-	}
+	runErr := r.waitExit(t, time.Minute, "the route did not stop within a minute of its stores going read-only")
 	errOut := r.stderrText()
 	t.Logf("read-only mid-run: %v\n%s%s", runErr, r.stdout.String(), tail(errOut, 1500))
 	if runErr == nil {
@@ -373,25 +328,11 @@ func TestPebbleStoreReadOnlyMidRun(t *testing.T) {
 	sh("mount", "-o", "loop", img, state)
 	mounted = true
 	r = startMqbc(t, dir, nil)
-	select {
-	case runErr = <-r.exited:
-	case <-time.After(2 * time.Minute):
-		r.cmd.Process.Kill()
-		t.Fatalf("the resumed run did not end within 2 minutes:\n%s", tail(r.stderrText(), 3000))
-	}
-	if runErr != nil {
-		t.Fatalf("the resumed run: %v\n%s%s", runErr, r.stdout.String(), tail(r.stderrText(), 3000))
+	if err := r.waitExit(t, 2*time.Minute, "the resumed run did not end within 2 minutes"); err != nil {
+		t.Fatalf("the resumed run: %v\n%s%s", err, r.stdout.String(), tail(r.stderrText(), 3000))
 	}
 	t.Logf("resumed with %d of %d rows in the sink: %s", before, n, r.stdout.String())
-	h, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "out.db")+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	var rows, distinct, sum int64
-	if err := h.QueryRow(`SELECT count(*), count(DISTINCT id), sum(amount) FROM orders`).Scan(&rows, &distinct, &sum); err != nil {
-		t.Fatal(err)
-	}
+	rows, distinct, sum := orderTotals(t, filepath.Join(dir, "out.db"))
 	if rows != n || distinct != n || sum != int64(n)*(n-1)/2 {
 		t.Errorf("%d rows, %d distinct ids, amounts sum to %d: want %d, %d and %d", rows, distinct, sum, n, n, int64(n)*(n-1)/2)
 	}

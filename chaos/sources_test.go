@@ -216,10 +216,7 @@ const cdcTxRows = 40
 var outboxSink = sinkCase{"postgres (same database, outbox)", exactlyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 	url := pairDatabase(t)
 	h := openPostgres(t, url, `CREATE TABLE copy (id TEXT NOT NULL, amount BIGINT NOT NULL, body TEXT NOT NULL)`)
-	to := fmt.Sprintf(`sql {
-    url          = %q
-    insert_query = """INSERT INTO copy %s"""
-  }`, url, sqlColumns)
+	to := serverSQLSink(url, "copy", "")
 	return to, nil, func(t *testing.T) map[string]int {
 		// Every run makes mqb_outbox when it wires the outbox: without
 		// it, the pair would test the plain at-least-once path.

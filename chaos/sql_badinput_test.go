@@ -82,15 +82,7 @@ func TestSQLServerBadInput(t *testing.T) {
 				t.Fatalf("read the table (is it still there?): %v", err)
 			}
 			defer rows.Close()
-			got := map[string]string{}
-			for rows.Next() {
-				var id, body string
-				if err := rows.Scan(&id, &body); err != nil {
-					t.Fatal(err)
-				}
-				got[id] = body
-			}
-			return got
+			return scanBodies(t, rows)
 		}},
 		{"mariadb", my.URL, "ON DUPLICATE KEY UPDATE body = VALUES(body)", func(t *testing.T) map[string]string {
 			h, err := sql.Open("mysql", my.DSN)
@@ -103,24 +95,14 @@ func TestSQLServerBadInput(t *testing.T) {
 				t.Fatalf("read the table (is it still there?): %v", err)
 			}
 			defer rows.Close()
-			got := map[string]string{}
-			for rows.Next() {
-				var id, body string
-				if err := rows.Scan(&id, &body); err != nil {
-					t.Fatal(err)
-				}
-				got[id] = body
-			}
-			return got
+			return scanBodies(t, rows)
 		}},
 	}
 
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(input.String()), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			writeFile(t, filepath.Join(dir, "in.jsonl"), input.String())
 			idType := "TEXT"
 			if tc.name == "mariadb" {
 				idType = "VARCHAR(200)"
@@ -137,18 +119,9 @@ func TestSQLServerBadInput(t *testing.T) {
   }
 }
 `, tc.url, idType, tc.conflict)
-			if err := os.WriteFile(filepath.Join(dir, "chaos.mqb"), []byte(src), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			writeFile(t, filepath.Join(dir, "chaos.mqb"), src)
 			r := startMqbc(t, dir, nil)
-			var err error
-			select {
-			case err = <-r.exited:
-			case <-time.After(2 * time.Minute):
-				r.cmd.Process.Kill()
-				t.Fatalf("the run did not end in 2 minutes:\n%s", tail(r.stderrText(), 3000))
-			}
-			if err != nil {
+			if err := r.waitExit(t, 2*time.Minute, "the run did not end in 2 minutes"); err != nil {
 				t.Fatalf("a bad record failed the run instead of the record: %v\n%s%s", err, r.stdout.String(), tail(r.stderrText(), 3000))
 			}
 			m := statsRE.FindStringSubmatch(r.stdout.String())
@@ -209,4 +182,18 @@ func TestSQLServerBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scanBodies returns rows of (id, body) as id → body.
+func scanBodies(t *testing.T, rows queryRows) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for rows.Next() {
+		var id, body string
+		if err := rows.Scan(&id, &body); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = body
+	}
+	return got
 }
