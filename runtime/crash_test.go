@@ -1,13 +1,8 @@
 package runtime
 
 import (
-	"bytes"
-	"encoding/json"
-	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,47 +28,9 @@ func buildCrashHelper(t *testing.T) string {
 // run's stats.
 func crashAndFinish(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int) Stats {
 	t.Helper()
-	planPath := filepath.Join(dir, "plan.json")
-	data, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(planPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(seed, 5))
-	for i := 0; i < kills; i++ {
-		var stderr bytes.Buffer
-		cmd := exec.Command(bin, "-plan", planPath)
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wait := time.Duration(50+rng.IntN(450)) * time.Millisecond
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case err := <-exited:
-			t.Logf("run %d ended by itself before the kill at %v (err %v): %s", i, wait, err, stderr.String())
-		case <-time.After(wait):
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			<-exited
-			t.Logf("run %d killed after %v", i, wait)
-		}
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "-plan", planPath)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, stderr.String())
-	}
-	var st Stats
-	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
-		t.Fatalf("final run stats %q: %v", stdout.String(), err)
-	}
-	return st
+	planPath := writeCrashPlan(t, p, dir)
+	killRuns(t, bin, planPath, crashSchedule{kills: kills, wait: killWaits(seed, 5, 50*time.Millisecond, 450*time.Millisecond), mayEnd: true})
+	return startHelper(t, bin, planPath).finish(t)
 }
 
 func TestCrashSQLiteExactlyOnce(t *testing.T) {

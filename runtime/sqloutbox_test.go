@@ -1,13 +1,7 @@
 package runtime
 
 import (
-	"bytes"
-	"encoding/json"
-	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,41 +30,13 @@ func TestCrashSQLOutboxExactlyOnce(t *testing.T) {
 			sink.Attrs = map[string]plan.Value{"url": strV(db.url),
 				"insert_query": tmplV(lit("INSERT INTO plain (id, amount, body) VALUES ("), ex("payload.id"), lit(", "),
 					ex("payload.amount"), lit(", "), ex("payload.body"), lit(")"))}
-			planPath := filepath.Join(e.dir, "plan.json")
-			data, _ := json.Marshal(p)
-			if err := os.WriteFile(planPath, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			start := func() (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
-				var stdout, stderr bytes.Buffer
-				cmd := exec.Command(bin, "-plan", planPath)
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				return cmd, &stdout, &stderr
-			}
-			rng := rand.New(rand.NewPCG(uint64(i), 3))
-			for k := 0; k < 5; k++ {
-				cmd, _, stderr := start()
-				wait := time.Duration(300+rng.IntN(600)) * time.Millisecond
-				time.Sleep(wait)
-				cmd.Process.Signal(syscall.SIGKILL)
-				cmd.Wait()
-				t.Logf("run %d killed after %v with %d rows written %s", k, wait, db.count("plain"), stderr.String())
-			}
-			cmd, stdout, stderr := start()
-			deadline := time.Now().Add(time.Minute)
-			for db.count("plain") < n && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
+			planPath := writeCrashPlan(t, p, e.dir)
+			killRuns(t, bin, planPath, crashSchedule{kills: 5, wait: killWaits(uint64(i), 3, 300*time.Millisecond, 600*time.Millisecond), mayEnd: true,
+				progress: func() string { return fmt.Sprintf("(%d rows written)", db.count("plain")) }})
+			final := startHelper(t, bin, planPath)
+			waitFor(func() bool { return db.count("plain") >= n }, time.Minute, 50*time.Millisecond)
 			time.Sleep(300 * time.Millisecond)
-			cmd.Process.Signal(syscall.SIGTERM)
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("final run: %v\n%s", err, stderr.String())
-			}
-			var st Stats
-			json.Unmarshal(stdout.Bytes(), &st)
+			st := final.stop(t)
 			t.Logf("final run: %+v", st.Route("cursor"))
 			if got, distinct := db.count("plain"), db.count("(SELECT DISTINCT id FROM plain) d"); got != n || distinct != n {
 				t.Errorf("target holds %d rows, %d distinct ids; want %d once each", got, distinct, n)
