@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/mqb-dev/mqb/plan"
 )
 
 func testOptions(t testing.TB) Options {
@@ -26,6 +29,51 @@ func checkCounts(t testing.TB, st RouteStats) {
 	}
 }
 
+// runRoute runs p to its end and returns route's stats, whose counts must
+// add up.
+func runRoute(t testing.TB, p plan.Plan, route string) RouteStats {
+	t.Helper()
+	return runRouteWith(t, context.Background(), p, testOptions(t), route)
+}
+
+func runRouteWith(t testing.TB, ctx context.Context, p plan.Plan, opts Options, route string) RouteStats {
+	t.Helper()
+	st, err := Run(ctx, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.Route(route)
+	checkCounts(t, rs)
+	return rs
+}
+
+// runCancelled runs p until it first reports progress (every interval)
+// and cancels it there: a run stopped part-way, whose stats it returns.
+func runCancelled(t testing.TB, p plan.Plan, route string, every time.Duration) RouteStats {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := testOptions(t)
+	onFirstProgress(&opts, every, func(string) { cancel() })
+	return runRouteWith(t, ctx, p, opts, route)
+}
+
+// onFirstProgress calls f, with the progress line, the first time the run
+// reports progress (every interval): the moment a test breaks something
+// mid-run.
+func onFirstProgress(opts *Options, every time.Duration, f func(progress string)) {
+	var once sync.Once
+	opts.Progress = writerFunc(func(b []byte) (int, error) {
+		once.Do(func() { f(strings.TrimSpace(string(b))) })
+		return len(b), nil
+	})
+	opts.ProgressInterval = every
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
 func TestFileToSQLite(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
@@ -37,12 +85,7 @@ func TestFileToSQLite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEnv(t)
 			ds := genDataset(t, e.input, tc.n, 1)
-			st, err := Run(context.Background(), sqlitePlan(e, tc.batch, tc.workers), testOptions(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs := st.Route("orders")
-			checkCounts(t, rs)
+			rs := runRoute(t, sqlitePlan(e, tc.batch, tc.workers), "orders")
 			if rs.In != int64(tc.n) || rs.Committed != int64(tc.n) {
 				t.Errorf("in %d committed %d, want %d", rs.In, rs.Committed, tc.n)
 			}
@@ -53,45 +96,22 @@ func TestFileToSQLite(t *testing.T) {
 			checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
 
 			// A second run over the same file resumes at the end: nothing moves.
-			st, err = Run(context.Background(), sqlitePlan(e, tc.batch, tc.workers), testOptions(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rs := st.Route("orders"); rs.In != 0 {
+			if rs := runRoute(t, sqlitePlan(e, tc.batch, tc.workers), "orders"); rs.In != 0 {
 				t.Errorf("rerun read %d records, want 0", rs.In)
 			}
 		})
 	}
 }
 
-// cancelWriter cancels a run the first time progress is reported.
-type cancelWriter struct{ cancel context.CancelFunc }
-
-func (w cancelWriter) Write(p []byte) (int, error) { w.cancel(); return len(p), nil }
-
 func TestRestartExactlyOnce(t *testing.T) {
 	e := newTestEnv(t)
 	const n = 60000
 	ds := genDataset(t, e.input, n, 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	opts := testOptions(t)
-	opts.Progress = cancelWriter{cancel}
-	opts.ProgressInterval = 20 * time.Millisecond
-	st, err := Run(ctx, sqlitePlan(e, 256, 2), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := st.Route("orders")
-	checkCounts(t, first)
+	first := runCancelled(t, sqlitePlan(e, 256, 2), "orders", 20*time.Millisecond)
 	if first.Committed >= n {
 		t.Logf("first run finished before the cancel (%d records); the restart is trivial", first.Committed)
 	}
-	st, err = Run(context.Background(), sqlitePlan(e, 512, 1), testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := st.Route("orders")
-	checkCounts(t, second)
+	second := runRoute(t, sqlitePlan(e, 512, 1), "orders")
 	if first.Committed+second.In != n {
 		t.Errorf("first run committed %d, second read %d: want %d in all", first.Committed, second.In, n)
 	}
@@ -187,22 +207,8 @@ func TestFileSinkSourcePosition(t *testing.T) {
 	ds := genDataset(t, e.input, n, 3)
 	want, bad := partsWant(ds)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	opts := testOptions(t)
-	opts.Progress = cancelWriter{cancel}
-	opts.ProgressInterval = 5 * time.Millisecond
-	st, err := Run(ctx, partsPlan(e, 300, 3), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := st.Route("parts")
-	checkCounts(t, first)
-	st, err = Run(context.Background(), partsPlan(e, 300, 1), testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := st.Route("parts")
-	checkCounts(t, second)
+	first := runCancelled(t, partsPlan(e, 300, 3), "parts", 5*time.Millisecond)
+	second := runRoute(t, partsPlan(e, 300, 1), "parts")
 	t.Logf("first %+v second %+v", first, second)
 	checkPartsExactlyOnce(t, readParts(t, e.parts, ds), want)
 	checkDLQ(t, readDLQ(t, e.dlq), bad, true)
@@ -213,12 +219,7 @@ func TestFileSinkSourcePosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadDir(e.parts)
-	st, err = Run(context.Background(), partsPlan(e, 777, 2), testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	replay := st.Route("parts")
-	checkCounts(t, replay)
+	replay := runRoute(t, partsPlan(e, 777, 2), "parts")
 	if replay.In != n || replay.Out != 0 || replay.Deduplicated != int64(len(want)) {
 		t.Errorf("replay %+v: want in %d, out 0, deduplicated %d", replay, n, len(want))
 	}

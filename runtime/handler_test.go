@@ -1,13 +1,11 @@
 package runtime
 
 import (
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // handlerSrc: file → id → [dedup] → handle sql (audit, report_outcome) →
@@ -37,65 +35,22 @@ route audited {
 const handlerDedup = `dedup { key = meta["mqb.id"], ttl = 1h }`
 
 // auditSeen returns how many times the handler wrote each id.
-func auditSeen(t testing.TB, dbPath string) map[string]int {
+func auditSeen(t *testing.T, dbPath string) map[string]int {
 	t.Helper()
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT id, seen FROM audit`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	seen := map[string]int{}
-	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			t.Fatal(err)
-		}
-		seen[id] = n
-	}
-	return seen
+	return sqliteMap[int](t, dbPath, `SELECT id, seen FROM audit`)
 }
 
-func orderOutcomes(t testing.TB, dbPath string) map[string]string {
+// orderOutcomes returns the outcome the sink stored for each id.
+func orderOutcomes(t *testing.T, dbPath string) map[string]string {
 	t.Helper()
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT id, outcome FROM orders`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var id, o string
-		if err := rows.Scan(&id, &o); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = o
-	}
-	return out
+	return sqliteMap[string](t, dbPath, `SELECT id, outcome FROM orders`)
 }
 
 // handlerInput is 30 orders, o005..o009 repeated, and one without amount
 // (the audit's NOT NULL refuses it: dead-lettered, never in orders).
 func handlerInput(t *testing.T, path string) {
-	var lines []string
-	for i := 1; i <= 30; i++ {
-		lines = append(lines, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
-	}
-	for i := 5; i <= 9; i++ {
-		lines = append(lines, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
-	}
-	lines = append(lines, `{"id":"x001"}`)
-	writeLines(t, path, lines...)
+	lines := append(idAmountLines("o", 1, 30), idAmountLines("o", 5, 9)...)
+	writeLines(t, path, append(lines, `{"id":"x001"}`)...)
 }
 
 // TestHandlerAuditThenSink: the handler runs before the sink and its tags
@@ -178,37 +133,11 @@ func TestHandlerBehindDedupSeesEachRecordOnce(t *testing.T) {
 // retry writes the records as the handler left them without running the
 // handler again — each id seen once, every outcome "inserted".
 func TestHandlerNotRerunOnSinkRetry(t *testing.T) {
-	if testing.Short() {
-		t.Skip("holds a SQLite lock past the 5 s busy timeout")
-	}
 	dir := t.TempDir()
-	var lines []string
-	for i := 1; i <= 20; i++ {
-		lines = append(lines, fmt.Sprintf(`{"id":"k%03d","amount":%d}`, i, i))
-	}
-	writeLines(t, filepath.Join(dir, "in.jsonl"), lines...)
+	writeLines(t, filepath.Join(dir, "in.jsonl"), idAmountLines("k", 1, 20)...)
 	src := strings.Replace(fmt.Sprintf(handlerSrc, "in.jsonl", ""), "  dlq {", "  retry {\n    attempts = 5\n    backoff  = 200ms\n  }\n  dlq {", 1)
 	p := compileMQB(t, src)
-	lock, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "orders.db")+"?_journal_mode=WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	lock.SetMaxOpenConns(1)
-	if _, err := lock.Exec("CREATE TABLE orders (id TEXT PRIMARY KEY, outcome TEXT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := lock.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec("INSERT INTO orders VALUES ('lock', 'held')"); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		time.Sleep(5500 * time.Millisecond)
-		tx.Rollback()
-	}()
+	lockOutcomeTable(t, filepath.Join(dir, "orders.db"), "orders")
 	st := runIn(t, dir, p).Route("audited")
 	if st.In != 20 || st.Out != 20 {
 		t.Errorf("stats %+v, want in 20 out 20", st)

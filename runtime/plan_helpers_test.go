@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"bufio"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -48,9 +48,7 @@ func sqlitePlan(e testEnv, batch, concurrency int) plan.Plan {
 		{ID: "n2", Role: plan.RoleStep, Kind: "dedup", Side: plan.SideInput, Attrs: map[string]plan.Value{
 			"key": exprV(`meta["mqb.id"]`), "store": strV("pebble://" + e.dedup),
 			"ttl": {Type: plan.TDuration, Str: "1h", Int: int64(3600e9)}}},
-		{ID: "n3", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
-			Label: plan.BranchTo, Node: plan.Node{ID: "n3.0", Role: plan.RoleSink, Kind: "file",
-				Attrs: map[string]plan.Value{"path": strV(e.dlq), "name_by": enumV("write_time")}}}}},
+		dlqFile("n3", e.dlq, "write_time"),
 		{ID: "n4", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
 			"url":          tmplV(lit("sqlite://" + e.db)),
 			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, body TEXT)`),
@@ -69,15 +67,41 @@ func partsPlan(e testEnv, batch, concurrency int) plan.Plan {
 		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
 			"path": strV(e.input), "mode": enumV("consume"),
 			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
-		{ID: "n1", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
-			Label: plan.BranchTo, Node: plan.Node{ID: "n1.0", Role: plan.RoleSink, Kind: "file",
-				Attrs: map[string]plan.Value{"path": strV(e.dlq)}}}}},
+		dlqFile("n1", e.dlq, ""),
 		{ID: "n2", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{
 			"path": strV(e.parts), "name_by": enumV("source_position")}},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
 		Name: "parts", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
 		Nodes: nodes, Edges: chain(nodes)}}}
+}
+
+// dlqFile is a dlq step whose branch writes to the file at path, named by
+// nameBy (the file sink's default when "").
+func dlqFile(id, path, nameBy string) plan.Node {
+	attrs := map[string]plan.Value{"path": strV(path)}
+	if nameBy != "" {
+		attrs["name_by"] = enumV(nameBy)
+	}
+	return plan.Node{ID: id, Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
+		Label: plan.BranchTo, Node: plan.Node{ID: id + ".0", Role: plan.RoleSink, Kind: "file", Attrs: attrs}}}}
+}
+
+// withRetry inserts a retry step right before the sink.
+func withRetry(p plan.Plan, attempts int64) plan.Plan {
+	return withRetryAt(p, len(p.Routes[0].Nodes)-1, attempts)
+}
+
+// withRetryAt inserts a retry step (backoff 100ms up to 1s) at index at of
+// the first route's nodes.
+func withRetryAt(p plan.Plan, at int, attempts int64) plan.Plan {
+	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+		"attempts": intV(attempts), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
+		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
+	nodes := p.Routes[0].Nodes
+	p.Routes[0].Nodes = append(append(nodes[:at:at], retry), nodes[at:]...)
+	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+	return p
 }
 
 func chain(ns []plan.Node) []plan.Edge {
@@ -145,41 +169,11 @@ func genDataset(t testing.TB, path string, n int, seed uint64) dataset {
 	return ds
 }
 
-// checkSQLite asserts the table holds each unique valid id exactly once.
-func checkSQLite(t testing.TB, dbPath string, ds dataset) {
+// checkSQLite asserts the table holds each unique valid id exactly once,
+// with the amount of its first occurrence.
+func checkSQLite(t *testing.T, dbPath string, ds dataset) {
 	t.Helper()
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT id, amount FROM orders`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := map[string]int{}
-	for rows.Next() {
-		var id string
-		var amount int
-		if err := rows.Scan(&id, &amount); err != nil {
-			t.Fatal(err)
-		}
-		if _, dup := got[id]; dup {
-			t.Errorf("id %s stored twice", id)
-		}
-		got[id] = amount
-	}
-	if len(got) != len(ds.ids) {
-		t.Errorf("table has %d rows, want %d", len(got), len(ds.ids))
-	}
-	for id, amount := range ds.ids {
-		if g, ok := got[id]; !ok {
-			t.Errorf("id %s missing from the table", id)
-		} else if g != amount {
-			t.Errorf("id %s: amount %d, want %d", id, g, amount)
-		}
-	}
+	checkOrderRows(t, sqlQuery(t, sqliteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
 }
 
 // readDLQ returns how many times each position appears in the DLQ file,

@@ -22,14 +22,21 @@ func clickhouseDB(t *testing.T) (string, driver.Conn) {
 	t.Helper()
 	srv := testsrv.SharedClickHouse(t)
 	db := srv.NewDatabase(t)
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.NativeAddr()},
-		Auth:        clickhouse.Auth{Database: db.Name, Username: "default"},
+	return db.URL, clickhouseConn(t, srv.NativeAddr(), db.Name)
+}
+
+// clickhouseConn opens a connection to database name on the server's
+// native port, closed when the test ends.
+func clickhouseConn(t *testing.T, addr, name string) driver.Conn {
+	t.Helper()
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr},
+		Auth:        clickhouse.Auth{Database: name, Username: "default"},
 		DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return db.URL, conn
+	return conn
 }
 
 func clickhousePlan(e testEnv, url, guarantee string, sinkAttrs map[string]plan.Value) plan.Plan {
@@ -38,9 +45,7 @@ func clickhousePlan(e testEnv, url, guarantee string, sinkAttrs map[string]plan.
 		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
 			"path": strV(e.input), "mode": enumV("consume"), "checkpoint_store": strV("pebble://" + e.state)}},
 		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
-		{ID: "n2", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
-			Label: plan.BranchTo, Node: plan.Node{ID: "n2.0", Role: plan.RoleSink, Kind: "file",
-				Attrs: map[string]plan.Value{"path": strV(e.dlq)}}}}},
+		dlqFile("n2", e.dlq, ""),
 		{ID: "n3", Role: plan.RoleSink, Kind: "clickhouse", Side: plan.SideOutput, Attrs: sinkAttrs},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
@@ -204,13 +209,7 @@ func TestClickHouseSinkServerKilled(t *testing.T) {
 	}
 	srv := testsrv.NewClickHouse(t)
 	db := srv.NewDatabase(t)
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.NativeAddr()},
-		Auth:        clickhouse.Auth{Database: db.Name, Username: "default"},
-		DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := clickhouseConn(t, srv.NativeAddr(), db.Name)
 	ctx := context.Background()
 	if err := conn.Exec(ctx, `CREATE TABLE orders (id String, amount Int64, version UInt64)
 		ENGINE = ReplacingMergeTree(version) ORDER BY id`); err != nil {
@@ -222,40 +221,18 @@ func TestClickHouseSinkServerKilled(t *testing.T) {
 	p := clickhousePlan(e, db.URL, plan.EffectivelyOnce, map[string]plan.Value{"table": strV("orders"),
 		"version": exprV("payload.amount"),
 		"columns": {Type: plan.TBlock, Block: map[string]plan.Value{"id": exprV(`meta["mqb.id"]`), "amount": exprV("payload.amount")}}})
-	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-		"attempts": intV(200), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
-		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = append(nodes[:2:2], retry, nodes[2], nodes[3])
-	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+	p = withRetryAt(p, 2, 200) // before the DLQ
 	opts := testOptions(t)
-	killed := false
-	opts.Progress = writerFunc(func(b []byte) (int, error) {
-		if !killed {
-			killed = true
-			t.Logf("killing the server: %s", strings.TrimSpace(string(b)))
-			srv.Kill(t)
-			srv.Start(t)
-		}
-		return len(b), nil
+	onFirstProgress(&opts, 50*time.Millisecond, func(progress string) {
+		t.Logf("killing the server: %s", progress)
+		srv.Kill(t)
+		srv.Start(t)
 	})
-	opts.ProgressInterval = 50 * time.Millisecond
-	st, err := Run(ctx, p, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("analytics")
-	checkCounts(t, rs)
+	rs := runRouteWith(t, ctx, p, opts, "analytics")
 	if rs.Out != n {
 		t.Errorf("%+v, want out %d", rs, n)
 	}
-	conn2, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.NativeAddr()},
-		Auth:        clickhouse.Auth{Database: db.Name, Username: "default"},
-		DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn2.Close()
+	conn2 := clickhouseConn(t, srv.NativeAddr(), db.Name)
 	var keys, total uint64
 	if err := conn2.QueryRow(ctx, `SELECT count() FROM orders FINAL`).Scan(&keys); err != nil {
 		t.Fatal(err)

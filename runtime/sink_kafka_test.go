@@ -54,12 +54,7 @@ func TestKafkaSink(t *testing.T) {
 	sink := plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
 		"url": strV(brokers), "topic": strV("orders"),
 		"partition_key": tmplV(lit("key-"), ex(`meta["mqb.id"]`))}}
-	st, err := Run(context.Background(), brokerPlan(e, 256, sink), testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("publish")
-	checkCounts(t, rs)
+	rs := runRoute(t, brokerPlan(e, 256, sink), "publish")
 	if rs.Out != n {
 		t.Fatalf("stats %+v, want out %d", rs, n)
 	}
@@ -264,34 +259,16 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 	lines := writeOrders(t, e.input, n)
 	p := brokerPlan(e, 256, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
 		"url": strV(k.Brokers()), "topic": strV("orders"), "partition_key": tmplV(ex(`meta["mqb.id"]`))}})
-	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-		"attempts": intV(100), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
-		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = append(nodes[:2:2], retry, nodes[2])
-	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+	p = withRetry(p, 100)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	opts := testOptions(t)
-	restarted := make(chan struct{})
-	opts.Progress = writerFunc(func(b []byte) (int, error) {
-		select {
-		case <-restarted:
-		default:
-			close(restarted)
-			t.Logf("restarting the broker: %s", strings.TrimSpace(string(b)))
-			k.Restart(t, 300*time.Millisecond)
-		}
-		return len(b), nil
+	onFirstProgress(&opts, 30*time.Millisecond, func(progress string) {
+		t.Logf("restarting the broker: %s", progress)
+		k.Restart(t, 300*time.Millisecond)
 	})
-	opts.ProgressInterval = 30 * time.Millisecond
-	st, err := Run(ctx, p, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("publish")
-	checkCounts(t, rs)
+	rs := runRouteWith(t, ctx, p, opts, "publish")
 
 	want := map[string]bool{}
 	for _, l := range lines {
@@ -309,7 +286,3 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 	}
 	t.Logf("%d messages for %d records (%d repeats); %+v", total, n, total-n, rs)
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
 )
 
 // mongoDB starts (or shares) the MongoDB-protocol server (FerretDB) and
@@ -306,30 +307,9 @@ route upsert_branch {
 func TestMongoSinkReportOutcome(t *testing.T) {
 	db, mdb := mongoDB(t)
 	dir := t.TempDir()
-	var first []string
-	for i := 1; i <= 40; i++ {
-		first = append(first, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
-	}
-	writeLines(t, filepath.Join(dir, "first.jsonl"), first...)
-	st := runIn(t, dir, compileMQB(t, fmt.Sprintf(mongoOutcomeSrc, "first.jsonl", db.DSN, db.Name))).Route("upsert_branch")
-	if st.In != 40 || st.Out != 40 {
-		t.Errorf("first run %+v, want in 40 out 40", st)
-	}
-	sameIDs(t, "first run: inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 40))
-	sameIDs(t, "first run: existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), nil)
-
-	var second []string
-	for i := 31; i <= 50; i++ {
-		second = append(second, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
-	}
-	second = append(second, `{"id":"o045","amount":45}`, `{"amount":99}`)
-	writeLines(t, filepath.Join(dir, "second.jsonl"), second...)
-	st = runIn(t, dir, compileMQB(t, fmt.Sprintf(mongoOutcomeSrc, "second.jsonl", db.DSN, db.Name))).Route("upsert_branch")
-	if st.In != 22 || st.Out != 22 || st.DeadLettered+st.Errors != 0 {
-		t.Errorf("second run %+v, want in 22 out 22", st)
-	}
-	sameIDs(t, "inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 50))
-	sameIDs(t, "existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), append(seqIDs("o", 31, 40), "o045"))
+	runInsertedExisted(t, dir, func(input string) plan.Plan {
+		return compileMQB(t, fmt.Sprintf(mongoOutcomeSrc, input, db.DSN, db.Name))
+	}, `{"amount":99}`)
 	b, _ := os.ReadFile(filepath.Join(dir, "unrouted.jsonl"))
 	if !strings.Contains(string(b), `"amount":99`) || strings.Count(string(b), "\n") != 1 {
 		t.Errorf("unrouted.jsonl = %q, want the record without id", b)

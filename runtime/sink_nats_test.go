@@ -44,12 +44,7 @@ func TestNATSSinkJetStream(t *testing.T) {
 	lines := writeOrders(t, e.input, n)
 	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{
 		"url": strV(url), "subject": tmplV(lit("orders."), ex(`meta["mqb.id"]`)), "stream": strV("ORDERS")}}
-	st, err := Run(context.Background(), brokerPlan(e, 128, sink), testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("publish")
-	checkCounts(t, rs)
+	rs := runRoute(t, brokerPlan(e, 128, sink), "publish")
 	if rs.Out != n {
 		t.Fatalf("stats %+v, want out %d", rs, n)
 	}
@@ -193,13 +188,7 @@ func TestNATSSinkServerRestart(t *testing.T) {
 	writeOrders(t, e.input, n)
 	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{
 		"url": strV(srv.URL()), "subject": strV("orders.new"), "stream": strV("ORDERS")}}
-	p := brokerPlan(e, 256, sink)
-	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-		"attempts": intV(100), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
-		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = append(nodes[:2:2], retry, nodes[2])
-	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+	p := withRetry(brokerPlan(e, 256, sink), 100)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -32,9 +32,7 @@ func objectPlan(e testEnv, url string, batch, concurrency int, attrs map[string]
 		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
 			"path": strV(e.input), "mode": enumV("consume"),
 			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
-		{ID: "n1", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
-			Label: plan.BranchTo, Node: plan.Node{ID: "n1.0", Role: plan.RoleSink, Kind: "file",
-				Attrs: map[string]plan.Value{"path": strV(e.dlq)}}}}},
+		dlqFile("n1", e.dlq, ""),
 		{ID: "n2", Role: plan.RoleSink, Kind: "object_store", Attrs: sinkAttrs},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
@@ -155,22 +153,8 @@ func testObjectStoreSourcePosition(t *testing.T, url string, attrs map[string]pl
 	st := openTestStore(t, url)
 
 	// (a) cancelled mid-way, resumed with other batch boundaries.
-	ctx, cancel := context.WithCancel(context.Background())
-	opts := testOptions(t)
-	opts.Progress = cancelWriter{cancel}
-	opts.ProgressInterval = 5 * time.Millisecond
-	stats, err := Run(ctx, objectPlan(e, url, 300, 3, attrs), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := stats.Route("objects")
-	checkCounts(t, first)
-	stats, err = Run(context.Background(), objectPlan(e, url, 211, 1, attrs), testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := stats.Route("objects")
-	checkCounts(t, second)
+	first := runCancelled(t, objectPlan(e, url, 300, 3, attrs), "objects", 5*time.Millisecond)
+	second := runRoute(t, objectPlan(e, url, 211, 1, attrs), "objects")
 	t.Logf("first %+v second %+v", first, second)
 	if first.Committed+second.In != n {
 		t.Errorf("first committed %d, second read %d: want %d in all", first.Committed, second.In, n)
@@ -184,12 +168,7 @@ func testObjectStoreSourcePosition(t *testing.T, url string, attrs map[string]pl
 	if err := os.RemoveAll(e.state); err != nil {
 		t.Fatal(err)
 	}
-	stats, err = Run(context.Background(), objectPlan(e, url, 777, 2, attrs), testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	replay := stats.Route("objects")
-	checkCounts(t, replay)
+	replay := runRoute(t, objectPlan(e, url, 777, 2, attrs), "objects")
 	if replay.In != n || replay.Out != 0 || replay.Deduplicated != int64(len(want)) {
 		t.Errorf("replay %+v: want in %d, out 0, deduplicated %d", replay, n, len(want))
 	}
@@ -213,13 +192,8 @@ func testObjectStoreSourcePosition(t *testing.T, url string, attrs map[string]pl
 	defer func() { objectStoreHook = nil }()
 	// Drop the parts of the second half, as if the run had crashed there.
 	kept := dropPartsFrom(t, names, n/2, del)
-	stats, err = Run(context.Background(), objectPlan(e, url, 500, 2, attrs), testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := runRoute(t, objectPlan(e, url, 500, 2, attrs), "objects")
 	objectStoreHook = nil
-	rec := stats.Route("objects")
-	checkCounts(t, rec)
 	if got := wrapped.lists.Load(); got != 2 {
 		t.Errorf("listed %d times, want 2 (one injected failure, one success)", got)
 	}
@@ -440,24 +414,12 @@ func TestObjectStoreGCSOutage(t *testing.T) {
 	ds := genDataset(t, e.input, n, 9)
 	want, bad := partsWant(ds)
 	url := "gs://lake/outage"
-	p := objectPlan(e, url, 256, 2, map[string]plan.Value{"name_by": enumV("source_position")})
-	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-		"attempts": intV(100), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
-		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = append(nodes[:1:1], retry, nodes[1], nodes[2])
-	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+	p := withRetryAt(objectPlan(e, url, 256, 2, map[string]plan.Value{"name_by": enumV("source_position")}), 1, 100) // before the DLQ
 	opts := testOptions(t)
-	restarted := false
-	opts.Progress = writerFunc(func(b []byte) (int, error) {
-		if !restarted {
-			restarted = true
-			t.Logf("stopping the emulator: %s", strings.TrimSpace(string(b)))
-			srv.Restart(t, 500*time.Millisecond)
-		}
-		return len(b), nil
+	onFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
+		t.Logf("stopping the emulator: %s", progress)
+		srv.Restart(t, 500*time.Millisecond)
 	})
-	opts.ProgressInterval = 20 * time.Millisecond
 	st, err := Run(context.Background(), p, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"strings"
@@ -36,18 +35,6 @@ func sqlServerPlan(e testEnv, url, ddl, conflict string, batch, concurrency int,
 	}
 	p.Routes[0].Nodes = nodes
 	p.Routes[0].Edges = chain(nodes)
-	return p
-}
-
-// withRetry inserts a retry step before the sink.
-func withRetry(p plan.Plan, attempts int64) plan.Plan {
-	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-		"attempts": intV(attempts), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
-		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
-	nodes := p.Routes[0].Nodes
-	n := len(nodes)
-	p.Routes[0].Nodes = append(append(nodes[:n-1:n-1], retry), nodes[n-1])
-	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
 	return p
 }
 
@@ -133,17 +120,7 @@ func pgQuery[T any](t *testing.T, url, query string, scan func(*testing.T, sqlRo
 
 func myQuery[T any](t *testing.T, dsn, query string, scan func(*testing.T, sqlRows) T) T {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	return scan(t, rows)
+	return sqlQuery(t, "mysql", dsn, query, scan)
 }
 
 type sqlServerCase struct {
@@ -179,12 +156,7 @@ func TestSQLServerSinkExactlyOnce(t *testing.T) {
 					os.RemoveAll(e.state) // replay everything
 				}
 				start := time.Now()
-				st, err := Run(context.Background(), sqlServerPlan(e, url, tc.ddl, tc.conflict, 500, 1, false), testOptions(t))
-				if err != nil {
-					t.Fatal(err)
-				}
-				rs := st.Route("orders")
-				checkCounts(t, rs)
+				rs := runRoute(t, sqlServerPlan(e, url, tc.ddl, tc.conflict, 500, 1, false), "orders")
 				t.Logf("run %d: %+v in %v", run, rs, time.Since(start))
 			}
 			checkOrderRows(t, orders(), ds, true)

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,33 +132,17 @@ func runUntil(t *testing.T, p plan.Plan, opts Options, limit time.Duration, cond
 }
 
 // checkOrders asserts the table holds o-0 … o-(n-1) once each.
-func checkOrders(t testing.TB, db string, n int) {
+func checkOrders(t *testing.T, db string, n int) {
 	t.Helper()
-	conn, err := sql.Open(sqliteDriver, "file:"+db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(`SELECT id, amount FROM orders`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	seen := map[string]bool{}
-	for rows.Next() {
-		var id string
-		var amount int
-		if err := rows.Scan(&id, &amount); err != nil {
-			t.Fatal(err)
-		}
+	seen := sqlQuery(t, sqliteDriver, "file:"+db, `SELECT id, amount FROM orders`, scanOrderRows)
+	for id, amount := range seen {
 		if id != fmt.Sprintf("o-%d", amount) {
 			t.Errorf("row %s has amount %d", id, amount)
 		}
-		seen[id] = true
 	}
 	missing := 0
 	for i := range n {
-		if !seen[fmt.Sprintf("o-%d", i)] {
+		if _, ok := seen[fmt.Sprintf("o-%d", i)]; !ok {
 			missing++
 		}
 	}
@@ -269,29 +252,14 @@ func TestKafkaIdentitySurvivesHop(t *testing.T) {
 	p := plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "hop", Guarantee: plan.EffectivelyOnce,
 		Concurrency: 2, BatchSize: 256, Nodes: nodes, Edges: chain(nodes)}}}
 	runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, db) == n })
-	conn, err := sql.Open(sqliteDriver, "file:"+db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(`SELECT id, msgid FROM orders`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := 0
-	for rows.Next() {
-		var id, mid string
-		if err := rows.Scan(&id, &mid); err != nil {
-			t.Fatal(err)
-		}
+	got := sqliteMap[string](t, db, `SELECT id, msgid FROM orders`)
+	for id, mid := range got {
 		if published[id] != mid {
 			t.Errorf("mqb.id %s: message_id %s after the hop, published as %s", id, mid, published[id])
 		}
-		got++
 	}
-	if got != n {
-		t.Errorf("%d rows, want %d", got, n)
+	if len(got) != n {
+		t.Errorf("%d rows, want %d", len(got), n)
 	}
 }
 
@@ -300,59 +268,15 @@ func TestKafkaIdentitySurvivesHop(t *testing.T) {
 // with SIGTERM (a graceful drain), returning that run's stats.
 func crashKafkaLoop(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int, done func() bool) Stats {
 	t.Helper()
-	planPath := filepath.Join(dir, "plan.json")
-	data, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(planPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(seed, 7))
-	for i := range kills {
-		var stderr bytes.Buffer
-		cmd := exec.Command(bin, "-plan", planPath)
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wait := time.Duration(150+rng.IntN(450)) * time.Millisecond
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case err := <-exited:
-			t.Fatalf("run %d ended by itself (err %v): %s", i, err, stderr.String())
-		case <-time.After(wait):
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-exited
-			t.Logf("run %d killed after %v", i, wait)
-		}
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "-plan", planPath)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for !done() {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("final run did not finish in time: %s", stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	planPath := writeCrashPlan(t, p, dir)
+	killRuns(t, bin, planPath, crashSchedule{kills: kills, wait: killWaits(seed, 7, 150*time.Millisecond, 450*time.Millisecond)})
+	final := startHelper(t, bin, planPath)
+	if !waitFor(done, 2*time.Minute, 100*time.Millisecond) {
+		final.kill()
+		t.Fatalf("final run did not finish in time: %s", final.stderr.String())
 	}
 	time.Sleep(300 * time.Millisecond) // let the last commit happen
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, stderr.String())
-	}
-	var st Stats
-	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
-		t.Fatalf("final run stats %q: %v", stdout.String(), err)
-	}
-	return st
+	return final.stop(t)
 }
 
 // TestCrashKafkaToSQLite: a route reading a topic in a consumer group is

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -72,12 +71,12 @@ func TestNATSSourceToSQLite(t *testing.T) {
 	st := runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, db) == n })
 	checkCounts(t, st.Route("consume"))
 	checkOrders(t, db, n)
-	for id, mid := range queryPairs(t, db, `SELECT id, msgid FROM orders`) {
+	for id, mid := range sqliteMap[string](t, db, `SELECT id, msgid FROM orders`) {
 		if ids[id] != mid {
 			t.Fatalf("%s: message_id %s, published with Nats-Msg-Id %s", id, mid, ids[id])
 		}
 	}
-	for id, subject := range queryPairs(t, db, `SELECT id, subject FROM orders`) {
+	for id, subject := range sqliteMap[string](t, db, `SELECT id, subject FROM orders`) {
 		if subject != "orders.new" {
 			t.Fatalf("%s: mqb.src.subject %q", id, subject)
 		}
@@ -107,29 +106,6 @@ func consumerInfo(t testing.TB, js jetstream.JetStream) *jetstream.ConsumerInfo 
 		t.Fatal(err)
 	}
 	return info
-}
-
-func queryPairs(t testing.TB, db, q string) map[string]string {
-	t.Helper()
-	conn, err := sql.Open(sqliteDriver, "file:"+db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		out[k] = v
-	}
-	return out
 }
 
 // TestCrashNATSToSQLite: a JetStream durable consumer route SIGKILLed

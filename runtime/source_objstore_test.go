@@ -70,9 +70,7 @@ func objectSourcePlan(e testEnv, url string, batch, concurrency int) plan.Plan {
 		{ID: "n0", Role: plan.RoleSource, Kind: "object_store", Side: plan.SideInput, Attrs: map[string]plan.Value{
 			"url": tmplV(lit(url)), "format": enumV("json"),
 			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
-		{ID: "n1", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
-			Label: plan.BranchTo, Node: plan.Node{ID: "n1.0", Role: plan.RoleSink, Kind: "file",
-				Attrs: map[string]plan.Value{"path": strV(e.dlq), "name_by": enumV("write_time")}}}}},
+		dlqFile("n1", e.dlq, "write_time"),
 		{ID: "n2", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
 			"url":          tmplV(lit("sqlite://" + e.db)),
 			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY NOT NULL, amount INTEGER NOT NULL, body TEXT)`),
@@ -98,12 +96,7 @@ func TestObjectStoreSourceToSQLite(t *testing.T) {
 			e := newTestEnv(t)
 			ds := genDataset(t, e.input, 20000, uint64(40+i))
 			objects := putObjects(t, url, ds, 1500)
-			st, err := Run(context.Background(), objectSourcePlan(e, url, 512, 2), testOptions(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs := st.Route("lake")
-			checkCounts(t, rs)
+			rs := runRoute(t, objectSourcePlan(e, url, 512, 2), "lake")
 			if rs.In != int64(ds.records) || rs.Committed != int64(ds.records) {
 				t.Errorf("in %d committed %d, want %d (%d objects)", rs.In, rs.Committed, ds.records, objects)
 			}
@@ -116,11 +109,7 @@ func TestObjectStoreSourceToSQLite(t *testing.T) {
 			checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
 
 			// Nothing new: a second run resumes after the last object.
-			st, err = Run(context.Background(), objectSourcePlan(e, url, 512, 2), testOptions(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rs := st.Route("lake"); rs.In != 0 {
+			if rs := runRoute(t, objectSourcePlan(e, url, 512, 2), "lake"); rs.In != 0 {
 				t.Errorf("rerun read %d records, want 0", rs.In)
 			}
 			// An object added after the last one is read by the next run.
@@ -128,11 +117,7 @@ func TestObjectStoreSourceToSQLite(t *testing.T) {
 			if _, err := openTestStore(t, url).PutIfAbsent(context.Background(), "zz-late.jsonl", []byte(extra), ""); err != nil {
 				t.Fatal(err)
 			}
-			st, err = Run(context.Background(), objectSourcePlan(e, url, 512, 2), testOptions(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rs := st.Route("lake"); rs.In != 1 || rs.Out != 1 {
+			if rs := runRoute(t, objectSourcePlan(e, url, 512, 2), "lake"); rs.In != 1 || rs.Out != 1 {
 				t.Errorf("run after a new object: %+v, want in 1 out 1", rs)
 			}
 		})
@@ -149,25 +134,11 @@ func TestObjectStoreSourceResume(t *testing.T) {
 			const n = 60000
 			ds := genDataset(t, e.input, n, uint64(50+i))
 			putObjects(t, url, ds, 7000)
-			ctx, cancel := context.WithCancel(context.Background())
-			opts := testOptions(t)
-			opts.Progress = cancelWriter{cancel}
-			opts.ProgressInterval = 30 * time.Millisecond
-			st, err := Run(ctx, objectSourcePlan(e, url, 256, 2), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first := st.Route("lake")
-			checkCounts(t, first)
+			first := runCancelled(t, objectSourcePlan(e, url, 256, 2), "lake", 30*time.Millisecond)
 			if first.Committed >= n || first.Committed == 0 {
 				t.Logf("first run committed %d of %d: the resume is not mid-listing", first.Committed, n)
 			}
-			st, err = Run(context.Background(), objectSourcePlan(e, url, 512, 1), testOptions(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			second := st.Route("lake")
-			checkCounts(t, second)
+			second := runRoute(t, objectSourcePlan(e, url, 512, 1), "lake")
 			if first.Committed+second.In != n {
 				t.Errorf("first run committed %d, second read %d: want %d in all", first.Committed, second.In, n)
 			}
@@ -282,12 +253,7 @@ func TestObjectStoreSourceReadFailsHalfway(t *testing.T) {
 	flaky := &flakyReadStore{cut: 10000, cuts: map[string]bool{}}
 	objectStoreHook = func(s objectStore) objectStore { flaky.objectStore = s; return flaky }
 	defer func() { objectStoreHook = nil }()
-	st, err := Run(context.Background(), objectSourcePlan(e, url, 512, 2), testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("lake")
-	checkCounts(t, rs)
+	rs := runRoute(t, objectSourcePlan(e, url, 512, 2), "lake")
 	if rs.In != n || rs.Committed != n {
 		t.Errorf("%+v: want in and committed %d", rs, n)
 	}
@@ -310,16 +276,10 @@ func TestObjectStoreSourceGCSOutage(t *testing.T) {
 	ds := genDataset(t, e.input, n, 72)
 	putObjects(t, url, ds, 2000)
 	opts := testOptions(t)
-	restarted := false
-	opts.Progress = writerFunc(func(b []byte) (int, error) {
-		if !restarted {
-			restarted = true
-			t.Logf("stopping the emulator: %s", strings.TrimSpace(string(b)))
-			srv.Restart(t, 500*time.Millisecond)
-		}
-		return len(b), nil
+	onFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
+		t.Logf("stopping the emulator: %s", progress)
+		srv.Restart(t, 500*time.Millisecond)
 	})
-	opts.ProgressInterval = 20 * time.Millisecond
 	st, err := Run(context.Background(), objectSourcePlan(e, url, 128, 1), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -1,17 +1,13 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,9 +27,7 @@ func cdcPlan(e testEnv, url, slot string, extra map[string]plan.Value) plan.Plan
 	}
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "postgres_cdc", Attrs: src},
-		{ID: "n1", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
-			Label: plan.BranchTo, Node: plan.Node{ID: "n1.0", Role: plan.RoleSink, Kind: "file",
-				Attrs: map[string]plan.Value{"path": strV(e.dlq)}}}}},
+		dlqFile("n1", e.dlq, ""),
 		{ID: "n2", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
 			"url": strV(url),
 			"insert_query": tmplV(lit("INSERT INTO wh (id, amount, body, lsn, deleted) VALUES ("), ex("payload.id"), lit(", "),
@@ -261,11 +255,7 @@ func TestCrashPostgresCDCConverges(t *testing.T) {
 	}
 	e := newTestEnv(t)
 	p := cdcPlan(e, url, "mqb_crash_slot", map[string]plan.Value{"checkpoint_store": strV("pebble://" + e.state)})
-	planPath := filepath.Join(e.dir, "plan.json")
-	data, _ := json.Marshal(p)
-	if err := os.WriteFile(planPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	planPath := writeCrashPlan(t, p, e.dir)
 	work := make(chan struct{})
 	go func() {
 		defer close(work)
@@ -278,36 +268,12 @@ func TestCrashPostgresCDCConverges(t *testing.T) {
 		defer wc.Close(context.Background())
 		cdcWorkload(t, wc, 4000, 2, time.Millisecond)
 	}()
-	rng := rand.New(rand.NewPCG(7, 7))
-	start := func() (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
-		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(bin, "-plan", planPath)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, &stdout, &stderr
-	}
-	for i := 0; i < 4; i++ {
-		cmd, _, stderr := start()
-		wait := time.Duration(300+rng.IntN(900)) * time.Millisecond
-		time.Sleep(wait)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		t.Logf("run %d killed after %v %s", i, wait, strings.TrimSpace(stderr.String()))
-	}
+	killRuns(t, bin, planPath, crashSchedule{kills: 4, wait: killWaits(7, 7, 300*time.Millisecond, 900*time.Millisecond), mayEnd: true})
 	<-work
-	cmd, stdout, stderr := start()
+	final := startHelper(t, bin, planPath)
 	waitConverged(t, url, time.Minute)
 	time.Sleep(500 * time.Millisecond)
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, stderr.String())
-	}
-	var st Stats
-	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
-		t.Fatalf("final run stats %q: %v", stdout.String(), err)
-	}
+	st := final.stop(t)
 	rs := st.Route("cdc")
 	checkCounts(t, rs)
 	t.Logf("final run: %+v", rs)
@@ -337,11 +303,7 @@ func TestCrashPostgresCDCParts(t *testing.T) {
 	}
 	p := plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "cdcparts", Guarantee: plan.EffectivelyOnce,
 		Concurrency: 2, BatchSize: 100, Nodes: nodes, Edges: chain(nodes)}}}
-	planPath := filepath.Join(e.dir, "plan.json")
-	data, _ := json.Marshal(p)
-	if err := os.WriteFile(planPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	planPath := writeCrashPlan(t, p, e.dir)
 	changes := make(chan int, 1)
 	go func() {
 		wc, err := pgx.Connect(context.Background(), url)
@@ -370,35 +332,13 @@ func TestCrashPostgresCDCParts(t *testing.T) {
 		}
 		return seen
 	}
-	rng := rand.New(rand.NewPCG(9, 9))
-	for i := 0; i < 4; i++ {
-		cmd := exec.Command(bin, "-plan", planPath)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		t.Logf("run %d killed: %d distinct changes in parts %s", i, len(lines()), strings.TrimSpace(stderr.String()))
-	}
+	killRuns(t, bin, planPath, crashSchedule{kills: 4, wait: killWaits(9, 9, 300*time.Millisecond, 700*time.Millisecond), mayEnd: true,
+		progress: func() string { return fmt.Sprintf("(%d distinct changes in parts)", len(lines())) }})
 	n := <-changes
-	cmd := exec.Command(bin, "-plan", planPath)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for len(lines()) < n && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	final := startHelper(t, bin, planPath)
+	waitFor(func() bool { return len(lines()) >= n }, time.Minute, 100*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("final run: %v\n%s", err, stderr.String())
-	}
+	final.stop(t)
 	seen := lines()
 	twice := 0
 	for _, k := range seen {

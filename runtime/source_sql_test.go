@@ -83,9 +83,7 @@ func cursorPlan(e testEnv, db cursorDB, srcAttrs map[string]plan.Value) plan.Pla
 	srcAttrs["poll_interval"] = plan.Value{Type: plan.TDuration, Str: "50ms", Int: int64(50 * time.Millisecond)}
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "sql", Attrs: srcAttrs},
-		{ID: "n1", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
-			Label: plan.BranchTo, Node: plan.Node{ID: "n1.0", Role: plan.RoleSink, Kind: "file",
-				Attrs: map[string]plan.Value{"path": strV(e.dlq)}}}}},
+		dlqFile("n1", e.dlq, ""),
 		{ID: "n2", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
 			"url": strV(db.url), "create_table": strV(db.sinkDDL),
 			"insert_query": tmplV(lit("INSERT INTO copy (id, amount, body, msg) VALUES ("), ex("payload.id"), lit(", "),

@@ -62,12 +62,7 @@ func TestFilterMapSteps(t *testing.T) {
 			"upper":  exprV("upper(payload.name)"),
 		}},
 	)
-	st, err := Run(context.Background(), p, testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("steps")
-	checkCounts(t, rs)
+	rs := runRoute(t, p, "steps")
 	if rs.In != 6 || rs.Out != 3 || rs.Filtered != 1 || rs.DeadLettered != 2 {
 		t.Errorf("stats %+v: want in 6, out 3, filtered 1, dead-lettered 2", rs)
 	}
@@ -108,12 +103,7 @@ func TestTextFormatAndMaxRecordBytes(t *testing.T) {
 		plan.Node{ID: "f", Role: plan.RoleStep, Kind: "filter", Expr: `payload != "bye"`})
 	p.Routes[0].Nodes[0].Attrs["format"] = enumV("text")
 	p.Routes[0].Nodes[0].Attrs["max_record_bytes"] = intV(100)
-	st, err := Run(context.Background(), p, testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("text")
-	checkCounts(t, rs)
+	runRoute(t, p, "text")
 	if got := readLines(t, out); strings.Join(got, "|") != "hello|not json {" {
 		t.Errorf("output %q", got)
 	}

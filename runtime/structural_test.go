@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -286,33 +285,9 @@ route upsert_branch {
 // the default.
 func TestRequestInsertedExisted(t *testing.T) {
 	dir := t.TempDir()
-	var first []string
-	for i := 1; i <= 40; i++ {
-		first = append(first, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
-	}
-	writeLines(t, filepath.Join(dir, "first.jsonl"), first...)
-	st := runIn(t, dir, compileMQB(t, fmt.Sprintf(requestSrc, "first.jsonl"))).Route("upsert_branch")
-	if st.In != 40 || st.Out != 40 {
-		t.Errorf("first run %+v, want in 40 out 40", st)
-	}
-	sameIDs(t, "first run: inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 40))
-	sameIDs(t, "first run: existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), nil)
-
-	// The second file repeats o031..o040, brings o041..o050, repeats o045
-	// within itself, and has a record whose insert fails (no amount: NOT
-	// NULL) — forwarded without an outcome, so it takes the default.
-	var second []string
-	for i := 31; i <= 50; i++ {
-		second = append(second, fmt.Sprintf(`{"id":"o%03d","amount":%d}`, i, i))
-	}
-	second = append(second, `{"id":"o045","amount":45}`, `{"id":"o099"}`)
-	writeLines(t, filepath.Join(dir, "second.jsonl"), second...)
-	st = runIn(t, dir, compileMQB(t, fmt.Sprintf(requestSrc, "second.jsonl"))).Route("upsert_branch")
-	if st.In != 22 || st.Out != 22 || st.DeadLettered+st.Errors != 0 {
-		t.Errorf("second run %+v, want in 22 out 22", st)
-	}
-	sameIDs(t, "inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 50))
-	sameIDs(t, "existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), append(seqIDs("o", 31, 40), "o045"))
+	// The second run's record without amount fails the insert (NOT NULL):
+	// forwarded without an outcome, so it takes the default.
+	runInsertedExisted(t, dir, func(input string) plan.Plan { return compileMQB(t, fmt.Sprintf(requestSrc, input)) }, `{"id":"o099"}`)
 	sameIDs(t, "unrouted", fileIDs(t, filepath.Join(dir, "unrouted.jsonl")), []string{"o099"})
 	sameIDs(t, "table", sqliteIDs(t, filepath.Join(dir, "orders.db"), "orders"), seqIDs("o", 1, 50))
 }
@@ -520,15 +495,8 @@ route broken {
 // route's retry forwards the responses the call gave the first time —
 // "inserted" — instead of calling again and reading "existed".
 func TestRequestRetryKeepsOutcome(t *testing.T) {
-	if testing.Short() {
-		t.Skip("holds a SQLite lock past the 5 s busy timeout")
-	}
 	dir := t.TempDir()
-	var lines []string
-	for i := 1; i <= 20; i++ {
-		lines = append(lines, fmt.Sprintf(`{"id":"k%03d","amount":%d}`, i, i))
-	}
-	writeLines(t, filepath.Join(dir, "in.jsonl"), lines...)
+	writeLines(t, filepath.Join(dir, "in.jsonl"), idAmountLines("k", 1, 20)...)
 	src := `
 route keep {
   from file { path = "in.jsonl" }
@@ -555,49 +523,12 @@ route keep {
 	p := compileMQB(t, src)
 	// Create the forward table and hold its write lock for longer than the
 	// sink's busy timeout: the first forward fails with SQLITE_BUSY.
-	lock, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "fwd.db")+"?_journal_mode=WAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	lock.SetMaxOpenConns(1)
-	if _, err := lock.Exec("CREATE TABLE fwd (id TEXT PRIMARY KEY, outcome TEXT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := lock.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec("INSERT INTO fwd VALUES ('lock', 'held')"); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		time.Sleep(5500 * time.Millisecond)
-		tx.Rollback()
-	}()
+	lockOutcomeTable(t, filepath.Join(dir, "fwd.db"), "fwd")
 	st := runIn(t, dir, p).Route("keep")
 	if st.In != 20 || st.Out != 20 {
 		t.Errorf("stats %+v, want in 20 out 20", st)
 	}
-	db, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "fwd.db")+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query("SELECT outcome, count(*) FROM fwd GROUP BY outcome")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := map[string]int{}
-	for rows.Next() {
-		var o string
-		var n int
-		if err := rows.Scan(&o, &n); err != nil {
-			t.Fatal(err)
-		}
-		got[o] = n
-	}
+	got := sqliteMap[int](t, filepath.Join(dir, "fwd.db"), "SELECT outcome, count(*) FROM fwd GROUP BY outcome")
 	if got["inserted"] != 20 || len(got) != 1 {
 		t.Errorf("forwarded outcomes %v, want all 20 inserted", got)
 	}
