@@ -58,6 +58,64 @@ func runCancelled(t testing.TB, p plan.Plan, route string, every time.Duration) 
 	return runRouteWith(t, ctx, p, opts, route)
 }
 
+// runRefused runs p, which must fail: the error must name each of names
+// and show none of secrets (a password in a url, say).
+func runRefused(t *testing.T, p plan.Plan, names []string, secrets ...string) {
+	t.Helper()
+	_, err := Run(context.Background(), p, testOptions(t))
+	if err == nil {
+		t.Fatalf("the run succeeded, want an error naming %q", names)
+	}
+	for _, s := range secrets {
+		if strings.Contains(err.Error(), s) {
+			t.Fatalf("err %v shows %q", err, s)
+		}
+	}
+	for _, name := range names {
+		if !strings.Contains(err.Error(), name) {
+			t.Fatalf("err %v, want it to name %q", err, name)
+		}
+	}
+	t.Log(err)
+}
+
+// backgroundRun is a run going on while the test acts on its route.
+type backgroundRun struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the run has ended; st and err are set
+	st     Stats
+	err    error
+}
+
+// startRun runs p in the background under a child of ctx.
+func startRun(ctx context.Context, p plan.Plan, opts Options) *backgroundRun {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &backgroundRun{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.st, r.err = Run(ctx, p, opts)
+	}()
+	return r
+}
+
+// wait waits for the run to end and returns its stats; a failed run fails
+// the test.
+func (r *backgroundRun) wait(t testing.TB) Stats {
+	t.Helper()
+	<-r.done
+	if r.err != nil {
+		t.Fatalf("run: %v", r.err)
+	}
+	return r.st
+}
+
+// stop cancels the run, which drains and commits, and waits for it.
+func (r *backgroundRun) stop(t testing.TB) Stats {
+	t.Helper()
+	r.cancel()
+	return r.wait(t)
+}
+
 // onFirstProgress calls f, with the progress line, the first time the run
 // reports progress (every interval): the moment a test breaks something
 // mid-run.

@@ -44,7 +44,8 @@ func sqliteMap[V any](t *testing.T, dbPath, query string) map[string]V {
 	return sqlQuery(t, sqliteDriver, "file:"+dbPath+"?mode=ro", query, scanPairs[V])
 }
 
-// scanPairs reads rows of (key, value) into a map.
+// scanPairs reads rows of (key, value) into a map, failing on a key seen
+// twice.
 func scanPairs[V any](t *testing.T, rows sqlRows) map[string]V {
 	t.Helper()
 	out := map[string]V{}
@@ -53,6 +54,9 @@ func scanPairs[V any](t *testing.T, rows sqlRows) map[string]V {
 		var v V
 		if err := rows.Scan(&k, &v); err != nil {
 			t.Fatal(err)
+		}
+		if _, dup := out[k]; dup {
+			t.Errorf("id %s stored twice", k)
 		}
 		out[k] = v
 	}

@@ -394,10 +394,8 @@ func TestObjectStoreListingDenied(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	objectStoreHook = func(s objectStore) objectStore { return deniedListStore{s} }
 	defer func() { objectStoreHook = nil }()
-	_, err := Run(context.Background(), objectPlan(e, "file://"+dir, 4, 1, map[string]plan.Value{"name_by": enumV("source_position")}), testOptions(t))
-	if err == nil || !strings.Contains(err.Error(), "route objects") || !strings.Contains(err.Error(), "file://"+dir) || !strings.Contains(err.Error(), "refused") {
-		t.Fatalf("err %v, want the route and store named", err)
-	}
+	runRefused(t, objectPlan(e, "file://"+dir, 4, 1, map[string]plan.Value{"name_by": enumV("source_position")}),
+		[]string{"route objects", "file://" + dir, "refused"})
 	if names, _ := os.ReadDir(dir); len(names) != 0 {
 		t.Errorf("%d objects written without a listing", len(names))
 	}

@@ -54,31 +54,17 @@ func appendTypeErrors(t *testing.T, e testEnv, ds *dataset, n int) {
 	}
 }
 
-// sqlRows scans rows of (text, integer) into a map, failing on a repeat.
+// sqlRows is what database/sql's and pgx's rows have in common.
 type sqlRows interface {
 	Next() bool
 	Scan(...any) error
 	Err() error
 }
 
+// scanOrderRows reads rows of (id, amount) into a map, failing on a repeat.
 func scanOrderRows(t *testing.T, rows sqlRows) map[string]int {
 	t.Helper()
-	got := map[string]int{}
-	for rows.Next() {
-		var id string
-		var amount int
-		if err := rows.Scan(&id, &amount); err != nil {
-			t.Fatal(err)
-		}
-		if _, dup := got[id]; dup {
-			t.Errorf("id %s stored twice", id)
-		}
-		got[id] = amount
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return scanPairs[int](t, rows)
 }
 
 func checkOrderRows(t *testing.T, got map[string]int, ds dataset, exactAmounts bool) {

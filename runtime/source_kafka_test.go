@@ -93,39 +93,22 @@ func countRows(t testing.TB, db string) int {
 // runUntil runs p until cond holds (then drains it) or the time is up.
 func runUntil(t *testing.T, p plan.Plan, opts Options, limit time.Duration, cond func() bool) Stats {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	type result struct {
-		st  Stats
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		st, err := Run(ctx, p, opts)
-		done <- result{st, err}
-	}()
+	r := startRun(context.Background(), p, opts)
+	defer r.cancel()
 	deadline := time.After(limit)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case r := <-done:
-			if r.err != nil {
-				t.Fatalf("run: %v", r.err)
-			}
-			return r.st
+		case <-r.done:
+			return r.wait(t)
 		case <-deadline:
-			cancel()
-			r := <-done
+			r.cancel()
+			<-r.done
 			t.Fatalf("condition not reached within %v (stats %+v, err %v)", limit, r.st, r.err)
 		case <-tick.C:
 			if cond() {
-				cancel()
-				r := <-done
-				if r.err != nil {
-					t.Fatalf("run: %v", r.err)
-				}
-				return r.st
+				return r.stop(t)
 			}
 		}
 	}

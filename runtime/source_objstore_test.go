@@ -359,17 +359,8 @@ func TestObjectStoreSourceFollow(t *testing.T) {
 	put("0001.jsonl", "a", "b")
 	p := objectSourcePlan(e, url, 64, 1)
 	p.Routes[0].Nodes[0].Attrs["poll_interval"] = plan.Value{Type: plan.TDuration, Str: "20ms", Int: int64(20 * time.Millisecond)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	type result struct {
-		st  Stats
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		st, err := Run(ctx, p, testOptions(t))
-		done <- result{st, err}
-	}()
+	r := startRun(context.Background(), p, testOptions(t))
+	defer r.cancel()
 	waitIDs := func(want ...string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -392,12 +383,7 @@ func TestObjectStoreSourceFollow(t *testing.T) {
 	put("0000-late.jsonl", "z") // sorts before what was read: skipped
 	put("0004.jsonl", "e")
 	waitIDs("a", "b", "c", "d", "e")
-	cancel()
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	rs := r.st.Route("lake")
+	rs := r.stop(t).Route("lake")
 	checkCounts(t, rs)
 	if rs.In != 5 || rs.Committed != 5 {
 		t.Errorf("%+v: want in and committed 5", rs)

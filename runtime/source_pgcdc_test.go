@@ -202,30 +202,19 @@ func TestPostgresCDCToWarehouse(t *testing.T) {
 	c := cdcDB(t, url)
 	e := newTestEnv(t)
 	p := cdcPlan(e, url, "mqb_slot", nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	var st Stats
-	go func() {
-		var err error
-		st, err = Run(ctx, p, testOptions(t))
-		done <- err
-	}()
+	r := startRun(context.Background(), p, testOptions(t))
 	waitSlot(t, c, "mqb_slot")
 	cdcWorkload(t, c, 2000, 1, 0)
 	waitConverged(t, url, time.Minute)
 	time.Sleep(300 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("cdc")
+	rs := r.stop(t).Route("cdc")
 	checkCounts(t, rs)
 	t.Logf("first run: %+v", rs)
 	if rs.Out == 0 || rs.DeadLettered+rs.Errors != 0 {
 		t.Errorf("first run: %+v", rs)
 	}
 	// Nothing acked is delivered again after a graceful stop.
-	ctx, cancel = context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	st, err := Run(ctx, p, testOptions(t))
 	if err != nil {
@@ -365,9 +354,7 @@ func TestPostgresCDCSameKeyTwiceInOneTransaction(t *testing.T) {
 	sink := &p.Routes[0].Nodes[len(p.Routes[0].Nodes)-1]
 	sink.Attrs["insert_query"] = tmplV(lit("INSERT INTO ev (msg, lsn, op, amount) VALUES ("), ex("message_id"), lit(", "),
 		ex(`meta["postgres.lsn"]`), lit(", "), ex(`meta["postgres.operation"]`), lit(", "), ex("payload.amount"), lit(")"))
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { _, err := Run(rctx, p, testOptions(t)); done <- err }()
+	r := startRun(ctx, p, testOptions(t))
 	waitSlot(t, c, "mqb_edge_slot")
 	tx, err := c.Begin(ctx)
 	if err != nil {
@@ -396,10 +383,7 @@ func TestPostgresCDCSameKeyTwiceInOneTransaction(t *testing.T) {
 			return out
 		})
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	r.stop(t)
 	if len(got) != 2 || got[0].op != "insert" || got[1].op != "update" || got[1].amount != 2 {
 		t.Fatalf("events %+v, want the insert then the update", got)
 	}

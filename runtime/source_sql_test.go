@@ -93,23 +93,16 @@ func cursorPlan(e testEnv, db cursorDB, srcAttrs map[string]plan.Value) plan.Pla
 		Concurrency: 2, BatchSize: 500, Nodes: nodes, Edges: chain(nodes)}}}
 }
 
-// runUntil runs p until cond holds (polled), then drains it.
+// runCursorUntil runs p until cond holds (polled), then drains it.
 func runCursorUntil(t *testing.T, p plan.Plan, cond func() bool) RouteStats {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	var st Stats
-	go func() {
-		var err error
-		st, err = Run(ctx, p, testOptions(t))
-		done <- err
-	}()
+	r := startRun(context.Background(), p, testOptions(t))
+	defer r.cancel()
 	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		select {
-		case err := <-done:
-			t.Fatalf("run ended early: %v", err)
+		case <-r.done:
+			t.Fatalf("run ended early: %v", r.err)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -117,11 +110,7 @@ func runCursorUntil(t *testing.T, p plan.Plan, cond func() bool) RouteStats {
 		}
 	}
 	time.Sleep(200 * time.Millisecond) // let the last commit happen before the drain
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	return st.Route(p.Routes[0].Name)
+	return r.stop(t).Route(p.Routes[0].Name)
 }
 
 // The cursor source copies a table, resumes after its checkpoint (reading
