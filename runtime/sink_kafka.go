@@ -415,11 +415,35 @@ func (s *kafkaSink) produce(ctx context.Context, p int, msgs []kafkaOut, idx []i
 			size += msgs[idx[n]].size
 			n++
 		}
+		if err := s.produceChunk(ctx, p, msgs, idx[:n], now); err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+		idx = idx[n:]
+	}
+	return nil
+}
+
+// kafkaProduceAttempts and kafkaProduceBackoff bound how a chunk rides
+// out a leader election or a broker restart before the write fails (as
+// kafka-go's Writer did, with a little more patience): a route without a
+// retry step would otherwise stop at the first hiccup.
+const (
+	kafkaProduceAttempts   = 5
+	kafkaProduceBackoff    = 100 * time.Millisecond
+	kafkaProduceMaxBackoff = time.Second
+)
+
+// produceChunk sends one record batch, again while the error is one a
+// later attempt can get past. A chunk sent again after a lost response may
+// land twice: the sink is at-least-once.
+func (s *kafkaSink) produceChunk(ctx context.Context, p int, msgs []kafkaOut, idx []int32, now time.Time) error {
+	wait := kafkaProduceBackoff
+	for attempt := 1; ; attempt++ {
 		res, err := s.client.Produce(ctx, &kafka.ProduceRequest{
 			Topic:        s.topic,
 			Partition:    p,
 			RequiredAcks: kafka.RequireAll,
-			Records:      &produceRecords{msgs: msgs, idx: idx[:n], time: now},
+			Records:      &produceRecords{msgs: msgs, idx: idx, time: now},
 		})
 		if err == nil && res.Error != nil {
 			err = res.Error
@@ -430,12 +454,25 @@ func (s *kafkaSink) produce(ctx context.Context, p int, msgs []kafkaOut, idx []i
 				break
 			}
 		}
-		if err != nil {
-			return fmt.Errorf("partition %d: %w", p, err)
+		if err == nil {
+			return nil
 		}
-		idx = idx[n:]
+		var kerr kafka.Error
+		if attempt >= kafkaProduceAttempts || ctx.Err() != nil || (errors.As(err, &kerr) && !kerr.Temporary()) {
+			if attempt > 1 {
+				return fmt.Errorf("after %d attempts: %w", attempt, err)
+			}
+			return err
+		}
+		// The leader may have moved: forget the cached metadata.
+		s.transport.CloseIdleConnections()
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, kafkaProduceMaxBackoff)
 	}
-	return nil
 }
 
 // produceRecords reads msgs[idx] as Kafka records, reusing one record and
