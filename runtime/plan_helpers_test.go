@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -176,36 +175,49 @@ func checkSQLite(t *testing.T, dbPath string, ds dataset) {
 	checkOrderRows(t, sqlQuery(t, sqliteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
 }
 
+// dlqLine is one line of a DLQ file (the envelope).
+type dlqLine struct {
+	Error    string            `json:"error"`
+	Position uint64            `json:"position"`
+	Meta     map[string]string `json:"meta"`
+	Payload  json.RawMessage   `json:"payload"`
+}
+
+// readDLQLines reads the envelopes of the DLQ file at path (none when it
+// does not exist).
+func readDLQLines(t testing.TB, path string) []dlqLine {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []dlqLine
+	for l := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		if l == "" {
+			continue
+		}
+		var d dlqLine
+		if err := json.Unmarshal([]byte(l), &d); err != nil {
+			t.Fatalf("DLQ line %q: %v", l, err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
 // readDLQ returns how many times each position appears in the DLQ file,
 // checking every line carries a reason.
 func readDLQ(t testing.TB, path string) map[uint64]int {
 	t.Helper()
 	out := map[uint64]int{}
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return out
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var env struct {
-			Error    string `json:"error"`
-			Position uint64 `json:"position"`
+	for _, l := range readDLQLines(t, path) {
+		if l.Error == "" {
+			t.Errorf("dlq line without a reason: %+v", l)
 		}
-		if err := json.Unmarshal(sc.Bytes(), &env); err != nil {
-			t.Fatalf("dlq line %q: %v", sc.Text(), err)
-		}
-		if env.Error == "" {
-			t.Errorf("dlq line without a reason: %s", sc.Text())
-		}
-		out[env.Position]++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+		out[l.Position]++
 	}
 	return out
 }

@@ -257,37 +257,6 @@ func TestHTTPSinkResponses(t *testing.T) {
 	}
 }
 
-// dlqLine is one line of a DLQ file (the envelope).
-type dlqLine struct {
-	Error    string            `json:"error"`
-	Position uint64            `json:"position"`
-	Meta     map[string]string `json:"meta"`
-	Payload  json.RawMessage   `json:"payload"`
-}
-
-func readDLQLines(t *testing.T, path string) []dlqLine {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []dlqLine
-	for l := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
-		if l == "" {
-			continue
-		}
-		var d dlqLine
-		if err := json.Unmarshal([]byte(l), &d); err != nil {
-			t.Fatalf("DLQ line %q: %v", l, err)
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
 // newTestHTTPSink builds an http sink for a JSON route from attributes.
 func newTestHTTPSink(t *testing.T, attrs map[string]plan.Value, log *slog.Logger) *httpSink {
 	t.Helper()

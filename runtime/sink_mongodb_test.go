@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -65,31 +64,19 @@ func mongoDocs(t testing.TB, coll *mongo.Collection) map[string]bson.D {
 // dlqReasons returns the reason of every DLQ line by the payload's field.
 func dlqReasons(t testing.TB, path, field string) map[string]string {
 	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
+	lines := readDLQLines(t, path)
+	if lines == nil {
 		return nil
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var env struct {
-			Error   string          `json:"error"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &env); err != nil {
-			t.Fatalf("dlq line %q: %v", sc.Text(), err)
-		}
+	for _, l := range lines {
 		var p map[string]any
-		json.Unmarshal(env.Payload, &p)
+		json.Unmarshal(l.Payload, &p)
 		key := fmt.Sprint(p[field])
 		if p == nil {
-			key = string(env.Payload)
+			key = string(l.Payload)
 		}
-		out[key] = env.Error
+		out[key] = l.Error
 	}
 	return out
 }

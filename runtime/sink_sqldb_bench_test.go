@@ -76,18 +76,26 @@ func benchSQLLoad(b *testing.B, tail string, bulk bool) {
 //	upsert: INSERT … ON CONFLICT (id) DO NOTHING (pipelined batches)
 //	copy:   bulk_copy = true (COPY FROM STDIN per batch)
 //	psql_copy: `psql \copy` of the same rows from CSV, for comparison
+//
+// lookPsql finds psql on the PATH or in the PostgreSQL install; a
+// benchmark without it is skipped.
+func lookPsql(b *testing.B) string {
+	b.Helper()
+	if psql, err := exec.LookPath("psql"); err == nil {
+		return psql
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql")
+	if len(matches) == 0 {
+		b.Skip("psql not installed")
+	}
+	return matches[0]
+}
+
 func BenchmarkPostgresSink(b *testing.B) {
 	b.Run("upsert", func(b *testing.B) { benchSQLLoad(b, " ON CONFLICT (id) DO NOTHING", false) })
 	b.Run("copy", func(b *testing.B) { benchSQLLoad(b, "", true) })
 	b.Run("psql_copy", func(b *testing.B) {
-		psql, err := exec.LookPath("psql")
-		if err != nil {
-			matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql")
-			if len(matches) == 0 {
-				b.Skip("psql not installed")
-			}
-			psql = matches[0]
-		}
+		psql := lookPsql(b)
 		url, reset := benchPostgres(b)
 		csv := filepath.Join(b.TempDir(), "orders.csv")
 		var sb strings.Builder
@@ -181,14 +189,7 @@ func BenchmarkPostgresCursorToFile(b *testing.B) {
 		b.ReportMetric(float64(benchSQLRows)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	})
 	b.Run("psql_copy", func(b *testing.B) {
-		psql, err := exec.LookPath("psql")
-		if err != nil {
-			matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql")
-			if len(matches) == 0 {
-				b.Skip("psql not installed")
-			}
-			psql = matches[0]
-		}
+		psql := lookPsql(b)
 		for i := 0; i < b.N; i++ {
 			out := filepath.Join(b.TempDir(), "out.jsonl")
 			o, err := exec.Command(psql, url, "-v", "ON_ERROR_STOP=1", "-c",
