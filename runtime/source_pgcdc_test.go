@@ -59,6 +59,32 @@ func cdcDB(t *testing.T, url string) *pgx.Conn {
 	return c
 }
 
+// createSlot creates the route's replication slot before the first
+// change, as for a route set up ahead of its traffic.
+func createSlot(t *testing.T, c *pgx.Conn, name string) {
+	t.Helper()
+	if _, err := c.Exec(context.Background(), `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cdcWorkloadInBackground runs cdcWorkload on a connection of its own (the
+// test's is used by the checks) and sends how many changes it made.
+func cdcWorkloadInBackground(t *testing.T, url string, n int, seed uint64, pace time.Duration) <-chan int {
+	changes := make(chan int, 1)
+	go func() {
+		wc, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Error(err)
+			changes <- 0
+			return
+		}
+		defer wc.Close(context.Background())
+		changes <- cdcWorkload(t, wc, n, seed, pace)
+	}()
+	return changes
+}
+
 // cdcWorkload runs n operations on orders: inserts, updates and deletes,
 // mostly one per transaction, some several keys to a transaction.
 func cdcWorkload(t *testing.T, c *pgx.Conn, n int, seed uint64, pace time.Duration) (changes int) {
@@ -237,26 +263,11 @@ func TestCrashPostgresCDCConverges(t *testing.T) {
 	bin := buildCrashHelper(t)
 	url := testsrv.Postgres(t)
 	c := cdcDB(t, url)
-	// The slot exists before the first change, as it would for a route
-	// set up ahead of its traffic.
-	if _, err := c.Exec(context.Background(), `SELECT pg_create_logical_replication_slot('mqb_crash_slot', 'pgoutput')`); err != nil {
-		t.Fatal(err)
-	}
+	createSlot(t, c, "mqb_crash_slot")
 	e := newTestEnv(t)
 	p := cdcPlan(e, url, "mqb_crash_slot", map[string]plan.Value{"checkpoint_store": strV("pebble://" + e.state)})
 	planPath := writeCrashPlan(t, p, e.dir)
-	work := make(chan struct{})
-	go func() {
-		defer close(work)
-		// A second connection: c is used by the checks.
-		wc, err := pgx.Connect(context.Background(), url)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer wc.Close(context.Background())
-		cdcWorkload(t, wc, 4000, 2, time.Millisecond)
-	}()
+	work := cdcWorkloadInBackground(t, url, 4000, 2, time.Millisecond)
 	killRuns(t, bin, planPath, crashSchedule{kills: 4, wait: killWaits(7, 7, 300*time.Millisecond, 900*time.Millisecond), mayEnd: true})
 	<-work
 	final := startHelper(t, bin, planPath)
@@ -281,9 +292,7 @@ func TestCrashPostgresCDCParts(t *testing.T) {
 	bin := buildCrashHelper(t)
 	url := testsrv.Postgres(t)
 	c := cdcDB(t, url)
-	if _, err := c.Exec(context.Background(), `SELECT pg_create_logical_replication_slot('mqb_parts_slot', 'pgoutput')`); err != nil {
-		t.Fatal(err)
-	}
+	createSlot(t, c, "mqb_parts_slot")
 	e := newTestEnv(t)
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "postgres_cdc", Attrs: map[string]plan.Value{"url": strV(url),
@@ -293,17 +302,7 @@ func TestCrashPostgresCDCParts(t *testing.T) {
 	p := plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "cdcparts", Guarantee: plan.EffectivelyOnce,
 		Concurrency: 2, BatchSize: 100, Nodes: nodes, Edges: chain(nodes)}}}
 	planPath := writeCrashPlan(t, p, e.dir)
-	changes := make(chan int, 1)
-	go func() {
-		wc, err := pgx.Connect(context.Background(), url)
-		if err != nil {
-			t.Error(err)
-			changes <- 0
-			return
-		}
-		defer wc.Close(context.Background())
-		changes <- cdcWorkload(t, wc, 3000, 3, time.Millisecond)
-	}()
+	changes := cdcWorkloadInBackground(t, url, 3000, 3, time.Millisecond)
 	lines := func() map[string]int {
 		seen := map[string]int{}
 		entries, _ := os.ReadDir(e.parts)
