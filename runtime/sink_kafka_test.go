@@ -246,6 +246,28 @@ func BenchmarkKafkaSink(b *testing.B) {
 	})
 }
 
+// checkTopicHasAll asserts every line is a message in one of the topic's
+// parts partitions (at least once: a broker cannot absorb a repeat) and
+// returns how many messages the topic holds.
+func checkTopicHasAll(t *testing.T, brokers, topic string, parts int, lines []string) int {
+	t.Helper()
+	want := map[string]bool{}
+	for _, l := range lines {
+		want[l] = true
+	}
+	total := 0
+	for part := range parts {
+		for _, m := range readPartition(t, brokers, topic, part) {
+			delete(want, string(m.Value))
+			total++
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("%d records missing from the topic", len(want))
+	}
+	return total
+}
+
 // The broker restarts mid-run: with a retry step every record reaches the
 // topic at least once (a broker cannot absorb a repeat).
 func TestKafkaSinkBrokerRestart(t *testing.T) {
@@ -266,19 +288,6 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 	})
 	rs := runRouteWith(t, ctx, p, opts, "publish")
 
-	want := map[string]bool{}
-	for _, l := range lines {
-		want[l] = true
-	}
-	total := 0
-	for part := range 2 {
-		for _, m := range readPartition(t, k.Brokers(), "orders", part) {
-			delete(want, string(m.Value))
-			total++
-		}
-	}
-	if len(want) != 0 {
-		t.Errorf("%d records missing from the topic", len(want))
-	}
+	total := checkTopicHasAll(t, k.Brokers(), "orders", 2, lines)
 	t.Logf("%d messages for %d records (%d repeats); %+v", total, n, total-n, rs)
 }
