@@ -246,6 +246,33 @@ func BenchmarkKafkaSink(b *testing.B) {
 	})
 }
 
+// publishThroughRestart publishes n orders to a fresh two-partition topic
+// and restarts the broker, away for down, at the run's first progress
+// report; retries, when not 0, are the attempts of a retry step before the
+// sink. Every record must reach the topic, at least once (a broker cannot
+// absorb a repeat).
+func publishThroughRestart(t *testing.T, n int, down time.Duration, retries int64) {
+	t.Helper()
+	k := testsrv.NewKafka(t, "orders:2")
+	e := newTestEnv(t)
+	lines := writeOrders(t, e.input, n)
+	p := brokerPlan(e, 256, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
+		"url": strV(k.Brokers()), "topic": strV("orders"), "partition_key": tmplV(ex(`meta["mqb.id"]`))}})
+	if retries != 0 {
+		p = withRetry(p, retries)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := testOptions(t)
+	onFirstProgress(&opts, 30*time.Millisecond, func(progress string) {
+		t.Logf("restarting the broker: %s", progress)
+		k.Restart(t, down)
+	})
+	rs := runRouteWith(t, ctx, p, opts, "publish")
+	total := checkTopicHasAll(t, k.Brokers(), "orders", 2, lines)
+	t.Logf("%d messages for %d records (%d repeats); %+v", total, n, total-n, rs)
+}
+
 // checkTopicHasAll asserts every line is a message in one of the topic's
 // parts partitions (at least once: a broker cannot absorb a repeat) and
 // returns how many messages the topic holds.
@@ -271,23 +298,5 @@ func checkTopicHasAll(t *testing.T, brokers, topic string, parts int, lines []st
 // The broker restarts mid-run: with a retry step every record reaches the
 // topic at least once (a broker cannot absorb a repeat).
 func TestKafkaSinkBrokerRestart(t *testing.T) {
-	k := testsrv.NewKafka(t, "orders:2")
-	e := newTestEnv(t)
-	const n = 40000
-	lines := writeOrders(t, e.input, n)
-	p := brokerPlan(e, 256, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
-		"url": strV(k.Brokers()), "topic": strV("orders"), "partition_key": tmplV(ex(`meta["mqb.id"]`))}})
-	p = withRetry(p, 100)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	opts := testOptions(t)
-	onFirstProgress(&opts, 30*time.Millisecond, func(progress string) {
-		t.Logf("restarting the broker: %s", progress)
-		k.Restart(t, 300*time.Millisecond)
-	})
-	rs := runRouteWith(t, ctx, p, opts, "publish")
-
-	total := checkTopicHasAll(t, k.Brokers(), "orders", 2, lines)
-	t.Logf("%d messages for %d records (%d repeats); %+v", total, n, total-n, rs)
+	publishThroughRestart(t, 40000, 300*time.Millisecond, 100)
 }
