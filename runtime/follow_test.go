@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/mqb-dev/mqb/plan"
 )
 
 func appendFile(t *testing.T, path, s string) {
@@ -45,44 +43,25 @@ func waitLines(t *testing.T, path string, n int) []string {
 	}
 }
 
-func runInBackground(t *testing.T, ctx context.Context, p plansrc) (done chan struct{}, stats *Stats) {
-	done, stats = make(chan struct{}), &Stats{}
-	go func() {
-		defer close(done)
-		st, err := Run(ctx, p(), testOptions(t))
-		if err != nil {
-			t.Error(err)
-		}
-		*stats = st
-	}()
-	return done, stats
-}
-
-type plansrc func() plan.Plan
-
 func TestSubscribeModes(t *testing.T) {
 	d := t.TempDir()
 	in, out := filepath.Join(d, "in.jsonl"), filepath.Join(d, "out.jsonl")
 	appendFile(t, in, `{"old": 1}`+"\n")
-	mk := func(mode string) plansrc {
-		return func() plan.Plan {
-			p := fileRoute("follow", in, out, "", filepath.Join(d, "state"))
-			p.Routes[0].Nodes[0].Attrs["mode"] = enumV(mode)
-			return p
-		}
+	start := func(mode string) *backgroundRun {
+		p := fileRoute("follow", in, out, "", filepath.Join(d, "state"))
+		p.Routes[0].Nodes[0].Attrs["mode"] = enumV(mode)
+		return startRun(context.Background(), p, testOptions(t))
 	}
 
 	// subscribe starts at the end of the file and follows it, joining a
 	// line written in two pieces.
-	ctx, cancel := context.WithCancel(context.Background())
-	done, _ := runInBackground(t, ctx, mk(modeSubscribe))
+	r := start(modeSubscribe)
 	time.Sleep(300 * time.Millisecond)
 	appendFile(t, in, `{"new": 1}`+"\n"+`{"new":`)
 	time.Sleep(250 * time.Millisecond)
 	appendFile(t, in, ` 2}`+"\n")
 	got := waitLines(t, out, 2)
-	cancel()
-	<-done
+	r.stop(t)
 	if strings.Join(got, "|") != `{"new": 1}|{"new": 2}` {
 		t.Errorf("subscribe wrote %q", got)
 	}
@@ -90,22 +69,16 @@ func TestSubscribeModes(t *testing.T) {
 	// group_subscribe reads from the stored offset (none yet: the start),
 	// and a second run resumes after what the first committed.
 	os.Remove(out)
-	ctx, cancel = context.WithCancel(context.Background())
-	done, st := runInBackground(t, ctx, mk(modeGroupSubscribe))
+	r = start(modeGroupSubscribe)
 	waitLines(t, out, 3)
-	cancel()
-	<-done
-	if rs := st.Route("follow"); rs.In != 3 {
+	if rs := r.stop(t).Route("follow"); rs.In != 3 {
 		t.Errorf("first group_subscribe run read %d, want 3", rs.In)
 	}
 	appendFile(t, in, `{"later": 1}`+"\n")
-	ctx, cancel = context.WithCancel(context.Background())
-	done, st = runInBackground(t, ctx, mk(modeGroupSubscribe))
+	r = start(modeGroupSubscribe)
 	got = waitLines(t, out, 4)
 	time.Sleep(200 * time.Millisecond)
-	cancel()
-	<-done
-	if rs := st.Route("follow"); rs.In != 1 || got[3] != `{"later": 1}` {
+	if rs := r.stop(t).Route("follow"); rs.In != 1 || got[3] != `{"later": 1}` {
 		t.Errorf("resumed group_subscribe read %d, output %q", rs.In, got)
 	}
 }
@@ -159,13 +132,10 @@ func TestSubscribeLongLineInPieces(t *testing.T) {
 	d := t.TempDir()
 	in, out, dlq := filepath.Join(d, "in.jsonl"), filepath.Join(d, "out.jsonl"), filepath.Join(d, "dlq.jsonl")
 	appendFile(t, in, "")
-	ctx, cancel := context.WithCancel(context.Background())
-	done, st := runInBackground(t, ctx, func() plan.Plan {
-		p := fileRoute("long", in, out, dlq, filepath.Join(d, "state"))
-		p.Routes[0].Nodes[0].Attrs["mode"] = enumV(modeSubscribe)
-		p.Routes[0].Nodes[0].Attrs["max_record_bytes"] = intV(50)
-		return p
-	})
+	p := fileRoute("long", in, out, dlq, filepath.Join(d, "state"))
+	p.Routes[0].Nodes[0].Attrs["mode"] = enumV(modeSubscribe)
+	p.Routes[0].Nodes[0].Attrs["max_record_bytes"] = intV(50)
+	r := startRun(context.Background(), p, testOptions(t))
 	time.Sleep(300 * time.Millisecond)
 	appendFile(t, in, `{"a": "`+strings.Repeat("x", 40))
 	time.Sleep(250 * time.Millisecond)
@@ -173,8 +143,7 @@ func TestSubscribeLongLineInPieces(t *testing.T) {
 	got := waitLines(t, out, 1)
 	waitLines(t, dlq, 1)
 	time.Sleep(100 * time.Millisecond)
-	cancel()
-	<-done
+	st := r.stop(t)
 	if len(got) != 1 || got[0] != `{"short": 1}` {
 		t.Errorf("output %q", got)
 	}
