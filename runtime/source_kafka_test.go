@@ -546,17 +546,20 @@ func TestKafkaGroupScaleOut(t *testing.T) {
 	t.Logf("a killed at %d rows (a wrote %d, b %d)", total(), rowsBy("a"), rowsBy("b"))
 	<-produced
 	deadline = time.Now().Add(2 * time.Minute)
-	for total() < n {
+	// Done when every order is stored and the group has committed both
+	// copies of each: the table fills up as soon as the first copies are
+	// in, while the last second copies may still be unread.
+	for total() < n || groupCommitted(t, k.Brokers(), "orders", "pair", 4) < 2*n {
 		if time.Now().After(deadline) {
 			b.Process.Kill()
 			b.Wait()
 			c.Process.Kill()
 			c.Wait()
-			t.Fatalf("b and c did not finish after a was killed (%d rows): %s\n%s", total(), bErr, cErr)
+			t.Fatalf("b and c did not finish after a was killed (%d rows, %d committed): %s\n%s",
+				total(), groupCommitted(t, k.Brokers(), "orders", "pair", 4), bErr, cErr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
 	b.Process.Signal(syscall.SIGTERM)
 	c.Process.Signal(syscall.SIGTERM)
 	if err := c.Wait(); err != nil {
