@@ -224,6 +224,13 @@ func (f *formatter) block(depth int, prefix, suffix string, b *Block, first int,
 	for i, it := range items {
 		itFirst := f.tok(it.Key.Pos)
 		f.flush(itFirst, depth+1)
+		if i+1 < len(items) && joinsNext(it, items[i+1]) {
+			// A bare key followed on the next line by `ref x` or `y { … }`
+			// would read back as one item (newlines do not separate
+			// there): the comma keeps them apart.
+			f.emit(depth+1, it.Key.Name+",", itFirst, itFirst)
+			continue
+		}
 		f.item(depth+1, it, pads[i], itFirst)
 	}
 	f.flush(closing, depth+1)
@@ -277,6 +284,14 @@ func (f *formatter) blankBetween(a, b *Item) bool {
 		}
 	}
 	return false
+}
+
+// joinsNext reports whether it, a key alone, would read back joined with
+// next written on the following line: as `it ref x` when next is `ref x`,
+// or as `it y { … }` when next is `y { … }`.
+func joinsNext(it, next *Item) bool {
+	bare := it.Ref == nil && it.Assign == nil && it.Body == nil && it.Arg == nil
+	return bare && (next.Key.Name == "ref" || next.Body != nil && next.Kind == nil && next.Label == nil)
 }
 
 func (f *formatter) item(depth int, it *Item, pad, first int) {

@@ -17,6 +17,9 @@ func TestFormatEdges(t *testing.T) {
 		{"blank lines collapse", "route r {\n\n\n  a = 1\n\n\n\n  b = 2\n\n}\n", "route r {\n  a = 1\n\n  b = 2\n}\n"},
 		{"run broken by blank", "route r {\n  a = 1\n  long_key = 2\n\n  bb = 3\n}\n", "route r {\n  a        = 1\n  long_key = 2\n\n  bb = 3\n}\n"},
 		{"bare and ref", "output o = http { url = \"u\" }\nroute r { from file {path=\"a\"}\n keep\n to ref o }\n", "output o = http { url = \"u\" }\n\nroute r {\n  from file { path = \"a\" }\n  keep\n  to ref o\n}\n"},
+		// A bare key keeps its comma where the next line would continue it.
+		{"bare before ref", "route r {\n  a, ref b\n}\n", "route r {\n  a,\n  ref b\n}\n"},
+		{"bare before block", "route r {\n  a, b {}\n}\n", "route r {\n  a,\n  b {}\n}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
