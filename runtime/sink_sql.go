@@ -192,11 +192,17 @@ func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
 	return batchErr
 }
 
-// bind evaluates every parameter of r into s.args; it returns why r cannot
+// bind evaluates every parameter of r into s.nv; it returns why r cannot
 // be written, or "".
 func (s *sqlSink) bind(r *Record) string {
-	for i, p := range s.params {
-		v, present, err := s.eval.run(p, r)
+	return bindParams(&s.eval, s.params, r, func(i int, v any) { s.nv[i].Value = v })
+}
+
+// bindParams evaluates each of params for r and hands set its bound
+// value; it returns why r cannot be written, or "".
+func bindParams(ev *evaluator, params []*program, r *Record, set func(i int, v any)) string {
+	for i, p := range params {
+		v, present, err := ev.run(p, r)
 		if err != nil {
 			return fmt.Sprintf("bind ${%s}: %v", p.src, err)
 		}
@@ -210,7 +216,7 @@ func (s *sqlSink) bind(r *Record) string {
 		if err != nil {
 			return fmt.Sprintf("bind ${%s}: %v", p.src, err)
 		}
-		s.nv[i].Value = bv
+		set(i, bv)
 	}
 	return ""
 }

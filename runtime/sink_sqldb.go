@@ -193,27 +193,10 @@ func (s *sqlServerSink) batchError(op string, err error) error {
 	return e
 }
 
-// bindRow evaluates every parameter of r; it returns why r cannot be
-// written, or "".
+// bindRow evaluates every parameter of r into out; it returns why r
+// cannot be written, or "".
 func (s *sqlServerSink) bindRow(ev *evaluator, r *Record, out []any) string {
-	for i, p := range s.params {
-		v, present, err := ev.run(p, r)
-		if err != nil {
-			return fmt.Sprintf("bind ${%s}: %v", p.src, err)
-		}
-		if p.isMeta && !present {
-			if p.metaKey == metaID {
-				return fmt.Sprintf("bind ${%s}: not set (the record has no identity: the id expression did not resolve)", p.src)
-			}
-			return fmt.Sprintf("bind ${%s}: not set", p.src)
-		}
-		bv, err := bindValue(v)
-		if err != nil {
-			return fmt.Sprintf("bind ${%s}: %v", p.src, err)
-		}
-		out[i] = bv
-	}
-	return ""
+	return bindParams(ev, s.params, r, func(i int, v any) { out[i] = v })
 }
 
 func setOutcome(r *Record, inserted bool) {
