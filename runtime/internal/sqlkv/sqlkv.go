@@ -220,12 +220,7 @@ func (q pgQuerier) Query(ctx context.Context, query string, row func(scan func(d
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows.Scan); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachRow(rows, row)
 }
 
 type myQuerier struct{ tx *sql.Tx }
@@ -244,6 +239,18 @@ func (q myQuerier) Query(ctx context.Context, query string, row func(scan func(d
 		return err
 	}
 	defer rows.Close()
+	return eachRow(rows, row)
+}
+
+// resultRows is what pgx.Rows and *sql.Rows share.
+type resultRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// eachRow calls row for every row of rows.
+func eachRow(rows resultRows, row func(scan func(dest ...any) error) error) error {
 	for rows.Next() {
 		if err := row(rows.Scan); err != nil {
 			return err
