@@ -157,3 +157,40 @@ func TestSQLStoreSweeps(t *testing.T) {
 		t.Errorf("the expired processed row survived the sweep (%d, %v)", n, err)
 	}
 }
+
+// Instances that start at once on a fresh database all open the store:
+// PostgreSQL fails all but one of racing CREATE TABLE IF NOT EXISTS with a
+// catalog error (on the relation or on its row type), which counts as
+// "it exists".
+func TestSQLStoreOpenRace(t *testing.T) {
+	for name, url := range sqlStoreURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			for round := range 5 {
+				u := url()
+				const n = 8
+				errs := make([]error, n)
+				var start, wg sync.WaitGroup
+				start.Add(1)
+				for i := range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						start.Wait()
+						s, err := OpenSQL(context.Background(), u)
+						if err == nil {
+							s.Close()
+						}
+						errs[i] = err
+					}()
+				}
+				start.Done()
+				wg.Wait()
+				for i, err := range errs {
+					if err != nil {
+						t.Fatalf("round %d, instance %d: %v", round, i, err)
+					}
+				}
+			}
+		})
+	}
+}

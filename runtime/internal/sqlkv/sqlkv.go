@@ -297,10 +297,12 @@ func (d *DB) CreateTable(ctx context.Context, ddl string) error {
 }
 
 // CreateRace reports whether err is PostgreSQL losing a race between two
-// CREATE … IF NOT EXISTS of one object (23505 on its catalog, 42P07).
+// CREATE … IF NOT EXISTS of one object: a unique violation on its catalog
+// (23505), the relation (42P07), or the table's row type (42710), which
+// is created first.
 func CreateRace(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07")
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07" || pe.Code == "42710")
 }
 
 // FencedError is a write refused because another owner took over.
