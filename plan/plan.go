@@ -23,7 +23,27 @@ const (
 	ExactlyOnce     = "exactly-once"
 	EffectivelyOnce = "effectively-once"
 	AtLeastOnce     = "at-least-once"
+	// AtMostOnce: a crash can lose records (core NATS and other
+	// fire-and-forget sources, MQTT QoS 0). The weakest rung.
+	AtMostOnce = "at-most-once"
 )
+
+// GuaranteeRank orders the verdict ladder: exactly-once 3,
+// effectively-once 2, at-least-once 1, at-most-once 0; -1 for anything
+// else. A route's verdict is the weakest over its effects.
+func GuaranteeRank(g string) int {
+	switch g {
+	case ExactlyOnce:
+		return 3
+	case EffectivelyOnce:
+		return 2
+	case AtLeastOnce:
+		return 1
+	case AtMostOnce:
+		return 0
+	}
+	return -1
+}
 
 // Plan is the whole build output.
 type Plan struct {
@@ -33,17 +53,70 @@ type Plan struct {
 
 // Route is one compiled route.
 type Route struct {
-	Name        string   `json:"name"`
-	Guarantee   string   `json:"guarantee"`
-	Reasons     []string `json:"reasons"`
-	Warnings    []string `json:"warnings,omitempty"`
-	Concurrency int      `json:"concurrency"`
-	BatchSize   int      `json:"batch_size"`
+	Name      string   `json:"name"`
+	Guarantee string   `json:"guarantee"`
+	Reasons   []string `json:"reasons"`
+	Warnings  []string `json:"warnings,omitempty"`
+	// Premises are what the proof assumes about the world it cannot see;
+	// the runtime checks each before the first record (When = start-up)
+	// or on every record (When = per-record) and refuses, naming it,
+	// when one fails.
+	Premises    []Premise `json:"premises,omitempty"`
+	Concurrency int       `json:"concurrency"`
+	BatchSize   int       `json:"batch_size"`
 	// Nodes in execution order: the source, the input-side steps, the
 	// handler (if any), the output-side steps, the sink.
 	Nodes []Node   `json:"nodes"`
 	Edges []Edge   `json:"edges"`
 	Pos   diag.Pos `json:"pos"`
+}
+
+// Premise kinds.
+const (
+	// PremiseUniqueKey: the SQL table has a UNIQUE or PRIMARY KEY index
+	// whose columns are all among Columns (the columns bound to stable
+	// values), so a replayed row conflicts instead of landing twice.
+	PremiseUniqueKey = "unique_key"
+	// PremiseReplacingMergeTree: the ClickHouse table's engine is a
+	// ReplacingMergeTree and its sorting key's columns are all among
+	// Columns (the columns bound to stable values).
+	PremiseReplacingMergeTree = "replacing_merge_tree"
+	// PremiseUniqueIndex: the MongoDB collection has a unique index on
+	// Columns (id_field maps to _id, which always has one).
+	PremiseUniqueIndex = "unique_index"
+	// PremiseProducerID (per record): the record carries an id its
+	// producer stamped (Nats-Msg-Id or the mq_bridge.message_id header);
+	// a record without one goes to the DLQ.
+	PremiseProducerID = "producer_id"
+	// PremiseKeyPresent (per record): every value the key is rendered
+	// from is present and non-null (Columns names the fields or
+	// columns); a record that lacks one goes to the DLQ.
+	PremiseKeyPresent = "key_present"
+)
+
+// When a premise is checked.
+const (
+	CheckStartup   = "start-up"
+	CheckPerRecord = "per-record"
+)
+
+// Premise is one assumption of a route's proof about the world.
+type Premise struct {
+	Kind string `json:"kind"` // PremiseUniqueKey, …
+	When string `json:"when"` // CheckStartup | CheckPerRecord
+	// Node is the ID of the plan node (sink, handler or branch endpoint)
+	// the premise is about; the runtime checks it through that node's
+	// connector.
+	Node string `json:"node"`
+	// Target is the table, collection, topic or stream.
+	Target  string   `json:"target,omitempty"`
+	Columns []string `json:"columns,omitempty"`
+	// Holds says in words what must be true: "table orders has a UNIQUE
+	// or PRIMARY KEY index on columns among (id)".
+	Holds string `json:"holds"`
+	// Reason is the verdict reason that needs it.
+	Reason string   `json:"reason"`
+	Pos    diag.Pos `json:"pos"`
 }
 
 // Roles of a node in a route.
