@@ -33,10 +33,22 @@ func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
 	if out.Reasons == nil {
 		out.Reasons = []string{}
 	}
+	rc.ids = map[*nodeInfo]string{}
 	for i, n := range rc.nodes {
 		out.Nodes = append(out.Nodes, rc.node(n))
 		if i > 0 {
 			out.Edges = append(out.Edges, plan.Edge{From: out.Nodes[i-1].ID, To: out.Nodes[i].ID})
+		}
+	}
+	if g.effectivelyOnce {
+		// Premises back a proof; an unproven route has none to check.
+		for _, pa := range g.premises {
+			pr := pa.p
+			pr.Node = rc.ids[pa.node]
+			if pr.Pos.Line == 0 && pa.node != nil {
+				pr.Pos = pa.node.rng.Start
+			}
+			out.Premises = append(out.Premises, pr)
 		}
 	}
 	return out
@@ -45,6 +57,9 @@ func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
 func (rc *routeCtx) node(n *nodeInfo) plan.Node {
 	id := fmt.Sprintf("n%d", rc.nextID)
 	rc.nextID++
+	if rc.ids != nil {
+		rc.ids[n] = id
+	}
 	pn := plan.Node{ID: id, Role: n.role, Kind: n.name, Side: n.side, Ref: n.ref, Expr: n.exprText, Pos: n.rng.Start}
 	if len(n.attrs) > 0 {
 		pn.Attrs = make(map[string]plan.Value, len(n.attrs))

@@ -16,13 +16,22 @@ type guaranteeProof struct {
 	exactlyOnce bool
 	reasons     []string
 	missing     string
+	premises    []premiseAt
+}
+
+// premiseAt is a premise of the proof about one node; emit fills in the
+// node's plan ID.
+type premiseAt struct {
+	node *nodeInfo
+	p    plan.Premise
 }
 
 // sinkProof is the verdict for one sink (or handler, or branch).
 type sinkProof struct {
-	ok      bool
-	reasons []string
-	missing string
+	ok       bool
+	reasons  []string
+	missing  string
+	premises []premiseAt
 }
 
 // prove applies DESIGN §3 to a route: effectively-once when the sink write
@@ -74,6 +83,7 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	}
 	g.effectivelyOnce = sp.ok
 	g.missing = sp.missing
+	g.premises = append(g.premises, sp.premises...)
 	if outbox {
 		g.reasons = append(g.reasons, outboxReason)
 		g.exactlyOnce, g.effectivelyOnce, g.missing = true, true, ""
@@ -184,6 +194,7 @@ func (rc *routeCtx) proveStructural(n *nodeInfo) sinkProof {
 			label = fmt.Sprintf("case %q", b.match)
 		}
 		bp := rc.proveSink(b.node)
+		p.premises = append(p.premises, bp.premises...)
 		for _, r := range bp.reasons {
 			p.reasons = append(p.reasons, fmt.Sprintf("%s %s: %s", n.name, label, r))
 		}

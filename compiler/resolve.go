@@ -58,6 +58,7 @@ type routeCtx struct {
 	dedups   []*nodeInfo
 	warnings []string
 	nextID   int
+	ids      map[*nodeInfo]string // plan node IDs, filled by emit
 }
 
 // nodeInfo is a node being built plus the facts the proof needs about it.
