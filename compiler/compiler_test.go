@@ -14,45 +14,6 @@ import (
 	"github.com/mqb-dev/mqb/plan"
 )
 
-func TestParseInsert(t *testing.T) {
-	tests := []struct {
-		sql     string
-		ok      bool
-		kind    conflictKind
-		clause  string
-		columns string
-		targets string
-	}{
-		{"INSERT INTO t (id, body) VALUES (\x010\x02, \x011\x02)", true, conflictNone, "", "id,body", ""},
-		{"insert into t (id, body) values (\x010\x02, \x011\x02) on conflict (id) do nothing", true, conflictColumns, "ON CONFLICT (id) DO NOTHING", "id,body", "id"},
-		{"INSERT INTO t (a, b) VALUES (\x010\x02, lower(\x011\x02)) ON CONFLICT (a, b) WHERE a > 0 DO UPDATE SET b = excluded.b", true, conflictColumns, "ON CONFLICT (a, b) DO UPDATE", "a,b", "a,b"},
-		{"INSERT INTO t (id) VALUES (\x010\x02) ON CONFLICT DO NOTHING", true, conflictAnyKey, "ON CONFLICT DO NOTHING", "id", ""},
-		{"INSERT INTO t (id) VALUES (\x010\x02) ON CONFLICT ON CONSTRAINT t_pkey DO NOTHING", true, conflictAnyKey, "ON CONFLICT ON CONSTRAINT t_pkey DO NOTHING", "id", ""},
-		{"INSERT INTO t (id, b) VALUES (\x010\x02, 'x,y') ON DUPLICATE KEY UPDATE b = VALUES(b)", true, conflictAnyKey, "ON DUPLICATE KEY UPDATE", "id,b", ""},
-		{"INSERT IGNORE INTO t (id) VALUES (\x010\x02)", true, conflictAnyKey, "INSERT IGNORE", "id", ""},
-		{"INSERT OR IGNORE INTO t (id) VALUES (\x010\x02)", true, conflictAnyKey, "INSERT OR IGNORE", "id", ""},
-		{"REPLACE INTO t (id) VALUES (\x010\x02)", true, conflictAnyKey, "REPLACE", "id", ""},
-		{"-- upsert\nINSERT INTO \"t\" (\"id\") VALUES (\x010\x02) /* c */ ON CONFLICT (\"id\") DO NOTHING", true, conflictColumns, "ON CONFLICT (id) DO NOTHING", "id", "id"},
-		{"UPDATE t SET a = 1", false, conflictNone, "", "", ""},
-		{"INSERT INTO t (a, b) VALUES (1)", false, conflictNone, "", "", ""},
-		{"INSERT INTO t SELECT * FROM u", false, conflictNone, "", "", ""},
-	}
-	for _, tt := range tests {
-		ins, ok := parseInsert(tt.sql)
-		if ok != tt.ok {
-			t.Errorf("parseInsert(%q) ok = %v, want %v", tt.sql, ok, tt.ok)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if ins.kind != tt.kind || ins.clause != tt.clause || strings.Join(ins.columns, ",") != tt.columns || strings.Join(ins.targets, ",") != tt.targets {
-			t.Errorf("parseInsert(%q) = kind %d clause %q columns %q targets %q; want %d %q %q %q",
-				tt.sql, ins.kind, ins.clause, ins.columns, ins.targets, tt.kind, tt.clause, tt.columns, tt.targets)
-		}
-	}
-}
-
 func TestSuggest(t *testing.T) {
 	tests := []struct{ name, want string }{
 		{"sqll", "sql"}, {"fil", "file"}, {"dedupe", "dedup"}, {"pth", "path"}, {"zzzzzzz", ""},

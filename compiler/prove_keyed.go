@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/mqb-dev/mqb/plan"
@@ -39,69 +40,239 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 	if parts == nil {
 		parts = []partInfo{{lit: iq.val.Str, stab: stableValue}}
 	}
-	ins, ok := parseInsert(skeleton(parts))
-	if !ok {
-		p.reasons = []string{"write: insert_query is not an INSERT … (columns) VALUES (…) statement mqb can analyse"}
-		p.missing = "sink write is not proven idempotent: insert_query is not an INSERT … (columns) VALUES (…) with a conflict clause"
+	url, _, _ := urlText(n.attrs["url"])
+	d := dialectOf(url)
+	toks, err := lexSQL(skeleton(parts), d)
+	if le, ok := err.(*sqlLexError); ok && le.quotedParam {
+		frag := showValue(le.fragment, parts)
+		if !rc.inNamedUnused {
+			detail := fmt.Sprintf("Inside %s the placeholder is sent as text, not bound, so the statement's parameters do not match and every write fails.", le.where)
+			if le.where == "an SQL string literal" {
+				detail += fmt.Sprintf(" Build the whole value in one placeholder, outside the quotes: %s instead of %s (wrap a number in string(…)).", quotedPlaceholderFix(le.fragment, parts), frag)
+			} else {
+				detail += " Move the placeholder out of it."
+			}
+			rc.c.add("E046", iq.rng, fmt.Sprintf("insert_query in route %s puts a ${…} placeholder inside %s: %s", rc.name, le.where, frag), detail)
+		}
+		p.missing = fmt.Sprintf("insert_query puts a placeholder inside %s", le.where)
+		return p
+	}
+	var ins *sqlInsert
+	if err == nil {
+		ins, err = parseSQLInsert(toks, d)
+	}
+	if err != nil {
+		p.reasons = []string{"write: insert_query is not a statement mqb can read in full"}
+		p.missing = fmt.Sprintf("sink write is not proven idempotent: cannot prove: mqb reads insert_query only in full, and %s", showValue(err.Error(), parts))
 		return p
 	}
 	if ins.kind != conflictNone && boolAttr(n, "bulk_copy") && !rc.inNamedUnused {
 		rc.c.add("E042", n.attrs["bulk_copy"].rng, fmt.Sprintf("sql bulk_copy in route %s cannot honour %s", rc.name, ins.clause),
 			"COPY cannot express a conflict clause; pick bulk speed (drop the clause) or deduplication (drop bulk_copy).")
 	}
-	switch ins.kind {
-	case conflictNone:
-		first := "id"
-		if len(ins.columns) > 0 {
-			first = ins.columns[0]
-		}
+	if ins.kind == conflictNone {
+		first := ins.columns[0]
 		if !rc.inNamedUnused && !rc.outbox {
 			rc.warn("W006", iq.rng, fmt.Sprintf("insert_query into %s in route %s is a plain INSERT without a conflict clause", ins.table, rc.name),
 				fmt.Sprintf("A replay fails the row as a non-retryable constraint error (to the DLQ) or inserts it twice. Add ON CONFLICT (%s) DO NOTHING, or ON DUPLICATE KEY UPDATE on MySQL.", first))
 		}
 		p.reasons = []string{fmt.Sprintf("write: plain INSERT into %s", ins.table)}
 		p.missing = fmt.Sprintf("sink write is not idempotent: plain INSERT; add ON CONFLICT (%s) DO NOTHING", first)
-	case conflictColumns:
-		p.ok = true
-		var keys []string
+		return p
+	}
+	p = rc.proveUpsert(n, ins, parts, d)
+	return p
+}
+
+// proveUpsert proves an INSERT with conflict handling: its key bound to
+// stable values in every VALUES row, its update convergent, and a unique
+// index on the key (read from create_table, else a premise).
+func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d sqlDialect) sinkProof {
+	var p sinkProof
+	notIdempotent := func(reason, missing string) sinkProof {
+		p.reasons = []string{"write: " + ins.clause + ", but " + reason}
+		p.missing = "sink write is not idempotent: " + missing
+		return p
+	}
+	rowNote := func(r int) string {
+		if len(ins.rows) == 1 {
+			return ""
+		}
+		return fmt.Sprintf(" in VALUES row %d", r+1)
+	}
+	// The key: the conflict target, or (naming no columns) whichever
+	// unique index the table has, which must lie among the stable columns.
+	var keyCols, keyShown []string
+	var stableCols []string
+	if ins.kind == conflictColumns {
 		for _, col := range ins.targets {
 			i := indexOf(ins.columns, col)
 			if i < 0 {
-				p.ok = false
+				p.reasons = []string{"write: " + ins.clause + ", but its conflict target is not in the column list"}
 				p.missing = fmt.Sprintf("sink write is not proven idempotent: conflict column %s of %s is not in the insert's column list", col, ins.clause)
-				break
+				return p
 			}
-			st := valueStability(ins.values[i], parts)
-			shown := showValue(ins.values[i], parts)
+			st, v, r := ins.columnStability(i, parts, d)
+			shown := sqlText(v, parts)
 			if !st.Stable {
-				p.ok = false
-				p.missing = fmt.Sprintf("sink write is not idempotent: %s targets column %s, bound to %s, which is per-delivery (%s)", ins.clause, col, shown, st.Why)
-				p.reasons = []string{fmt.Sprintf("write: %s, but its key %s = %s is per-delivery (%s)", ins.clause, col, shown, st.Why)}
-				break
+				p.reasons = []string{fmt.Sprintf("write: %s, but its key %s = %s%s is per-delivery (%s)", ins.clause, col, shown, rowNote(r), st.Why)}
+				p.missing = fmt.Sprintf("sink write is not idempotent: %s targets column %s, bound to %s%s, which is per-delivery (%s)", ins.clause, col, shown, rowNote(r), st.Why)
+				return p
 			}
-			keys = append(keys, fmt.Sprintf("%s = %s (stable)", col, shown))
+			keyCols = append(keyCols, ins.columns[i])
+			keyShown = append(keyShown, fmt.Sprintf("%s = %s (stable)", col, ins.valuesShown(i, parts)))
 		}
-		if p.ok {
-			p.reasons = []string{"write: " + ins.clause, "key: " + strings.Join(keys, ", ")}
-		} else if p.reasons == nil {
-			p.reasons = []string{"write: " + ins.clause + ", but its conflict target is not in the column list"}
-		}
-	case conflictAnyKey:
-		p.ok = true
-		for i, v := range ins.values {
-			if st := valueStability(v, parts); !st.Stable {
-				p.ok = false
-				p.missing = fmt.Sprintf("sink write is not idempotent: %s names no columns, so every bound value must be stable, but %s = %s is per-delivery (%s)", ins.clause, ins.columns[i], showValue(v, parts), st.Why)
-				break
+		stableCols = keyCols
+	} else {
+		var firstBad string
+		for i, col := range ins.columns {
+			st, v, r := ins.columnStability(i, parts, d)
+			if st.Stable {
+				stableCols = append(stableCols, col)
+			} else if firstBad == "" {
+				firstBad = fmt.Sprintf("%s = %s%s is per-delivery (%s)", col, sqlText(v, parts), rowNote(r), st.Why)
 			}
 		}
-		if p.ok {
-			p.reasons = []string{"write: " + ins.clause, "key: every bound value is stable"}
-		} else {
-			p.reasons = []string{"write: " + ins.clause + ", but a bound value is per-delivery"}
+		if len(stableCols) == 0 {
+			return notIdempotent("no column is bound to a stable value",
+				fmt.Sprintf("%s names no columns, so it needs a unique key among the columns bound to stable values, and there is none: %s", ins.clause, firstBad))
 		}
 	}
+	// The update: convergent, and ordered when records of one key can
+	// overtake each other.
+	var updateNote string
+	if ins.update {
+		if ok, why := ins.convergence(parts, d); !ok {
+			return notIdempotent(why, fmt.Sprintf("%s is not convergent: %s", ins.clause, why))
+		}
+		guard, guarded := ins.versionGuard(parts, d)
+		if ins.where != nil && !guarded {
+			why := fmt.Sprintf("cannot prove: DO UPDATE … WHERE %s is not a version guard (WHERE excluded.v > %s.v)", sqlText(ins.where, parts), ins.table)
+			return notIdempotent(why, why)
+		}
+		if rc.concurrency > 1 && !guarded {
+			fix := fmt.Sprintf("add a version guard (WHERE excluded.v > %s.v) or set concurrency = 1", ins.table)
+			if d == sqlMySQL || ins.kind == conflictAnyKey {
+				fix = "set concurrency = 1"
+			}
+			why := fmt.Sprintf("with concurrency %d records of one key can be applied out of order, so a replay of an older record can overwrite a newer one; %s", rc.concurrency, fix)
+			return notIdempotent(why, why)
+		}
+		updateNote = "update converges: each SET writes the value the INSERT writes"
+		if guarded {
+			updateNote += fmt.Sprintf(", guarded by version column %s", guard)
+		}
+	}
+	if ins.replace {
+		for i, col := range ins.columns {
+			if st, v, r := ins.columnStability(i, parts, d); !st.Stable {
+				why := fmt.Sprintf("%s writes the whole row anew, and %s = %s%s is per-delivery (%s), so a replay changes the row", ins.clause, col, sqlText(v, parts), rowNote(r), st.Why)
+				return notIdempotent(why, why)
+			}
+		}
+		if rc.concurrency > 1 {
+			why := fmt.Sprintf("with concurrency %d records of one key can be applied out of order, so a replayed %s of an older record can overwrite a newer one; set concurrency = 1", rc.concurrency, ins.clause)
+			return notIdempotent(why, why)
+		}
+	}
+	// The unique index the conflict handling relies on.
+	needPremise := true
+	if ddl := n.attrs["create_table"]; ddl != nil {
+		if keys, found := readCreateTable(ddl.val.Str, ins.table, d); found && !keys.unsure {
+			var usable []string
+			for _, u := range keys.uniques {
+				if ins.kind == conflictColumns && sameColumnSet(u, keyCols) || ins.kind != conflictColumns && subsetOf(u, stableCols) {
+					usable = u
+					break
+				}
+			}
+			if usable == nil {
+				if ins.kind == conflictColumns {
+					why := fmt.Sprintf("create_table declares no UNIQUE or PRIMARY KEY index on exactly (%s), so the database rejects the conflict target", strings.Join(keyCols, ", "))
+					return notIdempotent(why, why)
+				}
+				why := fmt.Sprintf("create_table gives %s no UNIQUE or PRIMARY KEY index among the columns bound to stable values (%s)%s, so a replay lands as a second row",
+					ins.table, strings.Join(stableCols, ", "), autoincNote(keys, stableCols))
+				return notIdempotent(why, why)
+			}
+			if ins.kind != conflictColumns {
+				keyCols = usable
+				for _, c := range usable {
+					i := indexOf(ins.columns, c)
+					keyShown = append(keyShown, fmt.Sprintf("%s = %s (stable)", c, ins.valuesShown(i, parts)))
+				}
+			}
+			keyShown = append(keyShown, fmt.Sprintf("create_table declares a unique index on (%s)", strings.Join(usable, ", ")))
+			// CREATE TABLE IF NOT EXISTS keeps a table already there as it
+			// is, so the index is still checked at start-up.
+			needPremise = keys.ifNotExists
+		}
+	}
+	write := "write: " + ins.clause
+	p.ok = true
+	switch {
+	case len(keyShown) > 0:
+		p.reasons = []string{write, "key: " + strings.Join(keyShown, ", ")}
+	default:
+		p.reasons = []string{write, fmt.Sprintf("key: a UNIQUE or PRIMARY KEY index on columns among those bound to stable values (%s), a premise checked at start-up", strings.Join(stableCols, ", "))}
+	}
+	if updateNote != "" {
+		p.reasons = append(p.reasons, updateNote)
+	}
+	if needPremise {
+		cols := stableCols
+		if ins.kind == conflictColumns {
+			cols = keyCols
+		}
+		p.premises = append(p.premises, premiseAt{node: n, p: plan.Premise{
+			Kind: plan.PremiseUniqueKey, When: plan.CheckStartup, Target: ins.table, Columns: cols,
+			Holds:  fmt.Sprintf("table %s has a UNIQUE or PRIMARY KEY index on columns among (%s)", ins.table, strings.Join(cols, ", ")),
+			Reason: write,
+		}})
+	}
+	var present []string
+	for _, c := range keyCols {
+		if ins.usesPayload(indexOf(ins.columns, c), parts) {
+			present = append(present, c)
+		}
+	}
+	if len(present) > 0 {
+		p.premises = append(p.premises, premiseAt{node: n, p: plan.Premise{
+			Kind: plan.PremiseKeyPresent, When: plan.CheckPerRecord, Target: ins.table, Columns: present,
+			Holds:  fmt.Sprintf("every record has a non-null value for key column(s) %s (NULL never conflicts, so a replay would land again)", strings.Join(present, ", ")),
+			Reason: write,
+		}})
+	}
 	return p
+}
+
+func sameColumnSet(a, b []string) bool {
+	return len(a) == len(b) && subsetOf(a, b)
+}
+
+func subsetOf(a, b []string) bool {
+	for _, x := range a {
+		if indexOf(b, x) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// autoincNote names the table's keys that the database fills itself.
+func autoincNote(keys *sqlTableKeys, stable []string) string {
+	var auto []string
+	for _, u := range keys.uniques {
+		for _, c := range u {
+			if keys.autoinc[strings.ToLower(c)] && indexOf(stable, c) < 0 {
+				auto = append(auto, c)
+			}
+		}
+	}
+	if len(auto) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (its key %s is auto-increment, filled anew by every write)", strings.Join(auto, ", "))
 }
 
 func (rc *routeCtx) proveMongo(n *nodeInfo) sinkProof {
@@ -152,6 +323,59 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 	if t := n.attrs["table"]; t != nil {
 		table = t.val.Str
 	}
-	return sinkProof{ok: true, reasons: []string{fmt.Sprintf(
-		"write: clickhouse table %s, effectively-once pending run-time verification: ReplacingMergeTree verified against the server at run start-up", table)}}
+	var p sinkProof
+	premise := plan.Premise{Kind: plan.PremiseReplacingMergeTree, When: plan.CheckStartup, Target: table}
+	if cols := n.attrs["columns"]; cols != nil && cols.val.Type == plan.TBlock && len(cols.val.Block) > 0 {
+		names := make([]string, 0, len(cols.val.Block))
+		for k := range cols.val.Block {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var stable, perDelivery []string
+		for _, k := range names {
+			v := cols.val.Block[k]
+			if (v.Type == plan.TExpr || v.Type == plan.TTemplate) && !v.Stable {
+				perDelivery = append(perDelivery, k)
+			} else {
+				stable = append(stable, k)
+			}
+		}
+		if len(stable) == 0 {
+			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, but every column is bound to a per-delivery value (%s)", table, strings.Join(perDelivery, ", "))}
+			p.missing = fmt.Sprintf("sink write is not idempotent: no column written to clickhouse table %s is bound to a stable value, so no sorting key can collapse a replay", table)
+			return p
+		}
+		premise.Columns = stable
+		premise.Holds = fmt.Sprintf("table %s is a ReplacingMergeTree whose sorting key columns are all among (%s)", table, strings.Join(stable, ", "))
+		if len(perDelivery) > 0 {
+			premise.Holds += fmt.Sprintf(", not the per-delivery %s", strings.Join(perDelivery, ", "))
+		}
+	} else {
+		// The payload's top-level fields, one per column of the table: the
+		// sorting key is some of them, which mqb cannot name at build time.
+		if rc.replaced != "" {
+			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s gets the payload's fields, but %s", table, rc.replaced)}
+			p.missing = fmt.Sprintf("sink write is not idempotent: clickhouse table %s gets the payload's fields and %s, so its sorting key may be per-delivery", table, rc.replaced)
+			return p
+		}
+		var tainted []string
+		for f, st := range rc.taint {
+			if !st.Stable {
+				tainted = append(tainted, f)
+			}
+		}
+		sort.Strings(tainted)
+		if len(tainted) > 0 {
+			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s gets the payload's top-level fields, and map sets %s from a per-delivery value", table, strings.Join(tainted, ", "))}
+			p.missing = fmt.Sprintf("sink write is not proven idempotent: clickhouse table %s gets the payload's fields, map sets payload.%s from a per-delivery value (%s), and mqb cannot see at build time whether the sorting key includes it; name the columns in a columns block",
+				table, tainted[0], rc.taint[tainted[0]].Why)
+			return p
+		}
+		premise.Holds = fmt.Sprintf("table %s is a ReplacingMergeTree (its columns, sorting key included, are written from the payload's top-level fields, all stable)", table)
+	}
+	premise.Reason = fmt.Sprintf("write: clickhouse table %s", table)
+	p.ok = true
+	p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, effectively-once given the premise that %s (checked at start-up); repeats collapse at merge time, so read with FINAL", table, premise.Holds)}
+	p.premises = []premiseAt{{node: n, p: premise}}
+	return p
 }

@@ -2,40 +2,16 @@ package compiler
 
 import (
 	"fmt"
-	"iter"
 	"regexp"
 	"strconv"
 	"strings"
 )
 
-// conflictKind is how an INSERT absorbs a row whose key already exists.
-type conflictKind int
+// What the proof of a sql sink needs from its insert_query: which values
+// are the same on every write of a record, whether the conflict handling
+// converges, and which unique key it relies on.
 
-const (
-	conflictNone    conflictKind = iota // plain INSERT
-	conflictColumns                     // ON CONFLICT (cols) DO NOTHING | DO UPDATE
-	conflictAnyKey                      // ON DUPLICATE KEY UPDATE, INSERT IGNORE, ON CONFLICT DO NOTHING with no target, REPLACE
-)
-
-// sqlInsert is what the proof needs from an insert_query: the column list,
-// the VALUES expression bound to each column, and the conflict clause.
-type sqlInsert struct {
-	table   string
-	columns []string
-	values  []string // skeleton text per column; placeholders are \x01N\x02
-	kind    conflictKind
-	targets []string // conflict columns of ON CONFLICT (…)
-	clause  string   // the clause as a person would write it
-}
-
-var (
-	placeholderRE = regexp.MustCompile("\x01([0-9]+)\x02")
-	insertHeadRE  = regexp.MustCompile(`(?is)^\s*(insert|replace)(\s+or\s+(ignore|replace))?(\s+ignore)?\s+into\s+([^\s(]+)\s*\(`)
-	valuesRE      = regexp.MustCompile(`(?is)^\s*values\s*\(`)
-	onConflictRE  = regexp.MustCompile(`(?is)\bon\s+conflict\b\s*(\(([^)]*)\)|on\s+constraint\s+(\S+))?(.*?)\bdo\s+(nothing|update)\b`)
-	onDuplicateRE = regexp.MustCompile(`(?is)\bon\s+duplicate\s+key\s+update\b`)
-	volatileSQL   = []string{"now()", "current_timestamp", "random()", "rand()", "gen_random_uuid()", "uuid()", "uuid_generate_v4()", "nextval(", "sysdate()", "clock_timestamp()"}
-)
+var placeholderRE = regexp.MustCompile("\x01([0-9]+)\x02")
 
 // skeleton joins a template's literal text with a marker per placeholder.
 func skeleton(parts []partInfo) string {
@@ -50,173 +26,7 @@ func skeleton(parts []partInfo) string {
 	return b.String()
 }
 
-// parseInsert analyses an insert_query skeleton. ok is false when the
-// statement is not an `INSERT … (cols) VALUES (…)` the proof can read.
-func parseInsert(sql string) (ins sqlInsert, ok bool) {
-	sql = stripSQLComments(sql)
-	head := insertHeadRE.FindStringSubmatchIndex(sql)
-	if head == nil {
-		return ins, false
-	}
-	verb := strings.ToLower(sql[head[2]:head[3]])
-	orWord := ""
-	if head[6] >= 0 {
-		orWord = strings.ToLower(sql[head[6]:head[7]])
-	}
-	ignore := head[8] >= 0
-	ins.table = sql[head[10]:head[11]]
-	cols, rest, good := balanced(sql[head[1]:])
-	if !good {
-		return ins, false
-	}
-	for _, c := range splitTop(cols) {
-		ins.columns = append(ins.columns, strings.Trim(strings.TrimSpace(c), "\"`[]"))
-	}
-	vm := valuesRE.FindStringIndex(rest)
-	if vm == nil {
-		return ins, false
-	}
-	vals, rest, good := balanced(rest[vm[1]:])
-	if !good {
-		return ins, false
-	}
-	for _, v := range splitTop(vals) {
-		ins.values = append(ins.values, strings.TrimSpace(v))
-	}
-	if len(ins.values) != len(ins.columns) {
-		return ins, false
-	}
-	switch {
-	case verb == "replace" || orWord == "replace":
-		ins.kind, ins.clause = conflictAnyKey, "REPLACE"
-	case ignore:
-		ins.kind, ins.clause = conflictAnyKey, "INSERT IGNORE"
-	case orWord == "ignore":
-		ins.kind, ins.clause = conflictAnyKey, "INSERT OR IGNORE"
-	}
-	if m := onConflictRE.FindStringSubmatch(rest); m != nil {
-		action := "DO " + strings.ToUpper(m[5])
-		switch {
-		case m[2] != "" || strings.HasPrefix(strings.TrimSpace(m[1]), "("):
-			for _, c := range splitTop(m[2]) {
-				ins.targets = append(ins.targets, strings.Trim(strings.TrimSpace(c), "\"`"))
-			}
-			ins.kind = conflictColumns
-			ins.clause = fmt.Sprintf("ON CONFLICT (%s) %s", strings.Join(ins.targets, ", "), action)
-		case m[3] != "":
-			ins.kind = conflictAnyKey
-			ins.clause = fmt.Sprintf("ON CONFLICT ON CONSTRAINT %s %s", m[3], action)
-		default:
-			ins.kind = conflictAnyKey
-			ins.clause = "ON CONFLICT " + action
-		}
-	} else if onDuplicateRE.MatchString(rest) {
-		ins.kind, ins.clause = conflictAnyKey, "ON DUPLICATE KEY UPDATE"
-	}
-	return ins, true
-}
-
-// balanced returns the text up to the parenthesis closing an already
-// opened one, and what follows it.
-func balanced(s string) (inside, rest string, ok bool) {
-	for i, depth := range unquoted(s, 1) {
-		if s[i] == ')' && depth == 0 {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return "", "", false
-}
-
-// splitTop splits at commas outside parentheses and quotes.
-func splitTop(s string) []string {
-	var out []string
-	start := 0
-	for i, depth := range unquoted(s, 0) {
-		if s[i] == ',' && depth == 0 {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	if strings.TrimSpace(s[start:]) != "" || len(out) > 0 {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
-// unquoted yields the index of every byte of s outside '…', "…" and `…`
-// quotes, with the parenthesis depth after that byte: counted from start,
-// an opening parenthesis is inside the pair it opens, a closing one outside.
-func unquoted(s string, start int) iter.Seq2[int, int] {
-	return func(yield func(i, depth int) bool) {
-		depth := start
-		var quote byte
-		for i := 0; i < len(s); i++ {
-			c := s[i]
-			switch {
-			case quote != 0:
-				if c == quote {
-					quote = 0
-				}
-				continue
-			case c == '\'' || c == '"' || c == '`':
-				quote = c
-				continue
-			case c == '(':
-				depth++
-			case c == ')':
-				depth--
-			}
-			if !yield(i, depth) {
-				return
-			}
-		}
-	}
-}
-
-func stripSQLComments(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch {
-		case strings.HasPrefix(s[i:], "--"):
-			j := strings.IndexByte(s[i:], '\n')
-			if j < 0 {
-				return b.String()
-			}
-			i += j - 1
-		case strings.HasPrefix(s[i:], "/*"):
-			j := strings.Index(s[i+2:], "*/")
-			if j < 0 {
-				return b.String()
-			}
-			i += j + 3
-			b.WriteByte(' ')
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
-}
-
-// valueStability is the stability of one VALUES expression: every bound
-// placeholder in it must be stable and it must call no volatile function.
-func valueStability(v string, parts []partInfo) stability {
-	low := strings.ToLower(v)
-	for _, f := range volatileSQL {
-		if strings.Contains(low, f) {
-			return perDelivery("SQL %s differs on every write", strings.TrimSuffix(f, "("))
-		}
-	}
-	st := stableValue
-	for _, m := range placeholderRE.FindAllStringSubmatch(v, -1) {
-		i, _ := strconv.Atoi(m[1])
-		if i < len(parts) {
-			st = both(st, parts[i].stab)
-		}
-	}
-	return st
-}
-
-// showValue renders a VALUES expression with its placeholders as written.
+// showValue renders a skeleton fragment with its placeholders as written.
 func showValue(v string, parts []partInfo) string {
 	return placeholderRE.ReplaceAllStringFunc(v, func(m string) string {
 		i, _ := strconv.Atoi(m[1 : len(m)-1])
@@ -225,4 +35,246 @@ func showValue(v string, parts []partInfo) string {
 		}
 		return m
 	})
+}
+
+// quotedPlaceholderFix rewrites the body of a quoted SQL string with
+// placeholders, such as ord-\x01N\x02, as the one placeholder that builds
+// the whole value: ${"ord-" + payload.id}.
+func quotedPlaceholderFix(fragment string, parts []partInfo) string {
+	body := fragment
+	if len(body) >= 2 && (body[0] == '\'' || body[0] == '"') && body[len(body)-1] == body[0] {
+		body = body[1 : len(body)-1]
+	}
+	var terms []string
+	last := 0
+	for _, m := range placeholderRE.FindAllStringSubmatchIndex(body, -1) {
+		if m[0] > last {
+			terms = append(terms, strconv.Quote(body[last:m[0]]))
+		}
+		i, _ := strconv.Atoi(body[m[2]:m[3]])
+		expr := "…"
+		if i < len(parts) {
+			expr = parts[i].expr
+		}
+		if strings.ContainsAny(expr, "+-*/ ?:") && !(len(terms) == 0 && m[1] == len(body)) {
+			expr = "(" + expr + ")"
+		}
+		terms = append(terms, expr)
+		last = m[1]
+	}
+	if last < len(body) {
+		terms = append(terms, strconv.Quote(body[last:]))
+	}
+	return "${" + strings.Join(terms, " + ") + "}"
+}
+
+// sqlDeterministic are the functions known to return the same result for
+// the same arguments on every call, per dialect. Anything not listed is
+// treated as per-delivery: an allow-list, never a deny-list.
+var sqlDeterministic = map[sqlDialect]map[string]bool{
+	sqlSQLite: setOf("lower", "upper", "trim", "ltrim", "rtrim", "coalesce", "nullif", "ifnull", "abs",
+		"round", "length", "substr", "substring", "replace", "instr", "hex", "unhex", "printf", "format", "quote",
+		"typeof", "iif", "json", "json_extract", "json_object", "json_array", "json_quote", "min", "max", "char", "unicode"),
+	sqlPostgres: setOf("lower", "upper", "trim", "ltrim", "rtrim", "btrim", "coalesce", "nullif", "abs",
+		"round", "length", "char_length", "substr", "substring", "replace", "concat", "concat_ws", "md5",
+		"lpad", "rpad", "left", "right", "split_part", "greatest", "least", "json_build_object",
+		"jsonb_build_object", "json_build_array", "jsonb_build_array", "to_json", "to_jsonb", "initcap"),
+	sqlMySQL: setOf("lower", "upper", "lcase", "ucase", "trim", "ltrim", "rtrim", "coalesce", "nullif", "ifnull",
+		"abs", "round", "length", "char_length", "substr", "substring", "replace", "concat", "concat_ws",
+		"hex", "unhex", "md5", "sha1", "sha2", "lpad", "rpad", "left", "right", "greatest", "least",
+		"json_object", "json_array", "json_extract", "json_quote"),
+}
+
+// sqlVolatile are functions known to differ on every call: they get a
+// plainer reason than "not on the allow-list". The list decides nothing.
+var sqlVolatile = setOf("now", "random", "rand", "randomblob", "gen_random_uuid", "uuid", "uuid_generate_v4",
+	"uuid_short", "nextval", "sysdate", "clock_timestamp", "current_timestamp", "statement_timestamp",
+	"transaction_timestamp", "localtimestamp", "curtime", "curdate", "unix_timestamp", "datetime", "date",
+	"time", "julianday", "strftime", "unixepoch", "utc_timestamp", "last_insert_rowid", "last_insert_id", "changes")
+
+func setOf(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// deterministicIn reports whether fn is on d's allow-list; under
+// sqlAnyDialect it must be on every dialect's.
+func deterministicIn(fn string, d sqlDialect) bool {
+	if d != sqlAnyDialect {
+		return sqlDeterministic[d][fn]
+	}
+	for _, set := range sqlDeterministic {
+		if !set[fn] {
+			return false
+		}
+	}
+	return true
+}
+
+// pgSpecialDates are PostgreSQL's date/time input strings that read the
+// clock when cast: '…'::timestamp.
+var pgSpecialDates = setOf("now", "today", "tomorrow", "yesterday", "current")
+
+// sqlStability is the stability of a VALUES expression: every placeholder
+// in it stable, every function on the dialect's allow-list, nothing the
+// analyser cannot see (a column default, a bare name).
+func sqlStability(e *sqlExpr, parts []partInfo, d sqlDialect) stability {
+	switch e.kind {
+	case eLit, eNull:
+		return stableValue
+	case eParam:
+		if e.num < len(parts) {
+			return parts[e.num].stab
+		}
+		return stableValue
+	case eDefault:
+		return perDelivery("DEFAULT writes the column's default, which mqb cannot see")
+	case eStar:
+		return perDelivery("* is not a value")
+	case eCol:
+		if e.qual == "" && sqlVolatile[strings.ToLower(e.text)] {
+			return perDelivery("SQL %s differs on every write", strings.ToUpper(e.text))
+		}
+		return perDelivery("the bare name %s (an SQL keyword or a column) is not a value known to be the same on every write", sqlText(e, parts))
+	case eCall:
+		if !deterministicIn(e.text, d) {
+			if sqlVolatile[e.text] {
+				return perDelivery("SQL %s() differs on every write", e.text)
+			}
+			return perDelivery("SQL function %s() is not on mqb's %s allow-list of deterministic functions", e.text, d)
+		}
+	case eCast:
+		if a := e.args[0]; a.kind == eLit && a.str && d != sqlMySQL && pgSpecialDates[strings.ToLower(strings.TrimSpace(a.text))] {
+			return perDelivery("CAST('%s' AS %s) reads the clock", a.text, e.text)
+		}
+	}
+	st := stableValue
+	for _, a := range e.args {
+		st = both(st, sqlStability(a, parts, d))
+	}
+	return st
+}
+
+// columnStability is the stability of column i over every VALUES row,
+// with the first per-delivery value.
+func (ins *sqlInsert) columnStability(i int, parts []partInfo, d sqlDialect) (stability, *sqlExpr, int) {
+	for r, row := range ins.rows {
+		if st := sqlStability(row[i], parts, d); !st.Stable {
+			return st, row[i], r
+		}
+	}
+	return stableValue, ins.rows[0][i], 0
+}
+
+// isExistingColumn reports whether e names col of the row already in the
+// table: col, t.col or alias.col.
+func (ins *sqlInsert) isExistingColumn(e *sqlExpr, col string) bool {
+	return e.kind == eCol && strings.EqualFold(e.text, col) &&
+		(e.qual == "" || sameTable(e.qual, ins.table) || ins.alias != "" && strings.EqualFold(e.qual, ins.alias))
+}
+
+// isInsertedValue reports whether e stands for the value the INSERT
+// writes for column i: excluded.col, VALUES(col), new.col under a MySQL
+// row alias, or the very expression of the (single) VALUES row.
+func (ins *sqlInsert) isInsertedValue(e *sqlExpr, i int, d sqlDialect) bool {
+	col := ins.columns[i]
+	switch {
+	case e.kind == eCol && strings.EqualFold(e.qual, "excluded") && d != sqlMySQL:
+		return strings.EqualFold(e.text, col)
+	case e.kind == eCall && e.text == "values" && len(e.args) == 1 && d != sqlSQLite && d != sqlPostgres:
+		a := e.args[0]
+		return a.kind == eCol && a.qual == "" && strings.EqualFold(a.text, col)
+	case e.kind == eCol && ins.rowAlias != "" && strings.EqualFold(e.qual, ins.rowAlias):
+		if ins.rowAliasCols != nil {
+			return strings.EqualFold(e.text, ins.rowAliasCols[i])
+		}
+		return strings.EqualFold(e.text, col)
+	case len(ins.rows) == 1:
+		return sameSQL(e, ins.rows[0][i])
+	}
+	return false
+}
+
+// versionGuard reports whether the DO UPDATE's WHERE is a version guard,
+// `excluded.v > t.v` (or `t.v < excluded.v`), over a column v the INSERT
+// binds to a stable value; it returns v.
+func (ins *sqlInsert) versionGuard(parts []partInfo, d sqlDialect) (string, bool) {
+	w := ins.where
+	if w == nil || w.kind != eBinary || (w.text != ">" && w.text != "<") {
+		return "", false
+	}
+	newer, older := w.args[0], w.args[1]
+	if w.text == "<" {
+		newer, older = older, newer
+	}
+	if newer.kind != eCol || !strings.EqualFold(newer.qual, "excluded") || !ins.isExistingColumn(older, newer.text) {
+		return "", false
+	}
+	i := indexOf(ins.columns, newer.text)
+	if i < 0 {
+		return "", false
+	}
+	if st, _, _ := ins.columnStability(i, parts, d); !st.Stable {
+		return "", false
+	}
+	return ins.columns[i], true
+}
+
+// convergence checks that every assignment of the update writes a column
+// exactly the value the INSERT writes for it, a value stable across
+// replays, so applying a record twice leaves the row as once. It returns
+// the first assignment that does not, with why.
+func (ins *sqlInsert) convergence(parts []partInfo, d sqlDialect) (ok bool, why string) {
+	for _, s := range ins.sets {
+		shown := s.col + " = " + sqlText(s.val, parts)
+		i := indexOf(ins.columns, s.col)
+		if ins.isExistingColumn(s.val, s.col) {
+			continue // col = col changes nothing
+		}
+		if i < 0 {
+			return false, fmt.Sprintf("SET %s writes a column the INSERT does not write, so a replay changes the row the first write left", shown)
+		}
+		if !ins.isInsertedValue(s.val, i, d) {
+			return false, fmt.Sprintf("SET %s does not assign %s the value the INSERT writes for it, so a replay changes the row again (only col = excluded.col, or VALUES(col) on MySQL, converges)", shown, s.col)
+		}
+		if st, v, _ := ins.columnStability(i, parts, d); !st.Stable {
+			return false, fmt.Sprintf("SET %s rewrites %s on a replay with %s, which is per-delivery (%s)", shown, s.col, sqlText(v, parts), st.Why)
+		}
+	}
+	return true, ""
+}
+
+// usesPayload reports whether column i is bound, in some row, to a
+// placeholder that reads the payload.
+func (ins *sqlInsert) usesPayload(i int, parts []partInfo) bool {
+	var walk func(e *sqlExpr) bool
+	walk = func(e *sqlExpr) bool {
+		if e.kind == eParam && e.num < len(parts) && strings.Contains(parts[e.num].expr, "payload") {
+			return true
+		}
+		for _, a := range e.args {
+			if walk(a) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, row := range ins.rows {
+		if walk(row[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// valuesShown renders column i's value in every VALUES row.
+func (ins *sqlInsert) valuesShown(i int, parts []partInfo) string {
+	shown := make([]string, len(ins.rows))
+	for r, row := range ins.rows {
+		shown[r] = sqlText(row[i], parts)
+	}
+	return strings.Join(shown, " | ")
 }

@@ -1,0 +1,244 @@
+package compiler
+
+import (
+	"strings"
+	"testing"
+)
+
+// p0, p1, … are placeholder markers as skeleton writes them.
+const p0, p1, p2 = "\x010\x02", "\x011\x02", "\x012\x02"
+
+func readInsert(t *testing.T, sql string, d sqlDialect) (*sqlInsert, error) {
+	t.Helper()
+	toks, err := lexSQL(sql, d)
+	if err != nil {
+		return nil, err
+	}
+	return parseSQLInsert(toks, d)
+}
+
+// TestSQLReader runs the insert_query reader over each dialect: what it
+// reads (clause, columns, target, rows) and what it refuses, with why.
+func TestSQLReader(t *testing.T) {
+	tests := []struct {
+		d       sqlDialect
+		sql     string
+		clause  string // "" for a plain INSERT
+		columns string
+		targets string
+		rows    int
+		err     string // a substring of the refusal
+	}{
+		{sqlSQLite, "INSERT INTO t (id, body) VALUES (" + p0 + ", " + p1 + ")", "", "id,body", "", 1, ""},
+		{sqlSQLite, "insert into t (id, body) values (" + p0 + ", " + p1 + ") on conflict (id) do nothing", "ON CONFLICT (id) DO NOTHING", "id,body", "id", 1, ""},
+		{sqlSQLite, "INSERT INTO t (id) VALUES (" + p0 + ") ON CONFLICT DO NOTHING", "ON CONFLICT DO NOTHING", "id", "", 1, ""},
+		{sqlSQLite, "INSERT OR IGNORE INTO t (id) VALUES (" + p0 + ")", "INSERT OR IGNORE", "id", "", 1, ""},
+		{sqlSQLite, "INSERT OR REPLACE INTO t (id) VALUES (" + p0 + ")", "INSERT OR REPLACE", "id", "", 1, ""},
+		{sqlSQLite, "REPLACE INTO t (id) VALUES (" + p0 + ")", "REPLACE INTO", "id", "", 1, ""},
+		{sqlSQLite, "-- upsert\nINSERT INTO \"t\" ([id]) VALUES (" + p0 + ") /* c */ ON CONFLICT (`id`) DO NOTHING;", "ON CONFLICT (id) DO NOTHING", "id", "id", 1, ""},
+		{sqlSQLite, "INSERT INTO t (id, b) VALUES (" + p0 + ", 'x'), (" + p1 + ", 'y') ON CONFLICT (id) DO NOTHING", "ON CONFLICT (id) DO NOTHING", "id,b", "id", 2, ""},
+		{sqlSQLite, "INSERT INTO t (id) VALUES (" + p0 + ") RETURNING 'ON CONFLICT (id) DO NOTHING'", "", "id", "", 1, ""},
+		{sqlSQLite, "INSERT INTO t (id) VALUES (" + p0 + ") ON CONFLICT (id) DO NOTHING; DELETE FROM t", "", "", "", 0, "a second statement"},
+		{sqlSQLite, "INSERT INTO t (id) VALUES (" + p0 + ") ON CONFLICT (id) DO NOTHING ON CONFLICT DO NOTHING", "", "", "", 0, "a second ON CONFLICT"},
+		{sqlSQLite, "INSERT INTO t (a, b) VALUES (1)", "", "", "", 0, "1 values for 2 columns"},
+		{sqlSQLite, "INSERT INTO t SELECT * FROM u", "", "", "", 0, "names no column list"},
+		{sqlSQLite, "INSERT INTO t (a) SELECT a FROM u", "", "", "", 0, "INSERT … SELECT"},
+		{sqlSQLite, "UPDATE t SET a = 1", "", "", "", 0, "not an INSERT"},
+		{sqlSQLite, "INSERT INTO t (a) VALUES ((SELECT max(a) FROM t))", "", "", "", 0, "a subquery"},
+		{sqlSQLite, "INSERT INTO t (a) VALUES (CASE WHEN 1 THEN 2 END)", "", "", "", 0, "CASE"},
+		{sqlSQLite, "INSERT IGNORE INTO t (a) VALUES (1)", "", "", "", 0, "MySQL's form"},
+		{sqlSQLite, "INSERT INTO t (a) VALUES (" + p0 + ") ON CONFLICT (a) WHERE a > 0 DO NOTHING", "", "", "", 0, "partial index"},
+		{sqlPostgres, "INSERT INTO t AS x (id, b) VALUES (" + p0 + ", " + p1 + "::text) ON CONFLICT (id) DO UPDATE SET b = excluded.b WHERE excluded.v > x.v RETURNING x.id, 'a' AS tag", "ON CONFLICT (id) DO UPDATE", "id,b", "id", 1, ""},
+		{sqlPostgres, "INSERT INTO t (id) VALUES (" + p0 + ") ON CONFLICT ON CONSTRAINT t_pkey DO NOTHING", "", "", "", 0, "ON CONSTRAINT"},
+		{sqlPostgres, "WITH x AS (SELECT 1) INSERT INTO t (id) VALUES (1)", "", "", "", 0, "WITH clause"},
+		{sqlPostgres, "INSERT INTO t (id) VALUES ($1)", "", "", "", 0, "$n parameter"},
+		{sqlPostgres, "REPLACE INTO t (id) VALUES (" + p0 + ")", "", "", "", 0, "not a PostgreSQL statement"},
+		{sqlPostgres, "INSERT INTO t (id) VALUES (" + p0 + ") ON DUPLICATE KEY UPDATE id = id", "", "", "", 0, "MySQL's form"},
+		{sqlMySQL, "INSERT INTO t (id, b) VALUES (" + p0 + ", 'x,y') ON DUPLICATE KEY UPDATE b = VALUES(b)", "ON DUPLICATE KEY UPDATE", "id,b", "", 1, ""},
+		{sqlMySQL, "INSERT INTO t (id, b) VALUE (" + p0 + ", \"it\\'s\") AS new (i, c) ON DUPLICATE KEY UPDATE b = new.c", "ON DUPLICATE KEY UPDATE", "id,b", "", 1, ""},
+		{sqlMySQL, "INSERT IGNORE INTO t (id) VALUES (" + p0 + ")", "INSERT IGNORE", "id", "", 1, ""},
+		{sqlMySQL, "INSERT INTO t (id) VALUES (" + p0 + ") # note\n", "", "id", "", 1, ""},
+		{sqlMySQL, "INSERT INTO t (id) VALUES (" + p0 + ") ON CONFLICT (id) DO NOTHING", "", "", "", 0, "ON CONFLICT is not"},
+		{sqlMySQL, "INSERT /*! HIGH_PRIORITY */ INTO t (id) VALUES (1)", "", "", "", 0, "executable comment"},
+		{sqlAnyDialect, "INSERT INTO t (id) VALUES (" + p0 + ") ON CONFLICT (id) DO NOTHING", "ON CONFLICT (id) DO NOTHING", "id", "id", 1, ""},
+	}
+	for _, tt := range tests {
+		ins, err := readInsert(t, tt.sql, tt.d)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s %q: err = %v, want one saying %q", tt.d, tt.sql, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %q: %v", tt.d, tt.sql, err)
+			continue
+		}
+		if ins.clause != tt.clause || strings.Join(ins.columns, ",") != tt.columns || strings.Join(ins.targets, ",") != tt.targets || len(ins.rows) != tt.rows {
+			t.Errorf("%s %q = clause %q columns %q targets %q rows %d; want %q %q %q %d",
+				tt.d, tt.sql, ins.clause, ins.columns, ins.targets, len(ins.rows), tt.clause, tt.columns, tt.targets, tt.rows)
+		}
+	}
+}
+
+// TestSQLQuotedPlaceholder: a placeholder inside quotes or a comment is
+// refused as such; the fix is written as one placeholder.
+func TestSQLQuotedPlaceholder(t *testing.T) {
+	parts := []partInfo{{lit: "INSERT INTO t (id) VALUES ('ord-"}, {expr: "payload.id", isExpr: true}, {lit: "')"}}
+	for _, tt := range []struct {
+		sql, where string
+		d          sqlDialect
+	}{
+		{"INSERT INTO t (id) VALUES ('ord-" + p1 + "')", "an SQL string literal", sqlSQLite},
+		{"INSERT INTO t (id) VALUES (\"ord-" + p1 + "\")", "an SQL string literal", sqlMySQL},
+		{"INSERT INTO \"t" + p1 + "\" (id) VALUES (1)", "a quoted SQL identifier", sqlPostgres},
+		{"INSERT INTO t (id) VALUES (1) -- " + p1, "an SQL comment", sqlSQLite},
+	} {
+		_, err := lexSQL(tt.sql, tt.d)
+		le, ok := err.(*sqlLexError)
+		if !ok || !le.quotedParam || le.where != tt.where {
+			t.Errorf("%q: err = %v, want a placeholder inside %s", tt.sql, err, tt.where)
+		}
+	}
+	for _, tt := range []struct{ frag, want string }{
+		{"'ord-" + p1 + "'", `${"ord-" + payload.id}`},
+		{"'" + p1 + "'", `${payload.id}`},
+		{"'" + p1 + "-x'", `${payload.id + "-x"}`},
+	} {
+		if got := quotedPlaceholderFix(tt.frag, parts); got != tt.want {
+			t.Errorf("quotedPlaceholderFix(%q) = %s, want %s", tt.frag, got, tt.want)
+		}
+	}
+}
+
+// TestSQLStability: the per-dialect allow-list of deterministic
+// functions decides, never a list of volatile ones.
+func TestSQLStability(t *testing.T) {
+	parts := []partInfo{{expr: "payload.id", isExpr: true, stab: stableValue}, {expr: "message_id", isExpr: true, stab: perDelivery("fresh per read")}}
+	tests := []struct {
+		d      sqlDialect
+		value  string
+		stable bool
+	}{
+		{sqlSQLite, p0, true},
+		{sqlSQLite, p1, false},
+		{sqlSQLite, "lower(" + p0 + ")", true},
+		{sqlSQLite, "hex(randomblob(16))", false},
+		{sqlSQLite, "random ()", false},
+		{sqlSQLite, "random(/* c */)", false},
+		{sqlSQLite, "upper(" + p0 + ") || '-' || 1", true},
+		{sqlSQLite, "my_udf(" + p0 + ")", false},
+		{sqlSQLite, "CURRENT_TIMESTAMP", false},
+		{sqlSQLite, "DEFAULT", false},
+		{sqlSQLite, "datetime('now')", false},
+		{sqlPostgres, "gen_random_uuid()", false},
+		{sqlPostgres, "concat(" + p0 + ", 'x')", true},
+		{sqlPostgres, p0 + "::text", true},
+		{sqlPostgres, "'now'::timestamptz", false},
+		{sqlPostgres, "CAST('today' AS date)", false},
+		{sqlPostgres, "ifnull(" + p0 + ", 'x')", false}, // not a PostgreSQL function
+		{sqlMySQL, "concat(" + p0 + ", 'x')", true},
+		{sqlMySQL, "uuid()", false},
+		{sqlMySQL, "sha2(" + p0 + ", 256)", true},
+		{sqlAnyDialect, "lower(" + p0 + ")", true},
+		{sqlAnyDialect, "concat(" + p0 + ", 'x')", false}, // not SQLite's
+	}
+	for _, tt := range tests {
+		ins, err := readInsert(t, "INSERT INTO t (id) VALUES ("+tt.value+")", tt.d)
+		if err != nil {
+			t.Errorf("%s %q: %v", tt.d, tt.value, err)
+			continue
+		}
+		if st := sqlStability(ins.rows[0][0], parts, tt.d); st.Stable != tt.stable {
+			t.Errorf("%s %q: stable = %v (%s), want %v", tt.d, tt.value, st.Stable, st.Why, tt.stable)
+		}
+	}
+}
+
+// TestSQLConvergence: an update is idempotent only when each SET writes
+// the value the INSERT writes; a version guard is recognised as such.
+func TestSQLConvergence(t *testing.T) {
+	parts := []partInfo{{expr: "payload.k", isExpr: true, stab: stableValue}, {expr: "payload.q", isExpr: true, stab: stableValue}, {expr: "now()", isExpr: true, stab: perDelivery("now")}}
+	tests := []struct {
+		d         sqlDialect
+		sql       string
+		converges bool
+		guarded   bool
+	}{
+		{sqlSQLite, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET q = excluded.q", true, false},
+		{sqlSQLite, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET q = EXCLUDED.Q, k = k", true, false},
+		{sqlSQLite, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET q = " + p1, true, false},
+		{sqlSQLite, "INSERT INTO t AS x (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET q = x.q + excluded.q", false, false},
+		{sqlSQLite, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET q = excluded.k", false, false},
+		{sqlSQLite, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET n = 1", false, false},
+		{sqlSQLite, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p2 + ") ON CONFLICT (k) DO UPDATE SET q = excluded.q", false, false},
+		{sqlPostgres, "INSERT INTO t AS x (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET q = excluded.q WHERE excluded.q > x.q", true, true},
+		{sqlPostgres, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET q = excluded.q WHERE t.q < excluded.q", true, true},
+		{sqlPostgres, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET q = excluded.q WHERE excluded.q >= t.q", true, false},
+		{sqlPostgres, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON CONFLICT (k) DO UPDATE SET q = VALUES(q)", false, false},
+		{sqlMySQL, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON DUPLICATE KEY UPDATE q = VALUES(q)", true, false},
+		{sqlMySQL, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") AS n ON DUPLICATE KEY UPDATE q = n.q", true, false},
+		{sqlMySQL, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") AS n (a, b) ON DUPLICATE KEY UPDATE q = n.a", false, false},
+		{sqlMySQL, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON DUPLICATE KEY UPDATE q = q + VALUES(q)", false, false},
+		{sqlMySQL, "INSERT INTO t (k, q) VALUES (" + p0 + ", " + p1 + ") ON DUPLICATE KEY UPDATE q = excluded.q", false, false},
+	}
+	for _, tt := range tests {
+		ins, err := readInsert(t, tt.sql, tt.d)
+		if err != nil {
+			t.Errorf("%s %q: %v", tt.d, tt.sql, err)
+			continue
+		}
+		ok, why := ins.convergence(parts, tt.d)
+		if ok != tt.converges {
+			t.Errorf("%s %q: converges = %v (%s), want %v", tt.d, tt.sql, ok, why, tt.converges)
+		}
+		if _, g := ins.versionGuard(parts, tt.d); g != tt.guarded {
+			t.Errorf("%s %q: guarded = %v, want %v", tt.d, tt.sql, g, tt.guarded)
+		}
+	}
+}
+
+// TestSQLCreateTable reads the unique keys a create_table script gives.
+func TestSQLCreateTable(t *testing.T) {
+	tests := []struct {
+		d       sqlDialect
+		ddl     string
+		found   bool
+		unsure  bool
+		uniques string // sets joined by ";"
+		autoinc string
+	}{
+		{sqlSQLite, "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, body TEXT NOT NULL)", true, false, "id", ""},
+		{sqlSQLite, "CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, oid TEXT UNIQUE, CHECK (length(oid) > 0))", true, false, "id;oid", "id"},
+		{sqlSQLite, "CREATE TABLE other (id TEXT PRIMARY KEY)", false, false, "", ""},
+		{sqlSQLite, "CREATE TABLE orders (a TEXT, b TEXT, PRIMARY KEY (a, b)); CREATE UNIQUE INDEX IF NOT EXISTS o2 ON orders (b DESC)", true, false, "a,b;b", ""},
+		{sqlSQLite, "CREATE TABLE orders (a TEXT); CREATE UNIQUE INDEX o2 ON orders (lower(a))", true, true, "", ""},
+		{sqlSQLite, "CREATE TABLE orders (a TEXT); CREATE UNIQUE INDEX o2 ON orders (a) WHERE a IS NOT NULL", true, true, "", ""},
+		{sqlSQLite, "CREATE TABLE orders (a TEXT); ALTER TABLE orders ADD COLUMN b TEXT", true, true, "", ""},
+		{sqlPostgres, "CREATE TABLE IF NOT EXISTS public.orders (id bigserial PRIMARY KEY, oid text NOT NULL, CONSTRAINT uq UNIQUE (oid))", true, false, "id;oid", "id"},
+		{sqlPostgres, "CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, oid text)", true, false, "id", "id"},
+		{sqlMySQL, "CREATE TABLE orders (id BIGINT AUTO_INCREMENT PRIMARY KEY, oid VARCHAR(64), KEY k (oid), UNIQUE KEY u (oid(10)))", true, true, "id", "id"},
+		{sqlMySQL, "CREATE TABLE `orders` (`id` BIGINT AUTO_INCREMENT, `oid` VARCHAR(64), PRIMARY KEY (`id`), UNIQUE INDEX u (`oid`))", true, false, "id;oid", "id"},
+	}
+	for _, tt := range tests {
+		keys, found := readCreateTable(tt.ddl, "orders", tt.d)
+		if found != tt.found {
+			t.Errorf("%q: found = %v, want %v", tt.ddl, found, tt.found)
+			continue
+		}
+		if !found {
+			continue
+		}
+		var sets []string
+		for _, u := range keys.uniques {
+			sets = append(sets, strings.Join(u, ","))
+		}
+		var auto []string
+		for c := range keys.autoinc {
+			auto = append(auto, c)
+		}
+		if keys.unsure != tt.unsure || !tt.unsure && strings.Join(sets, ";") != tt.uniques || strings.Join(auto, ",") != tt.autoinc {
+			t.Errorf("%q: unsure %v uniques %q autoinc %q; want %v %q %q", tt.ddl, keys.unsure, sets, auto, tt.unsure, tt.uniques, tt.autoinc)
+		}
+	}
+}
