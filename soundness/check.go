@@ -1,0 +1,332 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Checker runs cases against the real mqbc binary.
+type Checker struct {
+	Mqbc    string
+	Tmp     string // where run directories are made (removed after each case)
+	Timeout time.Duration
+	Log     io.Writer // progress; nil is quiet
+	Keep    bool      // keep run directories
+}
+
+// The verdicts of the ladder, as the plan spells them.
+const (
+	exactlyOnce     = "exactly-once"
+	effectivelyOnce = "effectively-once"
+	atLeastOnce     = "at-least-once"
+	atMostOnce      = "at-most-once"
+)
+
+// Finding is a verdict that the runs contradict.
+type Finding struct {
+	Route   string
+	Verdict Verdict
+	// What differed, in words, and the records that did.
+	What string
+	Diff string
+}
+
+// Result is the outcome of one case.
+type Result struct {
+	Case     *Case
+	Verdicts []Verdict
+	// Rejected holds the diagnostics when mqbc build refused the file.
+	Rejected string
+	Findings []Finding
+	// Inconclusive lists routes whose runs differed but whose two clean
+	// runs differed as well: their outcome depends on timing.
+	Inconclusive []string
+	Kills        int // SIGKILLs that landed
+	Runs         int
+	Clean, Final runResult
+	Elapsed      time.Duration
+}
+
+func (ck *Checker) logf(format string, args ...any) {
+	if ck.Log != nil {
+		fmt.Fprintf(ck.Log, format, args...)
+	}
+}
+
+// Check builds the case, runs it cleanly and under SIGKILLs, and compares
+// what each route's sinks hold with what its verdict promises.
+func (ck *Checker) Check(c *Case) (*Result, error) {
+	start := time.Now()
+	res := &Result{Case: c}
+	defer func() { res.Elapsed = time.Since(start) }()
+	tmp, err := os.MkdirTemp(ck.Tmp, c.Name+"-")
+	if err != nil {
+		return nil, err
+	}
+	if !ck.Keep {
+		defer os.RemoveAll(tmp)
+	}
+	cleanDir, err := prepare(tmp, c, c.Source)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := ck.build(cleanDir)
+	if err != nil {
+		res.Rejected = err.Error()
+		return res, nil
+	}
+	byName := map[string]Verdict{}
+	for _, v := range vs {
+		byName[v.Name] = v
+	}
+	for i, r := range c.Routes {
+		v, ok := byName[r.Name]
+		if !ok {
+			return nil, fmt.Errorf("mqbc build printed no verdict for route %s", r.Name)
+		}
+		if r.Override != "" {
+			v.Guarantee = r.Override
+			v.Reasons = append(slices.Clone(v.Reasons), "(verdict overridden by the test: "+r.Override+")")
+		}
+		res.Verdicts = append(res.Verdicts, v)
+		_ = i
+	}
+
+	// The clean run, and the killed runs in a directory of their own.
+	res.Clean = ck.run(cleanDir, nil)
+	killDir, err := prepare(tmp, c, c.Source)
+	if err != nil {
+		return nil, err
+	}
+	res.Kills, _, res.Final = ck.killedRuns(killDir, c.Seed, c.Kills, res.Clean)
+	res.Runs = 0
+	clean, err := snapshots(cleanDir, c.Routes)
+	if err != nil {
+		return nil, err
+	}
+	killed, err := snapshots(killDir, c.Routes)
+	if err != nil {
+		return nil, err
+	}
+	ck.logf("  clean: %v; killed: %d kills, final %v\n", res.Clean, res.Kills, res.Final)
+
+	// A second clean run, made only when a difference needs confirming.
+	var clean2 map[string]Snapshot
+	secondClean := func() (map[string]Snapshot, error) {
+		if clean2 != nil {
+			return clean2, nil
+		}
+		d, err := prepare(tmp, c, c.Source)
+		if err != nil {
+			return nil, err
+		}
+		ck.run(d, nil)
+		clean2, err = snapshots(d, c.Routes)
+		return clean2, err
+	}
+
+	for i, r := range c.Routes {
+		v := res.Verdicts[i]
+		cmp := comparison(v.Guarantee)
+		if cmp == nil {
+			continue
+		}
+		what, diff := cmp.judge(clean[r.Name], killed[r.Name])
+		if diff == "" {
+			continue
+		}
+		if r.Timed {
+			// A short dedup ttl or a per-delivery filter decides by the
+			// clock: a killed run may legitimately decide otherwise.
+			res.Inconclusive = append(res.Inconclusive, r.Name)
+			ck.logf("  %s: killed run differs, but the route decides by the clock\n", r.Name)
+			continue
+		}
+		c2, err := secondClean()
+		if err != nil {
+			return nil, err
+		}
+		if _, d := cmp.judge(clean[r.Name], c2[r.Name]); d != "" {
+			res.Inconclusive = append(res.Inconclusive, r.Name)
+			ck.logf("  %s: killed run differs, but so do two clean runs (timing-dependent route)\n", r.Name)
+			continue
+		}
+		res.Findings = append(res.Findings, Finding{Route: r.Name, Verdict: v, What: "killed run: " + what, Diff: diff})
+	}
+
+	// Isolation: in a file of several routes, each route must leave what it
+	// leaves when it runs alone (routes share no state they did not ask
+	// to share).
+	if len(c.Routes) > 1 && res.Clean.exitCode == 0 {
+		for i, r := range c.Routes {
+			v := res.Verdicts[i]
+			cmp := comparison(v.Guarantee)
+			if cmp == nil || r.Timed || slices.Contains(res.Inconclusive, r.Name) ||
+				slices.ContainsFunc(res.Findings, func(f Finding) bool { return f.Route == r.Name }) {
+				continue
+			}
+			alone := func() (Snapshot, runResult, error) {
+				d, err := prepare(tmp, c, r.Source)
+				if err != nil {
+					return Snapshot{}, runResult{}, err
+				}
+				rr := ck.run(d, nil)
+				s, err := snapshot(d, r)
+				return s, rr, err
+			}
+			a1, rr, err := alone()
+			if err != nil {
+				return nil, err
+			}
+			what, diff := cmp.judge(a1, clean[r.Name])
+			if diff == "" || rr.exitCode != 0 {
+				continue
+			}
+			a2, _, err := alone()
+			if err != nil {
+				return nil, err
+			}
+			if _, d := cmp.judge(a1, a2); d != "" {
+				res.Inconclusive = append(res.Inconclusive, r.Name+" (alone)")
+				continue
+			}
+			res.Findings = append(res.Findings, Finding{Route: r.Name, Verdict: v,
+				What: "beside the file's other routes (clean run) vs alone: " + what, Diff: diff})
+		}
+	}
+	return res, nil
+}
+
+func snapshots(dir string, routes []RouteShape) (map[string]Snapshot, error) {
+	out := map[string]Snapshot{}
+	for _, r := range routes {
+		s, err := snapshot(dir, r)
+		if err != nil {
+			return nil, err
+		}
+		out[r.Name] = s
+	}
+	return out, nil
+}
+
+// promise is what a verdict lets the checker demand of a run against the
+// reference (clean) run.
+type promise interface {
+	judge(ref, got Snapshot) (what, diff string)
+}
+
+func comparison(guarantee string) promise {
+	switch guarantee {
+	case exactlyOnce, effectivelyOnce:
+		return exactPromise{}
+	case atLeastOnce:
+		return noLossPromise{}
+	}
+	// at-most-once may lose and duplicate; an unknown rung promises
+	// nothing the checker knows how to test.
+	return nil
+}
+
+// exactPromise: the sinks hold exactly what the clean run left, as
+// multisets; a dead-letter file is compared by the set of positions (a DLQ
+// write is at-least-once by design).
+type exactPromise struct{}
+
+func (exactPromise) judge(ref, got Snapshot) (string, string) {
+	var b strings.Builder
+	for _, g := range groups(ref.Full, got.Full) {
+		a, z := ref.Full[g], got.Full[g]
+		set := strings.HasSuffix(g, "/dlq")
+		var lines []string
+		for _, k := range keys(a, z) {
+			na, nz := a[k], z[k]
+			if set {
+				na, nz = min(na, 1), min(nz, 1)
+			}
+			switch {
+			case na > nz:
+				lines = append(lines, fmt.Sprintf("  - %d× %s", na-nz, k))
+			case nz > na:
+				lines = append(lines, fmt.Sprintf("  + %d× %s", nz-na, k))
+			}
+		}
+		if len(lines) > 0 {
+			fmt.Fprintf(&b, "%s (clean %d, this run %d records; - missing, + extra):\n%s\n", g, size(a), size(z), strings.Join(clip(lines, 12), "\n"))
+		}
+	}
+	return "sinks differ from the clean run", b.String()
+}
+
+// noLossPromise: every record of the clean run is there at least once
+// (columns a DO UPDATE rewrites left out).
+type noLossPromise struct{}
+
+func (noLossPromise) judge(ref, got Snapshot) (string, string) {
+	var b strings.Builder
+	for _, g := range groups(ref.Kept, got.Kept) {
+		a, z := ref.Kept[g], got.Kept[g]
+		dlq := strings.HasSuffix(g, "/dlq")
+		var lines []string
+		for _, k := range keys(a, nil) {
+			// A dead-lettered record may legitimately land elsewhere on a
+			// replay (its outcome changed); an unparsable line may not.
+			if dlq && !strings.HasSuffix(k, unparsable) {
+				continue
+			}
+			if z[k] == 0 {
+				lines = append(lines, fmt.Sprintf("  - %s", k))
+			}
+		}
+		if len(lines) > 0 {
+			fmt.Fprintf(&b, "%s: %d of the clean run's %d distinct records missing:\n%s\n", g, len(lines), len(a), strings.Join(clip(lines, 12), "\n"))
+		}
+	}
+	return "records of the clean run lost", b.String()
+}
+
+func groups(a, b map[string]Multiset) []string {
+	var out []string
+	for g := range a {
+		out = append(out, g)
+	}
+	for g := range b {
+		if _, ok := a[g]; !ok {
+			out = append(out, g)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func keys(a, b Multiset) []string {
+	var out []string
+	for k := range a {
+		out = append(out, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func size(m Multiset) int {
+	n := 0
+	for _, c := range m {
+		n += c
+	}
+	return n
+}
+
+func clip(lines []string, n int) []string {
+	if len(lines) <= n {
+		return lines
+	}
+	return append(lines[:n:n], fmt.Sprintf("  … and %d more", len(lines)-n))
+}

@@ -1,0 +1,528 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/mqb-dev/mqb/lang"
+)
+
+// Case is one generated (or recorded) pipeline file with its input: what the
+// checker runs, and what it needs to read the sinks back.
+type Case struct {
+	Name string `json:"name"`
+	Seed uint64 `json:"seed"`
+	// Kills is how many SIGKILLs the killed run should land.
+	Kills int `json:"kills"`
+	// Source is the formatted .mqb file (routes.mqb), Input its data
+	// (in.jsonl).
+	Source string `json:"-"`
+	Input  string `json:"-"`
+	// Setup are statements run on SQLite databases before each run: the
+	// tables a route writes without a create_table of its own.
+	Setup  []SetupSQL   `json:"setup,omitempty"`
+	Routes []RouteShape `json:"routes"`
+}
+
+// SetupSQL is one statement run on a database file before the route runs.
+type SetupSQL struct {
+	DB  string `json:"db"`
+	SQL string `json:"sql"`
+}
+
+// RouteShape is what the checker knows about one route of a case.
+type RouteShape struct {
+	Name string `json:"name"`
+	// Source is the route alone, formatted: the isolation check runs it
+	// without the file's other routes.
+	Source    string     `json:"source"`
+	Artifacts []Artifact `json:"artifacts"`
+	// Timed is set when the route's clean outcome depends on timing or
+	// randomness by construction (a per-delivery filter, a short dedup
+	// ttl): two clean runs may differ, so a difference is confirmed
+	// against a second clean run before it counts.
+	Timed bool `json:"timed,omitempty"`
+	// Override, when set, replaces the compiler's verdict for this route:
+	// the harness's own test uses it to plant a false verdict.
+	Override string `json:"override,omitempty"`
+}
+
+// Artifact is one thing a route writes that the checker reads back.
+type Artifact struct {
+	// Kind is "table" (SQLite rows), "parts" (a directory of part files),
+	// "lines" (one appended file) or "dlq" (a dead-letter file: its
+	// record positions are compared).
+	Kind  string `json:"kind"`
+	Path  string `json:"path"`
+	Table string `json:"table,omitempty"`
+	// Group names the multiset the artifact's records are counted in:
+	// the branches of a switch on a per-delivery value share one, so a
+	// record may land in either branch but not in both.
+	Group string `json:"group"`
+	// Volatile columns (or JSON fields) hold per-delivery values by
+	// design (now(), message_id, random()): compared as "*".
+	Volatile []string `json:"volatile,omitempty"`
+	// Mutable columns are rewritten by a conflict's DO UPDATE: left out of
+	// the at-least-once loss check, which asks only whether every row of
+	// the clean run is there.
+	Mutable []string `json:"mutable,omitempty"`
+}
+
+// generate builds the case of one seed.
+func generate(seed uint64, kills int) (*Case, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x50a4d))
+	c := &Case{Name: fmt.Sprintf("seed-%d", seed), Seed: seed, Kills: kills}
+	c.Input = genData(rng, 300+rng.IntN(1200))
+	nRoutes := 1
+	switch r := rng.IntN(10); {
+	case r >= 9:
+		nRoutes = 3
+	case r >= 6:
+		nRoutes = 2
+	}
+	var src strings.Builder
+	for i := range nRoutes {
+		g := &routeGen{rng: rng, name: fmt.Sprintf("route_%c", 'a'+i), volatile: map[string]bool{}, c: c}
+		text := g.route()
+		formatted, err := formatMQB(text)
+		if err != nil {
+			return nil, fmt.Errorf("seed %d: generated an unparsable route: %v\n%s", seed, err, text)
+		}
+		src.WriteString(text)
+		src.WriteString("\n")
+		c.Routes = append(c.Routes, RouteShape{Name: g.name, Source: formatted, Artifacts: g.arts, Timed: g.timed})
+	}
+	formatted, err := formatMQB(src.String())
+	if err != nil {
+		return nil, fmt.Errorf("seed %d: generated an unparsable file: %v\n%s", seed, err, src.String())
+	}
+	c.Source = formatted
+	return c, nil
+}
+
+// formatMQB prints a file the way `mqbc fmt` does.
+func formatMQB(src string) (string, error) {
+	out, diags := lang.Format("routes.mqb", []byte(src))
+	if diags.HasErrors() {
+		var msgs []string
+		for _, d := range diags {
+			msgs = append(msgs, d.Summary)
+		}
+		return "", fmt.Errorf("%s", strings.Join(msgs, "; "))
+	}
+	return string(out), nil
+}
+
+// routeGen generates one route, tracking what the harness must know to
+// compare its sinks: which payload fields and which identity hold
+// per-delivery values.
+type routeGen struct {
+	rng  *rand.Rand
+	c    *Case
+	name string
+	n    int
+	// idSet: an id step ran; idVolatile: its value is per-delivery.
+	idSet, idVolatile bool
+	// volatile payload fields (set by map from a per-delivery value).
+	volatile map[string]bool
+	arts     []Artifact
+	timed    bool
+	// outcome is the meta key a report_outcome handler sets, if any.
+	outcome string
+}
+
+func (g *routeGen) pick(options ...string) string { return options[g.rng.IntN(len(options))] }
+func (g *routeGen) chance(pct int) bool           { return g.rng.IntN(100) < pct }
+
+func (g *routeGen) next() int { g.n++; return g.n }
+
+func (g *routeGen) volatileFields() []string {
+	var out []string
+	for f, v := range g.volatile {
+		if v {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (g *routeGen) route() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "route %s {\n", g.name)
+	fmt.Fprintf(&b, "batch_size = %s\n", g.pick("1", "4", "16", "16", "64"))
+	if g.chance(25) {
+		fmt.Fprintf(&b, "concurrency = %s\n", g.pick("2", "4"))
+	}
+	b.WriteString("from file { path = \"in.jsonl\" }\n")
+	for range g.rng.IntN(4) {
+		b.WriteString(g.inputStep())
+	}
+	if g.chance(20) {
+		b.WriteString(g.handler())
+		for range g.rng.IntN(3) {
+			b.WriteString(g.outputStep())
+		}
+	}
+	if g.chance(75) {
+		dlq := fmt.Sprintf("out/%s.dlq.jsonl", g.name)
+		g.arts = append(g.arts, Artifact{Kind: "dlq", Path: dlq, Group: g.name + "/dlq"})
+		fmt.Fprintf(&b, "dlq { to file { path = %q } }\n", dlq)
+	}
+	fmt.Fprintf(&b, "to %s\n}\n", g.sink(0, ""))
+	return b.String()
+}
+
+// inputStep is an id, dedup, filter or map step.
+func (g *routeGen) inputStep() string {
+	switch g.rng.IntN(4) {
+	case 0:
+		return g.idStep()
+	case 1:
+		key := g.pick(`payload.id`, `message_id`, `payload.id + "/" + payload.region`)
+		if g.idSet && g.chance(60) {
+			key = `meta["mqb.id"]`
+		}
+		ttl := "1h"
+		if g.chance(15) {
+			ttl = "1s"
+		}
+		if ttl == "1s" {
+			// Whether a repeat is dropped depends on how long ago its
+			// first copy was seen.
+			g.timed = true
+		}
+		store := ""
+		if g.chance(40) {
+			store = fmt.Sprintf(", store = %q", "pebble://state/dedup_"+g.name)
+		}
+		return fmt.Sprintf("dedup { key = %s, ttl = %s%s }\n", key, ttl, store)
+	case 2:
+		return "filter " + g.filterExpr() + "\n"
+	default:
+		return g.mapStep()
+	}
+}
+
+func (g *routeGen) idStep() string {
+	type idExpr struct {
+		expr     string
+		volatile bool
+	}
+	fieldVol := g.volatile["id"]
+	opts := []idExpr{
+		{`payload.id`, fieldVol},
+		{`"ord-${payload.id}"`, fieldVol},
+		{`"${payload.id}-${payload.tag}"`, fieldVol || g.volatile["tag"]},
+		{`string(payload.id) + "-" + payload.region`, fieldVol || g.volatile["region"]},
+		{`message_id`, true},
+		{`string(now().UnixNano())`, true},
+	}
+	e := opts[g.rng.IntN(len(opts))]
+	g.idSet, g.idVolatile = true, e.volatile
+	return "id " + e.expr + "\n"
+}
+
+func (g *routeGen) filterExpr() string {
+	switch g.rng.IntN(20) {
+	case 0:
+		// Per-delivery, and it really decides differently each time.
+		g.timed = true
+		return `now().Nanosecond() % 2 == 0`
+	case 1, 2:
+		// Per-delivery to the prover, constant in practice.
+		return `now().Year() > 2000`
+	case 3, 4:
+		return `payload.tag != nil`
+	case 5, 6, 7:
+		return `payload.region != "us"`
+	default:
+		return `payload.qty != 3`
+	}
+}
+
+func (g *routeGen) mapStep() string {
+	switch g.rng.IntN(6) {
+	case 0:
+		g.volatile["stamp"] = true
+		return "map { stamp = string(now().UnixNano()) }\n"
+	case 1:
+		// Rewrites the key field with a per-delivery value.
+		g.volatile["id"] = true
+		return "map { id = message_id }\n"
+	case 2:
+		// Rewrites the key field, stably (records without an id get one).
+		return "map { id = string(payload.id) + \"-m\" }\n"
+	case 3:
+		return "map { region = upper(payload.region) }\n"
+	default:
+		return "map { qty = payload.qty * 10 }\n"
+	}
+}
+
+// handler is a handle step: a SQL write or a file append of its own.
+func (g *routeGen) handler() string {
+	if g.chance(30) {
+		return "handle " + g.fileLeaf("", false) + "\n"
+	}
+	report := g.chance(50)
+	leaf := g.sqlLeaf("", report)
+	if report {
+		g.outcome = `meta["sql.outcome"]`
+	}
+	return "handle " + leaf + "\n"
+}
+
+func (g *routeGen) outputStep() string {
+	switch g.rng.IntN(3) {
+	case 0:
+		if g.outcome != "" {
+			return fmt.Sprintf("filter %s != \"existed\"\n", g.outcome)
+		}
+		return "filter " + g.filterExpr() + "\n"
+	case 1:
+		return g.mapStep()
+	default:
+		return "retry { attempts = 3, backoff = 10ms }\n"
+	}
+}
+
+// sink returns a `to` target; group, if set, is the comparison group a
+// leaf joins (the branches of a per-delivery switch share one).
+func (g *routeGen) sink(depth int, group string) string {
+	r := g.rng.IntN(100)
+	if depth >= 2 || group != "" {
+		r %= 70
+	}
+	switch {
+	case r < 45:
+		return g.sqlLeaf(group, false)
+	case r < 60:
+		return g.fileLeaf(group, true)
+	case r < 70:
+		return g.fileLeaf(group, false)
+	case r < 80:
+		return g.switchSink(depth)
+	case r < 90:
+		return fmt.Sprintf("fanout {\nto %s\nto %s\n}", g.sink(depth+1, ""), g.sink(depth+1, ""))
+	default:
+		call := g.sqlLeaf("", true)
+		var fwd string
+		if g.chance(50) {
+			fwd = fmt.Sprintf("switch {\non = meta[\"sql.outcome\"]\ncase \"inserted\" { to %s }\ncase \"existed\" { to %s }\ndefault { to %s }\n}",
+				g.sink(depth+2, ""), g.sink(depth+2, ""), g.sink(depth+2, ""))
+		} else {
+			fwd = g.sink(depth+1, "")
+		}
+		return fmt.Sprintf("request {\ncall %s\nforward %s\n}", call, fwd)
+	}
+}
+
+func (g *routeGen) switchSink(depth int) string {
+	if g.chance(30) {
+		// On a per-delivery value: a record may take either branch, so the
+		// branches are one comparison group and are built alike.
+		group := fmt.Sprintf("%s/switch%d", g.name, g.next())
+		leaf := g.rng.Uint64()
+		mk := func() string {
+			saved := g.rng
+			g.rng = rand.New(rand.NewPCG(leaf, 1))
+			defer func() { g.rng = saved }()
+			return g.sink(depth+1, group)
+		}
+		return fmt.Sprintf("switch {\non = string(now().Nanosecond() %% 2)\ncase \"0\" { to %s }\ndefault { to %s }\n}", mk(), mk())
+	}
+	on := g.pick(`payload.region`, `payload.tag`)
+	var cases []string
+	if on == "payload.region" {
+		cases = []string{"eu", "us"}
+	} else {
+		cases = []string{"t0", "t1"}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "switch {\non = %s\n", on)
+	for _, cv := range cases {
+		fmt.Fprintf(&b, "case %q { to %s }\n", cv, g.sink(depth+1, ""))
+	}
+	if g.chance(80) {
+		fmt.Fprintf(&b, "default { to %s }\n", g.sink(depth+1, ""))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// fileLeaf is a file sink: positional parts or an appended file.
+func (g *routeGen) fileLeaf(group string, parts bool) string {
+	n := g.next()
+	if parts {
+		path := fmt.Sprintf("out/%s__p%d", g.name, n)
+		g.arts = append(g.arts, Artifact{Kind: "parts", Path: path, Group: orGroup(group, path), Volatile: g.volatileFields()})
+		return fmt.Sprintf("file { path = %q, name_by = source_position }", path)
+	}
+	path := fmt.Sprintf("out/%s__w%d.jsonl", g.name, n)
+	g.arts = append(g.arts, Artifact{Kind: "lines", Path: path, Group: orGroup(group, path), Volatile: g.volatileFields()})
+	return fmt.Sprintf("file { path = %q }", path)
+}
+
+func orGroup(group, path string) string {
+	if group != "" {
+		return group
+	}
+	return path
+}
+
+// sqlLeaf is a SQLite sink (or handler, or request call): a table with or
+// without a unique key, one of the conflict clauses, a key bound to a
+// stable or a per-delivery value, SQL functions deterministic or not.
+func (g *routeGen) sqlLeaf(group string, report bool) string {
+	n := g.next()
+	db := fmt.Sprintf("out/%s.db", g.name)
+	table := fmt.Sprintf("t%d", n)
+	art := Artifact{Kind: "table", Path: db, Table: table, Group: orGroup(group, db+":"+table)}
+	keyed := g.chance(75)
+	var ddl string
+	if keyed {
+		ddl = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (id %s, qty INTEGER, body TEXT, big INTEGER, x TEXT)", table,
+			g.pick("TEXT PRIMARY KEY", "TEXT PRIMARY KEY", "TEXT UNIQUE"))
+	} else {
+		ddl = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (rid INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, qty INTEGER, body TEXT, big INTEGER, x TEXT)", table)
+		// The row id counts inserts: which record got which number is
+		// arrival order, not content.
+		art.Volatile = append(art.Volatile, "rid")
+	}
+
+	// The key.
+	type val struct {
+		sql      string
+		volatile bool
+	}
+	keyOpts := []val{
+		{`${payload.id}`, g.volatile["id"]},
+		{`lower(${payload.id})`, g.volatile["id"]},
+		{`${message_id}`, true},
+		{`${string(now().UnixNano())}`, true},
+		{`hex(randomblob(8))`, true},
+	}
+	if g.idSet {
+		keyOpts = append(keyOpts, val{`${meta["mqb.id"]}`, g.idVolatile}, val{`${meta["mqb.id"]}`, g.idVolatile}, val{`${meta["mqb.id"]}`, g.idVolatile})
+	}
+	if g.chance(3) {
+		keyOpts = []val{{`'k-${payload.id}'`, g.volatile["id"]}}
+	}
+	if report && g.chance(95) {
+		// report_outcome needs a deterministic key (E043): mostly give it one.
+		keyOpts = slices.DeleteFunc(keyOpts, func(v val) bool { return v.volatile || strings.Contains(v.sql, "randomblob") })
+		if len(keyOpts) == 0 {
+			keyOpts = []val{{`${payload.id}`, g.volatile["id"]}}
+		}
+	}
+	key := keyOpts[g.rng.IntN(len(keyOpts))]
+	cols := []string{"id", "qty"}
+	vals := []string{key.sql, g.pick(`${payload.qty}`, `${payload.qty}`, `abs(${payload.qty})`)}
+	if key.volatile {
+		art.Volatile = append(art.Volatile, "id")
+	}
+	if g.volatile["qty"] {
+		art.Volatile = append(art.Volatile, "qty")
+	}
+	if g.chance(50) {
+		cols = append(cols, "body")
+		vals = append(vals, g.pick(`${payload.body}`, `upper(${payload.body})`))
+	}
+	if g.chance(40) {
+		cols = append(cols, "big")
+		vals = append(vals, `${payload.big}`)
+	}
+	if g.chance(50) {
+		x := []val{
+			{`${payload.tag}`, g.volatile["tag"]},
+			{`${payload.region}`, g.volatile["region"]},
+			{`${string(now().UnixNano())}`, true},
+			{`random()`, true},
+			{`${message_id}`, true},
+		}
+		if g.volatile["stamp"] {
+			x = append(x, val{`${payload.stamp}`, true})
+		}
+		v := x[g.rng.IntN(len(x))]
+		cols = append(cols, "x")
+		vals = append(vals, v.sql)
+		if v.volatile {
+			art.Volatile = append(art.Volatile, "x")
+		}
+	}
+	values := "(" + strings.Join(vals, ", ") + ")"
+	if g.chance(4) {
+		// A second row keyed on a per-delivery value.
+		second := slices.Clone(vals)
+		second[0] = `${message_id}`
+		values += ", (" + strings.Join(second, ", ") + ")"
+		if !slices.Contains(art.Volatile, "id") {
+			art.Volatile = append(art.Volatile, "id")
+		}
+	}
+
+	verb, conflict := "INSERT INTO", ""
+	r := g.rng.IntN(100)
+	if report && g.chance(85) {
+		r %= 30 // ON CONFLICT (id) DO NOTHING: the outcome has a duplicate to report
+	}
+	switch {
+	case r < 30:
+		conflict = "ON CONFLICT (id) DO NOTHING"
+	case r < 38:
+		conflict = "ON CONFLICT DO NOTHING"
+	case r < 53:
+		var sets []string
+		for _, c := range cols[1:] {
+			sets = append(sets, fmt.Sprintf("%s = excluded.%s", c, c))
+			art.Mutable = append(art.Mutable, c)
+		}
+		conflict = "ON CONFLICT (id) DO UPDATE SET " + strings.Join(sets, ", ")
+	case r < 63:
+		conflict = fmt.Sprintf("ON CONFLICT (id) DO UPDATE SET qty = %s.qty + excluded.qty", table)
+		art.Mutable = append(art.Mutable, "qty")
+	case r < 68:
+		conflict = fmt.Sprintf("ON CONFLICT (id) DO UPDATE SET qty = excluded.qty WHERE excluded.qty > %s.qty", table)
+		art.Mutable = append(art.Mutable, "qty")
+	case r < 72:
+		conflict = "ON CONFLICT (id) DO UPDATE SET body = 'updated'"
+		art.Mutable = append(art.Mutable, "body")
+	case r < 84:
+		verb = "INSERT OR IGNORE INTO"
+	case r < 88:
+		verb = "INSERT OR REPLACE INTO"
+		art.Mutable = append(art.Mutable, cols[1:]...)
+	}
+	if !keyed && strings.Contains(conflict, "(id)") && g.chance(80) {
+		// SQLite refuses a conflict target that matches no unique index
+		// when it prepares the statement: keep a few, not most.
+		conflict = "ON CONFLICT DO NOTHING"
+	}
+	query := fmt.Sprintf("%s %s (%s) VALUES %s", verb, table, strings.Join(cols, ", "), values)
+	if conflict != "" {
+		query += " " + conflict
+	}
+	if keyed && !key.volatile {
+		// A keyed table holds one row per key, and which record of a key
+		// wrote it can change with the order replays reach it (a request's
+		// outcome, a DO UPDATE): the loss check asks for the key only.
+		art.Mutable = slices.Clone(cols[1:])
+	}
+	g.arts = append(g.arts, art)
+	var b strings.Builder
+	fmt.Fprintf(&b, "sql {\nurl = %q\n", "sqlite://"+db)
+	if g.chance(75) {
+		fmt.Fprintf(&b, "create_table = %q\n", ddl)
+	} else {
+		g.c.Setup = append(g.c.Setup, SetupSQL{DB: db, SQL: ddl})
+	}
+	fmt.Fprintf(&b, "insert_query = \"\"\"%s\"\"\"\n", query)
+	if report {
+		b.WriteString("report_outcome = true\n")
+	}
+	b.WriteString("}")
+	return b.String()
+}

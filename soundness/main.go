@@ -1,0 +1,226 @@
+// Command soundness checks the compiler's delivery verdicts against what
+// routes really do. It generates routes from seeds (file sources; id,
+// dedup, filter, map, handle steps; switch, fanout, request; SQLite tables
+// with every kind of conflict clause, positional and appended file sinks;
+// files of several routes), asks `mqbc build` for each route's verdict,
+// then runs the file cleanly once and, in a directory of its own, under
+// SIGKILLs at seeded random instants and to completion, and compares what
+// every sink holds:
+//
+//   - effectively-once and exactly-once routes must hold exactly what the
+//     clean run left (every table's rows, every part file's lines, as
+//     multisets; the dead-letter file's record positions as a set);
+//   - at-least-once routes must hold every record of the clean run;
+//   - at-most-once routes may lose and duplicate;
+//   - in a file of several routes, each route must leave what it leaves
+//     when run alone.
+//
+// A difference that a second clean run does not reproduce is a false
+// verdict: the seed, the routes, the verdict with its reasons and the
+// difference are printed, and the case is written to testdata/soundness
+// as a regression case.
+//
+//	go run ./soundness -seeds 1000 -kills 8
+//
+// ends with "routes checked: N, claimed effectively-once: M, false
+// verdicts: F" and exits 1 when F > 0. The CI test is behind the soundness
+// build tag (go test -tags soundness ./soundness).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func cli(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("soundness", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seeds := fs.Int("seeds", 100, "how many seeds (one generated file of 1–3 routes each)")
+	first := fs.Uint64("first", 1, "the first seed")
+	kills := fs.Int("kills", 8, "SIGKILLs to land in each killed run")
+	out := fs.String("out", "testdata/soundness", "directory the regression cases of false verdicts are written to (empty: none)")
+	mqbc := fs.String("mqbc", "", "mqbc binary to check (default: build ./cmd/mqbc)")
+	verbose := fs.Bool("v", false, "print every case's routes and runs")
+	keep := fs.Bool("keep", false, "keep the run directories")
+	show := fs.Bool("show", false, "print the generated files and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *show {
+		for s := *first; s < *first+uint64(*seeds); s++ {
+			c, err := generate(s, *kills)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			fmt.Fprintf(stdout, "# seed %d\n%s\n", s, c.Source)
+		}
+		return 0
+	}
+	tmp, err := os.MkdirTemp("", "mqb-soundness")
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if !*keep {
+		defer os.RemoveAll(tmp)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if *mqbc == "" {
+		if *mqbc, err = buildMqbc(root, tmp); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	}
+	if *out != "" && !filepath.IsAbs(*out) {
+		*out = filepath.Join(root, *out)
+	}
+	ck := &Checker{Mqbc: *mqbc, Tmp: tmp, Keep: *keep}
+	if *verbose {
+		ck.Log = stderr
+	}
+	var tally Tally
+	start := time.Now()
+	for s := *first; s < *first+uint64(*seeds); s++ {
+		c, err := generate(s, *kills)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		if *verbose {
+			fmt.Fprintf(stderr, "# seed %d\n%s", s, c.Source)
+		}
+		res, err := ck.Check(c)
+		if err != nil {
+			fmt.Fprintf(stderr, "seed %d: %v\n", s, err)
+			return 1
+		}
+		tally.Add(res)
+		fmt.Fprintln(stdout, summaryLine(res))
+		if len(res.Findings) > 0 {
+			fmt.Fprintln(stdout, indent(report(res)))
+			if *out != "" {
+				path, err := writeCase(*out, res)
+				if err != nil {
+					fmt.Fprintln(stderr, err)
+					return 1
+				}
+				fmt.Fprintf(stdout, "  regression case written to %s\n", path)
+			}
+		}
+	}
+	tally.Elapsed = time.Since(start)
+	fmt.Fprintln(stdout, tally.Mix())
+	fmt.Fprintln(stdout, tally.Line())
+	if tally.False > 0 {
+		return 1
+	}
+	return 0
+}
+
+// Tally sums results over a run of the checker.
+type Tally struct {
+	Files, Routes, Claimed, False, Rejected, Inconclusive, Kills int
+	ByVerdict                                                    map[string]int
+	FalseSeeds                                                   []string
+	Elapsed                                                      time.Duration
+}
+
+func (t *Tally) Add(res *Result) {
+	if t.ByVerdict == nil {
+		t.ByVerdict = map[string]int{}
+	}
+	t.Files++
+	if res.Rejected != "" {
+		t.Rejected++
+		return
+	}
+	t.Kills += res.Kills
+	t.Inconclusive += len(res.Inconclusive)
+	for _, v := range res.Verdicts {
+		t.Routes++
+		t.ByVerdict[v.Guarantee]++
+		if v.Guarantee == effectivelyOnce || v.Guarantee == exactlyOnce {
+			t.Claimed++
+		}
+	}
+	var routes []string
+	for _, f := range res.Findings {
+		if !slices.Contains(routes, f.Route) {
+			routes = append(routes, f.Route)
+		}
+	}
+	t.False += len(routes)
+	if len(routes) > 0 {
+		t.FalseSeeds = append(t.FalseSeeds, res.Case.Name)
+	}
+}
+
+func (t *Tally) Mix() string {
+	var parts []string
+	for _, g := range []string{exactlyOnce, effectivelyOnce, atLeastOnce, atMostOnce} {
+		parts = append(parts, fmt.Sprintf("%s %d", g, t.ByVerdict[g]))
+	}
+	for g, n := range t.ByVerdict {
+		if !slices.Contains([]string{exactlyOnce, effectivelyOnce, atLeastOnce, atMostOnce}, g) {
+			parts = append(parts, fmt.Sprintf("%s %d", g, n))
+		}
+	}
+	perMin := 0.0
+	if t.Elapsed > 0 {
+		perMin = float64(t.Routes) / t.Elapsed.Minutes()
+	}
+	return fmt.Sprintf("files %d (rejected by build %d), verdicts: %s; kills landed %d; timing-dependent differences %d; %.1f min, %.1f routes/min",
+		t.Files, t.Rejected, strings.Join(parts, ", "), t.Kills, t.Inconclusive, t.Elapsed.Minutes(), perMin)
+}
+
+func (t *Tally) Line() string {
+	return fmt.Sprintf("routes checked: %d, claimed effectively-once: %d, false verdicts: %d", t.Routes, t.Claimed, t.False)
+}
+
+func summaryLine(res *Result) string {
+	c := res.Case
+	if res.Rejected != "" {
+		return fmt.Sprintf("%s: rejected by mqbc build: %s", c.Name, firstLine(res.Rejected, 2))
+	}
+	var vs []string
+	for _, v := range res.Verdicts {
+		mark := "ok"
+		if slices.Contains(res.Inconclusive, v.Name) {
+			mark = "timing-dependent"
+		}
+		for _, f := range res.Findings {
+			if f.Route == v.Name {
+				mark = "FALSE"
+			}
+		}
+		vs = append(vs, fmt.Sprintf("%s %s %s", v.Name, v.Guarantee, mark))
+	}
+	return fmt.Sprintf("%s: %s; %d kills, %.1fs", c.Name, strings.Join(vs, "; "), res.Kills, res.Elapsed.Seconds())
+}
+
+func firstLine(s string, n int) string {
+	lines := strings.SplitN(strings.TrimSpace(s), "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// buildMqbc compiles cmd/mqbc into dir once; moduleRoot is the repository.
+func buildMqbc(moduleRoot, dir string) (string, error) {
+	bin := filepath.Join(dir, "mqbc")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/mqbc")
+	cmd.Dir = moduleRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/mqbc: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// moduleRoot finds the directory of go.mod above the working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Verdict is one route's verdict as `mqbc build --format json` prints it.
+type Verdict struct {
+	Name      string   `json:"name"`
+	Guarantee string   `json:"guarantee"`
+	Reasons   []string `json:"reasons"`
+}
+
+// prepare makes a fresh directory holding the case's files (with source as
+// the pipeline) and the tables its setup creates.
+func prepare(tmp string, c *Case, source string) (string, error) {
+	dir, err := os.MkdirTemp(tmp, "run")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "routes.mqb"), []byte(source), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(c.Input), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
+		return "", err
+	}
+	for _, s := range c.Setup {
+		h, err := sql.Open("sqlite3", filepath.Join(dir, s.DB))
+		if err != nil {
+			return "", err
+		}
+		_, err = h.Exec(s.SQL)
+		h.Close()
+		if err != nil {
+			return "", fmt.Errorf("setup %s: %s: %w", s.DB, s.SQL, err)
+		}
+	}
+	return dir, nil
+}
+
+// build asks the compiler for the verdicts of dir/routes.mqb. On a
+// rejected file it returns the diagnostics as the error.
+func (ck *Checker) build(dir string) ([]Verdict, error) {
+	cmd := exec.Command(ck.Mqbc, "build", "--format", "json", "routes.mqb")
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		var diags []struct {
+			Severity any    `json:"severity"`
+			Code     string `json:"code"`
+			Summary  string `json:"summary"`
+		}
+		var errs []string
+		if json.Unmarshal(stderr.Bytes(), &diags) == nil {
+			for _, d := range diags {
+				if strings.HasPrefix(d.Code, "E") {
+					errs = append(errs, d.Code+": "+d.Summary)
+				}
+			}
+		}
+		if len(errs) == 0 {
+			errs = []string{stderr.String()}
+		}
+		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	var vs []Verdict
+	if err := json.Unmarshal(stdout.Bytes(), &vs); err != nil {
+		return nil, fmt.Errorf("mqbc build --format json: %v\n%s", err, stdout.String())
+	}
+	return vs, nil
+}
+
+// runResult is how one `mqbc run` ended.
+type runResult struct {
+	killed   bool // by our SIGKILL
+	exitCode int
+	dur      time.Duration
+	// work is how long the routes ran: from the first "route started"
+	// log line to the end (0 if none started).
+	work   time.Duration
+	stderr string
+}
+
+func (r runResult) String() string {
+	switch {
+	case r.killed:
+		return fmt.Sprintf("killed after %v", r.dur.Round(time.Millisecond))
+	case r.exitCode == 0:
+		return fmt.Sprintf("exit 0 after %v", r.dur.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("exit %d after %v: %s", r.exitCode, r.dur.Round(time.Millisecond), tail(r.stderr, 400))
+}
+
+// killAt says when to SIGKILL a run: after After from the process start,
+// or, with Started, after After from its first "route started".
+type killAt struct {
+	After   time.Duration
+	Started bool
+}
+
+func (k killAt) String() string {
+	if k.Started {
+		return fmt.Sprintf("%v after route start", k.After.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%v after process start", k.After.Round(time.Millisecond))
+}
+
+var routeStarted = []byte(`"msg":"route started"`)
+
+// run runs mqbc on dir/routes.mqb, SIGKILLing it at kill (nil: never) and
+// in any case after the checker's timeout.
+func (ck *Checker) run(dir string, kill *killAt) runResult {
+	timeout := ck.Timeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ck.Mqbc, "run", "--log-level", "info", "--log-format", "json", "--progress", "off", "routes.mqb")
+	cmd.Dir = dir
+	cmd.Stdout = io.Discard
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		return runResult{exitCode: -1, stderr: err.Error()}
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return runResult{exitCode: -1, stderr: err.Error()}
+	}
+	doKill := func() { _ = cmd.Process.Signal(syscall.SIGKILL) }
+	var timer *time.Timer
+	if kill != nil && !kill.Started {
+		timer = time.AfterFunc(kill.After, doKill)
+	}
+	var stderr bytes.Buffer
+	var started time.Time
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if started.IsZero() && bytes.Contains(line, routeStarted) {
+			started = time.Now()
+			if kill != nil && kill.Started {
+				timer = time.AfterFunc(kill.After, doKill)
+			}
+		}
+		if stderr.Len() < 1<<20 {
+			stderr.Write(line)
+			stderr.WriteByte('\n')
+		}
+	}
+	err = cmd.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+	res := runResult{dur: time.Since(start), stderr: stderr.String()}
+	if !started.IsZero() {
+		res.work = time.Since(started)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		res.exitCode = -1
+		res.stderr += fmt.Sprintf("\n(soundness: no exit within %v, killed)", timeout)
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && kill != nil {
+			res.killed = true
+		} else {
+			res.exitCode = ee.ExitCode()
+		}
+	default:
+		res.exitCode = -1
+		res.stderr += "\n" + err.Error()
+	}
+	return res
+}
+
+// killedRuns runs dir's pipeline until kills SIGKILLs landed (or 3×kills
+// attempts), at seeded random instants: the first and about a third of the
+// others within the first 350 ms of the process (before or while its
+// routes start), the rest within the time a clean run's routes worked,
+// counted from their start. Then a last run goes to completion.
+func (ck *Checker) killedRuns(dir string, seed uint64, kills int, clean runResult) (landed int, runs []runResult, final runResult) {
+	rng := rand.New(rand.NewPCG(seed, 0xdead))
+	window := max(clean.work, 20*time.Millisecond)
+	for attempt := 0; landed < kills && attempt < 3*kills; attempt++ {
+		var at killAt
+		if attempt == 0 || rng.IntN(3) == 0 {
+			at = killAt{After: time.Duration(rng.Int64N(int64(350 * time.Millisecond)))}
+		} else {
+			at = killAt{After: time.Duration(rng.Int64N(int64(window))), Started: true}
+		}
+		at.After = max(at.After, time.Millisecond)
+		r := ck.run(dir, &at)
+		runs = append(runs, r)
+		if r.killed {
+			landed++
+		}
+	}
+	final = ck.run(dir, nil)
+	return landed, runs, final
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	_ "github.com/mattn/go-sqlite3"
+)
+
+// Multiset counts records by their canonical text.
+type Multiset map[string]int
+
+// Snapshot is what a run left in a route's sinks, one multiset per
+// comparison group, in two projections: Full (every column, volatile ones
+// as "*") and Kept (without the columns a DO UPDATE rewrites, for the
+// at-least-once loss check).
+type Snapshot struct {
+	Full, Kept map[string]Multiset
+}
+
+func newSnapshot() Snapshot {
+	return Snapshot{Full: map[string]Multiset{}, Kept: map[string]Multiset{}}
+}
+
+func (s Snapshot) add(group, full, kept string) {
+	if s.Full[group] == nil {
+		s.Full[group], s.Kept[group] = Multiset{}, Multiset{}
+	}
+	s.Full[group][full]++
+	s.Kept[group][kept]++
+}
+
+// snapshot reads back every artifact of route under dir.
+func snapshot(dir string, route RouteShape) (Snapshot, error) {
+	s := newSnapshot()
+	for _, a := range route.Artifacts {
+		// An empty group still counts: "nothing landed" is a result.
+		if s.Full[a.Group] == nil {
+			s.Full[a.Group], s.Kept[a.Group] = Multiset{}, Multiset{}
+		}
+		var err error
+		switch a.Kind {
+		case "table":
+			err = readTable(s, dir, a)
+		case "parts":
+			err = readTree(s, filepath.Join(dir, a.Path), a)
+		case "lines":
+			err = readLines(s, filepath.Join(dir, a.Path), a)
+		case "dlq":
+			err = readDLQ(s, filepath.Join(dir, a.Path), a)
+		default:
+			err = fmt.Errorf("unknown artifact kind %q", a.Kind)
+		}
+		if err != nil {
+			return s, fmt.Errorf("read %s %s%s: %w", a.Kind, a.Path, ifTable(a), err)
+		}
+	}
+	return s, nil
+}
+
+func ifTable(a Artifact) string {
+	if a.Table != "" {
+		return ":" + a.Table
+	}
+	return ""
+}
+
+func readTable(s Snapshot, dir string, a Artifact) error {
+	path := filepath.Join(dir, a.Path)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	// Read-only, without creating anything; the WAL, if any, is read too.
+	h, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	var n int
+	if err := h.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, a.Table).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	rows, err := h.Query(`SELECT * FROM "` + a.Table + `"`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		var full, kept []string
+		for i, c := range cols {
+			v := "*"
+			if !slices.Contains(a.Volatile, c) {
+				v = sqlText(vals[i])
+			}
+			full = append(full, c+"="+v)
+			if !slices.Contains(a.Mutable, c) {
+				kept = append(kept, c+"="+v)
+			}
+		}
+		s.add(a.Group, strings.Join(full, " "), strings.Join(kept, " "))
+	}
+	return rows.Err()
+}
+
+// sqlText renders a column value with its type, so 1 and '1' differ.
+func sqlText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64) + "f"
+	case string:
+		return strconv.Quote(x)
+	case []byte:
+		return "x'" + hex.EncodeToString(x) + "'"
+	default:
+		return fmt.Sprintf("%v", x)
+	}
+}
+
+// readTree reads every committed part file under root (temporary files
+// start with a dot); a part file's name depends on batch boundaries, so
+// only its lines count.
+func readTree(s Snapshot, root string, a Artifact) error {
+	return filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() || strings.HasPrefix(fi.Name(), ".") {
+			return nil
+		}
+		return readLines(s, path, a)
+	})
+}
+
+func readLines(s Snapshot, path string, a Artifact) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		l := canonicalLine(line, a.Volatile)
+		s.add(a.Group, l, l)
+	}
+	return nil
+}
+
+// canonicalLine re-encodes a JSON object line with its keys sorted, every
+// digit of its numbers kept and volatile fields as "*"; other lines stay
+// as they are.
+func canonicalLine(line []byte, volatile []string) string {
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil || d.More() {
+		return string(line)
+	}
+	for _, f := range volatile {
+		if _, ok := m[f]; ok {
+			m[f] = "*"
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return string(line)
+	}
+	return string(out)
+}
+
+const unparsable = " (unparsable)"
+
+// readDLQ counts the record positions of a dead-letter file.
+func readDLQ(s Snapshot, path string, a Artifact) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var rec struct {
+			Position json.RawMessage `json:"position"`
+			Raw      *string         `json:"raw"`
+		}
+		p, kept := "?", ""
+		if json.Unmarshal(line, &rec) == nil && rec.Position != nil {
+			p = "position " + string(rec.Position)
+			kept = p
+			if rec.Raw != nil {
+				// A line that is not a record fails the same way on every
+				// run, whatever the route does with the others.
+				kept += unparsable
+			}
+		} else {
+			p = "unreadable DLQ line: " + string(line)
+			kept = p
+		}
+		s.add(a.Group, p, kept)
+	}
+	return nil
+}

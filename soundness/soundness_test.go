@@ -1,0 +1,234 @@
+//go:build soundness
+
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// knownFalse are regression cases whose false verdict is not fixed on main
+// yet: the test skips them, naming the issue that fixes them. Remove an
+// entry when its fix lands (the test then keeps it fixed).
+var knownFalse = map[string]string{
+	// A record without the key field binds NULL into the conflict column;
+	// NULLs never conflict, so a replay inserts it again.
+	"seed-1": "known false verdict, issue 13 (NULL bound into a conflict column)",
+	// switch on now(): a replay can land a record in the other branch too.
+	"seed-10": "known false verdict, issue 12 (switch on a per-delivery value)",
+	// ON CONFLICT DO NOTHING / INSERT OR IGNORE into a table whose only
+	// key is an AUTOINCREMENT row id: every replay inserts.
+	"seed-13": "known false verdict, issue 12 (conflict clause without a unique key)",
+	"seed-60": "known false verdict, issue 12 (conflict clause without a unique key)",
+	// dedup in front of a positional part sink: after kills the parts hold
+	// repeats the clean run's dedup dropped.
+	"seed-21": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
+	"seed-35": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
+	"seed-47": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
+	// Two routes deduplicating on one key in the default store: the first
+	// drops the other's records, with no crash at all.
+	"seed-44": "known false verdict, issue 19 (routes share dedup keys)",
+	// A non-idempotent handler in front of an idempotent sink.
+	"seed-52": "known false verdict, issue 12 (weakest effect: a handler that duplicates)",
+}
+
+var (
+	checker  *Checker
+	caseRoot = filepath.Join("..", "testdata", "soundness")
+)
+
+func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "mqb-soundness")
+	if err != nil {
+		panic(err)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		panic(err)
+	}
+	bin, err := buildMqbc(root, tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		panic(err)
+	}
+	checker = &Checker{Mqbc: bin, Tmp: tmp}
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func failOn(t *testing.T, res *Result) {
+	t.Helper()
+	if len(res.Findings) > 0 {
+		t.Errorf("%s", report(res))
+	}
+	t.Logf("%s", summaryLine(res))
+}
+
+// Every false verdict the harness ever found stays fixed.
+func TestRegressionCases(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(caseRoot, "*.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range knownFalse {
+		if !slices.Contains(paths, filepath.Join(caseRoot, name+".txtar")) {
+			t.Errorf("knownFalse lists %s, which has no file in %s", name, caseRoot)
+		}
+	}
+	for _, path := range paths {
+		name := strings.TrimSuffix(filepath.Base(path), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			if why, ok := knownFalse[name]; ok {
+				t.Skip(why)
+			}
+			c, err := readCase(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := checker.Check(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Rejected != "" {
+				// A route the compiler now refuses cannot be run, so it
+				// cannot be falsely promised: the case is fixed by
+				// rejection.
+				t.Logf("rejected by mqbc build: %s", firstLine(res.Rejected, 3))
+				return
+			}
+			failOn(t, res)
+		})
+	}
+}
+
+// A fixed set of generated seeds (SOUNDNESS_FIRST, SOUNDNESS_SEEDS,
+// SOUNDNESS_KILLS override it). A seed that has a regression case is
+// checked there, from the file it recorded, not regenerated here.
+func TestGeneratedSeeds(t *testing.T) {
+	first := envInt("SOUNDNESS_FIRST", 1)
+	seeds := envInt("SOUNDNESS_SEEDS", 16)
+	kills := envInt("SOUNDNESS_KILLS", 3)
+	var tally Tally
+	start := time.Now()
+	for s := first; s < first+seeds; s++ {
+		name := fmt.Sprintf("seed-%d", s)
+		if _, err := os.Stat(filepath.Join(caseRoot, name+".txtar")); err == nil {
+			continue
+		}
+		c, err := generate(uint64(s), kills)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := checker.Check(c)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		tally.Add(res)
+		if len(res.Findings) > 0 {
+			t.Errorf("%s", report(res))
+		}
+		t.Logf("%s", summaryLine(res))
+	}
+	tally.Elapsed = time.Since(start)
+	t.Log(tally.Mix())
+	t.Log(tally.Line())
+}
+
+// The harness catches a false verdict when there is one: a route whose
+// key is now() (a new row on every delivery), which the checker is told is
+// effectively-once, must be reported; the same route told the truth
+// (at-least-once) must not be, and neither must a sound route.
+func TestHarnessCatchesPlantedFalseVerdict(t *testing.T) {
+	planted := func(override string) *Case {
+		c := &Case{Name: "planted-" + override, Seed: 7, Kills: 6}
+		c.Input = genData(rand.New(rand.NewPCG(7, 7)), 3000)
+		src := `route planted {
+  batch_size = 2
+  from file { path = "in.jsonl" }
+  dlq { to file { path = "out/planted.dlq.jsonl" } }
+  to sql {
+    url          = "sqlite://out/planted.db"
+    create_table = "CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, qty INTEGER)"
+    insert_query = """INSERT INTO t (id, qty) VALUES (${string(now().UnixNano())}, ${payload.qty}) ON CONFLICT (id) DO NOTHING"""
+  }
+}
+`
+		c.Source = src
+		c.Routes = []RouteShape{{Name: "planted", Source: src, Override: override, Artifacts: []Artifact{
+			{Kind: "dlq", Path: "out/planted.dlq.jsonl", Group: "planted/dlq"},
+			{Kind: "table", Path: "out/planted.db", Table: "t", Group: "t", Volatile: []string{"id"}},
+		}}}
+		return c
+	}
+	res, err := checker.Check(planted(effectivelyOnce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kills == 0 {
+		t.Fatalf("no kill landed: %s", summaryLine(res))
+	}
+	if len(res.Findings) != 1 || !strings.Contains(res.Findings[0].Diff, "+ ") {
+		t.Errorf("a now()-keyed route told effectively-once was not reported as a false verdict with extra rows:\n%s", report(res))
+	} else {
+		t.Logf("caught, as it should be:\n%s", report(res))
+	}
+
+	res, err = checker.Check(planted(atLeastOnce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Findings) != 0 {
+		t.Errorf("the same route told at-least-once (its duplicates are allowed) was reported:\n%s", report(res))
+	}
+}
+
+// A sound route (identity from the payload, a keyed DO NOTHING on it,
+// records without an id dead-lettered) passes: the harness does not cry
+// wolf on duplicates it should not see.
+func TestHarnessPassesSoundRoute(t *testing.T) {
+	c := &Case{Name: "sound", Seed: 11, Kills: 6}
+	c.Input = genData(rand.New(rand.NewPCG(11, 11)), 1500)
+	src := `route sound {
+  batch_size = 4
+  from file { path = "in.jsonl" }
+  id payload.id
+  dlq { to file { path = "out/sound.dlq.jsonl" } }
+  to sql {
+    url          = "sqlite://out/sound.db"
+    create_table = "CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, qty INTEGER, body TEXT)"
+    insert_query = """INSERT INTO t (id, qty, body) VALUES (${meta["mqb.id"]}, ${payload.qty}, ${payload.body}) ON CONFLICT (id) DO NOTHING"""
+  }
+}
+`
+	c.Source = src
+	c.Routes = []RouteShape{{Name: "sound", Source: src, Artifacts: []Artifact{
+		{Kind: "dlq", Path: "out/sound.dlq.jsonl", Group: "sound/dlq"},
+		{Kind: "table", Path: "out/sound.db", Table: "t", Group: "t"},
+	}}}
+	res, err := checker.Check(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdicts[0].Guarantee != effectivelyOnce {
+		t.Errorf("the compiler calls the sound route %s, want %s", res.Verdicts[0].Guarantee, effectivelyOnce)
+	}
+	if res.Kills == 0 {
+		t.Errorf("no kill landed: %s", summaryLine(res))
+	}
+	failOn(t, res)
+}
