@@ -25,14 +25,13 @@ func WriteText(w io.Writer, l List, src Sources) {
 			num := fmt.Sprint(d.Range.Start.Line)
 			pad := strings.Repeat(" ", len(num))
 			fmt.Fprintf(w, " %s | %s\n", num, strings.ReplaceAll(line, "\t", " "))
-			// Columns are bytes; the caret goes under characters.
-			from := min(max(d.Range.Start.Col, 1)-1, len(line))
-			to := from + 1
-			if d.Range.End.Line == d.Range.Start.Line && d.Range.End.Col > d.Range.Start.Col {
-				to = min(d.Range.End.Col-1, len(line))
-			}
+			from, to := caretSpan(d.Range, len(line))
+			from, to = runeAligned(line, from, to)
+			// Columns are bytes; the caret goes under characters. A position
+			// past the end of the line (an unclosed block at end of file)
+			// puts one caret just after the last character.
 			indent := utf8.RuneCountInString(line[:from])
-			width := max(utf8.RuneCountInString(line[from:max(to, from)]), 1)
+			width := max(utf8.RuneCountInString(line[from:to]), 1)
 			fmt.Fprintf(w, " %s | %s%s\n", pad, strings.Repeat(" ", indent), strings.Repeat("^", width))
 		}
 		if d.Detail != "" {
@@ -49,6 +48,31 @@ func WriteJSON(w io.Writer, l List) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(l)
+}
+
+// caretSpan returns the byte span [from, to) of a line of n bytes that the
+// caret underlines: clamped to the line whatever the range says, since a
+// range can point past the end of its line (end of file) or past the end
+// of the file (a diagnostic about a file that changed since).
+func caretSpan(r Range, n int) (from, to int) {
+	from = min(max(r.Start.Col, 1)-1, n)
+	to = from + 1
+	if r.End.Line == r.Start.Line && r.End.Col > r.Start.Col {
+		to = r.End.Col - 1
+	}
+	return from, min(max(to, from), n)
+}
+
+// runeAligned widens the byte span [from, to) of line to whole runes, so
+// the caret's indent and width count the characters a terminal shows.
+func runeAligned(line string, from, to int) (int, int) {
+	for i := 0; i < utf8.UTFMax && from > 0 && from < len(line) && !utf8.RuneStart(line[from]); i++ {
+		from--
+	}
+	for i := 0; i < utf8.UTFMax && to < len(line) && !utf8.RuneStart(line[to]); i++ {
+		to++
+	}
+	return from, to
 }
 
 func sourceLine(src []byte, n int) (string, bool) {

@@ -46,8 +46,11 @@ func Parse(filename string, src []byte) (*File, diag.List) {
 			if err != nil {
 				d := syntaxError(err)
 				end := chunk[len(chunk)-1].Pos
-				if d.Range.Start.Offset == end.Offset && end.Offset < len(src) {
+				switch {
+				case d.Range.Start.Offset == end.Offset && end.Offset < len(src):
 					d.Summary = `a block is not closed: expected "}" before the next declaration`
+				case d.Range.Start.Offset >= len(src) && strings.HasSuffix(d.Summary, `(expected "}")`):
+					d.Summary = `the file ends before a block is closed: expected "}"`
 				}
 				diags = append(diags, d)
 				continue
