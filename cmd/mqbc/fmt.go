@@ -16,8 +16,8 @@ import (
 func init() {
 	register(&command{
 		Name:    "fmt",
-		Usage:   "mqbc fmt [-w] [-l] FILE|DIR|-…",
-		Summary: "format .mqb files in the canonical layout (stdout by default, -w rewrites, -l lists changed files)",
+		Usage:   "mqbc fmt [-w] [-l] [--check] FILE|DIR|-…",
+		Summary: "format .mqb files in the canonical layout (stdout by default, -w rewrites, -l lists changed files, --check lists them and exits 1)",
 		Run:     runFmt,
 	})
 }
@@ -26,7 +26,8 @@ func runFmt(args []string, stdout, stderr io.Writer) int {
 	c := commands["fmt"]
 	fs := newFlags(c, stderr)
 	write := fs.Bool("w", false, "rewrite each file in place instead of printing it")
-	list := fs.Bool("l", false, "list the files whose layout would change instead of printing them")
+	list := fs.Bool("l", false, "list the files whose layout would change instead of printing them (exit 0, as gofmt -l)")
+	check := fs.Bool("check", false, "list the files whose layout would change and exit 1 when there is one (for CI); rewrites nothing")
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitUsage
@@ -35,6 +36,11 @@ func runFmt(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
+	if *check && *write {
+		fmt.Fprintln(stderr, "mqbc fmt: --check only reports; use -w or --check, not both")
+		return exitUsage
+	}
+	*list = *list || *check
 	files, err := expandMQB(paths)
 	if err != nil {
 		fmt.Fprintf(stderr, "mqbc fmt: %v\n", err)
@@ -42,10 +48,14 @@ func runFmt(args []string, stdout, stderr io.Writer) int {
 	}
 	code := exitOK
 	for _, path := range files {
-		if err := fmtFile(path, *write, *list, stdout, stderr); err != nil {
+		changed, err := fmtFile(path, *write, *list, stdout, stderr)
+		if err != nil {
 			if err != errHasDiags {
 				fmt.Fprintf(stderr, "mqbc fmt: %v\n", err)
 			}
+			code = exitError
+		}
+		if changed && *check {
 			code = exitError
 		}
 	}
@@ -54,10 +64,10 @@ func runFmt(args []string, stdout, stderr io.Writer) int {
 
 var errHasDiags = fmt.Errorf("syntax errors")
 
-// fmtFile formats one file ("-" is stdin) and prints, lists or rewrites it.
-func fmtFile(path string, write, list bool, stdout, stderr io.Writer) error {
+// fmtFile formats one file ("-" is stdin) and prints, lists or rewrites it;
+// changed reports whether its layout was not the canonical one.
+func fmtFile(path string, write, list bool, stdout, stderr io.Writer) (changed bool, err error) {
 	var src []byte
-	var err error
 	if path == "-" {
 		src, err = io.ReadAll(os.Stdin)
 		path = "<stdin>"
@@ -66,31 +76,31 @@ func fmtFile(path string, write, list bool, stdout, stderr io.Writer) error {
 		src, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	out, diags := lang.Format(path, src)
 	if diags.HasErrors() {
 		diag.WriteText(stderr, diags, diag.Sources{path: src})
-		return errHasDiags
+		return false, errHasDiags
 	}
-	changed := !bytes.Equal(src, out)
+	changed = !bytes.Equal(src, out)
 	if list && changed {
 		fmt.Fprintln(stdout, path)
 	}
 	if write {
 		if !changed {
-			return nil
+			return false, nil
 		}
 		info, err := os.Stat(path)
 		if err != nil {
-			return err
+			return changed, err
 		}
-		return writeFileAtomic(path, out, info.Mode().Perm())
+		return changed, writeFileAtomic(path, out, info.Mode().Perm())
 	}
 	if !list {
 		_, err = stdout.Write(out)
 	}
-	return err
+	return changed, err
 }
 
 // writeFileAtomic replaces path by writing a temporary file beside it and
