@@ -29,22 +29,11 @@ type Source struct {
 	Src  []byte
 }
 
-// CompileSources parses every source and compiles the result. Files are
-// compiled in the order given; parse errors do not stop checking of the
-// declarations that did parse.
+// CompileSources parses every source and compiles the result, within
+// DefaultLimits (limits.go). Files are compiled in the order given; parse
+// errors do not stop checking of the declarations that did parse.
 func CompileSources(srcs []Source) (*plan.Plan, diag.List) {
-	var files []*lang.File
-	var diags diag.List
-	for _, s := range srcs {
-		f, ds := lang.Parse(s.Name, s.Src)
-		diags = append(diags, ds...)
-		files = append(files, f)
-	}
-	p, ds := Compile(files)
-	diags = append(diags, ds...)
-	diags = dedupe(diags)
-	diags.Sort()
-	return p, diags
+	return CompileSourcesWithin(srcs, DefaultLimits)
 }
 
 // Compile checks the files and builds the plan. The plan is returned even

@@ -29,7 +29,7 @@ func goldenCase(ar *txtar.Archive) map[string]string {
 			sources[f.Name] = f.Data
 		}
 	}
-	p, diags := CompileSources(srcs)
+	p, diags := CompileSourcesWithin(srcs, goldenLimits(ar))
 	out := map[string]string{}
 	var b bytes.Buffer
 	diag.WriteText(&b, diags, sources)

@@ -16,6 +16,7 @@ type CodeDoc struct {
 var Codes = []CodeDoc{
 	{"E001", "syntax error", "The file does not follow the .mqb grammar at this point. The message names what the parser expected.", "route r {\n  from file { path = \"a\" \n"},
 	{"E002", "bad literal", "A string, raw block, number or duration is malformed: an unterminated string, an unknown escape, a duration with an unknown unit.", "ttl = 10years"},
+	{"E003", "build too large", "One build accepts at most 16 MiB of source, two million tokens and 10,000 routes, all files together. Checking a route holds tens of KiB of memory, so a generated file of a million routes would exhaust it; the build stops before the expensive stage instead. Split the routes over several files built and run separately (one `mqbc run` per group).", "route r1 { … }\n… (10,001 routes)"},
 	{"E010", "duplicate route name", "Route names identify checkpoints and dedup state; two routes with one name would share them.", "route a { … }\nroute a { … }"},
 	{"E011", "unknown ref", "`ref NAME` must name an endpoint declared in the files being built (`output NAME = kind { … }`).", "to ref enrichh"},
 	{"E012", "unknown endpoint kind", "The kind after `from`, `to`, `handle`, `call` or `forward` is not one the standard library declares.", "to sqll { … }"},

@@ -16,6 +16,8 @@ type File struct {
 	Decls []*Decl `parser:"@@*"`
 	// Comments holds every comment token, for the formatter.
 	Comments []lexer.Token `parser:""`
+	// Tokens is how many tokens the file was lexed into (see Limits).
+	Tokens int `parser:""`
 }
 
 // Decl is a top-level declaration.

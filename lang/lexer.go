@@ -79,10 +79,21 @@ func (r *replay) Next() (lexer.Token, error) {
 // Lex splits src into tokens, ending with an EOF token. It never fails:
 // malformed input is reported as diagnostics and lexed as well as possible.
 func Lex(filename string, src []byte) ([]lexer.Token, diag.List) {
-	l := &lexState{src: string(src), pos: lexer.Position{Filename: filename, Line: 1, Column: 1}}
-	l.toks = make([]lexer.Token, 0, len(src)/4+16)
+	toks, diags, _ := lexWithin(filename, src, 0)
+	return toks, diags
+}
+
+// lexWithin is Lex stopping once tokens and lexical errors together reach
+// maxTokens (0: no bound); over reports that it stopped there.
+func lexWithin(filename string, src []byte, maxTokens int) (toks []lexer.Token, diags diag.List, over bool) {
+	l := &lexState{src: string(src), pos: lexer.Position{Filename: filename, Line: 1, Column: 1}, max: maxTokens}
+	n := len(src)/4 + 16
+	if maxTokens > 0 {
+		n = min(n, maxTokens+1)
+	}
+	l.toks = make([]lexer.Token, 0, n)
 	l.run()
-	return l.toks, l.diags
+	return l.toks, l.diags, l.over
 }
 
 type lexState struct {
@@ -90,6 +101,8 @@ type lexState struct {
 	pos   lexer.Position
 	toks  []lexer.Token
 	diags diag.List
+	max   int  // bound on len(toks)+len(diags); 0: none
+	over  bool // stopped at max
 }
 
 func (l *lexState) errorf(code string, at lexer.Position, width int, format string, args ...any) {
@@ -128,6 +141,10 @@ var multiOps = []string{"==", "!=", "<=", ">=", "&&", "||", "??", "?.", "..", "*
 
 func (l *lexState) run() {
 	for l.pos.Offset < len(l.src) {
+		if l.max > 0 && len(l.toks)+len(l.diags) >= l.max {
+			l.over = true
+			break
+		}
 		rest := l.src[l.pos.Offset:]
 		c := rest[0]
 		switch {

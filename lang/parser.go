@@ -25,11 +25,15 @@ func Grammar() string {
 		parser.String() + "\n"
 }
 
-// Parse parses one .mqb file. It always returns a File holding every
-// declaration that parsed; the list holds every lexical and syntax error.
+// Parse parses one .mqb file within DefaultLimits. It always returns a File
+// holding every declaration that parsed; the list holds every lexical and
+// syntax error.
 func Parse(filename string, src []byte) (*File, diag.List) {
-	toks, diags := Lex(filename, src)
-	f := &File{Name: filename, Src: src}
+	return ParseWithin(filename, src, DefaultLimits)
+}
+
+func parseTokensOf(filename string, src []byte, toks []lexer.Token, diags diag.List) (*File, diag.List) {
+	f := &File{Name: filename, Src: src, Tokens: len(toks)}
 	for _, t := range toks {
 		if t.Type == TComment {
 			f.Comments = append(f.Comments, t)

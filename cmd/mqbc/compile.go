@@ -17,16 +17,30 @@ import (
 func compileFiles(paths []string) (*plan.Plan, diag.List, diag.Sources, error) {
 	srcs := make([]compiler.Source, 0, len(paths))
 	sources := diag.Sources{}
+	// Read no more than one byte past the build's bound, so a huge file
+	// is refused (E003) without being read whole.
+	left := compiler.DefaultLimits.SourceBytes + 1
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		b, err := readAtMost(p, left)
 		if err != nil {
 			return nil, nil, sources, fmt.Errorf("read %s: %w", p, err)
 		}
+		left = max(left-len(b), 0)
 		srcs = append(srcs, compiler.Source{Name: p, Src: b})
 		sources[p] = b
 	}
 	p, diags := compiler.CompileSources(srcs)
 	return p, diags, sources, nil
+}
+
+// readAtMost reads up to n bytes of the file at path.
+func readAtMost(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, int64(n)))
 }
 
 // compileReported compiles paths for command c and prints the diagnostics

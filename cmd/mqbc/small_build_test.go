@@ -25,3 +25,24 @@ func TestBuildTruncatedFile(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildTooLarge: a file over the build's byte bound is refused with
+// E003 at once (not read whole, not lexed); so are files that are over it
+// together.
+func TestBuildTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	big := strings.Repeat("# generated\n", (16<<20)/12+1)
+	write(t, dir, "big.mqb", big)
+	_, errs, code := mqbc(t, dir, "build", "big.mqb")
+	want := "big.mqb:1:1: error[E003]: the build's files hold more than 16 MiB of source (big.mqb brings it over); one build accepts at most 16 MiB\n"
+	if code != exitError || !strings.HasPrefix(errs, want) {
+		t.Errorf("exit %d, stderr\n%s\nwant exit 1 and prefix\n%s", code, errs, want)
+	}
+	half := strings.Repeat("# generated\n", (9<<20)/12)
+	write(t, dir, "a.mqb", half)
+	write(t, dir, "b.mqb", half)
+	_, errs, code = mqbc(t, dir, "build", "a.mqb", "b.mqb")
+	if code != exitError || !strings.HasPrefix(errs, "b.mqb:1:1: error[E003]:") {
+		t.Errorf("two files: exit %d, stderr\n%s", code, errs)
+	}
+}
