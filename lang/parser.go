@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/alecthomas/participle/v2"
@@ -49,6 +50,7 @@ func parseTokensOf(filename string, src []byte, toks []lexer.Token, diags diag.L
 			p, err := parseTokens(chunk)
 			if err != nil {
 				d := syntaxError(err)
+				caseWithSeveralValues(chunk, &d)
 				end := chunk[len(chunk)-1].Pos
 				switch {
 				case d.Range.Start.Offset == end.Offset && end.Offset < len(src):
@@ -181,6 +183,37 @@ func withEOF(toks []lexer.Token) []lexer.Token {
 	advance(&pos, last.Value)
 	return append(out, lexer.EOFToken(pos))
 }
+
+// caseWithSeveralValues rewrites the syntax error of `case "DE", "FR" { … }`
+// (the parser stops at the second value) into what is wrong: a switch case
+// matches one value. The range covers the values.
+func caseWithSeveralValues(toks []lexer.Token, d *diag.Diagnostic) {
+	i := slices.IndexFunc(toks, func(t lexer.Token) bool { return t.Pos.Offset == d.Range.Start.Offset })
+	if i < 0 || !isCaseValue(toks[i]) {
+		return
+	}
+	first := i
+	for first >= 2 && isPunct(toks[first-1], ",") && isCaseValue(toks[first-2]) {
+		first -= 2
+	}
+	if first == i || first < 1 || toks[first-1].Type != TIdent || toks[first-1].Value != "case" {
+		return
+	}
+	last := i
+	for last+2 < len(toks) && isPunct(toks[last+1], ",") && isCaseValue(toks[last+2]) {
+		last += 2
+	}
+	end := toks[last].Pos
+	advance(&end, toks[last].Value)
+	d.Range = diag.Range{Start: posOf(toks[first].Pos), End: posOf(end)}
+	d.Summary = "a case takes one value; write one case per value"
+	d.Detail = fmt.Sprintf("Write `case %s { … }` and `case %s { … }`, each with its target; a named output (`output NAME = kind { … }`, then `to ref NAME`) saves writing the target twice.", toks[first].Value, toks[first+2].Value)
+}
+
+// isCaseValue: a case's value is a string (`case "DE" { … }`).
+func isCaseValue(t lexer.Token) bool { return t.Type == TString }
+
+func isPunct(t lexer.Token, v string) bool { return t.Type == TPunct && t.Value == v }
 
 func syntaxError(err error) diag.Diagnostic {
 	var perr participle.Error

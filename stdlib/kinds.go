@@ -168,7 +168,7 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "switch", Sink: true, Structural: true, Absorb: AbsorbStructural,
-		Doc: "Routes each record to the first case whose value equals `on`, else to default (or drops and counts it).",
+		Doc: "Routes each record to the first case whose value equals `on`, else to default (or drops and counts it). A case takes one value (`case \"DE\" { … }`): for several values write one case per value; several cases can name one output with `to ref NAME`.",
 		Attrs: []Attr{
 			{Name: "on", Type: Expr, Required: true, Doc: "Expression compared with each case value (as a string)."},
 		},
