@@ -97,12 +97,22 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 	}
 
 	// The clean run, and the killed runs in a directory of their own.
-	res.Clean = ck.run(cleanDir, nil)
+	cleanRun := func(dir string) runResult {
+		if c.follows() {
+			return ck.followClean(dir, c)
+		}
+		return ck.run(dir, nil)
+	}
+	res.Clean = cleanRun(cleanDir)
 	killDir, err := prepare(tmp, c, c.Source)
 	if err != nil {
 		return nil, err
 	}
-	res.Kills, _, res.Final = ck.killedRuns(killDir, c.Seed, c.Kills, res.Clean)
+	if c.follows() {
+		res.Kills, res.Final = ck.followKilled(killDir, c, res.Clean)
+	} else {
+		res.Kills, _, res.Final = ck.killedRuns(killDir, c.Seed, c.Kills, res.Clean)
+	}
 	res.Runs = 0
 	clean, err := snapshots(cleanDir, c.Routes)
 	if err != nil {
@@ -124,7 +134,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		ck.run(d, nil)
+		cleanRun(d)
 		clean2, err = snapshots(d, c.Routes)
 		return clean2, err
 	}
@@ -174,7 +184,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 				if err != nil {
 					return Snapshot{}, runResult{}, err
 				}
-				rr := ck.run(d, nil)
+				rr := cleanRun(d)
 				s, err := snapshot(d, r)
 				return s, rr, err
 			}

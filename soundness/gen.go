@@ -16,6 +16,9 @@ type Case struct {
 	Seed uint64 `json:"seed"`
 	// Kills is how many SIGKILLs the killed run should land.
 	Kills int `json:"kills"`
+	// Mode is the file source's mode: consume (empty), group_subscribe or
+	// subscribe (the input is then appended while the routes run).
+	Mode string `json:"mode,omitempty"`
 	// Source is the formatted .mqb file (routes.mqb), Input its data
 	// (in.jsonl).
 	Source string `json:"-"`
@@ -24,6 +27,13 @@ type Case struct {
 	// tables a route writes without a create_table of its own.
 	Setup  []SetupSQL   `json:"setup,omitempty"`
 	Routes []RouteShape `json:"routes"`
+
+	// aux draws the choices added after the first cases were recorded,
+	// from a stream of its own, so that adding them changed no seed's
+	// other choices.
+	aux *rand.Rand
+	// partDirs are the part directories of the routes generated so far.
+	partDirs []string
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -73,8 +83,16 @@ type Artifact struct {
 // generate builds the case of one seed.
 func generate(seed uint64, kills int) (*Case, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x50a4d))
-	c := &Case{Name: fmt.Sprintf("seed-%d", seed), Seed: seed, Kills: kills}
+	c := &Case{Name: fmt.Sprintf("seed-%d", seed), Seed: seed, Kills: kills, aux: rand.New(rand.NewPCG(seed, 0xa0c))}
 	c.Input = genData(rng, 300+rng.IntN(1200))
+	// The mode comes from a stream of its own, so adding it left every
+	// seed's routes as they were.
+	switch r := rand.New(rand.NewPCG(seed, 0x30de)).IntN(100); {
+	case r < 10:
+		c.Mode = "group_subscribe"
+	case r < 15:
+		c.Mode = "subscribe"
+	}
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:
@@ -156,7 +174,11 @@ func (g *routeGen) route() string {
 	if g.chance(25) {
 		fmt.Fprintf(&b, "concurrency = %s\n", g.pick("2", "4"))
 	}
-	b.WriteString("from file { path = \"in.jsonl\" }\n")
+	if g.c.Mode != "" {
+		fmt.Fprintf(&b, "from file { path = \"in.jsonl\", mode = %s }\n", g.c.Mode)
+	} else {
+		b.WriteString("from file { path = \"in.jsonl\" }\n")
+	}
 	for range g.rng.IntN(4) {
 		b.WriteString(g.inputStep())
 	}
@@ -358,6 +380,16 @@ func (g *routeGen) fileLeaf(group string, parts bool) string {
 	n := g.next()
 	if parts {
 		path := fmt.Sprintf("out/%s__p%d", g.name, n)
+		if len(g.c.partDirs) > 0 && g.c.aux.IntN(100) < 30 {
+			// Another route's part directory: two routes writing
+			// positional parts into one directory must be refused (or
+			// keep both routes' records apart).
+			other := g.c.partDirs[g.c.aux.IntN(len(g.c.partDirs))]
+			if !strings.HasPrefix(other, "out/"+g.name+"__") {
+				path = other
+			}
+		}
+		g.c.partDirs = append(g.c.partDirs, path)
 		g.arts = append(g.arts, Artifact{Kind: "parts", Path: path, Group: orGroup(group, path), Volatile: g.volatileFields()})
 		return fmt.Sprintf("file { path = %q, name_by = source_position }", path)
 	}

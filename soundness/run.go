@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -64,7 +66,11 @@ func prepare(tmp string, c *Case, source string) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "routes.mqb"), []byte(source), 0o644); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(c.Input), 0o644); err != nil {
+	input := c.Input
+	if c.follows() {
+		input = "" // fed in chunks while the routes run
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(input), 0o644); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
@@ -154,73 +160,130 @@ func (k killAt) String() string {
 
 var routeStarted = []byte(`"msg":"route started"`)
 
-// run runs mqbc on dir/routes.mqb, SIGKILLing it at kill (nil: never) and
-// in any case after the checker's timeout.
-func (ck *Checker) run(dir string, kill *killAt) runResult {
+// proc is a running mqbc: started is closed at its first "route started",
+// done when it has ended (res is then set).
+type proc struct {
+	cmd     *exec.Cmd
+	cancel  context.CancelFunc
+	begin   time.Time
+	started chan struct{}
+	done    chan struct{}
+	killed  atomic.Bool
+	res     runResult
+	at      time.Time // when started closed
+}
+
+// start runs mqbc on dir/routes.mqb, SIGKILLing it at kill (nil: never)
+// and in any case after the checker's timeout.
+func (ck *Checker) start(dir string, kill *killAt) *proc {
 	timeout := ck.Timeout
 	if timeout == 0 {
 		timeout = time.Minute
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ck.Mqbc, "run", "--log-level", "info", "--log-format", "json", "--progress", "off", "routes.mqb")
-	cmd.Dir = dir
-	cmd.Stdout = io.Discard
-	pr, err := cmd.StderrPipe()
+	p := &proc{cancel: cancel, started: make(chan struct{}), done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, ck.Mqbc, "run", "--log-level", "info", "--log-format", "json", "--progress", "off", "routes.mqb")
+	p.cmd.Dir = dir
+	p.cmd.Stdout = io.Discard
+	fail := func(err error) *proc {
+		p.res = runResult{exitCode: -1, stderr: err.Error()}
+		close(p.done)
+		cancel()
+		return p
+	}
+	pr, err := p.cmd.StderrPipe()
 	if err != nil {
-		return runResult{exitCode: -1, stderr: err.Error()}
+		return fail(err)
 	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return runResult{exitCode: -1, stderr: err.Error()}
+	p.begin = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		return fail(err)
 	}
-	doKill := func() { _ = cmd.Process.Signal(syscall.SIGKILL) }
 	var timer *time.Timer
-	if kill != nil && !kill.Started {
-		timer = time.AfterFunc(kill.After, doKill)
+	var timerMu sync.Mutex
+	arm := func() {
+		timerMu.Lock()
+		timer = time.AfterFunc(kill.After, p.kill)
+		timerMu.Unlock()
 	}
-	var stderr bytes.Buffer
-	var started time.Time
-	sc := bufio.NewScanner(pr)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if started.IsZero() && bytes.Contains(line, routeStarted) {
-			started = time.Now()
-			if kill != nil && kill.Started {
-				timer = time.AfterFunc(kill.After, doKill)
+	if kill != nil && !kill.Started {
+		arm()
+	}
+	go func() {
+		defer cancel()
+		var stderr bytes.Buffer
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if p.at.IsZero() && bytes.Contains(line, routeStarted) {
+				p.at = time.Now()
+				close(p.started)
+				if kill != nil && kill.Started {
+					arm()
+				}
+			}
+			if stderr.Len() < 1<<20 {
+				stderr.Write(line)
+				stderr.WriteByte('\n')
 			}
 		}
-		if stderr.Len() < 1<<20 {
-			stderr.Write(line)
-			stderr.WriteByte('\n')
+		err := p.cmd.Wait()
+		timerMu.Lock()
+		if timer != nil {
+			timer.Stop()
 		}
-	}
-	err = cmd.Wait()
-	if timer != nil {
-		timer.Stop()
-	}
-	res := runResult{dur: time.Since(start), stderr: stderr.String()}
-	if !started.IsZero() {
-		res.work = time.Since(started)
-	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		res.exitCode = -1
-		res.stderr += fmt.Sprintf("\n(soundness: no exit within %v, killed)", timeout)
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && kill != nil {
-			res.killed = true
-		} else {
-			res.exitCode = ee.ExitCode()
+		timerMu.Unlock()
+		res := runResult{dur: time.Since(p.begin), stderr: stderr.String()}
+		if !p.at.IsZero() {
+			res.work = time.Since(p.at)
 		}
-	default:
-		res.exitCode = -1
-		res.stderr += "\n" + err.Error()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+		case ctx.Err() != nil && !p.killed.Load():
+			res.exitCode = -1
+			res.stderr += fmt.Sprintf("\n(soundness: no exit within %v, killed)", timeout)
+		case errors.As(err, &ee):
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && p.killed.Load() {
+				res.killed = true
+			} else {
+				res.exitCode = ee.ExitCode()
+			}
+		default:
+			res.exitCode = -1
+			res.stderr += "\n" + err.Error()
+		}
+		p.res = res
+		close(p.done)
+	}()
+	return p
+}
+
+func (p *proc) kill() {
+	p.killed.Store(true)
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+}
+
+func (p *proc) wait() runResult {
+	<-p.done
+	return p.res
+}
+
+// waitStarted waits until the routes started or the process ended; false
+// if it ended first.
+func (p *proc) waitStarted() bool {
+	select {
+	case <-p.started:
+		return true
+	case <-p.done:
+		return false
 	}
-	return res
+}
+
+// run runs mqbc to its end (or its kill).
+func (ck *Checker) run(dir string, kill *killAt) runResult {
+	return ck.start(dir, kill).wait()
 }
 
 // killedRuns runs dir's pipeline until kills SIGKILLs landed (or 3×kills

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A file source in group_subscribe or subscribe mode never ends: it follows
+// the file. Its input arrives in chunks appended while the routes run (and,
+// in the killed run, while they are down too); a run ends with SIGTERM once
+// its sinks have stopped changing.
+
+func (c *Case) follows() bool { return c.Mode == "group_subscribe" || c.Mode == "subscribe" }
+
+const openGrace = 300 * time.Millisecond
+
+// chunks splits the input into n pieces at line boundaries.
+func chunks(input string, n int) []string {
+	lines := strings.SplitAfter(input, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	var out []string
+	per := max(1, (len(lines)+n-1)/n)
+	for i := 0; i < len(lines); i += per {
+		out = append(out, strings.Join(lines[i:min(i+per, len(lines))], ""))
+	}
+	return out
+}
+
+func appendInput(dir, data string) error {
+	f, err := os.OpenFile(filepath.Join(dir, "in.jsonl"), os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// drain waits until the routes' sinks stop changing (1 s without a change,
+// 30 s at most), then stops the process with SIGTERM and waits for it.
+func (ck *Checker) drain(dir string, routes []RouteShape, p *proc) runResult {
+	var last map[string]Snapshot
+	still := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for still < 4 && time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return p.wait()
+		case <-time.After(250 * time.Millisecond):
+		}
+		cur, err := snapshots(dir, routes)
+		if err != nil {
+			still = 0
+			continue
+		}
+		if last != nil && sameSnapshots(last, cur) {
+			still++
+		} else {
+			still = 0
+		}
+		last = cur
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	return p.wait()
+}
+
+func sameSnapshots(a, b map[string]Snapshot) bool {
+	for name, s := range a {
+		if _, d := (exactPromise{}).judge(s, b[name]); d != "" {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// followClean appends every chunk while the routes run, then drains.
+func (ck *Checker) followClean(dir string, c *Case) runResult {
+	p := ck.start(dir, nil)
+	if !p.waitStarted() {
+		return p.wait()
+	}
+	// "route started" comes before the source has opened the file; a
+	// subscribe source skips what is already there when it does.
+	time.Sleep(openGrace)
+	for _, ch := range chunks(c.Input, 2*c.Kills+2) {
+		if err := appendInput(dir, ch); err != nil {
+			p.kill()
+			r := p.wait()
+			r.exitCode, r.stderr = -1, err.Error()
+			return r
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return ck.drain(dir, c.Routes, p)
+}
+
+// followKilled feeds the chunks across runs that are SIGKILLed at seeded
+// instants: before each run one chunk is appended while nothing runs, and
+// one more once its routes started. The last run gets what is left and is
+// drained.
+func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed int, final runResult) {
+	rng := rand.New(rand.NewPCG(c.Seed, 0xdead))
+	window := max(clean.work/2, 20*time.Millisecond)
+	pending := chunks(c.Input, 2*c.Kills+2)
+	feed := func() {
+		if len(pending) > 0 {
+			_ = appendInput(dir, pending[0])
+			pending = pending[1:]
+		}
+	}
+	for attempt := 0; landed < c.Kills && attempt < 3*c.Kills; attempt++ {
+		feed()
+		var at killAt
+		if attempt == 0 || rng.IntN(3) == 0 {
+			at = killAt{After: time.Duration(rng.Int64N(int64(350 * time.Millisecond)))}
+		} else {
+			at = killAt{After: time.Duration(rng.Int64N(int64(window))), Started: true}
+		}
+		at.After = max(at.After, time.Millisecond)
+		p := ck.start(dir, &at)
+		if p.waitStarted() {
+			feed()
+		}
+		r := p.wait()
+		if r.killed {
+			landed++
+		}
+	}
+	p := ck.start(dir, nil)
+	if !p.waitStarted() {
+		return landed, p.wait()
+	}
+	time.Sleep(openGrace)
+	for len(pending) > 0 {
+		feed()
+		time.Sleep(20 * time.Millisecond)
+	}
+	return landed, ck.drain(dir, c.Routes, p)
+}
