@@ -177,8 +177,8 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 	}
 	// The unique index the conflict handling relies on.
 	needPremise := true
-	if ddl := n.attrs["create_table"]; ddl != nil {
-		if keys, found := readCreateTable(ddl.val.Str, ins.table, d); found && !keys.unsure {
+	if keys, own, found := rc.tableKeys(n, ins.table, d); found && !keys.unsure {
+		{
 			var usable []string
 			for _, u := range keys.uniques {
 				if ins.kind == conflictColumns && sameColumnSet(u, keyCols) || ins.kind != conflictColumns && subsetOf(u, stableCols) {
@@ -204,8 +204,9 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 			}
 			keyShown = append(keyShown, fmt.Sprintf("create_table declares a unique index on (%s)", strings.Join(usable, ", ")))
 			// CREATE TABLE IF NOT EXISTS keeps a table already there as it
-			// is, so the index is still checked at start-up.
-			needPremise = keys.ifNotExists
+			// is, and another endpoint's create_table may not have run
+			// first, so the index is then still checked at start-up.
+			needPremise = keys.ifNotExists || !own
 		}
 	}
 	write := "write: " + ins.clause

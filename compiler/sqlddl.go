@@ -2,6 +2,8 @@ package compiler
 
 import (
 	"strings"
+
+	"github.com/mqb-dev/mqb/lang"
 )
 
 // sqlTableKeys is what a create_table script says about one table's
@@ -253,4 +255,83 @@ func readTableItem(item []sqlTok, keys *sqlTableKeys) {
 			keys.autoinc[strings.ToLower(col)] = true
 		}
 	}
+}
+
+// fileDDL is a create_table written on some sql endpoint of the file, with
+// that endpoint's url as written.
+type fileDDL struct{ url, ddl string }
+
+// fileCreateTables collects every create_table of the route's file (inline
+// endpoints, named ones, nested branches), so a table declared by one
+// route's sink can be read for another's on the same database.
+func (rc *routeCtx) fileCreateTables() []fileDDL {
+	if rc.file == nil {
+		return nil
+	}
+	var out []fileDDL
+	str := func(it *lang.Item) (string, bool) {
+		if it.Assign == nil || it.Assign.Expr == nil {
+			return "", false
+		}
+		tok, ok := it.Assign.Expr.Single()
+		if !ok || tok.Type != lang.TString && tok.Type != lang.TRaw {
+			return "", false
+		}
+		return lang.StringValue(tok), true
+	}
+	var walk func(b *lang.Block)
+	walk = func(b *lang.Block) {
+		var url, ddl string
+		var hasDDL bool
+		for _, it := range b.Items() {
+			switch it.Key.Name {
+			case "url":
+				url, _ = str(it)
+			case "create_table":
+				ddl, hasDDL = str(it)
+			}
+			if it.Body != nil {
+				walk(it.Body)
+			}
+			if it.Assign != nil && it.Assign.Block != nil {
+				walk(it.Assign.Block)
+			}
+		}
+		if hasDDL {
+			out = append(out, fileDDL{url: url, ddl: ddl})
+		}
+	}
+	for _, d := range rc.file.Decls {
+		switch {
+		case d.Route != nil:
+			walk(d.Route.Body)
+		case d.Endpoint != nil:
+			walk(d.Endpoint.Body)
+		}
+	}
+	return out
+}
+
+// tableKeys finds what create_table says about table: the sink's own
+// create_table first, then any other in the file written for the same url.
+// own is false for one found elsewhere.
+func (rc *routeCtx) tableKeys(n *nodeInfo, table string, d sqlDialect) (keys *sqlTableKeys, own, found bool) {
+	if a := n.attrs["create_table"]; a != nil {
+		if keys, found := readCreateTable(a.val.Str, table, d); found {
+			return keys, true, true
+		}
+	}
+	url, static, ok := urlText(n.attrs["url"])
+	if !ok || !static {
+		return nil, false, false
+	}
+	for _, fd := range rc.fileCreateTables() {
+		if fd.url != url {
+			continue
+		}
+		if keys, found := readCreateTable(fd.ddl, table, d); found {
+			return keys, false, true
+		}
+	}
+	return nil, false, false
 }

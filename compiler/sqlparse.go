@@ -350,7 +350,7 @@ func (p *sqlParser) onConflict(ins *sqlInsert) {
 	case p.accept("nothing"):
 		ins.clause = "ON CONFLICT" + target + " DO NOTHING"
 	case p.accept("update"):
-		if target == "" && p.d != sqlAnyDialect {
+		if target == "" {
 			p.fail("ON CONFLICT DO UPDATE without a conflict target")
 		}
 		p.expect("set")
