@@ -303,7 +303,8 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 		if err != nil {
 			return err
 		}
-		st, err := openDedupStore(a, o)
+		ns := dedupNamespace(rt.name, len(rt.dedupStores)+1, a.str("namespace", ""))
+		st, err := openDedupStore(a, o, ns)
 		if err != nil {
 			return err
 		}

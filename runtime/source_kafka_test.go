@@ -589,7 +589,7 @@ func TestKafkaGroupScaleOut(t *testing.T) {
 	if bad := count(`SELECT count(*) FROM orders WHERE id <> 'o-' || amount`); bad != 0 {
 		t.Errorf("%d rows whose id and amount disagree", bad)
 	}
-	if kept := count(`SELECT count(*) FROM mqb_dedup WHERE state = 2`); kept != n {
+	if kept := count(`SELECT count(*) FROM mqb_dedup_keys WHERE state = 2`); kept != n {
 		t.Errorf("the shared dedup store holds %d processed keys, want %d", kept, n)
 	}
 	if duplicates == 0 {

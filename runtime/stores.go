@@ -17,6 +17,9 @@ import (
 // dedupStore is where a dedup step keeps its keys: a Pebble directory
 // (dedup.Store, one process) or a postgres:// / mysql:// server
 // (dedup.SQLStore, shared by every instance of a route).
+//
+// A store is opened in a namespace (see dedupNamespace): it sees only the
+// keys of that namespace, so routes sharing a store keep their keys apart.
 type dedupStore interface {
 	Reserve(keys []string, now time.Time, verdicts []dedup.Verdict) error
 	Promote(keys []string, now time.Time, ttl time.Duration) error
@@ -24,6 +27,36 @@ type dedupStore interface {
 	// Sync makes every promotion so far durable.
 	Sync() error
 	Close() error
+
+	// Namespace is the key space the store sees.
+	Namespace() string
+	// Where names the store for people (a directory, a redacted URL).
+	Where() string
+	// Count is the number of the namespace's keys remembered at now.
+	Count(now time.Time) (int, error)
+	// Reset forgets the namespace's keys.
+	Reset(now time.Time) (int, error)
+	// LegacyKeys counts the keys an mqb before namespaces wrote, which
+	// no namespace sees; AdoptLegacy moves them into the store's
+	// namespace, DropLegacy deletes them.
+	LegacyKeys(now time.Time) (int, error)
+	AdoptLegacy(now time.Time) (int, error)
+	DropLegacy(now time.Time) (int, error)
+}
+
+// dedupNamespace is the key space of a route's dedup step: the route's
+// own ("route/NAME", and "route/NAME#2" for its second dedup step…) unless
+// the step names a namespace to share on purpose ("shared/NAME"), e.g. two
+// routes that load the same table from two inputs and must not load a
+// record twice between them.
+func dedupNamespace(route string, ordinal int, shared string) string {
+	if shared != "" {
+		return "shared/" + shared
+	}
+	if ordinal > 1 {
+		return fmt.Sprintf("route/%s#%d", route, ordinal)
+	}
+	return "route/" + route
 }
 
 // checkpointStore keeps a route's committed source position: a Pebble
@@ -49,27 +82,43 @@ func syncedWith(d dedupStore, cp checkpointStore) bool {
 
 const storeOpenTimeout = 30 * time.Second
 
-// openDedupStore opens a dedup step's store attribute.
-func openDedupStore(a nodeAttrs, o *Options) (dedupStore, error) {
+// openDedupStore opens a dedup step's store attribute in namespace ns. A
+// store that still holds keys an mqb before namespaces wrote is refused:
+// whose they are cannot be told, and guessing either drops another
+// route's records or forgets what this one delivered.
+func openDedupStore(a nodeAttrs, o *Options, ns string) (st dedupStore, err error) {
 	if err := literalStoreURL(a, "store"); err != nil {
 		return nil, err
 	}
 	if url := a.str("store", ""); sqlkv.IsURL(url) {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
 		defer cancel()
-		st, err := dedup.OpenSQL(ctx, url)
+		sq, err := dedup.OpenSQLNamespace(ctx, url, ns)
 		if err != nil {
 			return nil, a.errorf("store", "%s", plan.RedactURLs(err.Error()))
 		}
-		return st, nil
+		st = sq
+	} else {
+		dir, err := o.storeDir(a, "store", declaredDefault("dedup", "store", true), "dedup")
+		if err != nil {
+			return nil, err
+		}
+		pb, err := dedup.OpenNamespace(dir, ns)
+		if err != nil {
+			return nil, a.errorf("store", "%v", err)
+		}
+		st = pb
 	}
-	dir, err := o.storeDir(a, "store", declaredDefault("dedup", "store", true), "dedup")
+	n, err := st.LegacyKeys(time.Now())
+	if err == nil && n > 0 {
+		err = a.errorf("store", "%s holds %d dedup keys written by an mqb that kept one key space for every route; "+
+			"which route wrote them cannot be told. If route %s wrote them, run `mqbc state adopt FILE… %s`; "+
+			"to drop them, run `mqbc state reset FILE… %s` (records those keys would have dropped within their ttl are then delivered again)",
+			plan.RedactURLs(st.Where()), n, a.route, a.route, a.route)
+	}
 	if err != nil {
+		st.Close()
 		return nil, err
-	}
-	st, err := dedup.Open(dir)
-	if err != nil {
-		return nil, a.errorf("store", "%v", err)
 	}
 	return st, nil
 }

@@ -120,7 +120,7 @@ func TestPostgresCheckpointStoreFencesRoute(t *testing.T) {
 func TestStoreURLTemplateRefused(t *testing.T) {
 	a := nodeAttrs{route: "r", node: &plan.Node{Kind: "dedup", Role: plan.RoleStep, Attrs: map[string]plan.Value{
 		"store": tmplV(ex(`env("DEDUP_URL")`))}}}
-	if _, err := openDedupStore(a, &Options{}); err == nil || !strings.Contains(err.Error(), "attribute store") {
+	if _, err := openDedupStore(a, &Options{}, "route/r"); err == nil || !strings.Contains(err.Error(), "attribute store") {
 		t.Errorf("err %v: want the templated store refused", err)
 	}
 }

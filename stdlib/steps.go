@@ -13,6 +13,7 @@ var Steps = []Step{
 			{Name: "key", Type: Expr, Default: "message_id", Doc: "The dedup key. Keep it stable: message_id of a file source is fresh per read."},
 			{Name: "store", Type: String, Default: "pebble://.mqb/dedup", Secret: true, Doc: "pebble://dir on one machine, or postgres:// / mysql:// shared by instances."},
 			{Name: "ttl", Type: Duration, Default: "24h", Doc: "How long a processed key is remembered."},
+			{Name: "namespace", Type: String, Doc: "Shares the keys with every dedup step that names the same namespace, in any route (cross-route dedup): a record whose key another of them delivered is dropped here as a duplicate. Use it only for routes that load the same sink. Left unset, each route (and each dedup step within it) has a key space of its own, even in a store other routes use; instances of one route (scale-out on a shared SQL store) always share theirs."},
 		},
 	},
 	{

@@ -19,6 +19,16 @@
 // Lookups of a batch go through one Pebble iterator over the sorted keys
 // rather than a Get per key: almost every key of a stream is new, and
 // forward seeks over sorted keys reuse the blocks the previous seek loaded.
+//
+// Keys live in namespaces: a Store sees only the keys of the namespace it
+// was opened with (the runtime names one per route and dedup step, so two
+// routes deduplicating on the same ids in one store never drop each other's
+// records; a namespace shared on purpose is the user's explicit choice).
+// A key is stored as "dedup2/" + namespace + "\x00" + key. Stores written
+// before namespaces existed hold keys as "dedup/" + key: those are *legacy*
+// keys, which no namespace sees; LegacyKeys reports them so the runtime can
+// refuse to start until a person says whose they are (AdoptLegacy) or drops
+// them (DropLegacy).
 package dedup
 
 import (
@@ -26,6 +36,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,15 +77,46 @@ func (v Verdict) Duplicate() bool { return v != New }
 
 const (
 	stateProcessed byte = 2
-	keyPrefix           = "dedup/"
-	valueLen            = 1 + 8 // state, expiry (unix nanos)
+	// legacyPrefix holds the keys of stores written before namespaces.
+	legacyPrefix = "dedup/"
+	// nsPrefix starts every namespaced key.
+	nsPrefix = "dedup2/"
+	valueLen = 1 + 8 // state, expiry (unix nanos)
 )
 
+// Every dedup key, legacy or namespaced, sorts in [allLower, allUpper):
+// the sweeps cover both.
+var (
+	allLower = []byte(legacyPrefix)
+	allUpper = []byte("dedup3")
+)
+
+// nsBounds are the first key of namespace ns and the first key after it.
+func nsBounds(ns string) (lower, upper []byte) {
+	lower = []byte(nsPrefix + ns + "\x00")
+	upper = []byte(nsPrefix + ns + "\x01")
+	return lower, upper
+}
+
+// legacyBounds are the bounds of the legacy keys.
+func legacyBounds() (lower, upper []byte) {
+	return []byte(legacyPrefix), []byte("dedup0")
+}
+
+// ValidNamespace reports why ns cannot name a namespace ("" when it can).
+func ValidNamespace(ns string) string {
+	if strings.ContainsRune(ns, 0) {
+		return "a namespace may not contain a NUL byte"
+	}
+	return ""
+}
+
 // reservations are the in-flight keys of one Pebble directory, shared by
-// every Store opened on it (two routes may share a dedup store).
+// every Store opened on it (two routes may share a dedup store), by their
+// full database key (namespace included).
 type reservations struct {
 	mu   sync.Mutex
-	keys map[string]int64 // key → expiry, unix nanos
+	keys map[string]int64 // database key → expiry, unix nanos
 
 	// write serializes promotions on the database with the sweep's
 	// deletes: a key the sweep read as expired cannot be promoted between
@@ -100,9 +142,12 @@ var (
 	shared   = map[*pebble.DB]*reservations{}
 )
 
-// Store is a dedup key store on one Pebble database.
+// Store is one namespace of a dedup key store on one Pebble database.
 type Store struct {
-	h *pebbledb.Handle
+	h  *pebbledb.Handle
+	ns string
+	// lower and upper bound the namespace's keys.
+	lower, upper []byte
 	// Expiry is the in-flight reservation expiry (InFlightExpiry unless a
 	// test shortens it).
 	Expiry time.Duration
@@ -116,13 +161,21 @@ type Store struct {
 	lookBuf []byte
 }
 
-// Open opens (or shares) the dedup store in dir. The first opening in a
-// process sweeps expired keys before anything can use the store.
-func Open(dir string) (*Store, error) {
+// Open opens (or shares) the dedup store in dir, in the namespace "".
+func Open(dir string) (*Store, error) { return OpenNamespace(dir, "") }
+
+// OpenNamespace opens (or shares) the dedup store in dir; the Store sees
+// only the keys of namespace ns. The first opening in a process sweeps
+// expired keys before anything can use the store.
+func OpenNamespace(dir, ns string) (*Store, error) {
+	if why := ValidNamespace(ns); why != "" {
+		return nil, fmt.Errorf("dedup store %s: namespace %q: %s", dir, ns, why)
+	}
 	h, err := pebbledb.Open(dir)
 	if err != nil {
 		return nil, err
 	}
+	lower, upper := nsBounds(ns)
 	if h.First {
 		if _, err := (&Store{h: h}).Sweep(time.Now()); err != nil {
 			h.Close()
@@ -136,8 +189,11 @@ func Open(dir string) (*Store, error) {
 		shared[h.DB] = res
 	}
 	sharedMu.Unlock()
-	return &Store{h: h, Expiry: InFlightExpiry, res: res}, nil
+	return &Store{h: h, ns: ns, lower: lower, upper: upper, Expiry: InFlightExpiry, res: res}, nil
 }
+
+// Namespace is the namespace the store sees.
+func (s *Store) Namespace() string { return s.ns }
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.h.Dir }
@@ -146,7 +202,7 @@ func (s *Store) Dir() string { return s.h.Dir }
 func (s *Store) Handle() *pebbledb.Handle { return s.h }
 
 func (s *Store) dbKey(buf []byte, key string) []byte {
-	return append(append(buf[:0], keyPrefix...), key...)
+	return append(append(buf[:0], s.lower...), key...)
 }
 
 // Reserve decides every key in keys, in order, and reserves the new ones
@@ -162,19 +218,20 @@ func (s *Store) Reserve(keys []string, now time.Time, verdicts []Verdict) error 
 	s.res.mu.Lock()
 	defer s.res.mu.Unlock()
 	for i, k := range keys {
-		if exp, ok := s.res.keys[k]; ok {
+		s.keyBuf = s.dbKey(s.keyBuf, k)
+		if exp, ok := s.res.keys[string(s.keyBuf)]; ok {
 			if exp > nowNs {
 				verdicts[i] = InFlight
 				continue
 			}
-			delete(s.res.keys, k)
+			delete(s.res.keys, string(s.keyBuf))
 		}
 		if s.found[i] > nowNs {
 			verdicts[i] = Processed
 			continue
 		}
 		verdicts[i] = New
-		s.res.keys[k] = nowNs + int64(s.Expiry)
+		s.res.keys[string(s.keyBuf)] = nowNs + int64(s.Expiry)
 	}
 	return nil
 }
@@ -197,10 +254,7 @@ func (s *Store) lookupProcessed(keys []string, nowNs int64) error {
 		}
 		return 0
 	})
-	it, err := s.h.DB.NewIter(&pebble.IterOptions{
-		LowerBound: []byte(keyPrefix),
-		UpperBound: keyUpperBound(),
-	})
+	it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: s.lower, UpperBound: s.upper})
 	if err != nil {
 		return fmt.Errorf("dedup store %s: lookup: %w", s.h.Dir, err)
 	}
@@ -253,7 +307,8 @@ func (s *Store) Promote(keys []string, now time.Time, ttl time.Duration) error {
 	// either the reservation or the processed key, never neither.
 	s.res.mu.Lock()
 	for _, k := range keys {
-		delete(s.res.keys, k)
+		s.keyBuf = s.dbKey(s.keyBuf, k)
+		delete(s.res.keys, string(s.keyBuf))
 	}
 	s.res.mu.Unlock()
 	return nil
@@ -268,10 +323,10 @@ func (s *Store) sweepStep(b *pebble.Batch, nowNs int64) error {
 		if nowNs < r.nextSweep {
 			return nil
 		}
-		r.cursor = []byte(keyPrefix)
+		r.cursor = slices.Clone(allLower)
 		r.nextSweep = nowNs + int64(SweepEvery)
 	}
-	it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: r.cursor, UpperBound: keyUpperBound()})
+	it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: r.cursor, UpperBound: allUpper})
 	if err != nil {
 		return fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)
 	}
@@ -297,32 +352,28 @@ func (s *Store) sweepStep(b *pebble.Batch, nowNs int64) error {
 	return nil
 }
 
-// keyUpperBound is the first key after every dedup key.
-func keyUpperBound() []byte {
-	return []byte(keyPrefix[:len(keyPrefix)-1] + string(keyPrefix[len(keyPrefix)-1]+1))
-}
-
 // Release frees reservations whose records were not acked, so they can be
 // delivered again at once.
 func (s *Store) Release(keys []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.res.mu.Lock()
 	defer s.res.mu.Unlock()
 	for _, k := range keys {
-		delete(s.res.keys, k)
+		s.keyBuf = s.dbKey(s.keyBuf, k)
+		delete(s.res.keys, string(s.keyBuf))
 	}
 	return nil
 }
 
-// Sweep deletes processed keys whose ttl ran out before now, so the store
-// does not grow with every key ever seen. It scans the whole store (expired
+// Sweep deletes processed keys whose ttl ran out before now, in every
+// namespace and among the legacy keys, so the store does not grow with
+// every key ever seen. It scans the whole store (expired
 // keys are not ordered by time), deleting in batches; run it at start-up
 // or now and then, not per batch. It returns how many keys it deleted.
 func (s *Store) Sweep(now time.Time) (int, error) {
 	nowNs := now.UnixNano()
-	it, err := s.h.DB.NewIter(&pebble.IterOptions{
-		LowerBound: []byte(keyPrefix),
-		UpperBound: keyUpperBound(),
-	})
+	it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: allLower, UpperBound: allUpper})
 	if err != nil {
 		return 0, fmt.Errorf("dedup store %s: sweep: %w", s.h.Dir, err)
 	}
@@ -385,3 +436,105 @@ func (s *Store) Close() error {
 	}
 	return err
 }
+
+// Count is the number of the namespace's keys still remembered at now.
+func (s *Store) Count(now time.Time) (int, error) {
+	return s.count(s.lower, s.upper, now)
+}
+
+// LegacyKeys is the number of keys, still remembered at now, that an mqb
+// before namespaces wrote: no namespace sees them.
+func (s *Store) LegacyKeys(now time.Time) (int, error) {
+	lo, hi := legacyBounds()
+	return s.count(lo, hi, now)
+}
+
+func (s *Store) count(lower, upper []byte, now time.Time) (int, error) {
+	it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return 0, fmt.Errorf("dedup store %s: count: %w", s.h.Dir, err)
+	}
+	defer it.Close()
+	nowNs := now.UnixNano()
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		val := it.Value()
+		if len(val) == valueLen && int64(binary.LittleEndian.Uint64(val[1:9])) > nowNs {
+			n++
+		}
+	}
+	return n, it.Error()
+}
+
+// Reset forgets every key of the namespace (durably) and returns how many
+// were remembered.
+func (s *Store) Reset(now time.Time) (int, error) {
+	n, err := s.Count(now)
+	if err != nil {
+		return 0, err
+	}
+	s.res.write.Lock()
+	defer s.res.write.Unlock()
+	if err := s.h.Write("reset", func() error { return s.h.DB.DeleteRange(s.lower, s.upper, pebble.Sync) }); err != nil {
+		return 0, fmt.Errorf("dedup store %s: reset namespace %q: %w", s.h.Dir, s.ns, err)
+	}
+	return n, nil
+}
+
+// AdoptLegacy moves the legacy keys still remembered at now into the
+// store's namespace (durably), keeping their expiry, and returns how many
+// it moved. Use it when the store's namespace is the one that wrote them.
+func (s *Store) AdoptLegacy(now time.Time) (int, error) {
+	lo, hi := legacyBounds()
+	s.res.write.Lock()
+	defer s.res.write.Unlock()
+	it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, fmt.Errorf("dedup store %s: adopt legacy keys: %w", s.h.Dir, err)
+	}
+	b := s.h.DB.NewBatch()
+	defer b.Close()
+	nowNs := now.UnixNano()
+	n := 0
+	var key []byte
+	for it.First(); it.Valid(); it.Next() {
+		val := it.Value()
+		if len(val) == valueLen && int64(binary.LittleEndian.Uint64(val[1:9])) > nowNs {
+			key = append(append(key[:0], s.lower...), it.Key()[len(legacyPrefix):]...)
+			if err := b.Set(key, val, nil); err != nil {
+				it.Close()
+				return 0, fmt.Errorf("dedup store %s: adopt legacy keys: %w", s.h.Dir, err)
+			}
+			n++
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, fmt.Errorf("dedup store %s: adopt legacy keys: %w", s.h.Dir, err)
+	}
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return 0, fmt.Errorf("dedup store %s: adopt legacy keys: %w", s.h.Dir, err)
+	}
+	if err := s.h.Write("adopt", func() error { return b.Commit(pebble.Sync) }); err != nil {
+		return 0, fmt.Errorf("dedup store %s: adopt legacy keys: %w", s.h.Dir, err)
+	}
+	return n, nil
+}
+
+// DropLegacy deletes every legacy key (durably) and returns how many were
+// still remembered at now.
+func (s *Store) DropLegacy(now time.Time) (int, error) {
+	n, err := s.LegacyKeys(now)
+	if err != nil {
+		return 0, err
+	}
+	lo, hi := legacyBounds()
+	s.res.write.Lock()
+	defer s.res.write.Unlock()
+	if err := s.h.Write("drop", func() error { return s.h.DB.DeleteRange(lo, hi, pebble.Sync) }); err != nil {
+		return 0, fmt.Errorf("dedup store %s: drop legacy keys: %w", s.h.Dir, err)
+	}
+	return n, nil
+}
+
+// Where names the store for people: its directory.
+func (s *Store) Where() string { return s.h.Dir }

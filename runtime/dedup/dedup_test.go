@@ -152,7 +152,7 @@ func TestSweepWhileRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := func() int {
-		it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: []byte(keyPrefix), UpperBound: keyUpperBound()})
+		it, err := s.h.DB.NewIter(&pebble.IterOptions{LowerBound: allLower, UpperBound: allUpper})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,11 +35,18 @@ import (
 // (5 s): the other instances, and its own restart, then take the keys.
 // Keys longer than 200 bytes are stored as their SHA-256.
 //
-// The table is created when missing:
+// Keys live in namespaces, as in the Pebble store: every instance of one
+// route opens the same namespace and shares its keys; another route's
+// namespace is another key space. The table is created when missing:
 //
-//	mqb_dedup (k, state 1 reserved | 2 processed, expires_at unix ns, owner)
+//	mqb_dedup_keys (ns, k, state 1 reserved | 2 processed, expires_at unix ns, owner)
+//
+// Stores written before namespaces kept their keys in mqb_dedup (k, …):
+// LegacyKeys counts the ones still remembered, for the runtime to refuse
+// to start until they are adopted (AdoptLegacy) or dropped (DropLegacy).
 type SQLStore struct {
 	db *sqlkv.DB
+	ns string
 	// Expiry is the in-flight reservation expiry (InFlightExpiry unless a
 	// test shortens it).
 	Expiry time.Duration
@@ -62,17 +69,30 @@ const (
 	maxKeyLen     = 200
 )
 
-// OpenSQL connects to url and creates the table if needed.
+// OpenSQL connects to url and creates the table if needed; the store sees
+// the namespace "".
 func OpenSQL(ctx context.Context, url string) (*SQLStore, error) {
+	return OpenSQLNamespace(ctx, url, "")
+}
+
+// OpenSQLNamespace connects to url and creates the table if needed; the
+// store sees only the keys of namespace ns.
+func OpenSQLNamespace(ctx context.Context, url, ns string) (*SQLStore, error) {
+	if why := ValidNamespace(ns); why != "" {
+		return nil, fmt.Errorf("dedup store: namespace %q: %s", ns, why)
+	}
+	if len(ns) > maxKeyLen {
+		return nil, fmt.Errorf("dedup store: namespace %q: longer than %d bytes", ns, maxKeyLen)
+	}
 	db, err := sqlkv.Open(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("dedup store: %w", err)
 	}
-	ddl := `CREATE TABLE IF NOT EXISTS mqb_dedup (k TEXT PRIMARY KEY, state SMALLINT NOT NULL, expires_at BIGINT NOT NULL, owner TEXT NOT NULL)`
+	ddl := `CREATE TABLE IF NOT EXISTS mqb_dedup_keys (ns TEXT NOT NULL, k TEXT NOT NULL, state SMALLINT NOT NULL, expires_at BIGINT NOT NULL, owner TEXT NOT NULL, PRIMARY KEY (ns, k))`
 	if db.Dialect == sqlkv.MySQL {
-		ddl = `CREATE TABLE IF NOT EXISTS mqb_dedup (k VARBINARY(255) PRIMARY KEY, state SMALLINT NOT NULL, expires_at BIGINT NOT NULL, owner VARCHAR(80) NOT NULL)`
+		ddl = `CREATE TABLE IF NOT EXISTS mqb_dedup_keys (ns VARBINARY(255) NOT NULL, k VARBINARY(255) NOT NULL, state SMALLINT NOT NULL, expires_at BIGINT NOT NULL, owner VARCHAR(80) NOT NULL, PRIMARY KEY (ns, k))`
 	}
-	s := &SQLStore{db: db, Expiry: InFlightExpiry, id: uuid.NewString(), inflight: map[string]string{}, lastSweep: time.Now()}
+	s := &SQLStore{db: db, ns: ns, Expiry: InFlightExpiry, id: uuid.NewString(), inflight: map[string]string{}, lastSweep: time.Now()}
 	cctx, cancel := context.WithTimeout(ctx, sqlTimeout)
 	defer cancel()
 	if err := db.CreateTable(cctx, ddl); err != nil {
@@ -81,7 +101,7 @@ func OpenSQL(ctx context.Context, url string) (*SQLStore, error) {
 	}
 	err = db.Tx(cctx, func(q sqlkv.Querier) error {
 		// Sweep what expired while no instance ran.
-		_, err := q.Exec(cctx, s.ph(`DELETE FROM mqb_dedup WHERE expires_at <= $1`), time.Now().UnixNano())
+		_, err := q.Exec(cctx, s.ph(`DELETE FROM mqb_dedup_keys WHERE expires_at <= $1`), time.Now().UnixNano())
 		return err
 	})
 	if err != nil {
@@ -89,6 +109,20 @@ func OpenSQL(ctx context.Context, url string) (*SQLStore, error) {
 		return nil, fmt.Errorf("dedup store %s: open: %s", db.URL, db.Redact(err))
 	}
 	return s, nil
+}
+
+// Namespace is the namespace the store sees.
+func (s *SQLStore) Namespace() string { return s.ns }
+
+// Where names the store for people: its URL (password redacted) and table.
+func (s *SQLStore) Where() string { return s.db.URL + " table mqb_dedup_keys" }
+
+// nsArg is the namespace as the driver binds it.
+func (s *SQLStore) nsArg() any {
+	if s.db.Dialect == sqlkv.MySQL {
+		return []byte(s.ns)
+	}
+	return s.ns
 }
 
 func (s *SQLStore) ph(q string) string {
@@ -151,14 +185,14 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 		if s.db.Dialect == sqlkv.Postgres {
 			// A live row (reserved or processed, not expired) is left
 			// alone; an expired one is taken over.
-			args = append(args, uniq, exp, token, nowNs)
-			if _, err := q.Exec(ctx, `INSERT INTO mqb_dedup (k, state, expires_at, owner)
-				SELECT k, 1, $2, $3 FROM unnest($1::text[]) AS k
-				ON CONFLICT (k) DO UPDATE SET state = 1, expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner
-				WHERE mqb_dedup.expires_at <= $4`, args...); err != nil {
+			args = append(args, uniq, exp, token, nowNs, s.ns)
+			if _, err := q.Exec(ctx, `INSERT INTO mqb_dedup_keys (ns, k, state, expires_at, owner)
+				SELECT $5, k, 1, $2, $3 FROM unnest($1::text[]) AS k
+				ON CONFLICT (ns, k) DO UPDATE SET state = 1, expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner
+				WHERE mqb_dedup_keys.expires_at <= $4`, args...); err != nil {
 				return err
 			}
-			return q.Query(ctx, `SELECT k, state, expires_at, owner FROM mqb_dedup WHERE k = ANY($1::text[])`,
+			return q.Query(ctx, `SELECT k, state, expires_at, owner FROM mqb_dedup_keys WHERE ns = $2 AND k = ANY($1::text[])`,
 				func(scan func(...any) error) error {
 					var k string
 					var r row
@@ -167,17 +201,17 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 					}
 					found[k] = r
 					return nil
-				}, uniq)
+				}, uniq, s.ns)
 		}
 		// MySQL evaluates the assignments left to right, each seeing the
 		// ones before: expires_at, which the others test, goes last.
-		b.WriteString(`INSERT INTO mqb_dedup (k, state, expires_at, owner) VALUES `)
+		b.WriteString(`INSERT INTO mqb_dedup_keys (ns, k, state, expires_at, owner) VALUES `)
 		for i, k := range uniq {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, 1, ?, ?)")
-			args = append(args, []byte(k), exp, token)
+			b.WriteString("(?, ?, 1, ?, ?)")
+			args = append(args, s.nsArg(), []byte(k), exp, token)
 		}
 		b.WriteString(` ON DUPLICATE KEY UPDATE
 			owner = IF(expires_at <= ?, VALUES(owner), owner),
@@ -189,7 +223,8 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 		}
 		b.Reset()
 		args = args[:0]
-		b.WriteString(`SELECT k, state, expires_at, owner FROM mqb_dedup WHERE k IN (`)
+		b.WriteString(`SELECT k, state, expires_at, owner FROM mqb_dedup_keys WHERE ns = ? AND k IN (`)
+		args = append(args, s.nsArg())
 		for i, k := range uniq {
 			if i > 0 {
 				b.WriteString(", ")
@@ -258,7 +293,7 @@ func (s *SQLStore) Promote(keys []string, now time.Time, ttl time.Duration) erro
 	defer cancel()
 	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
 		if sweep {
-			if _, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_dedup WHERE expires_at <= $1`), now.UnixNano()); err != nil {
+			if _, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_dedup_keys WHERE expires_at <= $1`), now.UnixNano()); err != nil {
 				return err
 			}
 		}
@@ -266,20 +301,20 @@ func (s *SQLStore) Promote(keys []string, now time.Time, ttl time.Duration) erro
 		// (a slow write, retries) may have been swept or taken over; the
 		// key is processed all the same.
 		if s.db.Dialect == sqlkv.Postgres {
-			_, err := q.Exec(ctx, `INSERT INTO mqb_dedup (k, state, expires_at, owner)
-				SELECT k, 2, $1, $3 FROM unnest($2::text[]) AS k
-				ON CONFLICT (k) DO UPDATE SET state = 2, expires_at = EXCLUDED.expires_at`, exp, sk, s.id)
+			_, err := q.Exec(ctx, `INSERT INTO mqb_dedup_keys (ns, k, state, expires_at, owner)
+				SELECT $4, k, 2, $1, $3 FROM unnest($2::text[]) AS k
+				ON CONFLICT (ns, k) DO UPDATE SET state = 2, expires_at = EXCLUDED.expires_at`, exp, sk, s.id, s.ns)
 			return err
 		}
 		var b strings.Builder
-		args := make([]any, 0, 3*len(sk))
-		b.WriteString(`INSERT INTO mqb_dedup (k, state, expires_at, owner) VALUES `)
+		args := make([]any, 0, 4*len(sk))
+		b.WriteString(`INSERT INTO mqb_dedup_keys (ns, k, state, expires_at, owner) VALUES `)
 		for i, k := range sk {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, 2, ?, ?)")
-			args = append(args, []byte(k), exp, s.id)
+			b.WriteString("(?, ?, 2, ?, ?)")
+			args = append(args, s.nsArg(), []byte(k), exp, s.id)
 		}
 		b.WriteString(` ON DUPLICATE KEY UPDATE state = 2, expires_at = VALUES(expires_at)`)
 		_, err := q.Exec(ctx, b.String(), args...)
@@ -322,7 +357,7 @@ func (s *SQLStore) Release(keys []string) error {
 			if s.db.Dialect == sqlkv.MySQL {
 				key = []byte(k)
 			}
-			if _, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_dedup WHERE k = $1 AND owner = $2 AND state = 1`), key, owners[i]); err != nil {
+			if _, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_dedup_keys WHERE ns = $1 AND k = $2 AND owner = $3 AND state = 1`), s.nsArg(), key, owners[i]); err != nil {
 				return err
 			}
 		}
@@ -347,3 +382,117 @@ func (s *SQLStore) Sync() error { return nil }
 // Close closes the connection. Reservations left are not released: they
 // expire, as a dead process's would.
 func (s *SQLStore) Close() error { return s.db.Close() }
+
+// Count is the number of the namespace's processed keys still remembered
+// at now (reservations in flight are not counted).
+func (s *SQLStore) Count(now time.Time) (int, error) {
+	var n int64
+	err := s.query(func(ctx context.Context, q sqlkv.Querier) error {
+		return q.Query(ctx, s.ph(`SELECT count(*) FROM mqb_dedup_keys WHERE ns = $1 AND state = 2 AND expires_at > $2`),
+			func(scan func(...any) error) error { return scan(&n) }, s.nsArg(), now.UnixNano())
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedup store %s: count: %s", s.db.URL, s.db.Redact(err))
+	}
+	return int(n), nil
+}
+
+// Reset forgets every key of the namespace and returns how many were
+// remembered.
+func (s *SQLStore) Reset(now time.Time) (int, error) {
+	n, err := s.Count(now)
+	if err != nil {
+		return 0, err
+	}
+	err = s.query(func(ctx context.Context, q sqlkv.Querier) error {
+		_, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_dedup_keys WHERE ns = $1`), s.nsArg())
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedup store %s: reset namespace %q: %s", s.db.URL, s.ns, s.db.Redact(err))
+	}
+	return n, nil
+}
+
+// legacyTable reports whether the table of stores before namespaces exists.
+func (s *SQLStore) legacyTable(ctx context.Context, q sqlkv.Querier) (bool, error) {
+	schema := "current_schema()"
+	if s.db.Dialect == sqlkv.MySQL {
+		schema = "DATABASE()"
+	}
+	found := false
+	err := q.Query(ctx, `SELECT 1 FROM information_schema.tables WHERE table_name = 'mqb_dedup' AND table_schema = `+schema,
+		func(scan func(...any) error) error { found = true; var x int; return scan(&x) })
+	return found, err
+}
+
+// LegacyKeys is the number of processed keys, still remembered at now, in
+// the table an mqb before namespaces wrote (mqb_dedup): no namespace sees
+// them.
+func (s *SQLStore) LegacyKeys(now time.Time) (int, error) {
+	var n int64
+	err := s.query(func(ctx context.Context, q sqlkv.Querier) error {
+		ok, err := s.legacyTable(ctx, q)
+		if err != nil || !ok {
+			return err
+		}
+		return q.Query(ctx, s.ph(`SELECT count(*) FROM mqb_dedup WHERE state = 2 AND expires_at > $1`),
+			func(scan func(...any) error) error { return scan(&n) }, now.UnixNano())
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedup store %s: legacy keys: %s", s.db.URL, s.db.Redact(err))
+	}
+	return int(n), nil
+}
+
+// AdoptLegacy copies the processed legacy keys still remembered at now into
+// the store's namespace, keeping their expiry, then empties mqb_dedup; it
+// returns how many it copied.
+func (s *SQLStore) AdoptLegacy(now time.Time) (int, error) {
+	var n int64
+	err := s.query(func(ctx context.Context, q sqlkv.Querier) error {
+		ok, err := s.legacyTable(ctx, q)
+		if err != nil || !ok {
+			return err
+		}
+		ins := `INSERT INTO mqb_dedup_keys (ns, k, state, expires_at, owner)
+			SELECT $1, k, 2, expires_at, owner FROM mqb_dedup WHERE state = 2 AND expires_at > $2
+			ON CONFLICT (ns, k) DO NOTHING`
+		if s.db.Dialect == sqlkv.MySQL {
+			ins = `INSERT IGNORE INTO mqb_dedup_keys (ns, k, state, expires_at, owner)
+			SELECT ?, k, 2, expires_at, owner FROM mqb_dedup WHERE state = 2 AND expires_at > ?`
+		}
+		if n, err = q.Exec(ctx, ins, s.nsArg(), now.UnixNano()); err != nil {
+			return err
+		}
+		_, err = q.Exec(ctx, `DELETE FROM mqb_dedup`)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedup store %s: adopt legacy keys: %s", s.db.URL, s.db.Redact(err))
+	}
+	return int(n), nil
+}
+
+// DropLegacy empties mqb_dedup and returns how many processed keys it held
+// still remembered at now.
+func (s *SQLStore) DropLegacy(now time.Time) (int, error) {
+	n, err := s.LegacyKeys(now)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	err = s.query(func(ctx context.Context, q sqlkv.Querier) error {
+		_, err := q.Exec(ctx, `DELETE FROM mqb_dedup`)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedup store %s: drop legacy keys: %s", s.db.URL, s.db.Redact(err))
+	}
+	return n, nil
+}
+
+func (s *SQLStore) query(fn func(ctx context.Context, q sqlkv.Querier) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+	defer cancel()
+	return s.db.Tx(ctx, func(q sqlkv.Querier) error { return fn(ctx, q) })
+}

@@ -151,7 +151,7 @@ func TestSQLStoreSweeps(t *testing.T) {
 	}
 	var n int
 	err := a.db.Tx(context.Background(), func(q sqlkv.Querier) error {
-		return q.Query(context.Background(), `SELECT count(*) FROM mqb_dedup WHERE k = 'old' AND state = 2`, func(scan func(...any) error) error { return scan(&n) })
+		return q.Query(context.Background(), `SELECT count(*) FROM mqb_dedup_keys WHERE k = 'old' AND state = 2`, func(scan func(...any) error) error { return scan(&n) })
 	})
 	if err != nil || n != 0 {
 		t.Errorf("the expired processed row survived the sweep (%d, %v)", n, err)
