@@ -195,6 +195,14 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 					ins.table, strings.Join(stableCols, ", "), autoincNote(keys, stableCols))
 				return notIdempotent(why, why)
 			}
+			if ins.replace {
+				for c := range keys.autoinc {
+					if indexOf(ins.columns, c) < 0 {
+						why := fmt.Sprintf("%s deletes the row and inserts it anew, so its auto-increment column %s changes on a replay", ins.clause, c)
+						return notIdempotent(why, why)
+					}
+				}
+			}
 			if ins.kind != conflictColumns {
 				keyCols = usable
 				for _, c := range usable {

@@ -32,7 +32,7 @@ func TestCrashSQLiteUpsertVerdicts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			input := filepath.Join(dir, "stock.jsonl")
-			sum, last := genStock(t, input, 200000, 31)
+			sum, last := genStock(t, input, 100000, 31)
 			db := filepath.Join(dir, "stock.db")
 			src := fmt.Sprintf(`route stock {
   from file { path = %q, checkpoint_store = %q }
@@ -59,7 +59,7 @@ func TestCrashSQLiteUpsertVerdicts(t *testing.T) {
 				clean = last
 			}
 			planPath := writeCrashPlan(t, *p, dir)
-			killRuns(t, bin, planPath, crashSchedule{kills: 4, wait: killWaits(31, 7, 300*time.Millisecond, 1200*time.Millisecond), mayEnd: true})
+			killRuns(t, bin, planPath, crashSchedule{kills: 3, wait: killWaits(31, 7, 250*time.Millisecond, 700*time.Millisecond), mayEnd: true})
 			startHelper(t, bin, planPath).finish(t)
 			afterKills := sqliteMap[int64](t, db, "SELECT sku, qty FROM stock")
 			t.Logf("after kills: %d rows, %d differ from a clean run", len(afterKills), differing(afterKills, clean))
