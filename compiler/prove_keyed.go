@@ -382,6 +382,20 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 		}
 		premise.Holds = fmt.Sprintf("table %s is a ReplacingMergeTree (its columns, sorting key included, are written from the payload's top-level fields, all stable)", table)
 	}
+	if rc.concurrency > 1 {
+		// Repeats of one key collapse to the highest version, or without
+		// one to the last inserted: out of order, that is an older record.
+		v := n.attrs["version"]
+		if v == nil || !v.stab.Stable {
+			why := "no version"
+			if v != nil {
+				why = fmt.Sprintf("a per-delivery version (%s)", v.stab.Why)
+			}
+			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, but with concurrency %d and %s a replayed older record can replace a newer one", table, rc.concurrency, why)}
+			p.missing = fmt.Sprintf("sink write is not idempotent: with concurrency %d records of one key can land in clickhouse table %s out of order, and with %s ReplacingMergeTree keeps whichever came last; set version to a stable, increasing value (meta[\"postgres.lsn\"]) or concurrency = 1", rc.concurrency, table, why)
+			return p
+		}
+	}
 	premise.Reason = fmt.Sprintf("write: clickhouse table %s", table)
 	p.ok = true
 	p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, effectively-once given the premise that %s (checked at start-up); repeats collapse at merge time, so read with FINAL", table, premise.Holds)}
