@@ -376,7 +376,7 @@ func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Opt
 			if !rt.src.replayable() {
 				epoch = fmt.Sprintf("%020d", time.Now().UnixNano())
 			}
-			s, err := newPartSink(a, o.BaseDir, rt.src.sourceName(), epoch)
+			s, err := newPartSink(a, o.BaseDir, rt.src, epoch)
 			if err != nil {
 				return nil, nil, err
 			}

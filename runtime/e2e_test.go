@@ -198,8 +198,8 @@ func readParts(t testing.TB, dir string, ds dataset) map[uint64]int {
 			t.Errorf("unexpected file %s in the part directory", en.Name())
 			continue
 		}
-		if m[1] != "orders" {
-			t.Errorf("part %s: source %q, want orders", en.Name(), m[1])
+		if !strings.HasPrefix(m[1], "orders.") {
+			t.Errorf("part %s: source %q, want orders.<route>.<file key>", en.Name(), m[1])
 		}
 		if m[2] != "0000000000" {
 			t.Errorf("part %s: partition %q, want 0000000000", en.Name(), m[2])

@@ -3,18 +3,32 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // fileSink appends one line per record to a file (name_by = write_time),
 // fsyncing once per batch.
+//
+// mqb cuts only what it wrote: a sidecar file beside the sink file
+// (.<name>.mqb-length) records the file's length after every write mqb
+// fsynced. On reopen, an unterminated last line that starts at or past that
+// length is a write mqb never finished (a crash mid-write) and is cut; bytes
+// before it are never touched. A file mqb has no record of (no sidecar, or
+// one for another inode) is foreign: it is appended to untouched, after a
+// newline if its last line has none. A path that is a symbolic link is
+// refused (O_NOFOLLOW): mqb does not write through links.
 type fileSink struct {
 	route string
 	path  string
@@ -22,9 +36,13 @@ type fileSink struct {
 	// payload: a DLQ file must say why each record is there.
 	envelope bool
 
-	mu  sync.Mutex
-	f   *os.File
-	buf []byte
+	mu     sync.Mutex
+	f      *os.File
+	owned  *os.File // the sidecar
+	dev    uint64
+	ino    uint64
+	length int64 // the length recorded in the sidecar
+	buf    []byte
 }
 
 func newFileSink(a nodeAttrs, base string, envelope bool) (*fileSink, error) {
@@ -40,45 +58,158 @@ func newFileSink(a nodeAttrs, base string, envelope bool) (*fileSink, error) {
 			return nil, a.errorf("path", "%v", err)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := openNoFollow(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
 	if err != nil {
 		return nil, a.errorf("path", "%v", err)
 	}
-	if err := dropTornTail(f); err != nil {
-		f.Close()
+	s := &fileSink{route: a.route, path: path, envelope: envelope, f: f}
+	if err := s.takeOver(); err != nil {
+		s.Close()
 		return nil, a.errorf("path", "repair %s: %v", path, err)
 	}
-	return &fileSink{route: a.route, path: path, envelope: envelope, f: f}, nil
+	return s, nil
 }
 
-// dropTornTail truncates an unterminated last line. The sink writes whole
-// lines and acks them only after fsync, so a line without its newline is
-// what a crash (or a failed write) left of a write that was never acked:
-// its records are written again, and appending after the fragment would
-// glue the next record onto it.
-func dropTornTail(f *os.File) error {
-	st, err := f.Stat()
+// openNoFollow opens path for writing, refusing a symbolic link.
+func openNoFollow(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: mqb does not write through links; give the path of the file itself", path)
+	}
+	return f, err
+}
+
+// sidecarPath is where mqb records the length of the sink file at path.
+func sidecarPath(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".mqb-length")
+}
+
+// sidecarFormat has fixed-width numbers, so rewriting it in place never
+// leaves a longer earlier record's tail behind.
+// tail hashes the last bytes before length, so a file replaced by another
+// that took the same inode is not taken for mqb's.
+const sidecarFormat = "mqb file sink v1 dev=%020d ino=%020d length=%020d tail=%016x\n"
+
+// sidecarTailBytes is how much of the file before the recorded length the
+// sidecar's tail hash covers.
+const sidecarTailBytes = 64
+
+// tailHash hashes the up to sidecarTailBytes bytes before length.
+func tailHash(f *os.File, length int64) (uint64, error) {
+	n := min(length, sidecarTailBytes)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, length-n); err != nil && n > 0 {
+		return 0, err
+	}
+	sum := sha256.Sum256(buf)
+	return binary.BigEndian.Uint64(sum[:8]), nil
+}
+
+// takeOver opens the sidecar and repairs the file's tail (see fileSink).
+func (s *fileSink) takeOver() error {
+	st, err := s.f.Stat()
 	if err != nil {
 		return err
 	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		s.dev, s.ino = uint64(sys.Dev), uint64(sys.Ino)
+	}
+	s.owned, err = openNoFollow(sidecarPath(s.path), os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		return err
+	}
+	recorded := int64(-1)
+	var rec [128]byte
+	if n, _ := s.owned.ReadAt(rec[:], 0); n > 0 {
+		var dev, ino, tail uint64
+		var length int64
+		if _, err := fmt.Sscanf(string(rec[:n]), sidecarFormat, &dev, &ino, &length, &tail); err == nil && dev == s.dev && ino == s.ino && length <= st.Size() {
+			if h, err := tailHash(s.f, length); err == nil && h == tail {
+				recorded = length
+			}
+		}
+	}
+	if recorded < 0 {
+		// Not a file mqb has written (or it was truncated since): its
+		// bytes are not mqb's. Append after them, on a line of our own.
+		if st.Size() > 0 && lastByte(s.f, st.Size()) != '\n' {
+			if _, err := s.f.Write([]byte{'\n'}); err != nil {
+				return err
+			}
+			if err := s.f.Sync(); err != nil {
+				return err
+			}
+		}
+	} else if err := s.dropTornTail(recorded); err != nil {
+		return err
+	}
+	if err := s.record(); err != nil {
+		return err
+	}
+	return s.owned.Sync()
+}
+
+func lastByte(f *os.File, size int64) byte {
+	var b [1]byte
+	f.ReadAt(b[:], size-1)
+	return b[0]
+}
+
+// record writes the file's current length to the sidecar.
+func (s *fileSink) record() error {
+	st, err := s.f.Stat()
+	if err != nil {
+		return err
+	}
+	s.length = st.Size()
+	tail, err := tailHash(s.f, s.length)
+	if err != nil {
+		return err
+	}
+	_, err = s.owned.WriteAt([]byte(fmt.Sprintf(sidecarFormat, s.dev, s.ino, s.length, tail)), 0)
+	return err
+}
+
+// dropTornTail truncates an unterminated last line that starts at or past
+// from, the length mqb recorded after its last fsynced write. The sink
+// writes whole lines and acks them only after fsync, so such a line is
+// what a crash (or a failed write) left of a write that was never acked:
+// its records are written again, and appending after the fragment would
+// glue the next record onto it. An unterminated line that starts before
+// from is not mqb's: it is kept, and closed with a newline.
+func (s *fileSink) dropTornTail(from int64) error {
+	st, err := s.f.Stat()
+	if err != nil {
+		return err
+	}
+	size := st.Size()
+	if size == 0 || lastByte(s.f, size) == '\n' {
+		return nil
+	}
+	// The line is mqb's if it starts at or past from: look for its start
+	// back to byte from-1 (mqb's last line ends there), no further.
+	lo := max(0, from-1)
 	buf := make([]byte, 64<<10)
-	for end := st.Size(); end > 0; {
-		n := min(int64(len(buf)), end)
-		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+	start := int64(-1) // where the unterminated line starts, if at or past from
+	if from == 0 {
+		start = 0
+	}
+	for end := size; end > lo; {
+		n := min(int64(len(buf)), end-lo)
+		if _, err := s.f.ReadAt(buf[:n], end-n); err != nil {
 			return err
 		}
-		if end == st.Size() && buf[n-1] == '\n' {
-			return nil
-		}
 		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
-			return f.Truncate(end - n + int64(i) + 1)
+			start = end - n + int64(i) + 1
+			break
 		}
 		end -= n
 	}
-	if st.Size() > 0 {
-		return f.Truncate(0)
+	if start >= from {
+		return s.f.Truncate(start)
 	}
-	return nil
+	_, err = s.f.Write([]byte{'\n'})
+	return err
 }
 
 func (s *fileSink) Write(_ context.Context, recs []*Record) error {
@@ -96,16 +227,29 @@ func (s *fileSink) Write(_ context.Context, recs []*Record) error {
 	}
 	s.buf = buf
 	if _, err := s.f.Write(buf); err != nil {
-		dropTornTail(s.f) // best effort: the retry appends whole lines again
+		s.dropTornTail(s.length) // best effort: the retry appends whole lines again
 		return retryable(fmt.Errorf("route %s: file sink %s: write: %w", s.route, s.path, err))
 	}
 	if err := s.f.Sync(); err != nil {
 		return retryable(fmt.Errorf("route %s: file sink %s: fsync: %w", s.route, s.path, err))
 	}
+	// Not fsynced: a length older than the file's only protects more.
+	if err := s.record(); err != nil {
+		return retryable(fmt.Errorf("route %s: file sink %s: record its length in %s: %w", s.route, s.path, sidecarPath(s.path), err))
+	}
 	return nil
 }
 
-func (s *fileSink) Close() error { return s.f.Close() }
+func (s *fileSink) Close() error {
+	if s == nil { // a sink that failed to open, in an interface
+		return nil
+	}
+	var err error
+	if s.owned != nil {
+		err = errors.Join(s.owned.Sync(), s.owned.Close())
+	}
+	return errors.Join(s.f.Close(), err)
+}
 
 // appendLine appends r as one line: its payload, or the DLQ envelope.
 func appendLine(buf []byte, r *Record, envelope bool) ([]byte, error) {
@@ -143,26 +287,39 @@ func appendLine(buf []byte, r *Record, envelope bool) ([]byte, error) {
 // a replayed record whose position is covered is skipped, record by record,
 // so batch boundaries may differ between runs.
 type partSink struct {
-	route  string
-	dir    string
-	source string // sanitised source name in the part names
-	epoch  string // follow-mode sources: positions restart each run
+	route string
+	dir   string
+	src   source // names the parts (its sourceName), once it is open
+	epoch string // follow-mode sources: positions restart each run
 
-	mu      sync.Mutex
+	mu     sync.Mutex
+	source string // the source's name in the part names; "" until listed
+	// legacy are other source names whose parts cover this source's
+	// positions (parts written before names carried the file's identity).
+	legacy  []string
 	covered partitionRanges
+	listErr error
 	buf     []byte
 }
 
 // partNameRE parses a part file name: part-<source>-<partition>-<start>-<end>.jsonl,
 // numbers zero-padded. Parts written before sources had partitions lack
-// the partition and cover partition 0.
+// the partition and cover partition 0. A file source's name is
+// <base>.<route>.<key of the file's identity>; before part names carried
+// identities it was the base name alone.
 var partNameRE = regexp.MustCompile(`^part-(.+?)(?:-(\d{10}))?-(\d{20})-(\d{20})\.jsonl$`)
 
 func partFileName(source string, partition int32, first, last uint64) string {
 	return fmt.Sprintf("part-%s-%010d-%020d-%020d.jsonl", source, partition, first, last)
 }
 
-func newPartSink(a nodeAttrs, base, source, epoch string) (*partSink, error) {
+// legacyPartSource is a source whose input may have part files named
+// before part names carried its identity.
+type legacyPartSource interface {
+	legacyPartSources() []string
+}
+
+func newPartSink(a nodeAttrs, base string, src source, epoch string) (*partSink, error) {
 	dir := a.str("path", "")
 	if dir == "" {
 		return nil, a.errorf("path", "required")
@@ -173,10 +330,7 @@ func newPartSink(a nodeAttrs, base, source, epoch string) (*partSink, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, a.errorf("path", "Failed to create part-file sink directory: %v", err)
 	}
-	s := &partSink{route: a.route, dir: dir, source: source, epoch: epoch, covered: partitionRanges{}}
-	if epoch != "" {
-		s.source = source + "-" + epoch
-	}
+	s := &partSink{route: a.route, dir: dir, src: src, epoch: epoch, covered: partitionRanges{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, a.errorf("path", "list part files: %v", err)
@@ -185,10 +339,32 @@ func newPartSink(a nodeAttrs, base, source, epoch string) (*partSink, error) {
 		name := e.Name()
 		if strings.HasPrefix(name, ".part-") && strings.HasSuffix(name, ".tmp") {
 			os.Remove(filepath.Join(dir, name)) // a write that never committed
-			continue
 		}
-		m := partNameRE.FindStringSubmatch(name)
-		if m == nil || m[1] != s.source {
+	}
+	return s, nil
+}
+
+// listLocked reads the ranges the existing parts cover, once: the part
+// names carry the source's name, which a file source knows only once it
+// has opened its file (they name the file, not only the path).
+func (s *partSink) listLocked() error {
+	if s.source != "" || s.listErr != nil {
+		return s.listErr
+	}
+	source := s.src.sourceName()
+	if s.epoch != "" {
+		source += "-" + s.epoch
+	} else if l, ok := s.src.(legacyPartSource); ok {
+		s.legacy = l.legacyPartSources()
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		s.listErr = fmt.Errorf("route %s: file sink %s: list part files: %w", s.route, s.dir, err)
+		return s.listErr
+	}
+	for _, e := range entries {
+		m := partNameRE.FindStringSubmatch(e.Name())
+		if m == nil || (m[1] != source && !slices.Contains(s.legacy, m[1])) {
 			continue
 		}
 		var part uint64
@@ -203,13 +379,17 @@ func newPartSink(a nodeAttrs, base, source, epoch string) (*partSink, error) {
 		}
 		s.covered.add(int32(part), start, end)
 	}
-	return s, nil
+	s.source = source
+	return nil
 }
 
 // skipCovered marks records already in a part file as duplicates.
 func (s *partSink) skipCovered(recs []Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.listLocked() != nil {
+		return // Write reports it
+	}
 	for i := range recs {
 		if recs[i].state == stLive && s.covered.contains(&recs[i]) {
 			recs[i].state = stDuplicate
@@ -223,6 +403,9 @@ func (s *partSink) Write(_ context.Context, recs []*Record) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.listLocked(); err != nil {
+		return err
+	}
 	var live []*Record
 	for _, r := range recs {
 		if !s.covered.contains(r) {
@@ -270,8 +453,11 @@ func (s *partSink) writeRun(run []*Record) error {
 	return nil
 }
 
+// writeFileSync writes a new file at path (a temporary name: whatever is
+// there, a link included, is removed first, never written through).
 func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	os.Remove(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -49,7 +50,10 @@ type objectSink struct {
 
 	// source_position
 	positional bool
-	source     string // the source's name in part names (with its run epoch)
+	src        source // names the parts, once open
+	epoch      string // a follow source's run epoch
+	source     string // the source's name in part names (with its run epoch); set by ensureListed
+	legacy     []string
 
 	mu     sync.Mutex
 	listed bool // the prefix was listed: covered holds every part
@@ -131,11 +135,13 @@ func newObjectSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, rt
 		return nil, a.errorf("name_by", "unknown value %q", nameBy)
 	}
 	if s.positional {
-		s.source = rt.src.sourceName()
+		// The source's name is taken when the prefix is listed: a file
+		// source knows it (it names the file) only once open.
+		s.src = rt.src
 		if !rt.src.replayable() {
 			// Positions restart every run: an epoch keeps names distinct
 			// and in run order (at-least-once across a restart).
-			s.source += "-" + fmt.Sprintf("%020d", time.Now().UnixNano())
+			s.epoch = fmt.Sprintf("%020d", time.Now().UnixNano())
 		}
 		if s.datePartition {
 			s.log.Info("object_store: date_partition is ignored under name_by = source_position: parts are written flat under the prefix")
@@ -234,12 +240,26 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 	if s.listed {
 		return nil
 	}
+	source, legacy := s.src.sourceName(), []string(nil)
+	if s.epoch != "" {
+		source += "-" + s.epoch
+	} else if l, ok := s.src.(legacyPartSource); ok {
+		legacy = l.legacyPartSources()
+	}
 	var names []string
 	var err error
 	wait := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		names, err = s.store.List(lctx, "part-"+s.source+"-")
+		names, err = s.store.List(lctx, "part-"+source+"-")
+		for _, l := range legacy {
+			if err != nil {
+				break
+			}
+			var more []string
+			more, err = s.store.List(lctx, "part-"+l+"-")
+			names = append(names, more...)
+		}
 		cancel()
 		if err == nil {
 			break
@@ -259,7 +279,7 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 	n := 0
 	for _, name := range names {
 		m := objectPartRE.FindStringSubmatch(name)
-		if m == nil || m[1] != s.source {
+		if m == nil || (m[1] != source && !slices.Contains(legacy, m[1])) {
 			continue
 		}
 		part, err0 := strconv.ParseUint(m[2], 10, 31)
@@ -272,7 +292,7 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 		s.before.add(int32(part), start, end)
 		n++
 	}
-	s.listed = true
+	s.source, s.legacy, s.listed = source, legacy, true
 	s.log.Info("object_store: listed existing parts", "store", plan.RedactURLs(s.store.String()), "parts", n)
 	return nil
 }

@@ -96,8 +96,8 @@ func readObjectParts(t testing.TB, st objectStore, ds dataset) (map[uint64]int, 
 			t.Errorf("unexpected object %s", name)
 			continue
 		}
-		if m[1] != "orders" || m[2] != "0000000000" {
-			t.Errorf("part %s: source %q partition %q, want orders 0000000000", name, m[1], m[2])
+		if !strings.HasPrefix(m[1], "orders.") || m[2] != "0000000000" {
+			t.Errorf("part %s: source %q partition %q, want orders.<route>.<file key> 0000000000", name, m[1], m[2])
 		}
 		start, _ := strconv.ParseUint(m[3], 10, 64)
 		end, _ := strconv.ParseUint(m[4], 10, 64)

@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
@@ -57,18 +59,82 @@ type fileSource struct {
 
 	size      atomic.Int64 // file size at open (consume), for progress
 	bytesRead atomic.Int64
+
+	// state says where the route's checkpoint is, for messages.
+	state string
+	// id is the file being read; label its name in part names, and
+	// legacyLabels the names part files of the same input carried before
+	// part names had identities (recognised only when resuming a
+	// checkpoint written then).
+	id           fileIdentity
+	label        string
+	legacyLabels []string
+	// segs are the files read this run, in order, with the record index
+	// each starts at: in a follow mode a rotation starts a new one, and a
+	// checkpoint names the file its committed position is in.
+	segMu sync.Mutex
+	segs  []fileSeg
+	// rotated: the path now names another file (or a truncated one);
+	// once the open file is read to its end it is finished and the
+	// source moves to the path's new file. rotatedAt bounds how long an
+	// unterminated last line of the old file is waited for.
+	rotated   bool
+	rotatedAt time.Time
+	truncated bool
 }
+
+// fileSeg is one file a source read.
+type fileSeg struct {
+	first uint64 // Seq of its first record
+	start int64  // byte offset reading started at
+	id    fileIdentity
+}
+
+// rotateGrace is how long a rotated-away file's unterminated last line
+// is waited for (its writer may still hold it open) before the line is
+// taken as the file's finished last record.
+const rotateGrace = 2 * time.Second
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
-// sourceName is the file's base name without extension, safe in a part name.
+// sourceName is the name the file's part files carry: its base name, the
+// route and a short key of the file's identity (see partsKey). Before open
+// it is worked out from the file as it is now.
 func (s *fileSource) sourceName() string {
+	if s.label != "" {
+		return s.label
+	}
+	if f, err := os.Open(s.path); err == nil {
+		id, _, err := identify(f)
+		f.Close()
+		if err == nil {
+			return s.labelFor(partsKey(s.route, s.path, id))
+		}
+	}
+	return s.baseName()
+}
+
+func (s *fileSource) labelFor(key string) string {
+	return s.baseName() + "." + partSafe(s.route) + "." + key
+}
+
+// legacyPartSources are the source names of part files written before part
+// names carried the file's identity: they cover this file's positions only
+// when the route resumes a checkpoint written then.
+func (s *fileSource) legacyPartSources() []string { return s.legacyLabels }
+
+func partSafe(name string) string {
+	name = unsafeName.ReplaceAllString(name, "_")
+	return strings.ReplaceAll(name, "-", "_") // '-' separates the numbers in a part name
+}
+
+// baseName is the file's base name without extension, safe in a part name.
+func (s *fileSource) baseName() string {
 	base := filepath.Base(s.path)
 	if ext := filepath.Ext(base); ext != "" && ext != base {
 		base = strings.TrimSuffix(base, ext)
 	}
-	base = unsafeName.ReplaceAllString(base, "_")
-	base = strings.ReplaceAll(base, "-", "_") // '-' separates the numbers in a part name
+	base = partSafe(base)
 	if base == "" {
 		base = "file"
 	}
@@ -87,11 +153,29 @@ func (s *fileSource) progress() (read, size int64, ok bool) {
 	return s.bytesRead.Load(), size, size > 0 && s.mode == modeConsume
 }
 
-// position is the file's one partition: the next record index and the byte
-// offset it starts at.
+// position is the file's one partition: the next record index, the byte
+// offset it starts at, and which file that offset is in (the path and the
+// file's identity, see encodeFileSource). After a rotation the committed
+// position may still be in the old file.
 func (s *fileSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
 	c := committed[0]
-	return checkpoint.Position{Source: s.path, Mode: s.mode, NextIndex: c.next, Offset: c.offset}, true
+	s.segMu.Lock()
+	defer s.segMu.Unlock()
+	if len(s.segs) == 0 {
+		return checkpoint.Position{Source: s.path, Mode: s.mode, NextIndex: c.next, Offset: c.offset}, true
+	}
+	i := 0
+	for j := range s.segs {
+		if s.segs[j].first <= c.next {
+			i = j
+		}
+	}
+	seg, off := s.segs[i], c.offset
+	if i > 0 && c.next == seg.first {
+		off = seg.start // nothing of this file committed yet: every earlier file is
+	}
+	s.segs = s.segs[i:] // files before the committed one are done with
+	return checkpoint.Position{Source: encodeFileSource(s.path, seg.id), Mode: s.mode, NextIndex: c.next, Offset: off}, true
 }
 
 // commit has nothing to do: the checkpoint store holds the position.
@@ -101,6 +185,7 @@ func (s *fileSource) commit(context.Context, map[int32]ackPos) error { return ni
 // index, group_subscribe at the committed byte offset, subscribe at the end.
 // Its one partition, 0, starts being tracked at the resumed record index.
 func (s *fileSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, host sourceHost) error {
+	s.state = stateLocation(host)
 	if err := s.openFile(ctx, cp, haveCP); err != nil || s.f == nil {
 		return err
 	}
@@ -130,34 +215,136 @@ func (s *fileSource) openFile(ctx context.Context, cp checkpoint.Position, haveC
 		case <-time.After(s.poll):
 		}
 	}
-	st, err := s.f.Stat()
+	cur, size, err := identify(s.f)
 	if err != nil {
-		return fmt.Errorf("route %s: file source: %w", s.route, err)
+		return fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
 	}
-	s.size.Store(st.Size())
+	s.size.Store(size)
+	s.id = cur
+	s.id.Parts = partsKey(s.route, s.path, cur)
 	switch s.mode {
-	case modeConsume:
-		if haveCP && cp.Source == s.path && cp.Mode == modeConsume {
-			s.offset, s.nextSeq = cp.Offset, cp.NextIndex
-		}
-	case modeGroupSubscribe:
-		if haveCP && cp.Source == s.path && cp.Mode == modeGroupSubscribe {
-			s.offset = cp.Offset
+	case modeConsume, modeGroupSubscribe:
+		if haveCP && cp.Mode == s.mode {
+			if err := s.resume(cp, cur, size); err != nil {
+				return err
+			}
 		}
 	case modeSubscribe:
-		s.offset = st.Size()
+		s.offset = size
 	default:
 		return fmt.Errorf("route %s: file source attribute mode: unknown mode %q", s.route, s.mode)
 	}
-	if s.offset > st.Size() {
-		return fmt.Errorf("route %s: file source %s: checkpoint offset %d is past the end of the file (%d bytes): was the file replaced? remove the checkpoint to start over", s.route, s.path, s.offset, st.Size())
-	}
+	s.label = s.labelFor(s.id.Parts)
+	s.segs = []fileSeg{{first: s.nextSeq, start: s.offset, id: s.id}}
 	if _, err := s.f.Seek(s.offset, io.SeekStart); err != nil {
 		return fmt.Errorf("route %s: file source: seek: %w", s.route, err)
 	}
 	s.bytesRead.Store(s.offset)
 	s.r = bufio.NewReaderSize(s.f, 1<<20)
 	return nil
+}
+
+// resume positions the source at the checkpoint cp after making sure it is
+// a position in this file: the same inode, the same first bytes, at least
+// as long as the offset, and the offset at a record boundary. Anything else
+// is refused (a follow mode first looks for the file under a rotated name):
+// an offset into other content would skip records quietly.
+func (s *fileSource) resume(cp checkpoint.Position, cur fileIdentity, size int64) error {
+	path, id, hasID := decodeFileSource(cp.Source)
+	if path != s.path {
+		return nil // the route was pointed at another input: it starts over
+	}
+	if !hasID {
+		// Written before checkpoints named their file: taken once as it
+		// stands (if the file is long enough), and from the next commit
+		// on the checkpoint records this file's identity. Part files of
+		// that time, named without an identity, still cover its records.
+		if cp.Offset > size {
+			return s.refuse(cp, fmt.Sprintf("the checkpoint offset %d is past the end of the file (%d bytes)", cp.Offset, size))
+		}
+		s.log.Info("the checkpoint has no file identity (written by an older mqb): resuming from it once; from now on it records which file it is for",
+			"path", s.path, "offset", cp.Offset)
+		s.legacyLabels = []string{s.baseName()}
+		return s.at(cp, size)
+	}
+	same, why, err := id.sameFile(s.f, cur)
+	if err != nil {
+		return fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
+	}
+	if same && cp.Offset > size {
+		same, why = false, fmt.Sprintf("it is shorter (%d bytes) than the checkpoint offset %d: truncated or rewritten", size, cp.Offset)
+	}
+	if !same && s.mode == modeGroupSubscribe {
+		// The file at the path was rotated away while the route was
+		// down: finish it under its new name, then start the new one.
+		if p, f := findRotated(filepath.Dir(s.path), id); f != nil {
+			if st, err := f.Stat(); err == nil && st.Size() >= cp.Offset {
+				s.log.Info("the checkpoint's file was rotated: finishing it, then reading the new file from its start",
+					"rotated_to", p, "offset", cp.Offset)
+				s.f.Close()
+				s.f, cur, size = f, id, st.Size()
+				s.rotated, s.rotatedAt = true, time.Now()
+				same = true
+			} else {
+				f.Close()
+			}
+		}
+	}
+	if !same {
+		return s.refuse(cp, "the file at the path is not the one the checkpoint was taken in: "+why)
+	}
+	// The same file: keep the identity its parts are named by, with the
+	// fingerprint over as much of the start as there is now.
+	s.id = cur
+	s.id.Parts = id.Parts
+	if cur.HeadLen < id.HeadLen {
+		s.id.HeadLen, s.id.Head = id.HeadLen, id.Head
+	}
+	return s.at(cp, size)
+}
+
+// at takes cp's position once it is known to be in this file, refusing an
+// offset that is not at a record boundary: consume reads a finished file's
+// unterminated last line as a record, so a file that has since grown past
+// it had been read while still being written.
+func (s *fileSource) at(cp checkpoint.Position, size int64) error {
+	if cp.Offset > 0 && cp.Offset < size {
+		// The byte before the offset ends the last line read, or the
+		// next one does (the line was whole: its newline came later).
+		var b [2]byte
+		if _, err := s.f.ReadAt(b[:], cp.Offset-1); err != nil {
+			return fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
+		}
+		if b[0] != '\n' && b[1] != '\n' && b[1] != '\r' {
+			return s.refuse(cp, fmt.Sprintf("the last line read (ending at byte %d) had no newline, and the file has grown since: that line was read before it was whole", cp.Offset))
+		}
+	}
+	s.offset, s.nextSeq = cp.Offset, cp.NextIndex
+	return nil
+}
+
+// refuse is the error for a checkpoint that is not a position in the file
+// at the path.
+func (s *fileSource) refuse(cp checkpoint.Position, why string) error {
+	return fmt.Errorf("route %s: file source %s: the route's checkpoint (record %d, byte %d; state in %s) does not fit the file: %s. "+
+		"mqb does not resume at a byte offset into other content. To read the file from its start, reset the route's state: "+
+		"`mqbc state reset %s` (or remove %s, which holds the state of every route kept there)",
+		s.route, s.path, cp.NextIndex, cp.Offset, s.state, why, s.route, s.state)
+}
+
+// stateLocation describes where host's checkpoint is kept.
+func stateLocation(host sourceHost) string {
+	rt, ok := host.(*route)
+	if !ok || rt.cp == nil {
+		return "the checkpoint store"
+	}
+	switch cp := rt.cp.(type) {
+	case *checkpoint.Store:
+		return cp.Handle().Dir
+	case *checkpoint.SQLStore:
+		return "the checkpoint_store server (the route's row)"
+	}
+	return "the checkpoint store"
 }
 
 func (s *fileSource) close() error {
@@ -184,6 +371,16 @@ func (s *fileSource) next(ctx context.Context, size int) (b *batch, eof bool, er
 			}
 			if len(b.recs) > 0 {
 				break // hand over what we have; wait for more next time
+			}
+			moved, err := s.followRotation(b)
+			if err != nil {
+				return nil, false, err
+			}
+			if moved {
+				if len(b.recs) > 0 {
+					break
+				}
+				continue
 			}
 			select {
 			case <-ctx.Done():
@@ -281,6 +478,93 @@ func (s *fileSource) readLine() (line []byte, tooLong, n int, err error) {
 			return nil, 0, 0, err
 		}
 	}
+}
+
+// followRotation is called by a follow mode at the end of its file. When
+// the path names another file than the one open (rotated: renamed away and
+// a new file created), the open one is read to its end first: an
+// unterminated last line is waited for up to rotateGrace (its writer may
+// still hold the old file), then taken as the finished file's last record,
+// and the source moves to the new file from byte 0 with its own identity.
+// A file truncated or rewritten in place is read again from its start. It
+// reports whether there is something to read at once.
+func (s *fileSource) followRotation(b *batch) (bool, error) {
+	if !s.rotated {
+		st, err := os.Stat(s.path)
+		if err != nil {
+			return false, nil // renamed away, no new file yet: the old one may still grow
+		}
+		var dev, ino uint64
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			dev, ino = uint64(sys.Dev), uint64(sys.Ino)
+		}
+		switch {
+		case dev != s.id.Dev || ino != s.id.Ino:
+			s.rotated, s.rotatedAt = true, time.Now()
+			return true, nil // read the old file to its end once more
+		case st.Size() < s.offset+int64(max(s.partialLen, len(s.partial))):
+			s.truncated = true
+		default:
+			head, err := headHash(s.f, s.id.HeadLen)
+			if err != nil || head == s.id.Head {
+				return false, nil
+			}
+			s.truncated = true // rewritten in place
+		}
+		s.log.Warn("the file was truncated or rewritten in place: reading it again from its start", "path", s.path, "offset", s.offset)
+		s.partial, s.partialLen = s.partial[:0], 0 // its bytes are gone with the old content
+		return s.switchFile()
+	}
+	if len(s.partial) > 0 || s.partialLen > 0 {
+		if time.Since(s.rotatedAt) < rotateGrace {
+			return false, nil
+		}
+		s.takePartial(b)
+	}
+	return s.switchFile()
+}
+
+// switchFile moves to the file now at the path, from byte 0.
+func (s *fileSource) switchFile() (bool, error) {
+	f, err := os.Open(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
+	}
+	cur, _, err := identify(f)
+	if err != nil {
+		f.Close()
+		return false, fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
+	}
+	if !s.truncated {
+		s.log.Info("the file was rotated: the old one is read to its end; reading the new one from its start", "path", s.path)
+	}
+	s.f.Close()
+	s.f, s.id, s.offset = f, cur, 0
+	s.id.Parts = partsKey(s.route, s.path, cur)
+	s.r.Reset(f)
+	s.rotated, s.truncated = false, false
+	s.bytesRead.Store(0)
+	s.segMu.Lock()
+	s.segs = append(s.segs, fileSeg{first: s.nextSeq, start: 0, id: s.id})
+	s.segMu.Unlock()
+	return true, nil
+}
+
+// takePartial takes the kept unterminated line as a record: its file is
+// finished.
+func (s *fileSource) takePartial(b *batch) {
+	total := max(s.partialLen, len(s.partial))
+	content := bytes.TrimRight(s.partial, "\r")
+	tooLong := 0
+	if total > s.maxRecord {
+		tooLong, content = total, truncate(content)
+	}
+	line := append([]byte(nil), content...)
+	s.partial, s.partialLen = s.partial[:0], 0
+	s.add(b, line, tooLong, total)
 }
 
 func truncate(b []byte) []byte {
