@@ -85,14 +85,15 @@ func (id fileIdentity) sameFile(f *os.File, cur fileIdentity) (same bool, why st
 	return true, "", nil
 }
 
-// partsKey is the stable identity a file's part names carry: the route,
-// the path and the file (inode and fingerprint), hashed short. Two routes,
+// partsKey is the stable identity a file's part names carry: the route
+// and the file (device, inode and fingerprint), hashed short. Two routes,
 // or two files of one base name, never share part names, and a re-exported
 // file (another inode or other first bytes) is not taken for the parts an
-// earlier file left behind.
-func partsKey(route, path string, id fileIdentity) string {
+// earlier file left behind. The path is left out: a directory moved within
+// its filesystem keeps its files, and their parts keep their names.
+func partsKey(route string, id fileIdentity) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "mqb-file-parts\x00%s\x00%s\x00%d\x00%d\x00%d\x00%s", route, path, id.Dev, id.Ino, id.HeadLen, id.Head)
+	fmt.Fprintf(h, "mqb-file-parts\x00%s\x00%d\x00%d\x00%d\x00%s", route, id.Dev, id.Ino, id.HeadLen, id.Head)
 	return hex.EncodeToString(h.Sum(nil)[:6])
 }
 

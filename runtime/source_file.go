@@ -108,7 +108,7 @@ func (s *fileSource) sourceName() string {
 		id, _, err := identify(f)
 		f.Close()
 		if err == nil {
-			return s.labelFor(partsKey(s.route, s.path, id))
+			return s.labelFor(partsKey(s.route, id))
 		}
 	}
 	return s.baseName()
@@ -221,7 +221,7 @@ func (s *fileSource) openFile(ctx context.Context, cp checkpoint.Position, haveC
 	}
 	s.size.Store(size)
 	s.id = cur
-	s.id.Parts = partsKey(s.route, s.path, cur)
+	s.id.Parts = partsKey(s.route, cur)
 	switch s.mode {
 	case modeConsume, modeGroupSubscribe:
 		if haveCP && cp.Mode == s.mode {
@@ -266,6 +266,9 @@ func (s *fileSource) resume(cp checkpoint.Position, cur fileIdentity, size int64
 			"path", s.path, "offset", cp.Offset)
 		s.legacyLabels = []string{s.baseName()}
 		return s.at(cp, size)
+	}
+	if cp.Offset == 0 && cp.NextIndex == 0 {
+		return nil // nothing was read: nothing to skip in whichever file this is
 	}
 	same, why, err := id.sameFile(s.f, cur)
 	if err != nil {
@@ -326,13 +329,18 @@ func (s *fileSource) at(cp checkpoint.Position, size int64) error {
 // refuse is the error for a checkpoint that is not a position in the file
 // at the path.
 func (s *fileSource) refuse(cp checkpoint.Position, why string) error {
+	orRemove := "or remove " + s.state + ", which holds the state of every route kept there"
+	if !filepath.IsAbs(s.state) {
+		orRemove = "or delete the route's position in " + s.state
+	}
 	return fmt.Errorf("route %s: file source %s: the route's checkpoint (record %d, byte %d; state in %s) does not fit the file: %s. "+
 		"mqb does not resume at a byte offset into other content. To read the file from its start, reset the route's state: "+
-		"`mqbc state reset %s` (or remove %s, which holds the state of every route kept there)",
-		s.route, s.path, cp.NextIndex, cp.Offset, s.state, why, s.route, s.state)
+		"`mqbc state reset %s` (%s)",
+		s.route, s.path, cp.NextIndex, cp.Offset, s.state, why, s.route, orRemove)
 }
 
-// stateLocation describes where host's checkpoint is kept.
+// stateLocation describes where host's checkpoint is kept: a Pebble
+// directory, or a description of another store.
 func stateLocation(host sourceHost) string {
 	rt, ok := host.(*route)
 	if !ok || rt.cp == nil {
@@ -340,9 +348,12 @@ func stateLocation(host sourceHost) string {
 	}
 	switch cp := rt.cp.(type) {
 	case *checkpoint.Store:
+		if dir, err := filepath.Abs(cp.Handle().Dir); err == nil {
+			return dir
+		}
 		return cp.Handle().Dir
 	case *checkpoint.SQLStore:
-		return "the checkpoint_store server (the route's row)"
+		return "the checkpoint_store server"
 	}
 	return "the checkpoint store"
 }
@@ -543,7 +554,7 @@ func (s *fileSource) switchFile() (bool, error) {
 	}
 	s.f.Close()
 	s.f, s.id, s.offset = f, cur, 0
-	s.id.Parts = partsKey(s.route, s.path, cur)
+	s.id.Parts = partsKey(s.route, cur)
 	s.r.Reset(f)
 	s.rotated, s.truncated = false, false
 	s.bytesRead.Store(0)
