@@ -41,7 +41,7 @@ func CompileSources(srcs []Source) (*plan.Plan, diag.List) {
 // as an editor can show verdicts; a caller that executes it must first check
 // diags.HasErrors().
 func Compile(files []*lang.File) (*plan.Plan, diag.List) {
-	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}, exprs: newExprChecker()}
+	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}, exprs: newExprChecker(), partDirs: map[string]partDirUse{}}
 	c.collectEndpoints(files)
 	p := &plan.Plan{Version: plan.Version, Routes: []plan.Route{}}
 	for _, f := range files {
@@ -69,6 +69,9 @@ type compiler struct {
 	endpoints  map[string]*namedEndpoint
 	routeNames map[string]diag.Range
 	exprs      *exprChecker
+	// partDirs maps each directory or prefix a sink writes positional
+	// parts into to its first writer (E051).
+	partDirs map[string]partDirUse
 }
 
 // namedEndpoint is an `output NAME = kind { … }` or `input NAME = …`

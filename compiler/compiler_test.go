@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/expr-lang/expr/builtin"
 	"golang.org/x/tools/txtar"
 
 	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/lang"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/stdlib"
 )
 
 func TestSuggest(t *testing.T) {
@@ -28,41 +31,107 @@ func TestSuggest(t *testing.T) {
 
 // TestStability checks the stability verdicts of expressions per source.
 func TestStability(t *testing.T) {
+	const file = `file { path = "a" }`
+	const kafka = `kafka { url = "k:9092", topic = "t" }`
+	const nats = `nats { url = "nats://h", subject = "s" }`
 	tests := []struct {
 		source, steps, key string
 		stable             bool
+		code               string // a diagnostic the case must report
 	}{
-		{`file { path = "a" }`, "", "payload.id", true},
-		{`file { path = "a" }`, "", "message_id", false},
-		{`kafka { url = "k:9092", topic = "t" }`, "", "message_id", true},
-		{`file { path = "a" }`, "", `meta["mqb.src.offset"]`, true},
-		{`file { path = "a", mode = subscribe }`, "", `meta["mqb.src.offset"]`, false},
-		{`postgres_cdc { url = "postgres://x", publication = "p", slot_name = "s" }`, "", `meta["postgres.lsn"]`, true},
-		{`file { path = "a" }`, "", `meta["postgres.lsn"]`, false},
-		{`file { path = "a" }`, "id payload.id", `meta["mqb.id"]`, true},
-		{`file { path = "a" }`, "id message_id", `meta["mqb.id"]`, false},
-		{`file { path = "a" }`, "", `string(now())`, false},
-		{`file { path = "a" }`, "", `env("X") + payload.a`, true},
-		{`file { path = "a" }`, "", `meta["other"]`, false},
-		{`file { path = "a" }`, "map { id = string(now()) }", `payload.id`, false},
-		{`file { path = "a" }`, "map { id = payload.x }", `payload.id`, true},
+		{file, "", "payload.id", true, ""},
+		{file, "", "message_id", false, "W001"},
+		{kafka, "", "message_id", true, ""},
+		{nats, "", "message_id", true, ""},
+		{`nats { url = "nats://h", subject = "s", no_jetstream = true }`, "", "message_id", false, "W001"},
+		{kafka, "", `meta["mqb.src.offset"]`, true, ""},
+		{kafka, "", `meta["mqb.src.partition"] + "-" + meta["mqb.src.offset"]`, true, ""},
+		{nats, "", `meta["mqb.src.stream_sequence"]`, true, ""},
+		{`nats { url = "nats://h", subject = "s", no_jetstream = true }`, "", `meta["mqb.src.stream_sequence"]`, false, "E050"},
+		{file, "", `meta["mqb.src.offset"]`, false, "E050"},
+		{`file { path = "a", mode = subscribe }`, "", `meta["mqb.src.offset"]`, false, "E050"},
+		{kafka, "", `meta["mqb.src.nope"]`, false, "E050"},
+		{`postgres_cdc { url = "postgres://x", publication = "p", slot_name = "s" }`, "", `meta["postgres.lsn"]`, true, ""},
+		{file, "", `meta["postgres.lsn"]`, false, "W001"},
+		{file, "id payload.id", `meta["mqb.id"]`, true, ""},
+		{file, "id message_id", `meta["mqb.id"]`, false, "W001"},
+		{file, "", `string(now())`, false, "W001"},
+		{file, "", `env("X") + payload.a`, true, "W021"},
+		{file, "", `meta["other"]`, false, "W001"},
+		{file, "map { id = string(now()) }", `payload.id`, false, "W001"},
+		{file, "map { id = payload.x }", `payload.id`, true, ""},
+		// the allow-list: expr-lang's $env in any form, map order, unknown constructs
+		{file, "", `T:$env.message_id`, false, ""},
+		{file, "", `T:$env["payload"].id`, false, ""},
+		{file, "", `T:get($env, "payload").id`, false, ""},
+		{file, "", `T:$env`, false, ""},
+		{file, "", `string(keys(payload)[0])`, false, "W001"},
+		{file, "", `join(values(payload.tags), ",")`, false, "W001"},
+		{file, "", `toJSON(toPairs(payload))`, false, "W001"},
+		{file, "", `join(sort(keys(payload)), ",")`, true, ""},
+		{file, "", `string(len(keys(payload)))`, true, ""},
+		{file, "", `"a" in keys(payload) ? "y" : "n"`, true, ""},
+		{file, "", `get(meta, "mqb.id")`, false, "W001"},
+		{file, "", `meta[payload.k]`, false, "W001"},
+		{file, "", `upper(trim(payload.id)) + "-" + string(payload.n * 2)`, true, ""},
+		{file, "", `toJSON(payload)`, true, ""},
+		{file, "", `T:let x = payload.id; x + "-" + x`, true, ""},
+		{file, "", `T:let x = now(); string(x)`, false, ""},
+		{file, "", `T:payload.id`, true, ""},
+		{file, "", `T:message_id`, false, ""},
+		{file, "", `join(map(payload.items, .sku), ",")`, true, ""},
+		{file, "", `join(map(payload.items, string(now())), ",")`, false, "W001"},
+		{file, "", `payload?.a ?? payload.b`, true, ""},
+		{file, "", `string(date(payload.ts))`, true, "W021"},
 	}
 	for _, tt := range tests {
+		// T: cases are ${…} placeholders (the only place the lexer lets
+		// expr-lang's $env and `;` through), checked as a mongodb id_field.
 		src := fmt.Sprintf("route r {\n from %s\n %s\n dedup { key = %s }\n to nats { url = \"nats://h\", subject = \"s\" }\n}\n", tt.source, tt.steps, tt.key)
+		tmpl, isTmpl := strings.CutPrefix(tt.key, "T:")
+		if isTmpl {
+			src = fmt.Sprintf("route r {\n from %s\n %s\n to mongodb { url = \"mongodb://h\", database = \"d\", collection = \"c\", id_field = \"${%s}\" }\n}\n",
+				tt.source, tt.steps, strings.ReplaceAll(tmpl, `"`, `\"`))
+		}
 		p, diags := CompileSources([]Source{{"t.mqb", []byte(src)}})
+		var codes []string
+		for _, d := range diags {
+			codes = append(codes, d.Code)
+		}
+		if tt.code != "" && !slices.Contains(codes, tt.code) {
+			t.Errorf("%s: want %s, got %v", src, tt.code, diags)
+		}
 		if diags.HasErrors() {
-			t.Errorf("%s: unexpected errors %v", src, diags)
+			if tt.code == "" || !strings.HasPrefix(tt.code, "E") {
+				t.Errorf("%s: unexpected errors %v", src, diags)
+			}
 			continue
 		}
 		var got *plan.Value
 		for _, n := range p.Routes[0].Nodes {
-			if n.Kind == "dedup" {
+			if n.Kind == "dedup" || (isTmpl && n.Kind == "mongodb") {
 				v := n.Attrs["key"]
+				if isTmpl {
+					v = n.Attrs["id_field"]
+				}
 				got = &v
 			}
 		}
 		if got == nil || got.Stable != tt.stable {
-			t.Errorf("key %s after %q from %s: stable = %v, want %v", tt.key, tt.steps, tt.source, got != nil && got.Stable, tt.stable)
+			t.Errorf("key %s after %q from %s: stable = %v, want %v (%v)", tt.key, tt.steps, tt.source, got != nil && got.Stable, tt.stable, diags)
+		}
+	}
+}
+
+// TestEveryBuiltinIsClassified keeps the stability allow-list honest when
+// expr-lang grows: each of its builtins is either on the deterministic
+// list or named as per-delivery or map-ordered, so a new builtin is a
+// test failure to review rather than a silent guess.
+func TestEveryBuiltinIsClassified(t *testing.T) {
+	for _, name := range builtin.Names {
+		_, det := stdlib.DeterministicFuncs[name]
+		if !det && !slices.Contains(stdlib.PerDeliveryFuncs, name) && !slices.Contains(stdlib.MapOrderFuncs, name) {
+			t.Errorf("expr-lang builtin %s() is not classified in stdlib (DeterministicFuncs, PerDeliveryFuncs or MapOrderFuncs)", name)
 		}
 	}
 }

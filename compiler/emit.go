@@ -21,13 +21,10 @@ func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
 		Edges:       []plan.Edge{},
 		Pos:         lang.Range(r.Pos, r.Pos).Start,
 	}
-	switch {
-	case g.exactlyOnce:
-		out.Guarantee = plan.ExactlyOnce
-	case g.effectivelyOnce:
-		out.Guarantee = plan.EffectivelyOnce
+	if g.verdict != "" {
+		out.Guarantee = g.verdict
 	}
-	if !g.effectivelyOnce && g.missing != "" {
+	if !g.effectivelyOnce() && g.missing != "" {
 		out.Reasons = append(out.Reasons, "not effectively-once: "+g.missing)
 	}
 	if out.Reasons == nil {
@@ -40,15 +37,23 @@ func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
 			out.Edges = append(out.Edges, plan.Edge{From: out.Nodes[i-1].ID, To: out.Nodes[i].ID})
 		}
 	}
-	if g.effectivelyOnce {
+	premises := g.guards
+	if g.effectivelyOnce() {
 		// Premises back a proof; an unproven route has none to check.
-		for _, pa := range g.premises {
-			pr := pa.p
-			pr.Node = rc.ids[pa.node]
-			if pr.Pos.Line == 0 && pa.node != nil {
-				pr.Pos = pa.node.rng.Start
-			}
-			out.Premises = append(out.Premises, pr)
+		premises = append(premises, g.premises...)
+	}
+	for _, pa := range premises {
+		pr := pa.p
+		pr.Node = rc.ids[pa.node]
+		if pr.Pos.Line == 0 && pa.node != nil {
+			pr.Pos = pa.node.rng.Start
+		}
+		out.Premises = append(out.Premises, pr)
+	}
+	if rc.readsSrcMeta && len(out.Nodes) > 0 && out.Nodes[0].Role == plan.RoleSource {
+		if sm, ok := out.Nodes[0].Attrs["source_metadata"]; ok && !sm.Bool {
+			sm.Bool = true
+			out.Nodes[0].Attrs["source_metadata"] = sm
 		}
 	}
 	return out
@@ -81,4 +86,20 @@ func VerdictLine(r plan.Route) string {
 		return r.Name + ": " + r.Guarantee
 	}
 	return r.Name + ": " + r.Guarantee + " — " + strings.Join(r.Reasons, "; ")
+}
+
+// PremiseLine renders one premise as `mqbc build` prints it under the
+// verdict:
+//
+//	premise: table orders has a UNIQUE or PRIMARY KEY index on (id) (checked at start-up; needed by: write: …)
+func PremiseLine(p plan.Premise) string {
+	when := "checked at start-up"
+	if p.When == plan.CheckPerRecord {
+		when = "checked per record"
+	}
+	line := "  premise: " + p.Holds + " (" + when
+	if p.Reason != "" {
+		line += "; needed by: " + p.Reason
+	}
+	return line + ")"
 }

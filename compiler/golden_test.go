@@ -37,6 +37,9 @@ func goldenCase(ar *txtar.Archive) map[string]string {
 	b.Reset()
 	for _, r := range p.Routes {
 		b.WriteString(VerdictLine(r) + "\n")
+		for _, pr := range r.Premises {
+			b.WriteString(PremiseLine(pr) + "\n")
+		}
 	}
 	out["verdict"] = b.String()
 	j, _ := json.MarshalIndent(p.Redacted(), "", "  ")
@@ -45,7 +48,8 @@ func goldenCase(ar *txtar.Archive) map[string]string {
 }
 
 // TestGolden runs testdata/check/*.txtar: `-- in.mqb --` (and any other
-// .mqb files) against `-- diagnostics --`, `-- verdict --` and, when the
+// .mqb files) against `-- diagnostics --`, `-- verdict --` (each verdict
+// line with its premises under it, as `mqbc build` prints them) and, when the
 // archive has one, `-- plan.json --`. `go test ./compiler -update`
 // rewrites them.
 func TestGolden(t *testing.T) {

@@ -2,22 +2,61 @@ package compiler
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/stdlib"
 )
 
-// guaranteeProof is a route's verdict with the reasons that prove it, or
-// the missing piece when effectively-once is not proven.
+// guaranteeProof is a route's verdict on the ladder (plan.ExactlyOnce …
+// plan.AtMostOnce) with the reasons that prove it, and, below
+// effectively-once, the effect that weakens it.
 type guaranteeProof struct {
-	effectivelyOnce bool
-	// exactlyOnce: the transactional outbox covers the route (it implies
-	// effectivelyOnce).
-	exactlyOnce bool
-	reasons     []string
-	missing     string
-	premises    []premiseAt
+	verdict string
+	reasons []string
+	// missing names the weakest effect and why it is weak: the E045
+	// message and the "not effectively-once" line.
+	missing string
+	// premises back the proof: the runtime checks them only when the
+	// verdict is effectively-once or better.
+	premises []premiseAt
+	// guards are premises the route needs whatever its verdict (a dedup
+	// keyed on a producer's id drops distinct records without it).
+	guards []premiseAt
+	weak   []weakEffect
 }
+
+// effectivelyOnce reports whether the verdict is effectively-once or
+// better.
+func (g guaranteeProof) effectivelyOnce() bool {
+	return plan.GuaranteeRank(g.verdict) >= plan.GuaranteeRank(plan.EffectivelyOnce)
+}
+
+// weaken lowers the verdict to rung for the effect described by why. Every
+// weakening effect is kept: missing lists them, weakest first.
+func (g *guaranteeProof) weaken(rung, why string) {
+	if plan.GuaranteeRank(rung) < plan.GuaranteeRank(g.verdict) {
+		g.verdict = rung
+	}
+	if why == "" || slices.ContainsFunc(g.weak, func(w weakEffect) bool { return w.why == why }) {
+		return
+	}
+	g.weak = append(g.weak, weakEffect{rung, why})
+	slices.SortStableFunc(g.weak, func(a, b weakEffect) int {
+		return plan.GuaranteeRank(a.rung) - plan.GuaranteeRank(b.rung)
+	})
+	parts := make([]string, len(g.weak))
+	for i, w := range g.weak {
+		parts[i] = w.why
+	}
+	g.missing = strings.Join(parts, "; ")
+}
+
+// weakEffect is one effect below effectively-once.
+type weakEffect struct{ rung, why string }
 
 // premiseAt is a premise of the proof about one node; emit fills in the
 // node's plan ID.
@@ -34,11 +73,19 @@ type sinkProof struct {
 	premises []premiseAt
 }
 
-// prove applies DESIGN §3 to a route: effectively-once when the sink write
-// is key-addressed and idempotent with a stable key, or positionally named
-// over a replayable source; otherwise at-least-once.
+// prove applies DESIGN §3 to a route. The verdict is the weakest over
+// every effect the route has: the source (at-most-once when it cannot
+// replay), every filter (its decision must repeat), the handler, the sink
+// and each branch of a switch, request or fan-out below it. The sink is
+// effectively-once when its write is key-addressed and idempotent with a
+// stable key, or positionally named over a replayable source. The DLQ is
+// an effect of its own: its guarantee is reported on its own line and does
+// not lower the route's, which is about the records that reach the sink.
 func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
-	var g guaranteeProof
+	g := guaranteeProof{verdict: plan.EffectivelyOnce}
+	if loss := rc.sourceLoss(source); loss != "" {
+		g.weaken(plan.AtMostOnce, "source: "+loss+" (at-most-once)")
+	}
 	if rc.idText != "" {
 		g.reasons = append(g.reasons, fmt.Sprintf("identity: id %s (%s)", rc.idText, rc.idStab))
 	}
@@ -53,23 +100,35 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			stableDedup = d
 		}
 	}
+	for _, n := range rc.nodes {
+		if n.role == plan.RoleStep && n.name == "filter" && !n.exprStab.Stable && n.exprStab.Why != mqbIDUnset && n.exprText != "" {
+			g.weaken(plan.AtLeastOnce, fmt.Sprintf("filter %s is per-delivery (%s), so a replay can decide differently: a record one delivery wrote can be dropped by the next, and one it dropped can be written", n.exprText, n.exprStab.Why))
+		}
+	}
 	if handler != nil {
 		hp := rc.proveSink(handler)
 		if hp.ok {
 			g.reasons = append(g.reasons, "handler: "+handler.name+" runs before the sink; its own write is idempotent ("+strings.Join(hp.reasons, "; ")+"), so a replay re-runs it without landing twice")
+			g.premises = append(g.premises, hp.premises...)
 		} else {
-			line := "handler: " + handler.name + " runs before the sink's idempotency, so a replay runs it again (its side effects are at-least-once)"
+			line := "handler: " + handler.name + " runs before the sink's idempotency and its own effect is not idempotent, so a replay runs it again and its effect lands twice (at-least-once)"
 			if stableDedup != nil {
-				line += "; the dedup above keeps duplicates away from it within its ttl"
+				line += "; the dedup above keeps duplicates away from it only within its ttl, not across a crash before the commit"
 			}
 			g.reasons = append(g.reasons, line)
+			missing := strings.TrimPrefix(hp.missing, "sink write is not idempotent: ")
+			if missing == "" {
+				missing = "its effect is not idempotent"
+			}
+			g.weaken(plan.AtLeastOnce, "handler "+handler.name+" is not idempotent: "+missing)
 		}
 	}
 	if sink == nil {
-		g.missing = "the route has no sink"
+		why := "the route has no sink"
 		if source == nil {
-			g.missing = "the route has no source and no sink"
+			why = "the route has no source and no sink"
 		}
+		g.weaken(plan.AtLeastOnce, why)
 		return g
 	}
 	outbox := handler == nil && rc.outboxApplies(source, sink)
@@ -81,12 +140,15 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 		// line; its own write line would only repeat it.
 		g.reasons = append(g.reasons, sp.reasons...)
 	}
-	g.effectivelyOnce = sp.ok
-	g.missing = sp.missing
 	g.premises = append(g.premises, sp.premises...)
-	if outbox {
+	switch {
+	case outbox:
 		g.reasons = append(g.reasons, outboxReason)
-		g.exactlyOnce, g.effectivelyOnce, g.missing = true, true, ""
+		if g.verdict == plan.EffectivelyOnce && len(g.weak) == 0 {
+			g.verdict = plan.ExactlyOnce
+		}
+	case !sp.ok:
+		g.weaken(plan.AtLeastOnce, sp.missing)
 	}
 	if !sp.ok && sink.kind != nil && sink.kind.Broker {
 		if stableDedup != nil {
@@ -95,7 +157,158 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			g.reasons = append(g.reasons, "note: no dedup with a stable key before the broker, so consumers see every replay")
 		}
 	}
+	g.reasons = append(g.reasons, rc.dlqReasons()...)
+	rc.producerPremises(&g, source)
 	return g
+}
+
+// sourceLoss says why the source is at-most-once as configured, or "".
+func (rc *routeCtx) sourceLoss(source *nodeInfo) string {
+	if source == nil || source.kind == nil {
+		return ""
+	}
+	for _, l := range source.kind.AtMostOnce {
+		a := source.attrs[l.Attr]
+		if a == nil {
+			continue
+		}
+		v := a.val.Str
+		if a.val.Type == plan.TBool {
+			v = fmt.Sprint(a.val.Bool)
+		}
+		if v == l.Value {
+			return l.Why
+		}
+	}
+	return ""
+}
+
+// dlqReasons proves each dlq step's target as an effect of its own. A
+// dead-letter write that is not idempotent is at-least-once: a crash
+// between the DLQ write and the commit of the record's position writes the
+// record to the DLQ again.
+func (rc *routeCtx) dlqReasons() []string {
+	var out []string
+	for _, n := range rc.nodes {
+		if n.role != plan.RoleStep || n.name != "dlq" || len(n.children) == 0 || n.children[0].node == nil {
+			continue
+		}
+		target := n.children[0].node
+		var dp sinkProof
+		rc.quietly(func() { dp = rc.proveSink(target) })
+		if dp.ok {
+			out = append(out, fmt.Sprintf("dlq: effectively-once (%s %s)", target.name, strings.Join(dp.reasons, "; ")))
+			continue
+		}
+		out = append(out, fmt.Sprintf("dlq: at-least-once (a crash between the %s write and the commit writes the dead-lettered record again)", target.name))
+	}
+	return out
+}
+
+// quietly runs f without reporting route diagnostics: for proofs made only
+// to report a guarantee (the DLQ's), whose target's own mistakes the
+// runtime reports as a dead-letter endpoint.
+func (rc *routeCtx) quietly(f func()) {
+	prev := rc.inNamedUnused
+	rc.inNamedUnused = true
+	defer func() { rc.inNamedUnused = prev }()
+	f()
+}
+
+// producerPremises adds the per-record premise that every record carries
+// its producer's id when a value the route keys on rests on message_id of
+// a source whose ids come from the producer (Kafka, NATS). A dedup keyed
+// on it needs the premise whatever the verdict: without the header,
+// distinct records could share an id and be dropped as duplicates.
+func (rc *routeCtx) producerPremises(g *guaranteeProof, source *nodeInfo) {
+	if source == nil || source.kind == nil || source.kind.IDs != stdlib.IDsFromProducer {
+		return
+	}
+	var proofUses, guardUses []string
+	if rc.idText != "" && rc.idStab.Stable && rc.idStab.ProducerID != "" {
+		proofUses = append(proofUses, "identity: id "+rc.idText)
+	}
+	for _, d := range rc.dedups {
+		if k := d.attrs["key"]; k != nil && k.stab.Stable && k.stab.ProducerID != "" {
+			guardUses = append(guardUses, "dedup: key "+k.val.Expr)
+		}
+	}
+	for _, n := range rc.nodes {
+		if n.role == plan.RoleSink || n.role == plan.RoleHandler {
+			proofUses = append(proofUses, producerUses(n)...)
+		}
+	}
+	if len(proofUses)+len(guardUses) == 0 {
+		return
+	}
+	target, header := "", "mq_bridge.message_id header"
+	switch source.kind.Name {
+	case "kafka":
+		if t := source.attrs["topic"]; t != nil {
+			target = t.val.Str
+		}
+	case "nats":
+		header = "mq_bridge.message_id or Nats-Msg-Id header"
+		if t := source.attrs["subject"]; t != nil {
+			target = templateOrStr(t)
+		}
+	}
+	holds := fmt.Sprintf("every record from %s %s carries the %s its producer stamped", source.kind.Name, target, header)
+	switch source.kind.Name {
+	case "kafka":
+		holds += " (without it, message_id comes from a 16-byte message key, which distinct records can share, or from the partition and offset)"
+	case "nats":
+		holds += " (without it, message_id is a fresh UUID per delivery)"
+	}
+	mk := func(uses []string) premiseAt {
+		return premiseAt{node: source, p: plan.Premise{Kind: plan.PremiseProducerID, When: plan.CheckPerRecord, Target: target,
+			Holds: holds, Reason: strings.Join(uses, "; ")}}
+	}
+	if len(guardUses) > 0 {
+		g.guards = append(g.guards, mk(append(guardUses, proofUses...)))
+	} else {
+		g.premises = append(g.premises, mk(proofUses))
+	}
+}
+
+// producerUses lists the attributes of n (and its branches) whose value
+// rests on a producer-stamped id. For an insert_query that is any bound
+// value: the SQL proof does not say which columns it keyed on, so the
+// premise may be wider than the key.
+func producerUses(n *nodeInfo) []string {
+	if n == nil {
+		return nil
+	}
+	var out []string
+	names := make([]string, 0, len(n.attrs))
+	for k := range n.attrs {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		a := n.attrs[k]
+		if a.stab.Stable && a.stab.ProducerID != "" {
+			out = append(out, fmt.Sprintf("write: %s %s reads message_id", n.name, k))
+			continue
+		}
+		for _, p := range a.parts {
+			if p.stab.Stable && p.stab.ProducerID != "" {
+				out = append(out, fmt.Sprintf("write: %s %s binds %s", n.name, k, p.expr))
+				break
+			}
+		}
+	}
+	for _, b := range n.children {
+		out = append(out, producerUses(b.node)...)
+	}
+	return out
+}
+
+func templateOrStr(a *attrInfo) string {
+	if a.val.Type == plan.TTemplate {
+		return strings.Trim(templateText(a.val.Template), `"`)
+	}
+	return a.val.Str
 }
 
 // outboxReason is the exactly-once verdict's reason.
@@ -188,6 +401,13 @@ func (rc *routeCtx) proveStructural(n *nodeInfo) sinkProof {
 	if len(n.children) == 0 {
 		p.missing = n.name + " has no branches"
 	}
+	if on := n.attrs["on"]; n.name == "switch" && on != nil && !on.stab.Stable {
+		// A replay can take another branch than the delivery that wrote:
+		// each branch may be idempotent, yet the record lands in both.
+		p.ok = false
+		p.missing = fmt.Sprintf("switch on %s is per-delivery (%s): a replay can send a record down another branch, so it lands in both", on.val.Expr, on.stab.Why)
+		p.reasons = append(p.reasons, "switch: on "+on.val.Expr+" is per-delivery, so a replay can take another branch")
+	}
 	for _, b := range n.children {
 		label := b.label
 		if b.label == plan.BranchCase {
@@ -199,7 +419,7 @@ func (rc *routeCtx) proveStructural(n *nodeInfo) sinkProof {
 			p.reasons = append(p.reasons, fmt.Sprintf("%s %s: %s", n.name, label, r))
 		}
 		if !bp.ok {
-			if p.ok || p.missing == "" {
+			if p.missing == "" {
 				p.missing = fmt.Sprintf("%s %s: %s", n.name, label, bp.missing)
 			}
 			p.ok = false
@@ -244,6 +464,20 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 	}
 	rc.resolveNameBy(n, effective)
 	if effective == "source_position" {
+		rc.claimPartDir(n, at)
+		if !srcHas && rc.src != nil && len(rc.src.PositionModes) > 0 {
+			// A source with a position in other modes (a file followed in
+			// subscribe or group_subscribe mode): its positions restart
+			// every run, so the runtime puts a run epoch in the part names.
+			// Allowed (spec: "allowed, not rejected"), but at-least-once.
+			if !rc.inNamedUnused {
+				rc.warn("W020", at, fmt.Sprintf("%s name_by = source_position over %s in route %s cannot recognise a replay: part names carry a run epoch", n.name, srcDesc, rc.name),
+					"Positions restart on every run, so part names carry a run epoch: they stay distinct and in run order, but records re-read after a crash are written again under new names. Read the file in consume mode for positional deduplication, or write to a key-addressed sink.")
+			}
+			p.reasons = []string{fmt.Sprintf("write: %s names parts by source position with a run epoch, as %s has no position that repeats across runs: a replay after a crash writes the records again under new names", n.name, srcDesc)}
+			p.missing = fmt.Sprintf("sink write is not idempotent: %s names parts by source position, but %s restarts its positions every run (run epoch in the names), so a replay writes again", n.name, srcDesc)
+			return p
+		}
 		if !srcHas {
 			if !rc.inNamedUnused {
 				rc.c.add("E040", at, fmt.Sprintf("%s name_by = source_position in route %s needs a replayable source, but %s has none", n.name, rc.name, srcDesc),
@@ -283,6 +517,52 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time and %s has no replayable position; write to a key-addressed sink (SQL ON CONFLICT, Mongo id_field) instead", n.name, srcDesc)
 	}
 	return p
+}
+
+// partDirUse is the first sink that writes positional parts into a
+// directory or prefix.
+type partDirUse struct {
+	route string
+	rng   diag.Range
+}
+
+// claimPartDir reports E051 when another sink of this build already writes
+// positional parts into the same directory (file) or prefix (object
+// store): each sink skips the position ranges the other's part names
+// cover, so it would count records it never wrote as written.
+func (rc *routeCtx) claimPartDir(n *nodeInfo, at diag.Range) {
+	if rc.inNamedUnused {
+		return
+	}
+	dir := ""
+	switch n.name {
+	case "file":
+		if a := n.attrs["path"]; a != nil && a.val.Str != "" {
+			dir = a.val.Str
+			if !filepath.IsAbs(dir) && rc.file != nil {
+				dir = filepath.Join(filepath.Dir(rc.file.Name), dir)
+			}
+			dir = "file:" + filepath.Clean(dir)
+		}
+	case "object_store":
+		if text, _, ok := urlText(n.attrs["url"]); ok && text != "" {
+			dir = strings.TrimRight(text, "/")
+		}
+	}
+	if dir == "" {
+		return
+	}
+	prev, ok := rc.c.partDirs[dir]
+	if !ok {
+		rc.c.partDirs[dir] = partDirUse{route: rc.name, rng: at}
+		return
+	}
+	where := "route " + prev.route
+	if prev.route == rc.name {
+		where = "another sink of this route"
+	}
+	rc.c.add("E051", at, fmt.Sprintf("%s in route %s writes positional parts into %s, as %s does (%s)", n.name, rc.name, strings.TrimPrefix(dir, "file:"), where, prev.rng.Start),
+		"Each positional sink skips the source positions its directory's part names already cover, so the second writer would count the first one's records as its own and drop its records as already written. Give each route its own directory.")
 }
 
 // resolveNameBy writes the effective naming scheme into the plan (auto and

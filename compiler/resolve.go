@@ -51,6 +51,9 @@ type routeCtx struct {
 	// outbox is set while proving a route the transactional outbox covers
 	// (outboxApplies): a plain INSERT is then not replayed.
 	outbox bool
+	// readsSrcMeta is set when an expression reads an mqb.src.* key the
+	// source sets: emit turns the source's source_metadata on.
+	readsSrcMeta bool
 
 	expanding []string // named endpoints being expanded, to stop ref cycles
 
@@ -244,9 +247,15 @@ func (c *compiler) compileRoute(f *lang.File, r *lang.Route) *plan.Route {
 	proof := rc.prove(source, handler, sink)
 	// A route that already has errors is not proven either; E045 on top of
 	// them would only repeat the first mistake.
-	if rc.guarantee == "effectively_once" && !proof.effectivelyOnce && len(c.diags.Errors()) == errorsBefore {
-		c.add("E045", rc.guaranteeRange, fmt.Sprintf("route %s declares guarantee effectively_once but it is not proven: %s", name, proof.missing),
-			"The route is at-least-once as written; fix the missing piece or drop the guarantee line.")
+	if len(c.diags.Errors()) == errorsBefore {
+		switch {
+		case rc.guarantee == "effectively_once" && !proof.effectivelyOnce():
+			c.add("E045", rc.guaranteeRange, fmt.Sprintf("route %s declares guarantee effectively_once but it is not proven: %s", name, proof.missing),
+				fmt.Sprintf("The route is %s as written; fix the missing piece or drop the guarantee line.", proof.verdict))
+		case rc.guarantee == "at_least_once" && proof.verdict == plan.AtMostOnce:
+			c.add("E045", rc.guaranteeRange, fmt.Sprintf("route %s declares guarantee at_least_once but it is at-most-once: %s", name, proof.missing),
+				"A crash loses records on this route; use a source that replays (JetStream, a file in consume or group_subscribe mode) or drop the guarantee line.")
+		}
 	}
 	return rc.emit(r, proof)
 }

@@ -2,19 +2,27 @@ package compiler
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/expr-lang/expr/ast"
 
+	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/stdlib"
 )
 
 // stability says whether a value is the same on every replay of a record.
 // Why explains a per-delivery verdict in words a user can act on.
+//
+// A stable value may still rest on something outside the record: Process
+// names what makes it stable within one process only (env("X"), the local
+// time zone), and ProducerID names the source kind whose message_id is
+// stable only when the record's producer stamped an id, which the proof
+// then lists as a per-record premise.
 type stability struct {
-	Stable bool
-	Why    string
+	Stable     bool
+	Why        string
+	Process    string
+	ProducerID string
 }
 
 var stableValue = stability{Stable: true}
@@ -27,107 +35,370 @@ func perDelivery(format string, args ...any) stability {
 	return stability{Why: fmt.Sprintf(format, args...)}
 }
 
-// both combines the stability of two parts of one value.
+// both combines the stability of two parts of one value: per-delivery if
+// either is, and otherwise carrying the conditions of both.
 func both(a, b stability) stability {
 	if !a.Stable {
 		return a
 	}
-	return b
+	if !b.Stable {
+		return b
+	}
+	if a.Process == "" {
+		a.Process = b.Process
+	}
+	if a.ProducerID == "" {
+		a.ProducerID = b.ProducerID
+	}
+	return a
 }
 
 func (s stability) String() string {
-	if s.Stable {
+	if !s.Stable {
+		return "per-delivery: " + s.Why
+	}
+	var conds []string
+	if s.Process != "" {
+		conds = append(conds, "within one process: "+s.Process)
+	}
+	if s.ProducerID != "" {
+		conds = append(conds, "while every record carries its producer's id")
+	}
+	if len(conds) == 0 {
 		return "stable"
 	}
-	return "per-delivery: " + s.Why
-}
-
-// exprFacts is what the stability analysis needs from an expression tree.
-type exprFacts struct {
-	idents   []*ast.IdentifierNode
-	members  []*ast.MemberNode // payload.f and meta["k"] with a constant key
-	builtins []*ast.BuiltinNode
-	consumed map[ast.Node]bool // identifiers that are a member's base or a callee
-}
-
-func (f *exprFacts) Visit(n *ast.Node) {
-	switch v := (*n).(type) {
-	case *ast.IdentifierNode:
-		f.idents = append(f.idents, v)
-	case *ast.MemberNode:
-		if id, ok := v.Node.(*ast.IdentifierNode); ok && (id.Value == "payload" || id.Value == "meta") {
-			if _, ok := v.Property.(*ast.StringNode); ok {
-				f.members = append(f.members, v)
-				f.consumed[id] = true
-			}
-		}
-	case *ast.CallNode:
-		if id, ok := v.Callee.(*ast.IdentifierNode); ok {
-			f.consumed[id] = true
-		}
-	case *ast.BuiltinNode:
-		f.builtins = append(f.builtins, v)
-	}
+	return "stable " + strings.Join(conds, "; ")
 }
 
 // stabilityOf decides whether ce is replay-stable in the route's context at
 // the current step, and reports E032 when it reads meta["mqb.id"] before an
 // `id` step has set it.
+//
+// It is an allow-list over expr-lang's AST: every node kind is named below,
+// and only the ones known to give the same value for the same inputs are
+// stable; any other node, any function not on stdlib.DeterministicFuncs,
+// expr-lang's $env and anything that depends on the order of a map's keys
+// is per-delivery, with the reason.
 func (rc *routeCtx) stabilityOf(ce *compiledExpr) stability {
-	if ce == nil {
+	if ce == nil || ce.tree == nil {
 		return stableValue
 	}
-	facts := &exprFacts{consumed: map[ast.Node]bool{}}
-	tree := ce.tree
-	ast.Walk(&tree, facts)
-	result := stableValue
-	for _, b := range facts.builtins {
-		if slices.Contains(stdlib.PerDeliveryFuncs, b.Name) {
-			result = both(result, perDelivery("%s() differs on every read", b.Name))
+	w := &stabWalk{rc: rc, ce: ce}
+	v := w.node(ce.tree)
+	if v.unordered != "" {
+		return both(v.stab, perDelivery("%s lists a map's entries in an order that changes from run to run", v.unordered))
+	}
+	return v.stab
+}
+
+// stabWalk walks one expression tree.
+type stabWalk struct {
+	rc    *routeCtx
+	ce    *compiledExpr
+	scope []binding // let-bound names, innermost last
+}
+
+type binding struct {
+	name string
+	v    stabVal
+}
+
+// stabVal is the stability of one sub-expression. unordered names the
+// builtin (keys, values, toPairs) when the value is a list whose order is
+// a map's iteration order: its content is stable, its order is not, so
+// only an order-blind consumer (sort, len, in, …) makes it stable again.
+type stabVal struct {
+	stab      stability
+	unordered string
+}
+
+func stableVal() stabVal { return stabVal{stab: stableValue} }
+
+func pd(format string, args ...any) stabVal { return stabVal{stab: perDelivery(format, args...)} }
+
+// join combines sub-expressions whose order matters to the result.
+func (w *stabWalk) join(vals ...stabVal) stabVal {
+	out := stableVal()
+	for _, v := range vals {
+		out.stab = both(out.stab, v.stab)
+		if out.unordered == "" {
+			out.unordered = v.unordered
 		}
 	}
-	for _, m := range facts.members {
-		base := m.Node.(*ast.IdentifierNode).Value
-		key := m.Property.(*ast.StringNode).Value
-		if base == "payload" {
-			if t, ok := rc.taint[key]; ok {
-				result = both(result, t)
-			}
-			if rc.replaced != "" {
-				result = both(result, perDelivery("%s", rc.replaced))
-			}
-			continue
-		}
-		result = both(result, rc.metaStability(ce, m, key))
+	return out
+}
+
+// settle turns an order-dependent list consumed by an order-sensitive
+// operation into per-delivery.
+func settle(v stabVal) stabVal {
+	if v.unordered != "" {
+		return stabVal{stab: both(v.stab, perDelivery("%s lists a map's entries in an order that changes from run to run", v.unordered))}
 	}
-	for _, id := range facts.idents {
-		if facts.consumed[id] {
-			continue
+	return v
+}
+
+// orderBlind are builtins whose result does not depend on the order of
+// their first argument's elements (sum and mean are not: float addition
+// rounds differently in another order).
+var orderBlind = map[string]bool{
+	"len": true, "sort": true, "count": true, "all": true, "any": true, "none": true, "one": true,
+	"min": true, "max": true, "median": true, "fromPairs": true, "uniq": false,
+}
+
+func (w *stabWalk) nodes(ns []ast.Node) stabVal {
+	var vals []stabVal
+	for _, n := range ns {
+		vals = append(vals, settle(w.node(n)))
+	}
+	return w.join(vals...)
+}
+
+func (w *stabWalk) node(n ast.Node) stabVal {
+	switch v := n.(type) {
+	case nil:
+		return stableVal()
+	case *ast.NilNode, *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.StringNode, *ast.BytesNode, *ast.ConstantNode:
+		return stableVal()
+	case *ast.IdentifierNode:
+		return w.ident(v)
+	case *ast.MemberNode:
+		return w.member(v)
+	case *ast.ChainNode:
+		return w.node(v.Node)
+	case *ast.SliceNode:
+		return w.join(w.node(v.Node), settle(w.node(v.From)), settle(w.node(v.To)))
+	case *ast.UnaryNode:
+		switch v.Operator {
+		case "!", "not", "-", "+":
+			return settle(w.node(v.Node))
 		}
+		return pd("operator %s is not known to be deterministic", v.Operator)
+	case *ast.BinaryNode:
+		if !deterministicOps[v.Operator] {
+			return pd("operator %s is not known to be deterministic", v.Operator)
+		}
+		right := w.node(v.Right)
+		if v.Operator == "in" || v.Operator == "not in" {
+			right.unordered = "" // membership ignores order
+		}
+		return w.join(settle(w.node(v.Left)), settle(right))
+	case *ast.ConditionalNode:
+		return w.join(settle(w.node(v.Cond)), settle(w.node(v.Exp1)), settle(w.node(v.Exp2)))
+	case *ast.VariableDeclaratorNode:
+		val := w.node(v.Value)
+		w.scope = append(w.scope, binding{v.Name, val})
+		out := w.node(v.Expr)
+		w.scope = w.scope[:len(w.scope)-1]
+		return out
+	case *ast.SequenceNode:
+		if len(v.Nodes) == 0 {
+			return stableVal()
+		}
+		// Every node runs; the last one is the value.
+		out := w.nodes(v.Nodes[:len(v.Nodes)-1])
+		return w.join(out, w.node(v.Nodes[len(v.Nodes)-1]))
+	case *ast.ArrayNode:
+		return w.nodes(v.Nodes)
+	case *ast.MapNode:
+		return w.nodes(v.Pairs)
+	case *ast.PairNode:
+		return w.join(settle(w.node(v.Key)), settle(w.node(v.Value)))
+	case *ast.PredicateNode:
+		return settle(w.node(v.Node))
+	case *ast.PointerNode:
+		// # and #index inside a predicate stand for the elements of the
+		// builtin's first argument, whose stability the builtin counts.
+		return stableVal()
+	case *ast.BuiltinNode:
+		return w.builtin(v)
+	case *ast.CallNode:
+		return w.call(v)
+	}
+	return pd("cannot prove: the expression construct %s is not analysed", strings.TrimPrefix(fmt.Sprintf("%T", n), "*ast."))
+}
+
+// deterministicOps are the binary operators of expr-lang that give the same
+// result for the same operands.
+var deterministicOps = map[string]bool{
+	"+": true, "-": true, "*": true, "/": true, "%": true, "**": true, "^": true,
+	"==": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true,
+	"&&": true, "||": true, "and": true, "or": true, "??": true,
+	"in": true, "not in": true, "matches": true, "not matches": true,
+	"contains": true, "not contains": true, "startsWith": true, "not startsWith": true,
+	"endsWith": true, "not endsWith": true, "..": true,
+}
+
+func (w *stabWalk) ident(v *ast.IdentifierNode) stabVal {
+	for i := len(w.scope) - 1; i >= 0; i-- {
+		if w.scope[i].name == v.Value {
+			return w.scope[i].v
+		}
+	}
+	rc := w.rc
+	switch v.Value {
+	case "payload":
+		return stabVal{stab: rc.wholePayload()}
+	case "meta":
+		return pd("meta as a whole holds per-delivery keys; index it with a replay-stable key")
+	case "message_id":
+		return stabVal{stab: rc.messageIDStability()}
+	case "$env":
+		return pd("expr-lang's $env is the whole per-record environment, which the analysis does not follow; name payload, meta or message_id directly")
+	}
+	return pd("cannot prove: %s is not a name the analysis knows", v.Value)
+}
+
+// wholePayload is the stability of the payload read as a whole.
+func (rc *routeCtx) wholePayload() stability {
+	if rc.replaced != "" {
+		return perDelivery("%s", rc.replaced)
+	}
+	out := stableValue
+	for f, t := range rc.taint {
+		if !t.Stable {
+			return perDelivery("payload.%s is set by map from a per-delivery value", f)
+		}
+		out = both(out, t)
+	}
+	return out
+}
+
+func (w *stabWalk) member(m *ast.MemberNode) stabVal {
+	rc := w.rc
+	if m.Method {
+		return w.join(w.node(m.Node), pd("cannot prove: method call %s is not analysed", memberName(m)))
+	}
+	if id, ok := m.Node.(*ast.IdentifierNode); ok && !w.bound(id.Value) {
+		key, constKey := m.Property.(*ast.StringNode)
 		switch id.Value {
 		case "payload":
+			if !constKey {
+				return w.join(stabVal{stab: rc.wholePayload()}, settle(w.node(m.Property)))
+			}
+			st := stableValue
 			if rc.replaced != "" {
-				result = both(result, perDelivery("%s", rc.replaced))
+				return pd("%s", rc.replaced)
 			}
-			for f, t := range rc.taint {
-				if !t.Stable {
-					result = both(result, perDelivery("payload.%s is set by map from a per-delivery value", f))
-				}
+			if t, ok := rc.taint[key.Value]; ok {
+				st = both(st, t)
 			}
+			return stabVal{stab: st}
 		case "meta":
-			result = both(result, perDelivery("meta as a whole holds per-delivery keys; index it with a replay-stable key"))
-		case "message_id":
-			result = both(result, rc.messageIDStability())
+			if !constKey {
+				return pd("meta read with a computed key may reach per-delivery keys; index it with a constant key")
+			}
+			return stabVal{stab: rc.metaStability(w.ce, m, key.Value)}
+		case "$env":
+			return w.ident(id)
 		}
 	}
-	return result
+	return w.join(w.node(m.Node), settle(w.node(m.Property)))
+}
+
+func (w *stabWalk) bound(name string) bool {
+	for _, b := range w.scope {
+		if b.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func memberName(m *ast.MemberNode) string {
+	if s, ok := m.Property.(*ast.StringNode); ok {
+		return s.Value + "()"
+	}
+	return "a method"
+}
+
+func (w *stabWalk) builtin(b *ast.BuiltinNode) stabVal {
+	if b.Name == "now" {
+		return pd("now() differs on every read")
+	}
+	switch b.Name {
+	case "keys", "values", "toPairs":
+		v := w.nodes(b.Arguments)
+		if v.stab.Stable {
+			v.unordered = b.Name + "()"
+		}
+		return v
+	}
+	note, ok := stdlib.DeterministicFuncs[b.Name]
+	if !ok {
+		return pd("cannot prove: %s() is not on the list of deterministic functions", b.Name)
+	}
+	var vals []stabVal
+	for i, a := range b.Arguments {
+		v := w.node(a)
+		if i == 0 && orderBlind[b.Name] {
+			v.unordered = ""
+		}
+		vals = append(vals, settle(v))
+	}
+	if b.Map != nil {
+		vals = append(vals, settle(w.node(b.Map)))
+	}
+	out := w.join(vals...)
+	if note != "" && out.stab.Stable && out.stab.Process == "" {
+		out.stab.Process = note
+	}
+	return out
+}
+
+func (w *stabWalk) call(c *ast.CallNode) stabVal {
+	if m, ok := c.Callee.(*ast.MemberNode); ok {
+		return w.join(w.member(m), w.nodes(c.Arguments))
+	}
+	id, ok := c.Callee.(*ast.IdentifierNode)
+	if !ok || w.bound(id.Value) {
+		return pd("cannot prove: a computed function call is not analysed")
+	}
+	note, known := stdlib.DeterministicFuncs[id.Value]
+	if !known {
+		return pd("cannot prove: %s() is not on the list of deterministic functions", id.Value)
+	}
+	out := w.nodes(c.Arguments)
+	if id.Value == "env" && out.stab.Stable {
+		name := "env(…)"
+		if len(c.Arguments) == 1 {
+			if s, ok := c.Arguments[0].(*ast.StringNode); ok {
+				name = fmt.Sprintf("env(%q)", s.Value)
+			}
+		}
+		out.stab.Process = name + " is read from the process environment"
+	} else if note != "" && out.stab.Stable && out.stab.Process == "" {
+		out.stab.Process = note
+	}
+	return out
 }
 
 func (rc *routeCtx) messageIDStability() stability {
-	if rc.src == nil || rc.src.StableIDs {
+	if rc.src == nil {
 		return stableValue
 	}
+	switch rc.src.IDs {
+	case stdlib.IDsStable:
+		return stableValue
+	case stdlib.IDsFromProducer:
+		if rc.src.Name == "nats" && rc.coreNATS() {
+			return perDelivery("core NATS carries no ids a replay could repeat")
+		}
+		return stability{Stable: true, ProducerID: rc.src.Name}
+	}
 	return perDelivery("message_id of a %s source is a fresh UUIDv7 per read", rc.src.Name)
+}
+
+// coreNATS reports whether the route's nats source runs without JetStream.
+func (rc *routeCtx) coreNATS() bool {
+	return rc.sourceBool("no_jetstream")
+}
+
+// sourceBool reports whether the route's source sets the bool attribute.
+func (rc *routeCtx) sourceBool(attr string) bool {
+	if len(rc.nodes) == 0 || rc.nodes[0].role != "source" {
+		return false
+	}
+	return boolAttr(rc.nodes[0], attr)
 }
 
 func (rc *routeCtx) metaStability(ce *compiledExpr, m *ast.MemberNode, key string) stability {
@@ -135,16 +406,7 @@ func (rc *routeCtx) metaStability(ce *compiledExpr, m *ast.MemberNode, key strin
 	case key == "mqb.id":
 		if !rc.idSet {
 			if !rc.inNamedUnused {
-				base := m.Node.Location()
-				from := base.From
-				to := from + len(`meta["mqb.id"]`)
-				if i := strings.Index(ce.src[runeOffset(ce.src, from):], "]"); i >= 0 {
-					to = from + i + 1
-				}
-				rng := mapRange(ce.src, ce.at, from, to)
-				if ce.at.Line == 0 {
-					rng = rc.curRange
-				}
+				rng := memberRange(ce, m, rc.curRange)
 				rc.c.add("E032", rng, fmt.Sprintf("route %s reads meta[\"mqb.id\"] before an id step sets it", rc.name),
 					"Every record would see an empty value here (and dedup would silently fall back to message_id). Put `id <expr>` above this step.")
 			}
@@ -152,10 +414,7 @@ func (rc *routeCtx) metaStability(ce *compiledExpr, m *ast.MemberNode, key strin
 		}
 		return rc.idStab
 	case strings.HasPrefix(key, "mqb.src."):
-		if rc.src == nil || rc.src.HasPosition(rc.srcMode) {
-			return stableValue
-		}
-		return perDelivery("%s (mode %s) has no replayable position, so meta[%q] changes on replay", rc.src.Name, rc.srcMode, key)
+		return rc.srcMetaStability(ce, m, key)
 	case strings.HasPrefix(key, "postgres."):
 		if rc.src == nil || rc.src.CDC {
 			return stableValue
@@ -163,4 +422,59 @@ func (rc *routeCtx) metaStability(ce *compiledExpr, m *ast.MemberNode, key strin
 		return perDelivery("meta[%q] is set only by a postgres_cdc source", key)
 	}
 	return perDelivery("meta[%q] is not known to be replay-stable", key)
+}
+
+// srcMetaStability is the stability of a provenance key: stable only when
+// the route's source really sets that key (stdlib Kind.SourceMeta) and its
+// value repeats on a replay; a key the source never sets is E050.
+func (rc *routeCtx) srcMetaStability(ce *compiledExpr, m *ast.MemberNode, key string) stability {
+	if rc.src == nil {
+		return perDelivery("meta[%q] is set only by some sources", key)
+	}
+	sm, ok := rc.src.SourceMetaKey(key)
+	unless := ok && sm.Unless != "" && rc.sourceBool(sm.Unless)
+	if !ok || unless {
+		if !rc.inNamedUnused {
+			rng := memberRange(ce, m, rc.curRange)
+			sets := "no mqb.src.* keys"
+			var keys []string
+			for _, k := range rc.src.SourceMeta {
+				if k.Unless == "" || !rc.sourceBool(k.Unless) {
+					keys = append(keys, k.Key)
+				}
+			}
+			if len(keys) > 0 {
+				sets = "only " + strings.Join(keys, ", ")
+			}
+			why := ""
+			if unless {
+				why = fmt.Sprintf(" with %s = true", sm.Unless)
+			}
+			rc.c.add("E050", rng, fmt.Sprintf("route %s reads meta[%q], which a %s source%s never sets", rc.name, key, rc.src.Name, why),
+				fmt.Sprintf("A %s source sets %s, so every record would see an empty value here.", rc.src.Name, sets))
+		}
+		return perDelivery("a %s source never sets meta[%q]", rc.src.Name, key)
+	}
+	rc.readsSrcMeta = true
+	if !sm.Stable {
+		return perDelivery("meta[%q] (%s) of a %s source changes on replay", key, sm.Doc, rc.src.Name)
+	}
+	if sm.Positional && !rc.src.HasPosition(rc.srcMode) {
+		return perDelivery("%s (mode %s) has no replayable position, so meta[%q] changes on replay", rc.src.Name, rc.srcMode, key)
+	}
+	return stableValue
+}
+
+// memberRange is the file range of `meta["key"]` inside ce, or whole when
+// the expression's position cannot be mapped.
+func memberRange(ce *compiledExpr, m *ast.MemberNode, whole diag.Range) diag.Range {
+	if ce.at.Line == 0 {
+		return whole
+	}
+	from := m.Node.Location().From
+	to := from + len(`meta[""]`)
+	if i := strings.Index(ce.src[runeOffset(ce.src, from):], "]"); i >= 0 {
+		to = from + i + 1
+	}
+	return mapRange(ce.src, ce.at, from, to)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/lang"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/stdlib"
@@ -32,6 +33,7 @@ func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *node
 		if st.Name == "id" {
 			rc.idStab = ai.stab
 			rc.idText = ai.val.Expr
+			rc.warnProcessKey("id", ai, it.Range())
 		}
 	case st.Free:
 		if it.Body == nil {
@@ -94,9 +96,22 @@ func (rc *routeCtx) checkDedup(n *nodeInfo, it *lang.Item) {
 		}
 		rc.warn("W001", rng, fmt.Sprintf("dedup in route %s dedupes nothing: its key %s is per-delivery (%s)", rc.name, key.val.Expr, key.stab.Why), detail)
 	}
+	if key.explicit {
+		rc.warnProcessKey("dedup key", key, rng)
+	}
 	if rc.src != nil && rc.src.CDC && strings.Contains(key.val.Expr, "mqb.id") {
 		rc.warn("W002", rng, fmt.Sprintf("dedup in route %s is keyed on meta[\"mqb.id\"] over a CDC source", rc.name),
 			"Identity is not a version: every update of a row shares one business key and would collapse into one. Keep the default message_id, which includes the LSN.")
 	}
 	rc.dedups = append(rc.dedups, n)
+}
+
+// warnProcessKey warns (W021) when a key is stable only within one process
+// because it reads the environment.
+func (rc *routeCtx) warnProcessKey(what string, ai *attrInfo, rng diag.Range) {
+	if rc.inNamedUnused || !ai.stab.Stable || ai.stab.Process == "" {
+		return
+	}
+	rc.warn("W021", rng, fmt.Sprintf("%s %s in route %s is stable within one process only: %s", what, ai.val.Expr, rc.name, ai.stab.Process),
+		"A replay is recognised only while every run sees the same value; a restart with another value gives every record a new key.")
 }

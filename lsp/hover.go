@@ -6,6 +6,7 @@ import (
 
 	"go.lsp.dev/protocol"
 
+	"github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/lang"
 	"github.com/mqb-dev/mqb/plan"
@@ -140,10 +141,17 @@ func routeVerdict(d *document, name string) string {
 func verdictMarkdown(r plan.Route) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**route %s**: %s\n", r.Name, r.Guarantee)
+	fmt.Fprintf(&b, "\n_Ladder: exactly-once > effectively-once > at-least-once > at-most-once; the verdict is the weakest over the route's effects._\n")
 	if len(r.Reasons) > 0 {
 		b.WriteString("\n")
 		for _, reason := range r.Reasons {
 			fmt.Fprintf(&b, "- %s\n", reason)
+		}
+	}
+	if len(r.Premises) > 0 {
+		b.WriteString("\nPremises (what the proof assumes):\n")
+		for _, p := range r.Premises {
+			fmt.Fprintf(&b, "- %s\n", strings.TrimPrefix(compiler.PremiseLine(p), "  premise: "))
 		}
 	}
 	if len(r.Warnings) > 0 {

@@ -22,7 +22,9 @@ var Kinds = []Kind{
 		Doc:           "A local file of records. As a source, reads JSON lines (or text/raw); as a sink, appends (write_time) or writes immutable part files (source_position).",
 		IDNote:        "message_id is a fresh UUIDv7 per read: re-reading the same file produces new ids. Use `id` to derive a stable identity.",
 		PositionModes: []string{"consume"},
-		Absorb:        AbsorbNone,
+		AtMostOnce: []Loss{{Attr: "mode", Value: "subscribe",
+			Why: "a file in subscribe mode starts at the end of the file on every run, so records in flight at a crash, and lines appended while the route is down, are never read"}},
+		Absorb: AbsorbNone,
 		Attrs: []Attr{
 			{Name: "path", Type: String, Required: true, Doc: "File to read or append to; under name_by = source_position, the directory that receives part files."},
 			{Name: "mode", Type: Enum, Enum: []string{"consume", "subscribe", "group_subscribe"}, Default: "consume",
@@ -35,7 +37,7 @@ var Kinds = []Kind{
 	{
 		Name: "sql", Source: true, Sink: true,
 		Doc:           "A SQL database: sqlite://, postgres://, mysql://. As a sink, runs insert_query per record with every ${…} bound as a parameter; as a source, pages a table by cursor_column.",
-		StableIDs:     true,
+		IDs:           IDsStable,
 		IDNote:        "As a cursor source, message_id is derived from the table and the cursor value, stable across replays.",
 		PositionModes: []string{"*"},
 		Absorb:        AbsorbConflict,
@@ -55,11 +57,16 @@ var Kinds = []Kind{
 	{
 		Name: "kafka", Source: true, Sink: true, Broker: true,
 		Doc:           "A Kafka topic (any Kafka-protocol broker).",
-		StableIDs:     true,
-		IDNote:        "message_id is the mq_bridge.message_id header if present, else a 16-byte key, else partition<<64 | offset: stable across replays.",
+		IDs:           IDsFromProducer,
+		IDNote:        "message_id is the mq_bridge.message_id header if present, else a 16-byte message key, else partition<<64 | offset. Only the header is both stable and unique: distinct records that share a 16-byte key get one id. A proof that relies on message_id carries the per-record premise that the header is present.",
 		PositionModes: []string{"*"},
-		Absorb:        AbsorbNone,
-		Schemes:       []string{"kafka", ""},
+		SourceMeta: []SourceMeta{
+			{Key: "mqb.src.topic", Stable: true, Doc: "the topic"},
+			{Key: "mqb.src.partition", Stable: true, Doc: "the partition"},
+			{Key: "mqb.src.offset", Stable: true, Positional: true, Doc: "the record's offset in its partition"},
+		},
+		Absorb:  AbsorbNone,
+		Schemes: []string{"kafka", ""},
 		Attrs: []Attr{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Bootstrap broker(s), host:port[,host:port]."},
 			{Name: "topic", Type: String, Required: true, Doc: "Topic to read or write."},
@@ -79,11 +86,18 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "nats", Source: true, Sink: true, Broker: true,
-		Doc:       "A NATS subject, with JetStream (default) or core NATS.",
-		StableIDs: true,
-		IDNote:    "With JetStream, message_id is taken from the mq_bridge.message_id / Nats-Msg-Id header when present; a subject is not a replayable position.",
-		Absorb:    AbsorbNone,
-		Schemes:   []string{"nats"},
+		Doc:    "A NATS subject, with JetStream (default) or core NATS.",
+		IDs:    IDsFromProducer,
+		IDNote: "message_id is taken from the mq_bridge.message_id or Nats-Msg-Id header when the publisher stamped one; otherwise it is a fresh UUIDv7 per delivery. A proof that relies on message_id carries the per-record premise that the header is present. A subject is not a replayable position.",
+		SourceMeta: []SourceMeta{
+			{Key: "mqb.src.subject", Stable: true, Doc: "the subject the message was published to"},
+			{Key: "mqb.src.stream", Stable: true, Unless: "no_jetstream", Doc: "the JetStream stream"},
+			{Key: "mqb.src.stream_sequence", Stable: true, Unless: "no_jetstream", Doc: "the message's sequence number in its stream (the same on every redelivery)"},
+		},
+		AtMostOnce: []Loss{{Attr: "no_jetstream", Value: "true",
+			Why: "core NATS (no_jetstream = true) has no acks and no replay, so records in flight at a crash are lost"}},
+		Absorb:  AbsorbNone,
+		Schemes: []string{"nats"},
 		Attrs: []Attr{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Server URL, nats://host:port."},
 			{Name: "subject", Type: String, Required: true, Template: true, Doc: "Subject to subscribe or publish to."},
@@ -98,7 +112,7 @@ var Kinds = []Kind{
 	{
 		Name: "postgres_cdc", Source: true, CDC: true,
 		Doc:           "PostgreSQL logical replication (pgoutput): every insert, update and delete as a record carrying the full row.",
-		StableIDs:     true,
+		IDs:           IDsStable,
 		IDNote:        "message_id is a stable hash of schema.table + key + LSN: a replayed change has the same id, a new revision a new one.",
 		PositionModes: []string{"*"},
 		Schemes:       []string{"postgres", "postgresql"},

@@ -91,15 +91,22 @@ type Kind struct {
 	Source bool // usable after `from`
 	Sink   bool // usable after `to`, `call`, `forward`, `handle`
 	Attrs  []Attr
-	// StableIDs: the source derives message_id from the record it carries,
-	// so it is the same on every replay.
-	StableIDs bool
+	// IDs says whether the source's message_id is the same on every replay
+	// of a record (see IDStability).
+	IDs IDStability
 	// IDNote explains where message_id comes from.
 	IDNote string
 	// PositionModes lists the values of the `mode` attribute under which
 	// the source has a replayable position; ["*"] means every mode, nil
 	// means never.
 	PositionModes []string
+	// SourceMeta lists the mqb.src.* keys the source sets (with
+	// source_metadata = true); the checker rejects reading any other.
+	SourceMeta []SourceMeta
+	// AtMostOnce lists the settings under which the source cannot replay
+	// a record it handed out before a crash (core NATS, a file followed
+	// from its end): a route over it is at-most-once.
+	AtMostOnce []Loss
 	// CDC marks change-data-capture sources (identity is not a version).
 	CDC bool
 	// Broker marks sinks that cannot deduplicate (Kafka, NATS).
@@ -111,6 +118,64 @@ type Kind struct {
 	Structural bool
 	// Schemes lists the URL schemes accepted by the `url` attribute.
 	Schemes []string
+}
+
+// IDStability says where a source's message_id comes from.
+type IDStability string
+
+const (
+	// IDsPerRead: a fresh UUIDv7 per read, so a replay has a new id.
+	IDsPerRead IDStability = ""
+	// IDsStable: derived from the record itself (a CDC change's table, key
+	// and LSN; a cursor row's table and cursor value).
+	IDsStable IDStability = "stable"
+	// IDsFromProducer: taken from an id the record's producer stamped
+	// (the mq_bridge.message_id header, Nats-Msg-Id); a record without one
+	// gets an id that is not both stable and unique, so a proof that
+	// relies on message_id carries a per-record premise that the id is
+	// there.
+	IDsFromProducer IDStability = "producer"
+)
+
+// SourceMeta is one mqb.src.* provenance key a source sets.
+type SourceMeta struct {
+	Key string // "mqb.src.offset"
+	// Stable: the value repeats when the same record is delivered again.
+	Stable bool
+	// Positional: the value is a position, which repeats only under the
+	// source's replayable modes (PositionModes).
+	Positional bool
+	// Unless names a bool attribute that, when true, means the source
+	// does not set the key (no_jetstream for the JetStream keys).
+	Unless string
+	Doc    string
+}
+
+// Loss is a setting under which a source is at-most-once.
+type Loss struct {
+	Attr  string // "mode", "no_jetstream"
+	Value string // "subscribe", "true"
+	Why   string
+}
+
+// SourceMetaKey returns the declaration of the mqb.src.* key, if the
+// source sets it.
+func (k *Kind) SourceMetaKey(key string) (SourceMeta, bool) {
+	for _, m := range k.SourceMeta {
+		if m.Key == key {
+			return m, true
+		}
+	}
+	return SourceMeta{}, false
+}
+
+// SourceMetaKeys lists the mqb.src.* keys the source sets.
+func (k *Kind) SourceMetaKeys() []string {
+	var out []string
+	for _, m := range k.SourceMeta {
+		out = append(out, m.Key)
+	}
+	return out
 }
 
 // HasPosition reports whether the source has a replayable position when its

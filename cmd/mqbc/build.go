@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -35,13 +36,14 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	red := p.Redacted()
 	if *format == "json" {
 		type verdict struct {
-			Name      string   `json:"name"`
-			Guarantee string   `json:"guarantee"`
-			Reasons   []string `json:"reasons"`
+			Name      string         `json:"name"`
+			Guarantee string         `json:"guarantee"`
+			Reasons   []string       `json:"reasons"`
+			Premises  []plan.Premise `json:"premises,omitempty"`
 		}
 		vs := []verdict{}
 		for _, r := range red.Routes {
-			vs = append(vs, verdict{r.Name, r.Guarantee, r.Reasons})
+			vs = append(vs, verdict{r.Name, r.Guarantee, r.Reasons, r.Premises})
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -49,7 +51,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 			_ = enc.Encode(vs)
 		}
 	} else if *out != "-" {
-		writeVerdicts(stdout, red)
+		writeVerdictsWithPremises(stdout, red)
 	}
 	if *out != "" {
 		if err := writePlan(*out, red, stdout); err != nil {
@@ -58,6 +60,20 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
+}
+
+// writeVerdictsWithPremises prints each route's verdict line and, under
+// it, what the proof assumes about the world:
+//
+//	orders_to_db: effectively-once — …
+//	  premise: table orders has a UNIQUE or PRIMARY KEY index on columns among (id) (checked at start-up; needed by: write: ON CONFLICT (id) DO NOTHING)
+func writeVerdictsWithPremises(w io.Writer, p plan.Plan) {
+	for _, r := range p.Routes {
+		fmt.Fprintln(w, plan.RedactURLs(compiler.VerdictLine(r)))
+		for _, pr := range r.Premises {
+			fmt.Fprintln(w, plan.RedactURLs(compiler.PremiseLine(pr)))
+		}
+	}
 }
 
 // writeDiags prints diagnostics as text with carets, or as a JSON array.

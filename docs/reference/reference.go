@@ -35,12 +35,13 @@ func Markdown() []byte {
 		w("  - [`%s`](#%s)\n", s.Name, anchor(s.Name))
 	}
 	w("- [Expressions](#expressions)\n")
+	w("- [Verdicts](#verdicts)\n")
 	w("- [Diagnostics](#diagnostics)\n\n")
 
 	w("## Route settings\n\n")
 	w("Written at the top of a route body, before `from`.\n\n")
 	w("| setting | type | default | values | description |\n| --- | --- | --- | --- | --- |\n")
-	w("| `guarantee` | enum | — | %s | Optional: the build fails unless the checker proves the route effectively-once (`effectively_once`); an exactly-once route (transactional outbox) satisfies it. |\n", codeList(stdlib.Guarantees))
+	w("| `guarantee` | enum | — | %s | Optional: the build fails (E045) unless the checker proves the route effectively-once (`effectively_once`; an exactly-once route, the transactional outbox, satisfies it) or, for `at_least_once`, unless the route is at least at-least-once (not at-most-once). |\n", codeList(stdlib.Guarantees))
 	for _, a := range stdlib.Settings {
 		w("| `%s` | %s | %s | %s | %s |\n", a.Name, typeOf(a), defaultOf(a), codeList(a.Enum), cell(a.Doc))
 	}
@@ -58,6 +59,22 @@ func Markdown() []byte {
 				facts = append(facts, "**message_id:** "+k.IDNote)
 			}
 			facts = append(facts, "**Replayable position:** "+positions(k))
+			if len(k.SourceMeta) > 0 {
+				var keys []string
+				for _, m := range k.SourceMeta {
+					d := "`meta[\"" + m.Key + "\"]` (" + m.Doc
+					if m.Unless != "" {
+						d += "; not with `" + m.Unless + "`"
+					}
+					keys = append(keys, d+")")
+				}
+				facts = append(facts, "**Provenance keys** (set with `source_metadata = true`, or when an expression reads one): "+strings.Join(keys, ", ")+". Any other `mqb.src.*` key is never set (E050).")
+			} else {
+				facts = append(facts, "**Provenance keys:** none; reading `meta[\"mqb.src.…\"]` is E050.")
+			}
+			for _, l := range k.AtMostOnce {
+				facts = append(facts, fmt.Sprintf("**At-most-once** with `%s = %s`: %s.", l.Attr, l.Value, l.Why))
+			}
 		}
 		if k.Sink && k.Absorb != "" {
 			facts = append(facts, "**A repeated write:** "+absorbs[k.Absorb])
@@ -99,11 +116,36 @@ func Markdown() []byte {
 	w("| name | type | description |\n| --- | --- | --- |\n")
 	w("| `payload` | any | The decoded JSON payload (an object is a map), or the line as a string for `format = text`. |\n")
 	w("| `meta` | map[string]string | The record's metadata; `meta[\"mqb.id\"]` is set by `id`. |\n")
-	w("| `message_id` | string | The record's id in UUID form; stable across replays only for sources that derive it from the record. |\n")
-	w("| `env(\"NAME\")` | string | An environment variable, read when the route starts. |\n")
+	w("| `message_id` | string | The record's id in UUID form; stable across replays only for sources that derive it from the record (a CDC change, a cursor row), or, for Kafka and NATS, while the producer stamps an id header (a per-record premise). |\n")
+	w("| `env(\"NAME\")` | string | An environment variable, read when the route starts: stable within one process only (a key reading it gets W021). |\n")
 	for _, f := range stdlib.PerDeliveryFuncs {
 		w("| `%s()` | — | expr-lang's built-in; its value differs on every call, so an expression using it is per-delivery (never stable). |\n", f)
 	}
+	w("\nA value is **stable** (the same on every replay of a record) only by construction: constants,\n")
+	w("payload fields, `meta[\"mqb.id\"]` after a stable `id`, the provenance keys its source really sets,\n")
+	w("and these deterministic functions applied to stable values: %s.\n", codeList(sortedKeys(stdlib.DeterministicFuncs)))
+	w("Everything else is per-delivery: expr-lang's `$env` in any form, a method call, a function not\n")
+	w("on that list, and a list in map iteration order (%s) unless an order-blind function\n", codeList(stdlib.MapOrderFuncs))
+	w("(`sort`, `len`, `count`, `in`, …) consumes it.\n\n")
+
+	w("## Verdicts\n\n")
+	w("`mqbc build` gives every route one rung of this ladder, the weakest over every effect it has:\n")
+	w("the source, each filter, the handler, the sink, and each branch of a `switch`, `request` or\n")
+	w("`fanout`. The reasons list each effect; `not effectively-once:` names the ones that weaken it.\n\n")
+	w("| verdict | means |\n| --- | --- |\n")
+	w("| `exactly-once` | The source position commits in the sink's own transaction (the transactional outbox): no row is written twice. |\n")
+	w("| `effectively-once` | Replays happen, but every effect absorbs them: a crash loop ends with exactly the rows of a clean run. |\n")
+	w("| `at-least-once` | Nothing is lost, but a replay can land a record twice (or, through a per-delivery `switch` or `filter`, in another branch). |\n")
+	w("| `at-most-once` | A crash can lose records: the source cannot replay what it handed out (core NATS, a file in `subscribe` mode). |\n")
+	w("\nA `switch` is effectively-once only when its `on` is stable, and a `filter` only when its\n")
+	w("condition is: a per-delivery filter can drop on a replay what an earlier delivery wrote, and\n")
+	w("write what an earlier delivery dropped, so what lands depends on how often a record was\n")
+	w("delivered. Each record still lands at most once per delivery that passed it; a dropped record\n")
+	w("is the filter's decision, not a loss, so such a route is at-least-once, not at-most-once.\n")
+	w("The DLQ is an effect of its own: its guarantee is printed as a `dlq:` reason (a file DLQ is\n")
+	w("at-least-once: a crash between the DLQ write and the commit writes the record again) and does\n")
+	w("not lower the route's verdict. What a proof assumes about the world (a unique index, a\n")
+	w("producer-stamped id) is a **premise**, printed under the verdict and written into the plan.\n\n")
 	w("\nIn query attributes (%s) every `${…}` becomes a bound parameter, never spliced text.\n", codeList(queryAttrs()))
 	w("mq-bridge's `${payload:field}` and `${metadata:key}` are accepted as `${payload.field}` and `${meta[\"key\"]}`.\n\n")
 
@@ -253,5 +295,14 @@ func queryAttrs() []string {
 			}
 		}
 	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
 	return out
 }
