@@ -53,6 +53,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print every case's routes and runs")
 	keep := fs.Bool("keep", false, "keep the run directories")
 	show := fs.Bool("show", false, "print the generated files and exit")
+	cases := fs.String("cases", "", "check the regression cases (*.txtar) in this directory instead of generating")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -95,8 +96,26 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	}
 	var tally Tally
 	start := time.Now()
-	for s := *first; s < *first+uint64(*seeds); s++ {
-		c, err := generate(s, *kills)
+	var recorded []string
+	if *cases != "" {
+		if recorded, err = filepath.Glob(filepath.Join(*cases, "*.txtar")); err != nil || len(recorded) == 0 {
+			fmt.Fprintf(stderr, "no regression cases in %s\n", *cases)
+			return 1
+		}
+		*out = "" // they are on file already
+	}
+	n := *seeds
+	if recorded != nil {
+		n = len(recorded)
+	}
+	for i := range n {
+		s := *first + uint64(i)
+		var c *Case
+		if recorded != nil {
+			c, err = readCase(recorded[i])
+		} else {
+			c, err = generate(s, *kills)
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1

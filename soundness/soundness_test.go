@@ -22,14 +22,8 @@ var knownFalse = map[string]string{
 	// NULLs never conflict, so a replay inserts it again.
 	"seed-1":  "known false verdict, issue 13 (NULL bound into a conflict column)",
 	"seed-17": "known false verdict, issue 13 (NULL bound into a conflict column)",
-	// A key computed by randomblob() in the SQL is called stable.
-	"seed-3": "known false verdict, issue 12 (SQL function in the key)",
 	// switch on now(): a replay can land a record in the other branch too.
 	"seed-10": "known false verdict, issue 12 (switch on a per-delivery value)",
-	// ON CONFLICT DO NOTHING / INSERT OR IGNORE into a table whose only
-	// key is an AUTOINCREMENT row id: every replay inserts.
-	"seed-13": "known false verdict, issue 12 (conflict clause without a unique key)",
-	"seed-60": "known false verdict, issue 12 (conflict clause without a unique key)",
 	// dedup in front of a positional part sink: after kills the parts hold
 	// repeats the clean run's dedup dropped.
 	"seed-21": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
@@ -42,8 +36,10 @@ var knownFalse = map[string]string{
 	// appended while the route was down is never read.
 	"seed-7":  "known false verdict, issue 12 (file subscribe loses records across a restart: at-most-once, called at-least-once)",
 	"seed-11": "known false verdict, issue 12 (file subscribe loses records across a restart: at-most-once, called at-least-once)",
-	// A non-idempotent handler in front of an idempotent sink.
-	"seed-52": "known false verdict, issue 12 (weakest effect: a handler that duplicates)",
+
+	// Fixed on main by the SQL analyser (6b721e3): seed-3 (a randomblob()
+	// key called stable), seed-13 and seed-60 (a conflict clause on a table
+	// without a unique key), seed-52 (a handler's table without one).
 }
 
 var (
