@@ -16,6 +16,32 @@ type Checker struct {
 	Timeout time.Duration
 	Log     io.Writer // progress; nil is quiet
 	Keep    bool      // keep run directories
+
+	// env is the environment each run directory's mqbc gets (a broker's
+	// URL); quietPolls how many unchanged 250 ms polls end a drain.
+	env        map[string][]string
+	quietPolls int
+}
+
+// prepare makes a run directory for source and starts what the case's
+// source needs (a broker), stopped by the returned function.
+func (ck *Checker) prepare(tmp string, c *Case, source string) (string, func(), error) {
+	dir, err := prepare(tmp, c, source)
+	if err != nil {
+		return "", nil, err
+	}
+	if c.Broker != "nats" {
+		return dir, func() {}, nil
+	}
+	env, stop, err := startNATS(dir, c)
+	if err != nil {
+		return "", nil, fmt.Errorf("start NATS for %s: %w", dir, err)
+	}
+	if ck.env == nil {
+		ck.env = map[string][]string{}
+	}
+	ck.env[dir] = env
+	return dir, func() { stop(); delete(ck.env, dir) }, nil
 }
 
 // The verdicts of the ladder, as the plan spells them.
@@ -70,7 +96,24 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 	if !ck.Keep {
 		defer os.RemoveAll(tmp)
 	}
-	cleanDir, err := prepare(tmp, c, c.Source)
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	prep := func(source string) (string, error) {
+		dir, stop, err := ck.prepare(tmp, c, source)
+		if err == nil {
+			stops = append(stops, stop)
+		}
+		return dir, err
+	}
+	ck.quietPolls = 4
+	if c.Broker != "" {
+		ck.quietPolls = 10
+	}
+	cleanDir, err := prep(c.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +147,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 		return ck.run(dir, nil)
 	}
 	res.Clean = cleanRun(cleanDir)
-	killDir, err := prepare(tmp, c, c.Source)
+	killDir, err := prep(c.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +173,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 		if clean2 != nil {
 			return clean2, nil
 		}
-		d, err := prepare(tmp, c, c.Source)
+		d, err := prep(c.Source)
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +223,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 				continue
 			}
 			alone := func() (Snapshot, runResult, error) {
-				d, err := prepare(tmp, c, r.Source)
+				d, err := prep(r.Source)
 				if err != nil {
 					return Snapshot{}, runResult{}, err
 				}

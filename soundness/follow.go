@@ -14,7 +14,13 @@ import (
 // in the killed run, while they are down too); a run ends with SIGTERM once
 // its sinks have stopped changing.
 
-func (c *Case) follows() bool { return c.Mode == "group_subscribe" || c.Mode == "subscribe" }
+func (c *Case) follows() bool {
+	return c.Mode == "group_subscribe" || c.Mode == "subscribe" || c.Broker != ""
+}
+
+// feeds: the file is fed in chunks; a broker's stream is filled before
+// the first run.
+func (c *Case) feeds() bool { return c.Broker == "" }
 
 const openGrace = 300 * time.Millisecond
 
@@ -47,10 +53,14 @@ func appendInput(dir, data string) error {
 // drain waits until the routes' sinks stop changing (1 s without a change,
 // 30 s at most), then stops the process with SIGTERM and waits for it.
 func (ck *Checker) drain(dir string, routes []RouteShape, p *proc) runResult {
+	// A broker redelivers what a killed run left unacked after ack_wait (1 s).
 	var last map[string]Snapshot
-	still := 0
+	still, quiet := 0, 4
+	if ck.quietPolls > 0 {
+		quiet = ck.quietPolls
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	for still < 4 && time.Now().Before(deadline) {
+	for still < quiet && time.Now().Before(deadline) {
 		select {
 		case <-p.done:
 			return p.wait()
@@ -90,7 +100,11 @@ func (ck *Checker) followClean(dir string, c *Case) runResult {
 	// "route started" comes before the source has opened the file; a
 	// subscribe source skips what is already there when it does.
 	time.Sleep(openGrace)
-	for _, ch := range chunks(c.Input, 2*c.Kills+2) {
+	var pending []string
+	if c.feeds() {
+		pending = chunks(c.Input, 2*c.Kills+2)
+	}
+	for _, ch := range pending {
 		if err := appendInput(dir, ch); err != nil {
 			p.kill()
 			r := p.wait()
@@ -109,7 +123,10 @@ func (ck *Checker) followClean(dir string, c *Case) runResult {
 func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed int, final runResult) {
 	rng := rand.New(rand.NewPCG(c.Seed, 0xdead))
 	window := max(clean.work/2, 20*time.Millisecond)
-	pending := chunks(c.Input, 2*c.Kills+2)
+	var pending []string
+	if c.feeds() {
+		pending = chunks(c.Input, 2*c.Kills+2)
+	}
 	feed := func() {
 		if len(pending) > 0 {
 			_ = appendInput(dir, pending[0])

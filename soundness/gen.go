@@ -19,6 +19,10 @@ type Case struct {
 	// Mode is the file source's mode: consume (empty), group_subscribe or
 	// subscribe (the input is then appended while the routes run).
 	Mode string `json:"mode,omitempty"`
+	// Broker "nats" reads the input from a NATS JetStream stream instead
+	// of the file; MsgIDs stamps each message with a Nats-Msg-Id.
+	Broker string `json:"broker,omitempty"`
+	MsgIDs bool   `json:"msg_ids,omitempty"`
 	// Source is the formatted .mqb file (routes.mqb), Input its data
 	// (in.jsonl).
 	Source string `json:"-"`
@@ -92,6 +96,12 @@ func generate(seed uint64, kills int) (*Case, error) {
 		c.Mode = "group_subscribe"
 	case r < 15:
 		c.Mode = "subscribe"
+	}
+	if c.Mode == "" {
+		b := rand.New(rand.NewPCG(seed, 0x7a75))
+		if b.IntN(100) < 12 {
+			c.Broker, c.MsgIDs = "nats", b.IntN(2) == 0
+		}
 	}
 	nRoutes := 1
 	switch r := rng.IntN(10); {
@@ -174,7 +184,9 @@ func (g *routeGen) route() string {
 	if g.chance(25) {
 		fmt.Fprintf(&b, "concurrency = %s\n", g.pick("2", "4"))
 	}
-	if g.c.Mode != "" {
+	if g.c.Broker == "nats" {
+		fmt.Fprintf(&b, "from %s\n", natsFrom(g.name))
+	} else if g.c.Mode != "" {
 		fmt.Fprintf(&b, "from file { path = \"in.jsonl\", mode = %s }\n", g.c.Mode)
 	} else {
 		b.WriteString("from file { path = \"in.jsonl\" }\n")

@@ -99,3 +99,14 @@ func TestPromises(t *testing.T) {
 		t.Errorf("a missing DLQ position is not a difference")
 	}
 }
+
+func TestChunks(t *testing.T) {
+	in := "a\nb\nc\nd\ne\n"
+	got := chunks(in, 2)
+	if strings.Join(got, "") != in || len(got) != 2 || got[0] != "a\nb\nc\n" {
+		t.Errorf("chunks(%q, 2) = %q", in, got)
+	}
+	if got := chunks("a\n", 4); len(got) != 1 {
+		t.Errorf("chunks of one line = %q", got)
+	}
+}

@@ -67,7 +67,7 @@ func prepare(tmp string, c *Case, source string) (string, error) {
 		return "", err
 	}
 	input := c.Input
-	if c.follows() {
+	if c.follows() && c.feeds() {
 		input = "" // fed in chunks while the routes run
 	}
 	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(input), 0o644); err != nil {
@@ -184,6 +184,7 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 	p := &proc{cancel: cancel, started: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, ck.Mqbc, "run", "--log-level", "info", "--log-format", "json", "--progress", "off", "routes.mqb")
 	p.cmd.Dir = dir
+	p.cmd.Env = append(os.Environ(), ck.env[dir]...)
 	p.cmd.Stdout = io.Discard
 	fail := func(err error) *proc {
 		p.res = runResult{exitCode: -1, stderr: err.Error()}
