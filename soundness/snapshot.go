@@ -220,10 +220,19 @@ func readDLQ(s Snapshot, path string, a Artifact) error {
 		var rec struct {
 			Position json.RawMessage `json:"position"`
 			Raw      *string         `json:"raw"`
+			Payload  json.RawMessage `json:"payload"`
 		}
 		p, kept := "?", ""
 		if json.Unmarshal(line, &rec) == nil && rec.Position != nil {
 			p = "position " + string(rec.Position)
+			if a.ByContent {
+				switch {
+				case rec.Raw != nil:
+					p = "record " + strconv.Quote(*rec.Raw)
+				case rec.Payload != nil:
+					p = "record " + canonicalLine(rec.Payload, a.Volatile)
+				}
+			}
 			kept = p
 			if rec.Raw != nil {
 				// A line that is not a record fails the same way on every

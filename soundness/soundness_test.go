@@ -29,6 +29,14 @@ var knownFalse = map[string]string{
 	"seed-21": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
 	"seed-35": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
 	"seed-47": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
+	// ON CONFLICT DO NOTHING with no target, keyed on now(), into a table
+	// (not created by the route) whose only unique key is that column: the
+	// premise "a unique index on the stable columns" is not checked at
+	// start-up, so replays insert again.
+	"seed-88": "known false verdict, issue 13 (premise not checked at start-up)",
+	// A handler whose INSERT OR REPLACE is keyed on now() in front of an
+	// idempotent sink: the handler's table fills with duplicates.
+	"seed-74": "known false verdict, issue 12 (weakest effect: a handler that duplicates)",
 	// Two routes deduplicating on one key in the default store: the first
 	// drops the other's records, with no crash at all.
 	"seed-44": "known false verdict, issue 19 (routes share dedup keys)",
