@@ -83,8 +83,8 @@ type Artifact struct {
 	// the clean run is there.
 	Mutable []string `json:"mutable,omitempty"`
 	// ByContent compares a dead-letter file by its records, not their
-	// positions: a file source in a follow mode numbers records from 0
-	// again on every start.
+	// positions: a file source in a follow mode, and a NATS source, number
+	// records from 0 again on every start.
 	ByContent bool `json:"by_content,omitempty"`
 }
 
@@ -207,7 +207,7 @@ func (g *routeGen) route() string {
 	if g.chance(75) {
 		dlq := fmt.Sprintf("out/%s.dlq.jsonl", g.name)
 		g.arts = append(g.arts, Artifact{Kind: "dlq", Path: dlq, Group: g.name + "/dlq",
-			ByContent: g.c.Mode != "", Volatile: g.volatileFields()})
+			ByContent: g.c.Mode != "" || g.c.Broker != "", Volatile: g.volatileFields()})
 		fmt.Fprintf(&b, "dlq { to file { path = %q } }\n", dlq)
 	}
 	fmt.Fprintf(&b, "to %s\n}\n", g.sink(0, ""))
