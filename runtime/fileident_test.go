@@ -284,9 +284,10 @@ func followRoute(mode, in, out, state string) plan.Plan {
 }
 
 // TestFollowRotation: the watched file is renamed away and a new one
-// created at its path; the old file is read to its end — including a line
-// its writer finishes after the rotation, which arrives whole — then the
-// new one from its start. Before, the new file was never read.
+// created at its path; the old file is read until its writer has moved on
+// — including a line it finishes after the rotation, which arrives whole,
+// and one more it writes — then the new one from its start. Before, the
+// new file was never read.
 func TestFollowRotation(t *testing.T) {
 	for _, mode := range []string{modeSubscribe, modeGroupSubscribe} {
 		t.Run(mode, func(t *testing.T) {
@@ -304,10 +305,12 @@ func TestFollowRotation(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			appendFile(t, in+".1", `2}`+"\n") // the old file's writer finishes its line
 			appendFile(t, in, `{"new": 2}`+"\n")
-			got := waitLines(t, out, 4)
+			time.Sleep(300 * time.Millisecond)
+			appendFile(t, in+".1", `{"old": 3}`+"\n") // and writes one more before it moves on
+			got := waitLines(t, out, 5)
 			time.Sleep(200 * time.Millisecond)
 			r.stop(t)
-			if strings.Join(got, "|") != `{"old": 1}|{"old": 2}|{"new": 1}|{"new": 2}` {
+			if strings.Join(got, "|") != `{"old": 1}|{"old": 2}|{"old": 3}|{"new": 1}|{"new": 2}` {
 				t.Errorf("output %q", got)
 			}
 		})

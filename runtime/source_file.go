@@ -90,9 +90,9 @@ type fileSeg struct {
 	id    fileIdentity
 }
 
-// rotateGrace is how long a rotated-away file's unterminated last line
-// is waited for (its writer may still hold it open) before the line is
-// taken as the file's finished last record.
+// rotateGrace is how long a rotated-away file must stay unchanged (its
+// writer may still hold it open) before it is taken as finished, its
+// unterminated last line, if any, as its last record.
 const rotateGrace = 2 * time.Second
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
@@ -403,6 +403,9 @@ func (s *fileSource) next(ctx context.Context, size int) (b *batch, eof bool, er
 		if err != nil {
 			return nil, false, fmt.Errorf("route %s: read %s at byte %d: %w", s.route, s.path, s.offset, err)
 		}
+		if s.rotated {
+			s.rotatedAt = time.Now() // the rotated file still grows: its writer has not moved on
+		}
 		payloadBytes += len(line)
 		s.add(b, line, tooLong, n)
 		if s.mode != modeConsume && s.r.Buffered() == 0 && len(b.recs) > 0 {
@@ -493,10 +496,10 @@ func (s *fileSource) readLine() (line []byte, tooLong, n int, err error) {
 
 // followRotation is called by a follow mode at the end of its file. When
 // the path names another file than the one open (rotated: renamed away and
-// a new file created), the open one is read to its end first: an
-// unterminated last line is waited for up to rotateGrace (its writer may
-// still hold the old file), then taken as the finished file's last record,
-// and the source moves to the new file from byte 0 with its own identity.
+// a new file created), the open one is read until it has not grown for
+// rotateGrace (its writer may still hold it); an unterminated last line is
+// then taken as the finished file's last record, and the source moves to
+// the new file from byte 0 with its own identity.
 // A file truncated or rewritten in place is read again from its start. It
 // reports whether there is something to read at once.
 func (s *fileSource) followRotation(b *batch) (bool, error) {
@@ -526,10 +529,10 @@ func (s *fileSource) followRotation(b *batch) (bool, error) {
 		s.partial, s.partialLen = s.partial[:0], 0 // its bytes are gone with the old content
 		return s.switchFile()
 	}
+	if time.Since(s.rotatedAt) < rotateGrace {
+		return false, nil // its writer may not have moved on yet
+	}
 	if len(s.partial) > 0 || s.partialLen > 0 {
-		if time.Since(s.rotatedAt) < rotateGrace {
-			return false, nil
-		}
 		s.takePartial(b)
 	}
 	return s.switchFile()
