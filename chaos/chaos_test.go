@@ -127,7 +127,9 @@ var sinks = []sinkCase{
 		if _, err := h.Exec(`CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, amount BIGINT NOT NULL, body TEXT NOT NULL)`); err != nil {
 			t.Fatal(err)
 		}
-		to := serverSQLSink(db.URL, "orders", "ON DUPLICATE KEY UPDATE body = VALUES(body)")
+		// INSERT IGNORE: a convergent ON DUPLICATE KEY UPDATE is proven only
+		// at concurrency 1 or with a version guard, and the matrix runs at 2.
+		to := strings.Replace(serverSQLSink(db.URL, "orders", ""), "INSERT INTO", "INSERT IGNORE INTO", 1)
 		return to, nil, func(t *testing.T) map[string]int {
 			return countRows(t, h, `SELECT id, count(*) FROM orders GROUP BY id`)
 		}
