@@ -109,6 +109,10 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 	}()
 	c := &compiler{lookup: o.Env}
 	var sinkNode, handlerNode *plan.Node
+	hasHandler := false
+	for i := range pr.Nodes {
+		hasHandler = hasHandler || pr.Nodes[i].Role == plan.RoleHandler
+	}
 	for i := range pr.Nodes {
 		n := &pr.Nodes[i]
 		a := nodeAttrs{route: pr.Name, node: n}
@@ -121,8 +125,21 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 				return rt, err
 			}
 		case plan.RoleStep:
+			before := len(rt.steps)
 			if err := rt.buildStep(a, c, o); err != nil {
 				return rt, err
+			}
+			// A step the plan puts on the output side of a handler runs
+			// after it, over what the handler passed: the order is input
+			// steps, handler, output steps, sink. Without a handler the
+			// output steps simply follow the input ones.
+			if hasHandler && n.Side == plan.SideOutput && len(rt.steps) > before {
+				rs, ok := rt.steps[before].(recordStep)
+				if !ok {
+					return rt, fmt.Errorf("route %s: %s (%s) cannot run on the output side", pr.Name, n.Kind, n.Pos)
+				}
+				rt.steps = rt.steps[:before]
+				rt.outSteps = append(rt.outSteps, rs)
 			}
 		case plan.RoleHandler:
 			if handlerNode != nil {
@@ -152,6 +169,7 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		if err != nil {
 			return rt, err
 		}
+		h.after = rt.outSteps
 		rt.sink, rt.sinkProgs = h, append(progs, rt.sinkProgs...)
 	}
 	if v, ok := rt.sink.(guaranteeVerifier); ok {
@@ -164,6 +182,9 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 	}
 	var progs []*program
 	for _, s := range rt.steps {
+		progs = append(progs, s.programs()...)
+	}
+	for _, s := range rt.outSteps {
 		progs = append(progs, s.programs()...)
 	}
 	progs = append(append(progs, rt.sinkProgs...), rt.dlqProgs...)

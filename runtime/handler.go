@@ -33,6 +33,9 @@ type handlerSink struct {
 	log     *slog.Logger
 	handler sink
 	next    sink
+	// after are the output-side steps, run over what the handler passed,
+	// before the sink.
+	after []recordStep
 
 	mu      sync.Mutex
 	handled map[*Record]handledRecord
@@ -44,6 +47,7 @@ type handledRecord struct {
 	seq    uint64
 	meta   map[string]string
 	failed string
+	state  recState
 }
 
 // buildHandler wraps next, the route's sink, in the handler plan node n
@@ -85,6 +89,7 @@ func (s *handlerSink) Write(ctx context.Context, recs []*Record) error {
 			if h, ok := s.handled[r]; ok && h.seq == r.Seq {
 				r.Meta = maps.Clone(h.meta)
 				r.sinkErr = h.failed
+				r.state = h.state
 				continue
 			}
 			toHandle = append(toHandle, r)
@@ -96,10 +101,11 @@ func (s *handlerSink) Write(ctx context.Context, recs []*Record) error {
 			return fmt.Errorf("%s (%s): %w", s.name, s.pos, err)
 		}
 		prefixRecordErrors(toHandle, s.name)
+		s.runAfter(toHandle)
 	}
 	pass := make([]*Record, 0, len(recs))
 	for _, r := range recs {
-		if r.sinkErr == "" {
+		if r.sinkErr == "" && r.state == stLive {
 			pass = append(pass, r)
 		}
 	}
@@ -110,7 +116,7 @@ func (s *handlerSink) Write(ctx context.Context, recs []*Record) error {
 	// The sink may tag the records too: keep them as the handler left them.
 	results := make([]handledRecord, len(recs))
 	for i, r := range recs {
-		results[i] = handledRecord{seq: r.Seq, meta: maps.Clone(r.Meta), failed: r.sinkErr}
+		results[i] = handledRecord{seq: r.Seq, meta: maps.Clone(r.Meta), failed: r.sinkErr, state: r.state}
 	}
 	if err := s.next.Write(ctx, pass); err != nil {
 		s.remember(recs, results)
@@ -118,6 +124,29 @@ func (s *handlerSink) Write(ctx context.Context, recs []*Record) error {
 	}
 	s.forget(recs)
 	return nil
+}
+
+// runAfter runs the output-side steps, in plan order, over the records the
+// handler passed. A record a step fails on fails as if the sink had
+// refused it alone (the route dead-letters it); a filtered one is acked
+// as filtered and never reaches the sink.
+func (s *handlerSink) runAfter(recs []*Record) {
+	if len(s.after) == 0 {
+		return
+	}
+	w := &worker{}
+	for _, st := range s.after {
+		for _, r := range recs {
+			if r.sinkErr == "" && r.state == stLive {
+				st.applyRecord(w, r)
+			}
+		}
+	}
+	for _, r := range recs {
+		if r.state == stDead {
+			r.state, r.sinkErr = stLive, r.reason
+		}
+	}
 }
 
 // remember keeps the handler's result for every record of a write the sink

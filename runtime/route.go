@@ -30,7 +30,8 @@ type route struct {
 	src         source
 	srcFormat   string // how payloads decode: json, text, raw
 	cp          checkpointStore
-	steps       []step
+	steps       []step // input-side steps (and output-side ones when there is no handler)
+	outSteps    []recordStep
 	dedupStores []dedupStore
 	sink        sink
 	sinkProgs   []*program
@@ -69,6 +70,7 @@ type worker struct {
 	ptrs     []*Record
 	dead     []*Record
 	refs     []ackRef
+	mapVals  []any
 }
 
 // reservation is a set of keys a dedup step reserved for a batch.

@@ -18,6 +18,24 @@ type step interface {
 	programs() []*program
 }
 
+// recordStep is a step that decides each record on its own, so it can
+// also run on the output side, after a handler, over the records the
+// handler passed (filter, map). dedup is not one: it reserves keys per
+// batch, and the compiler keeps it on the input side.
+type recordStep interface {
+	step
+	applyRecord(w *worker, r *Record)
+}
+
+// applyEach runs a record step over the live records of b.
+func applyEach(s recordStep, w *worker, b *batch) {
+	for i := range b.recs {
+		if b.recs[i].state == stLive {
+			s.applyRecord(w, &b.recs[i])
+		}
+	}
+}
+
 // idStep is `id <expr>`: sets meta["mqb.id"] to the string form of the
 // value, only when it resolves to something non-empty. A record whose
 // expression is nil, empty or fails keeps no identity.
@@ -56,26 +74,24 @@ type filterStep struct {
 func (s *filterStep) programs() []*program { return []*program{s.prog} }
 
 func (s *filterStep) apply(w *worker, b *batch) error {
-	for i := range b.recs {
-		r := &b.recs[i]
-		if r.state != stLive {
-			continue
-		}
-		v, _, err := w.eval.run(s.prog, r)
-		if err != nil {
-			r.kill(fmt.Sprintf("filter %s: %v", s.prog.src, err))
-			continue
-		}
-		keep, ok := v.(bool)
-		if !ok {
-			r.kill(fmt.Sprintf("filter %s: value %v (%T) is not a boolean", s.prog.src, v, v))
-			continue
-		}
-		if !keep {
-			r.state = stFiltered
-		}
-	}
+	applyEach(s, w, b)
 	return nil
+}
+
+func (s *filterStep) applyRecord(w *worker, r *Record) {
+	v, _, err := w.eval.run(s.prog, r)
+	if err != nil {
+		r.kill(fmt.Sprintf("filter %s: %v", s.prog.src, err))
+		return
+	}
+	keep, ok := v.(bool)
+	if !ok {
+		r.kill(fmt.Sprintf("filter %s: value %v (%T) is not a boolean", s.prog.src, v, v))
+		return
+	}
+	if !keep {
+		r.state = stFiltered
+	}
 }
 
 // mapStep is `map { field = <expr> … }`: every expression sees the incoming
@@ -133,36 +149,35 @@ func (s *mapStep) programs() []*program {
 }
 
 func (s *mapStep) apply(w *worker, b *batch) error {
-	vals := make([]any, len(s.fields))
-outer:
-	for i := range b.recs {
-		r := &b.recs[i]
-		if r.state != stLive {
-			continue
-		}
-		obj, ok := r.value.(map[string]any)
-		if !ok {
-			r.kill(fmt.Sprintf("map: payload is %T, not a JSON object", r.value))
-			continue
-		}
-		for j, f := range s.fields {
-			if f.prog == nil {
-				vals[j] = f.value
-				continue
-			}
-			v, _, err := w.eval.run(f.prog, r)
-			if err != nil {
-				r.kill(fmt.Sprintf("map field %s: %v", f.name, err))
-				continue outer
-			}
-			vals[j] = v
-		}
-		for j, f := range s.fields {
-			obj[f.name] = vals[j]
-		}
-		r.dirty = true
-	}
+	applyEach(s, w, b)
 	return nil
+}
+
+func (s *mapStep) applyRecord(w *worker, r *Record) {
+	obj, ok := r.value.(map[string]any)
+	if !ok {
+		r.kill(fmt.Sprintf("map: payload is %T, not a JSON object", r.value))
+		return
+	}
+	vals := w.mapVals[:0]
+	for _, f := range s.fields {
+		if f.prog == nil {
+			vals = append(vals, f.value)
+			continue
+		}
+		v, _, err := w.eval.run(f.prog, r)
+		if err != nil {
+			r.kill(fmt.Sprintf("map field %s: %v", f.name, err))
+			w.mapVals = vals
+			return
+		}
+		vals = append(vals, v)
+	}
+	for j, f := range s.fields {
+		obj[f.name] = vals[j]
+	}
+	w.mapVals = vals
+	r.dirty = true
 }
 
 // literal converts a non-expression plan value to the value a payload holds.

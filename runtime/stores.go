@@ -66,6 +66,11 @@ type checkpointStore interface {
 	Load(route string) (checkpoint.Position, bool, error)
 	Save(route string, p checkpoint.Position) error
 	Close() error
+	// Peek reads the position without taking the route over; Delete
+	// forgets it; Where names the store for people.
+	Peek(route string) (checkpoint.Position, bool, error)
+	Delete(route string) error
+	Where() string
 }
 
 // syncedWith reports whether saving a checkpoint to cp also makes d's
@@ -86,7 +91,20 @@ const storeOpenTimeout = 30 * time.Second
 // store that still holds keys an mqb before namespaces wrote is refused:
 // whose they are cannot be told, and guessing either drops another
 // route's records or forgets what this one delivered.
-func openDedupStore(a nodeAttrs, o *Options, ns string) (st dedupStore, err error) {
+func openDedupStore(a nodeAttrs, o *Options, ns string) (dedupStore, error) {
+	st, err := openDedupStoreAsIs(a, o, ns)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseLegacyKeys(a, st); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// openDedupStoreAsIs opens the store whatever it holds (for mqbc state).
+func openDedupStoreAsIs(a nodeAttrs, o *Options, ns string) (st dedupStore, err error) {
 	if err := literalStoreURL(a, "store"); err != nil {
 		return nil, err
 	}
@@ -109,6 +127,12 @@ func openDedupStore(a nodeAttrs, o *Options, ns string) (st dedupStore, err erro
 		}
 		st = pb
 	}
+	return st, nil
+}
+
+// refuseLegacyKeys refuses a store that still holds keys an mqb before
+// namespaces wrote.
+func refuseLegacyKeys(a nodeAttrs, st dedupStore) error {
 	n, err := st.LegacyKeys(time.Now())
 	if err == nil && n > 0 {
 		err = a.errorf("store", "%s holds %d dedup keys written by an mqb that kept one key space for every route; "+
@@ -116,11 +140,7 @@ func openDedupStore(a nodeAttrs, o *Options, ns string) (st dedupStore, err erro
 			"to drop them, run `mqbc state reset FILE… %s` (records those keys would have dropped within their ttl are then delivered again)",
 			plan.RedactURLs(st.Where()), n, a.route, a.route, a.route)
 	}
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return st, nil
+	return err
 }
 
 // openCheckpointStore opens a source's checkpoint_store attribute.

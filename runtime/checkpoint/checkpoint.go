@@ -80,3 +80,18 @@ func (s *Store) Save(route string, p Position) error {
 
 // Close releases the store's database handle.
 func (s *Store) Close() error { return s.h.Close() }
+
+// Where names the store for people: its directory.
+func (s *Store) Where() string { return s.h.Dir }
+
+// Delete forgets route's position (durably): its next run starts over.
+func (s *Store) Delete(route string) error {
+	if err := s.h.Write("delete", func() error { return s.h.DB.Delete(key(route), pebble.Sync) }); err != nil {
+		return fmt.Errorf("checkpoint store %s: delete route %s: %w", s.h.Dir, route, err)
+	}
+	return nil
+}
+
+// Peek returns route's committed position without taking the route over
+// (Load of a fenced store takes it).
+func (s *Store) Peek(route string) (Position, bool, error) { return s.Load(route) }

@@ -180,3 +180,45 @@ func placeholders(d sqlkv.Dialect, q string) string {
 
 // Close closes the connection.
 func (s *SQLStore) Close() error { return s.db.Close() }
+
+// Where names the store for people: its URL (password redacted) and table.
+func (s *SQLStore) Where() string { return s.db.URL + " table mqb_checkpoints" }
+
+// Peek returns route's committed position without taking the route over.
+func (s *SQLStore) Peek(route string) (Position, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+	defer cancel()
+	var pos *string
+	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
+		pos = nil
+		return q.Query(ctx, s.ph(`SELECT position FROM mqb_checkpoints WHERE route = $1`), func(scan func(...any) error) error {
+			return scan(&pos)
+		}, route)
+	})
+	if err != nil {
+		return Position{}, false, fmt.Errorf("checkpoint store %s: read route %s: %s", s.db.URL, route, s.db.Redact(err))
+	}
+	if pos == nil {
+		return Position{}, false, nil
+	}
+	var p Position
+	if err := json.Unmarshal([]byte(*pos), &p); err != nil {
+		return Position{}, false, fmt.Errorf("checkpoint store %s: route %s: corrupt position: %w", s.db.URL, route, err)
+	}
+	return p, true, nil
+}
+
+// Delete forgets route's position: its next run starts over. An instance
+// running the route meanwhile is fenced (its next Save fails).
+func (s *SQLStore) Delete(route string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+	defer cancel()
+	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
+		_, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_checkpoints WHERE route = $1`), route)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint store %s: delete route %s: %s", s.db.URL, route, s.db.Redact(err))
+	}
+	return nil
+}
