@@ -22,8 +22,9 @@ func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *node
 		}
 		ai, ok := rc.convertExpr(it.Arg, st.Name+rc.where(), &attrInfo{}, st.Name == "filter")
 		if st.Name == "id" {
+			// Until the expression checks, the identity proves nothing.
 			rc.idSet = true
-			rc.idStab = stableValue
+			rc.idStab = perDelivery("the id expression does not compile")
 			rc.idText = ""
 		}
 		if !ok {
