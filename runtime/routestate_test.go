@@ -174,7 +174,7 @@ func TestLegacyDedupStoreRefused(t *testing.T) {
 	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
 	_, err = Run(context.Background(), compileMQB(t, twoRoutesSrc(dir, "")), opts)
 	if err == nil || !strings.Contains(err.Error(), "holds 1 dedup keys written by an mqb that kept one key space") ||
-		!strings.Contains(err.Error(), "mqbc state adopt") {
+		!strings.Contains(err.Error(), "Remove that store") {
 		t.Fatalf("err %v, want the legacy store refused", err)
 	}
 }

@@ -136,9 +136,9 @@ func refuseLegacyKeys(a nodeAttrs, st dedupStore) error {
 	n, err := st.LegacyKeys(time.Now())
 	if err == nil && n > 0 {
 		err = a.errorf("store", "%s holds %d dedup keys written by an mqb that kept one key space for every route; "+
-			"which route wrote them cannot be told. If route %s wrote them, run `mqbc state adopt FILE… %s`; "+
-			"to drop them, run `mqbc state reset FILE… %s` (records those keys would have dropped within their ttl are then delivered again)",
-			plan.RedactURLs(st.Where()), n, a.route, a.route, a.route)
+			"which route wrote them cannot be told, so route %s will not guess. Remove that store (the Pebble directory, "+
+			"or the rows of the table mqb_dedup) to drop them: records those keys would have dropped within their ttl are then delivered again",
+			plan.RedactURLs(st.Where()), n, a.route)
 	}
 	return err
 }
