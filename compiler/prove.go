@@ -67,7 +67,11 @@ type premiseAt struct {
 
 // sinkProof is the verdict for one sink (or handler, or branch).
 type sinkProof struct {
-	ok       bool
+	ok bool
+	// keyed: the write has a conflict key bound to stable values, so a
+	// repeat is detected (report_outcome is deterministic) even when the
+	// update it then applies is not idempotent.
+	keyed    bool
 	reasons  []string
 	missing  string
 	premises []premiseAt

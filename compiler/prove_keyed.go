@@ -19,7 +19,7 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 	reportOutcome := boolAttr(n, "report_outcome")
 	var p sinkProof
 	defer func() {
-		if reportOutcome && !p.ok && !rc.inNamedUnused {
+		if reportOutcome && !p.ok && !p.keyed && !rc.inNamedUnused {
 			rc.c.add("E043", n.attrs["report_outcome"].rng, fmt.Sprintf("sql report_outcome in route %s has no deterministic key", rc.name),
 				"Without conflict columns bound to stable values there is no duplicate to detect, so the outcome would always be `inserted`.")
 		}
@@ -138,6 +138,7 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 				fmt.Sprintf("%s names no columns, so it needs a unique key among the columns bound to stable values, and there is none: %s", ins.clause, firstBad))
 		}
 	}
+	p.keyed = ins.kind == conflictColumns
 	// The update: convergent, and ordered when records of one key can
 	// overtake each other.
 	var updateNote string

@@ -9,10 +9,11 @@ import (
 )
 
 // handlerSrc: file → id → [dedup] → handle sql (audit, report_outcome) →
-// dlq → sql (orders, stores the outcome the handler tagged).
+// dlq → sql (orders, stores the outcome the handler tagged). The audit
+// counts what the handler saw (seen = seen + 1), which a replay would
+// count again: the route is at-least-once, and says so.
 const handlerSrc = `
 route audited {
-  guarantee effectively_once
   batch_size = 16
   from file { path = "%s" }
   id payload.id
