@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -40,7 +41,8 @@ var (
 // compileProgram compiles src against stdlib's environment.
 func compileProgram(src string, lookup stdlib.EnvLookup) (*program, error) {
 	src = strings.TrimSpace(src)
-	prog, err := expr.Compile(src, stdlib.ExprOptions(lookup)...)
+	opts := append(stdlib.ExprOptions(lookup), strictString)
+	prog, err := expr.Compile(src, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +64,21 @@ func compileProgram(src string, lookup stdlib.EnvLookup) (*program, error) {
 	}
 	return p, nil
 }
+
+// strictString replaces expr-lang's string(): string(nil) is an error, not
+// "<nil>". The compiler writes a template such as "ord-${payload.id}" as
+// "ord-" + string(payload.id); a record without that field would otherwise
+// get the key "ord-<nil>", shared by every such record, and thousands of
+// records would collapse into one row. An error fails the record instead
+// (to the DLQ, with this reason).
+var strictString = expr.Function("string", func(params ...any) (any, error) {
+	if params[0] == nil {
+		return nil, errNilString
+	}
+	return fmt.Sprintf("%v", params[0]), nil
+}, new(func(any) string))
+
+var errNilString = errors.New("a value is missing or null, and string() never renders it as \"<nil>\" (check the field name, or give it a default: string(payload.x ?? \"none\"))")
 
 // stripStrings blanks string literals so identifiers inside them (meta["payload"])
 // are not mistaken for references.
@@ -140,6 +157,10 @@ func stringify(v any) (string, error) {
 		return x, nil
 	case int64:
 		return strconv.FormatInt(x, 10), nil
+	case uint64:
+		return strconv.FormatUint(x, 10), nil
+	case json.Number:
+		return string(x), nil
 	case int:
 		return strconv.Itoa(x), nil
 	case float64:

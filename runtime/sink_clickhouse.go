@@ -408,9 +408,22 @@ func chConverter(typ string) (func(any) (any, error), error) {
 				if !signed && x < 0 {
 					return nil, fmt.Errorf("%d is negative", x)
 				}
+			case uint64:
+				if signed && x > math.MaxInt64 {
+					return nil, fmt.Errorf("%d out of range", x)
+				}
+				i, u = int64(x), x
+			case json.Number:
+				// An integer past uint64, or a number float64 cannot
+				// hold: out of range for every integer column.
+				return nil, fmt.Errorf("%s out of range", x)
 			case float64:
 				if x != math.Trunc(x) {
 					return nil, fmt.Errorf("%v is not an integer", x)
+				}
+				// Past 64 bits the conversion would wrap.
+				if x >= 1<<64 || (signed && (x >= 1<<63 || x < -(1<<63))) {
+					return nil, fmt.Errorf("%v out of range", x)
 				}
 				if !signed && x < 0 {
 					return nil, fmt.Errorf("%v is negative", x)
@@ -471,6 +484,13 @@ func chConverter(typ string) (func(any) (any, error), error) {
 				f = float64(x)
 			case int:
 				f = float64(x)
+			case uint64:
+				f = float64(x)
+			case json.Number:
+				var err error
+				if f, err = strconv.ParseFloat(string(x), 64); err != nil {
+					return nil, err
+				}
 			case string:
 				var err error
 				if f, err = strconv.ParseFloat(x, 64); err != nil {

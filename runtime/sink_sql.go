@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -235,9 +236,14 @@ func bindValue(v any) (any, error) {
 		return float64(x), nil
 	case uint64:
 		if x > 1<<63-1 {
-			return nil, fmt.Errorf("integer %d does not fit a signed 64-bit column", x)
+			// Past int64, no driver binds an integer: the digits go as
+			// text, which a NUMERIC, DECIMAL, BIGINT UNSIGNED or TEXT
+			// column takes exactly (never rounded through a float).
+			return strconv.FormatUint(x, 10), nil
 		}
 		return int64(x), nil
+	case json.Number:
+		return string(x), nil // every digit, as text (see uint64)
 	case map[string]any, []any:
 		b, err := json.Marshal(x)
 		if err != nil {

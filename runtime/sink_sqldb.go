@@ -481,6 +481,10 @@ func pgValue(v any) []byte {
 		return x
 	case int64:
 		return strconv.AppendInt(nil, x, 10)
+	case uint64:
+		return strconv.AppendUint(nil, x, 10)
+	case json.Number:
+		return []byte(x)
 	case float64:
 		return strconv.AppendFloat(nil, x, 'g', -1, 64)
 	case bool:

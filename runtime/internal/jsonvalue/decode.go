@@ -1,6 +1,11 @@
 // Package jsonvalue decodes one JSON document into the values mqb
-// expressions see — map[string]any, []any, string, int64 (an integer that
-// fits), float64, bool, nil — and validates documents without building them.
+// expressions see — map[string]any, []any, string, bool, nil, and numbers
+// that keep every digit: int64 for an integer that fits, uint64 for one
+// above it that fits, float64 for a number float64 holds exactly as
+// written (its shortest form has the literal's digits), and json.Number
+// (the literal itself) for anything else — so two ids that differ in
+// their last digit never decode to one value. It also validates documents
+// without building them.
 //
 // encoding/json would turn every number into float64 (an id above 2^53
 // silently changes) and costs several times more per record; a payload is
@@ -10,6 +15,7 @@
 package jsonvalue
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -446,12 +452,79 @@ func (d *Decoder) number() (any, error) {
 		if n, ok := parseInt(lit); ok {
 			return n, nil
 		}
+		if lit[0] != '-' {
+			if u, err := strconv.ParseUint(string(lit), 10, 64); err == nil {
+				return u, nil
+			}
+		}
+		return json.Number(lit), nil
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
-	if err != nil && !math.IsInf(f, 0) {
-		return nil, &SyntaxError{Offset: start, Msg: err.Error()}
+	if err != nil || !floatExact(lit, f) {
+		// Out of float64's range, or more digits than it holds: the
+		// literal is the value.
+		return json.Number(lit), nil
 	}
 	return f, nil
+}
+
+// floatExact reports whether f, printed in its shortest form, has the
+// digits of the literal it was parsed from: then nothing was lost. Up to
+// 15 significant digits always round-trip (DBL_DIG); longer literals, such
+// as the shortest form another program printed (0.30000000000000004), are
+// compared digit by digit.
+func floatExact(lit []byte, f float64) bool {
+	digits, exp := decimalDigits(lit)
+	if len(digits) <= 15 {
+		return true
+	}
+	short := strconv.AppendFloat(nil, f, 'e', -1, 64)
+	d2, e2 := decimalDigits(short)
+	return exp == e2 && string(digits) == string(d2)
+}
+
+// decimalDigits returns a number literal's significant digits (no leading
+// or trailing zeros) and the decimal exponent of the first of them, so
+// that 1.50, 15e-1 and 0.0150e2 all give ("15", 0).
+func decimalDigits(lit []byte) (digits []byte, exp int) {
+	mant, e := lit, 0
+	if k := indexAny(lit, 'e', 'E'); k >= 0 {
+		mant = lit[:k]
+		n, err := strconv.Atoi(string(lit[k+1:]))
+		if err != nil {
+			n = 1 << 30 // absurd exponent: compares unequal
+		}
+		e = n
+	}
+	if len(mant) > 0 && (mant[0] == '-' || mant[0] == '+') {
+		mant = mant[1:]
+	}
+	point := len(mant) // digits before the decimal point
+	for i, c := range mant {
+		if c == '.' {
+			point = i
+			continue
+		}
+		digits = append(digits, c)
+	}
+	lead := 0
+	for lead < len(digits) && digits[lead] == '0' {
+		lead++
+	}
+	digits = digits[lead:]
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+	}
+	return digits, point - lead - 1 + e
+}
+
+func indexAny(b []byte, c1, c2 byte) int {
+	for i, c := range b {
+		if c == c1 || c == c2 {
+			return i
+		}
+	}
+	return -1
 }
 
 // parseInt parses a validated integer literal; ok is false on overflow.

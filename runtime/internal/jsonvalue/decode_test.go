@@ -2,6 +2,7 @@ package jsonvalue
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -15,9 +16,20 @@ func TestDecode(t *testing.T) {
 		{`{"a":1,"b":"x","c":[true,false,null],"d":{"e":1.5}}`, map[string]any{"a": int64(1), "b": "x", "c": []any{true, false, nil}, "d": map[string]any{"e": 1.5}}, false},
 		{` 9007199254740993 `, int64(9007199254740993), false},
 		{`-9223372036854775808`, int64(-9223372036854775808), false},
-		{`9223372036854775808`, 9223372036854775808.0, false},
-		{`99999999999999999999`, 99999999999999999999.0, false},
+		{`9223372036854775808`, uint64(9223372036854775808), false},
+		{`12345678901234567890`, uint64(12345678901234567890), false},
+		{`18446744073709551615`, uint64(18446744073709551615), false},
+		{`18446744073709551616`, json.Number("18446744073709551616"), false},
+		{`-9223372036854775809`, json.Number("-9223372036854775809"), false},
+		{`99999999999999999999`, json.Number("99999999999999999999"), false},
 		{`1e3`, 1000.0, false},
+		{`0.30000000000000004`, 0.30000000000000004, false},
+		{`1.2345678901234567`, 1.2345678901234567, false},
+		{`1.50`, 1.5, false},
+		{`-0.0150e2`, -1.5, false},
+		{`12345678901234567.5`, json.Number("12345678901234567.5"), false},
+		{`0.1000000000000000000001`, json.Number("0.1000000000000000000001"), false},
+		{`1e400`, json.Number("1e400"), false},
 		{`"a\"b\\c\u00e9\ud83d\ude00\n"`, "a\"b\\cé😀\n", false},
 		{`[]`, []any{}, false},
 		{`{}`, map[string]any{}, false},
@@ -67,5 +79,32 @@ func TestDecodeFields(t *testing.T) {
 	got, err = d.DecodeFields([]byte(`[1]`), map[string]bool{"a": true})
 	if err != nil || !reflect.DeepEqual(got, []any{int64(1)}) {
 		t.Errorf("non-object: %#v, %v", got, err)
+	}
+}
+
+// TestNumbersKeepDigits: ids past 2^53 (and past int64) that differ in
+// their last digit decode to different values, and each prints back as
+// its literal.
+func TestNumbersKeepDigits(t *testing.T) {
+	d := NewDecoder()
+	seen := map[string]string{}
+	for _, lit := range []string{
+		"9007199254740993", "9007199254740992",
+		"12345678901234567890", "12345678901234567891",
+		"123456789012345678901234567890", "123456789012345678901234567891",
+		"0.12345678901234567890123", "0.12345678901234567890124",
+	} {
+		v, err := d.Decode([]byte(lit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprint(v)
+		if got != lit {
+			t.Errorf("%s decodes to %T %s", lit, v, got)
+		}
+		if prev, dup := seen[got]; dup {
+			t.Errorf("%s and %s decode to one value", prev, lit)
+		}
+		seen[got] = lit
 	}
 }
