@@ -180,6 +180,9 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 	if err := rt.wireOutbox(ctx); err != nil {
 		return rt, err
 	}
+	if err := rt.checkPremises(ctx, pr); err != nil { // premise.go
+		return rt, err
+	}
 	var progs []*program
 	for _, s := range rt.steps {
 		progs = append(progs, s.programs()...)

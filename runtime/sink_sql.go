@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/mqb-dev/mqb/plan"
 )
 
 // The SQLite driver is github.com/mattn/go-sqlite3 (cgo): on the sink's
@@ -26,6 +28,7 @@ const sqliteDriver = "sqlite3"
 // parameter, each batch in one transaction.
 type sqlSink struct {
 	route   string
+	node    string // plan node ID, for premises
 	db      *sql.DB
 	query   string     // insert_query with every ${…} replaced by ?
 	params  []*program // one per ?
@@ -40,6 +43,12 @@ type sqlSink struct {
 	// server, when set, is the sink on a postgres:// or mysql:// url,
 	// which does all the work (sink_sqldb.go).
 	server *sqlServerSink
+
+	// insertParts is insert_query as written; keyParams, armed by a
+	// PremiseKeyPresent, maps the index of each parameter bound into a
+	// conflict column to that column (premise_sql.go).
+	insertParts []plan.Part
+	keyParams   map[int]string
 }
 
 const metaSQLOutcome = "sql.outcome"
@@ -54,7 +63,8 @@ func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sq
 		if err != nil {
 			return nil, err
 		}
-		return &sqlSink{route: a.route, server: srv}, nil
+		parts, _ := a.template("insert_query")
+		return &sqlSink{route: a.route, node: a.node.ID, server: srv, insertParts: parts}, nil
 	}
 	path, ok := strings.CutPrefix(url, "sqlite://")
 	if !ok {
@@ -68,7 +78,8 @@ func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sq
 	if !filepath.IsAbs(path) && base != "" {
 		path = filepath.Join(base, path)
 	}
-	s := &sqlSink{route: a.route, outcome: a.boolean("report_outcome", false)}
+	s := &sqlSink{route: a.route, node: a.node.ID, outcome: a.boolean("report_outcome", false)}
+	s.insertParts, _ = a.template("insert_query")
 	if s.query, s.params, err = compileInsert(a, c, func(int) string { return "?" }); err != nil {
 		return nil, err
 	}
@@ -196,12 +207,14 @@ func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
 // bind evaluates every parameter of r into s.nv; it returns why r cannot
 // be written, or "".
 func (s *sqlSink) bind(r *Record) string {
-	return bindParams(&s.eval, s.params, r, func(i int, v any) { s.nv[i].Value = v })
+	return bindParams(&s.eval, s.params, s.keyParams, r, func(i int, v any) { s.nv[i].Value = v })
 }
 
 // bindParams evaluates each of params for r and hands set its bound
-// value; it returns why r cannot be written, or "".
-func bindParams(ev *evaluator, params []*program, r *Record, set func(i int, v any)) string {
+// value; it returns why r cannot be written, or "". A parameter in keys
+// (bound into a conflict column the proof rests on) that is NULL fails the
+// record: NULLs never conflict, so a replay of it would be inserted again.
+func bindParams(ev *evaluator, params []*program, keys map[int]string, r *Record, set func(i int, v any)) string {
 	for i, p := range params {
 		v, present, err := ev.run(p, r)
 		if err != nil {
@@ -216,6 +229,9 @@ func bindParams(ev *evaluator, params []*program, r *Record, set func(i int, v a
 		bv, err := bindValue(v)
 		if err != nil {
 			return fmt.Sprintf("bind ${%s}: %v", p.src, err)
+		}
+		if col, isKey := keys[i]; isKey && bv == nil {
+			return fmt.Sprintf("bind ${%s}: key column %s would be NULL; NULLs never conflict, so a replay of this record would be inserted again", p.src, col)
 		}
 		set(i, bv)
 	}

@@ -58,6 +58,9 @@ type sqlServerSink struct {
 	// MySQL
 	my *sql.DB
 
+	// keyParams: see sqlSink.keyParams.
+	keyParams map[int]string
+
 	// outboxRoute, when set, is the route whose cursor position every
 	// batch's transaction also commits (outbox.go).
 	outboxRoute string
@@ -196,7 +199,7 @@ func (s *sqlServerSink) batchError(op string, err error) error {
 // bindRow evaluates every parameter of r into out; it returns why r
 // cannot be written, or "".
 func (s *sqlServerSink) bindRow(ev *evaluator, r *Record, out []any) string {
-	return bindParams(ev, s.params, r, func(i int, v any) { out[i] = v })
+	return bindParams(ev, s.params, s.keyParams, r, func(i int, v any) { out[i] = v })
 }
 
 func setOutcome(r *Record, inserted bool) {

@@ -1,0 +1,355 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// Premises are what a route's proof assumes about the world the compiler
+// cannot see (plan.Premise). Before the first record, every start-up
+// premise is checked against the live system through the connector of the
+// node it names, and a failed one refuses the route, naming the table, the
+// columns, the reason the verdict needs it and the fix. Every per-record
+// premise is armed on the node that checks it, which dead-letters a record
+// that breaks it with the reason.
+//
+// Which node kinds can check which premise is an allow-list: a premise
+// this runtime does not know how to check refuses the route, since a
+// verdict resting on an unchecked assumption is not a promise.
+
+// premiseTarget is an endpoint (a sink, possibly inside a switch, fanout,
+// request or handler) that checks start-up premises about itself.
+type premiseTarget interface {
+	// premiseNode is the ID of the plan node the endpoint was built from.
+	premiseNode() string
+	// checkPremise checks p against the live system: nil when it holds,
+	// a *premiseFailure when it does not, another error when it could not
+	// be checked.
+	checkPremise(ctx context.Context, p plan.Premise) error
+}
+
+// recordPremiseTarget is an endpoint that enforces a per-record premise on
+// every record it writes.
+type recordPremiseTarget interface {
+	premiseNode() string
+	armPremise(p plan.Premise) error
+}
+
+// producerIDSource is a source that can tell a record whose producer
+// stamped its id from one whose id it derived or minted.
+type producerIDSource interface {
+	requireProducerID(reason string)
+}
+
+// premiseFailure says why a premise does not hold and how to make it hold.
+type premiseFailure struct {
+	found string // what the live system has instead
+	fix   string // a statement or step that makes it hold
+}
+
+func (f *premiseFailure) Error() string { return f.found }
+
+// PremiseResult is the outcome of one premise, as `mqbc check` prints it.
+type PremiseResult struct {
+	Route   string
+	Premise plan.Premise
+	// OK: the start-up premise holds, or the per-record premise is armed.
+	OK bool
+	// Err says why not (nil when OK).
+	Err error
+}
+
+// String renders the result as one line.
+func (r PremiseResult) String() string {
+	p := r.Premise
+	if !r.OK {
+		return fmt.Sprintf("FAILED %s: %s %s: %v", r.Route, p.When, p.Kind, r.Err)
+	}
+	line := fmt.Sprintf("ok     %s: %s %s: %s", r.Route, p.When, p.Kind, p.Holds)
+	if p.When == plan.CheckPerRecord {
+		line += " (armed: checked on every record)"
+	}
+	return line
+}
+
+type premiseReportKey struct{}
+
+// premiseReport collects results instead of refusing (Check).
+type premiseReport struct {
+	results []PremiseResult
+}
+
+// checkPremises checks the start-up premises of pr against the live
+// systems and arms its per-record premises, before any record moves. In
+// a Check run it records every result and lets the build go on.
+func (rt *route) checkPremises(ctx context.Context, pr *plan.Route) error {
+	report, _ := ctx.Value(premiseReportKey{}).(*premiseReport)
+	var errs []error
+	for _, p := range pr.Premises {
+		err := rt.checkPremise(ctx, pr, p)
+		if report != nil {
+			report.results = append(report.results, PremiseResult{Route: pr.Name, Premise: p, OK: err == nil, Err: err})
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rt.log.Info("premise holds", "premise", p.Kind, "when", p.When, "node", p.Node, "holds", p.Holds)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("route %s: refused before the first record:\n  %w", pr.Name, joinLines(errs))
+	}
+	return nil
+}
+
+// checkPremise checks or arms one premise; its error names the premise,
+// what was found, the reason and the fix.
+func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premise) error {
+	n := findNode(pr.Nodes, p.Node)
+	if n == nil {
+		return premiseError(p, fmt.Errorf("the plan has no node %q for it", p.Node))
+	}
+	switch p.When {
+	case plan.CheckStartup:
+		if !startupPremiseKinds[p.Kind][n.Kind] {
+			return premiseError(p, fmt.Errorf("this runtime cannot check a %s premise on %s %s", p.Kind, n.Role, n.Kind))
+		}
+		t := findPremiseTarget(rt.sink, p.Node)
+		if t == nil {
+			return premiseError(p, fmt.Errorf("%s %s (%s) was not built as an endpoint that can check it", n.Role, n.Kind, n.ID))
+		}
+		return premiseError(p, t.checkPremise(ctx, p))
+	case plan.CheckPerRecord:
+		return premiseError(p, rt.armPremise(n, p))
+	}
+	return premiseError(p, fmt.Errorf("unknown check time %q", p.When))
+}
+
+// startupPremiseKinds lists, per premise kind, the node kinds that check it.
+var startupPremiseKinds = map[string]map[string]bool{
+	plan.PremiseUniqueKey:          {"sql": true},
+	plan.PremiseReplacingMergeTree: {"clickhouse": true},
+	plan.PremiseUniqueIndex:        {"mongodb": true},
+}
+
+// armPremise sets up a per-record premise on the node that checks it.
+func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
+	switch p.Kind {
+	case plan.PremiseProducerID:
+		src, ok := rt.src.(producerIDSource)
+		if n.Role != plan.RoleSource || !ok {
+			return fmt.Errorf("this runtime cannot check a producer-stamped id on %s %s", n.Role, n.Kind)
+		}
+		src.requireProducerID(p.Reason)
+		return nil
+	case plan.PremiseKeyPresent:
+		switch n.Kind {
+		case "id":
+			return rt.armIDKey(n, p)
+		case "dedup":
+			// A dedup key that is missing, empty or fails to evaluate
+			// dead-letters its record already (dedupStep).
+			return nil
+		case "kafka", "nats":
+			// Their key and subject templates fail a record whose ${…}
+			// has no value (recordTemplate.render).
+			if n.Role == plan.RoleSink {
+				return nil
+			}
+		case "sql", "clickhouse", "mongodb":
+			if t := findRecordPremiseTarget(rt.sink, p.Node); t != nil {
+				return t.armPremise(p)
+			}
+		}
+		return fmt.Errorf("this runtime cannot check that a key is present on %s %s", n.Role, n.Kind)
+	}
+	return fmt.Errorf("this runtime cannot check a per-record %s premise", p.Kind)
+}
+
+// armIDKey makes the `id` step of node n dead-letter a record whose key
+// does not render, with the reason, instead of leaving it without an
+// identity.
+func (rt *route) armIDKey(n *plan.Node, p plan.Premise) error {
+	src := strings.TrimSpace(n.Expr)
+	for i, s := range rt.steps {
+		if st, ok := s.(*idStep); ok && st.prog.src == src {
+			rt.steps[i] = &keyedIDStep{prog: st.prog, reason: p.Reason}
+			return nil
+		}
+	}
+	return fmt.Errorf("id step %s (%s) was not built", n.ID, n.Pos)
+}
+
+// keyedIDStep is an `id` step whose key a proof rests on: a record whose
+// expression fails, is null or renders empty goes to the DLQ with why.
+type keyedIDStep struct {
+	prog   *program
+	reason string
+}
+
+func (s *keyedIDStep) programs() []*program { return []*program{s.prog} }
+
+func (s *keyedIDStep) apply(w *worker, b *batch) error {
+	for i := range b.recs {
+		r := &b.recs[i]
+		if r.state != stLive {
+			continue
+		}
+		v, present, err := w.eval.run(s.prog, r)
+		var str string
+		if err == nil && present {
+			str, err = stringify(v)
+		}
+		switch {
+		case err != nil:
+			r.kill(fmt.Sprintf("id %s: the key does not render: %v (the verdict rests on it: %s)", s.prog.src, err, s.reason))
+		case !present || str == "":
+			r.kill(fmt.Sprintf("id %s: the key is missing or empty (the verdict rests on it: %s)", s.prog.src, s.reason))
+		default:
+			r.setMeta(metaID, str)
+		}
+	}
+	return nil
+}
+
+// premiseError wraps err (nil stays nil) with the premise it is about:
+// what was found, the reason the verdict needs the premise, and the fix.
+func premiseError(p plan.Premise, err error) error {
+	if err == nil {
+		return nil
+	}
+	at := ""
+	if p.Pos.Line > 0 {
+		at = " (" + p.Pos.String() + ")"
+	}
+	var f *premiseFailure
+	var msg string
+	if errors.As(err, &f) {
+		msg = fmt.Sprintf("premise not met%s: %s", at, f.found)
+	} else {
+		msg = fmt.Sprintf("premise %s%s cannot be checked (%s): %v", p.Kind, at, p.Holds, err)
+	}
+	if p.Reason != "" {
+		msg += "; the verdict needs it for: " + p.Reason
+	}
+	if f != nil && f.fix != "" {
+		msg += "; fix: " + f.fix + ", or plan the route at-least-once"
+	}
+	return &premiseErr{msg: msg, err: err}
+}
+
+type premiseErr struct {
+	msg string
+	err error
+}
+
+func (e *premiseErr) Error() string { return e.msg }
+func (e *premiseErr) Unwrap() error { return e.err }
+
+// joinLines joins errors one per indented line.
+func joinLines(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return &premiseErr{msg: strings.Join(msgs, "\n  "), err: errors.Join(errs...)}
+}
+
+// findNode finds the node with id among ns and their children.
+func findNode(ns []plan.Node, id string) *plan.Node {
+	for i := range ns {
+		if n := findNodeIn(&ns[i], id); n != nil {
+			return n
+		}
+	}
+	return nil
+}
+
+// findNodeIn finds id in the tree rooted at n, returning a pointer into it.
+func findNodeIn(n *plan.Node, id string) *plan.Node {
+	if n.ID == id {
+		return n
+	}
+	for j := range n.Children {
+		if m := findNodeIn(&n.Children[j].Node, id); m != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// findPremiseTarget walks the sink tree for the endpoint built from node id.
+func findPremiseTarget(s sink, id string) premiseTarget {
+	var found premiseTarget
+	walkSinks(s, func(s sink) bool {
+		if t, ok := s.(premiseTarget); ok && t.premiseNode() == id {
+			found = t
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+func findRecordPremiseTarget(s sink, id string) recordPremiseTarget {
+	var found recordPremiseTarget
+	walkSinks(s, func(s sink) bool {
+		if t, ok := s.(recordPremiseTarget); ok && t.premiseNode() == id {
+			found = t
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// walkSinks visits s and every branch below it until visit returns false.
+func walkSinks(s sink, visit func(sink) bool) bool {
+	if s == nil {
+		return true
+	}
+	if !visit(s) {
+		return false
+	}
+	if st, ok := s.(structuralSink); ok {
+		for _, b := range st.branches() {
+			if !walkSinks(b, visit) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Check builds every route of p — compiling its expressions and opening
+// its connections, as Run does — and checks every premise, moving no
+// record. It returns one result per premise in plan order; the error is
+// for a route that could not be built at all.
+func Check(ctx context.Context, p plan.Plan, opts Options) ([]PremiseResult, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	report := &premiseReport{}
+	ctx = context.WithValue(ctx, premiseReportKey{}, report)
+	var errs []error
+	for i := range p.Routes {
+		rt, err := buildRoute(ctx, &p.Routes[i], &opts)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := rt.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return report.results, errors.Join(errs...)
+}
