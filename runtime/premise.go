@@ -67,6 +67,12 @@ type PremiseResult struct {
 // String renders the result as one line.
 func (r PremiseResult) String() string {
 	p := r.Premise
+	if p.Kind == "" { // the route as a whole
+		if r.OK {
+			return fmt.Sprintf("ok     %s: no premises to check (connections opened)", r.Route)
+		}
+		return fmt.Sprintf("FAILED %s: %v", r.Route, r.Err)
+	}
 	if !r.OK {
 		return fmt.Sprintf("FAILED %s: %s %s: %v", r.Route, p.When, p.Kind, r.Err)
 	}
@@ -331,25 +337,27 @@ func walkSinks(s sink, visit func(sink) bool) bool {
 }
 
 // Check builds every route of p — compiling its expressions and opening
-// its connections, as Run does — and checks every premise, moving no
-// record. It returns one result per premise in plan order; the error is
-// for a route that could not be built at all.
-func Check(ctx context.Context, p plan.Plan, opts Options) ([]PremiseResult, error) {
+// its connections, as Run does (a sink's create_table runs) — and checks
+// every premise, moving no record. It returns one result per premise in
+// plan order, one with an empty Premise.Kind for a route that has none
+// (OK) or that could not be built at all (not OK, Err says why).
+func Check(ctx context.Context, p plan.Plan, opts Options) []PremiseResult {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	report := &premiseReport{}
-	ctx = context.WithValue(ctx, premiseReportKey{}, report)
-	var errs []error
+	var results []PremiseResult
 	for i := range p.Routes {
-		rt, err := buildRoute(ctx, &p.Routes[i], &opts)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		report := &premiseReport{}
+		rt, err := buildRoute(context.WithValue(ctx, premiseReportKey{}, report), &p.Routes[i], &opts)
+		if err == nil {
+			err = rt.close()
 		}
-		if err := rt.close(); err != nil {
-			errs = append(errs, err)
+		results = append(results, report.results...)
+		if err != nil {
+			results = append(results, PremiseResult{Route: p.Routes[i].Name, Err: err})
+		} else if len(report.results) == 0 {
+			results = append(results, PremiseResult{Route: p.Routes[i].Name, OK: true})
 		}
 	}
-	return report.results, errors.Join(errs...)
+	return results
 }

@@ -1,9 +1,19 @@
 package runtime
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime/internal/jsonvalue"
 )
 
@@ -42,6 +52,134 @@ func TestKeyStringOfNil(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("%s on %s = %v, %v; want %s", tc.src, tc.payload, got, err, tc.want)
+		}
+	}
+}
+
+// TestPremiseProducerIDNATS: with a producer_id premise, a JetStream
+// message without Nats-Msg-Id goes to the DLQ with the reason; the
+// stamped ones are written.
+func TestPremiseProducerIDNATS(t *testing.T) {
+	url := testsrv.NATS(t)
+	_, js, _ := natsStream(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 6 {
+		m := nats.NewMsg("orders.new")
+		m.Data = []byte(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))
+		if i%2 == 0 {
+			m.Header.Set(nats.MsgIdHdr, uuid.NewString())
+		}
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := t.TempDir()
+	db, dlq := filepath.Join(d, "orders.db"), filepath.Join(d, "dlq.jsonl")
+	p := natsSQLitePlan(url, db, 16, 1, 30*time.Second)
+	nodes := p.Routes[0].Nodes
+	p.Routes[0].Nodes = []plan.Node{nodes[0], dlqFile("d", dlq, ""), nodes[1]}
+	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
+	p = withPremise(t, p, plan.Premise{Kind: plan.PremiseProducerID, When: plan.CheckPerRecord, Node: "n0",
+		Holds: "every message carries a Nats-Msg-Id", Reason: "dedup: key message_id"})
+	st := runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, db) == 3 && len(readDLQLines(t, dlq)) == 3 })
+	checkCounts(t, st.Route("consume"))
+	for id := range sqliteMap[string](t, db, `SELECT id, msgid FROM orders`) {
+		if n, _ := strconv.Atoi(strings.TrimPrefix(id, "o-")); n%2 != 0 {
+			t.Errorf("order %s has no Nats-Msg-Id but was written", id)
+		}
+	}
+	for _, l := range readDLQLines(t, dlq) {
+		if !strings.Contains(l.Error, "no producer-stamped id") || !strings.Contains(l.Error, "dedup: key message_id") {
+			t.Errorf("DLQ reason %q", l.Error)
+		}
+	}
+}
+
+// TestPremiseKeyNullDeadLettered: under a key_present premise, a record
+// whose conflict column would be bound NULL (a missing field) goes to the
+// DLQ with the reason; a NULL in another column is written. Without the
+// premise, the NULL key row is written (and a replay would duplicate it).
+func TestPremiseKeyNullDeadLettered(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, filepath.Join(dir, "in.jsonl"),
+		`{"id": "a", "v": 1}`,
+		`{"idd": "b", "v": 2}`,
+		`{"id": "c"}`,
+		`{"id": null, "v": 4}`,
+	)
+	src := `
+route r {
+  from file { path = "in.jsonl" }
+  dlq { to file { path = "dlq.jsonl" } }
+  to sql {
+    url = "sqlite://out.db"
+    create_table = "CREATE TABLE IF NOT EXISTS t (id TEXT UNIQUE, v INT)"
+    insert_query = "INSERT INTO t (id, v) VALUES (${payload.id}, ${payload.v}) ON CONFLICT DO NOTHING"
+  }
+}`
+	p := withPremise(t, compileMQB(t, src), plan.Premise{Kind: plan.PremiseKeyPresent, When: plan.CheckPerRecord,
+		Columns: []string{"id"}, Holds: "id is never NULL", Reason: "write: ON CONFLICT DO NOTHING"})
+	st := runIn(t, dir, p).Route("r")
+	if st.Out != 2 || st.DeadLettered != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	if ids := sqliteIDs(t, filepath.Join(dir, "out.db"), "t"); strings.Join(ids, ",") != "a,c" {
+		t.Errorf("rows %v, want a, c", ids)
+	}
+	lines := readDLQLines(t, filepath.Join(dir, "dlq.jsonl"))
+	for _, l := range lines {
+		if !strings.Contains(l.Error, "key column id would be NULL; NULLs never conflict") {
+			t.Errorf("DLQ reason %q", l.Error)
+		}
+	}
+	if len(lines) != 2 {
+		t.Errorf("DLQ has %d lines, want 2", len(lines))
+	}
+}
+
+// TestPremiseIDKeyRenders: `id "ord-${payload.order_id}"` on a record
+// without order_id never yields the key "ord-<nil>" (which collapsed
+// thousands of records into one row): with the key_present premise the
+// id step dead-letters it, naming the reason.
+func TestPremiseIDKeyRenders(t *testing.T) {
+	dir := t.TempDir()
+	var lines []string
+	for i := range 50 {
+		lines = append(lines, fmt.Sprintf(`{"orderid": %d}`, i)) // the field is misspelt
+	}
+	lines = append(lines, `{"order_id": 7}`)
+	writeLines(t, filepath.Join(dir, "in.jsonl"), lines...)
+	src := `
+route r {
+  from file { path = "in.jsonl" }
+  id "ord-${payload.order_id}"
+  dlq { to file { path = "dlq.jsonl" } }
+  to sql {
+    url = "sqlite://out.db"
+    create_table = "CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY)"
+    insert_query = "INSERT INTO t (id) VALUES (${meta[\"mqb.id\"]}) ON CONFLICT (id) DO NOTHING"
+  }
+}`
+	p := compileMQB(t, src)
+	var idNode string
+	for _, n := range p.Routes[0].Nodes {
+		if n.Kind == "id" {
+			idNode = n.ID
+		}
+	}
+	p = withPremise(t, p, plan.Premise{Kind: plan.PremiseKeyPresent, When: plan.CheckPerRecord, Node: idNode,
+		Columns: []string{"payload.order_id"}, Holds: "payload.order_id is present", Reason: "identity: id"})
+	st := runIn(t, dir, p).Route("r")
+	if st.Out != 1 || st.DeadLettered != 50 {
+		t.Fatalf("stats %+v", st)
+	}
+	if ids := sqliteIDs(t, filepath.Join(dir, "out.db"), "t"); strings.Join(ids, ",") != "ord-7" {
+		t.Errorf("rows %v, want ord-7 alone", ids)
+	}
+	for _, l := range readDLQLines(t, filepath.Join(dir, "dlq.jsonl")) {
+		if !strings.Contains(l.Error, "missing or null") || !strings.Contains(l.Error, "identity: id") {
+			t.Fatalf("DLQ reason %q", l.Error)
 		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 // refuses to start against any other engine.
 type clickhouseSink struct {
 	route  string
+	node   string // plan node ID, for premises
 	db     string
 	table  string
 	engine string
@@ -47,6 +48,7 @@ type chColumn struct {
 	isConst bool
 	constV  any
 	conv    func(any) (any, error)
+	key     bool // armed by PremiseKeyPresent: never without a value
 }
 
 // guaranteeVerifier is a sink that can check, against its server, that it
@@ -93,7 +95,7 @@ func newClickHouseSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route)
 	if err != nil || (u.Scheme != "clickhouse" && u.Scheme != "tcp") || u.Host == "" {
 		return nil, a.errorf("url", "%s: want clickhouse://user:pass@host:9000/db", plan.RedactURLs(raw))
 	}
-	s := &clickhouseSink{route: a.route, db: strings.Trim(u.Path, "/"), table: a.str("table", "")}
+	s := &clickhouseSink{route: a.route, node: a.node.ID, db: strings.Trim(u.Path, "/"), table: a.str("table", "")}
 	if s.db == "" {
 		s.db = "default"
 	}
@@ -304,6 +306,9 @@ func (s *clickhouseSink) row(ev *evaluator, r *Record, out []any) error {
 				return fmt.Errorf("payload is not a JSON object")
 			}
 			v = m[col.field]
+		}
+		if v == nil && col.key {
+			return fmt.Errorf("key column %s would have no value; a replay could not be collapsed with it", col.name)
 		}
 		cv, err := col.conv(v)
 		if err != nil {

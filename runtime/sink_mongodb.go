@@ -44,6 +44,7 @@ func init() {
 // minted _id: that would defeat the deduplication id_field is there for.
 type mongoSink struct {
 	route   string
+	node    string // plan node ID, for premises
 	url     string // redacted, for messages
 	client  *mongo.Client
 	coll    *mongo.Collection
@@ -71,7 +72,7 @@ func newMongoSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*mo
 	if err != nil {
 		return nil, err
 	}
-	s := &mongoSink{route: a.route, url: plan.RedactURLs(raw), outcome: a.boolean("report_outcome", false)}
+	s := &mongoSink{route: a.route, node: a.node.ID, url: plan.RedactURLs(raw), outcome: a.boolean("report_outcome", false)}
 	if !strings.HasPrefix(raw, "mongodb://") && !strings.HasPrefix(raw, "mongodb+srv://") {
 		return nil, a.errorf("url", "%s: want mongodb://host:27017 or mongodb+srv://host", s.url)
 	}

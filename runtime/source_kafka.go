@@ -46,6 +46,10 @@ const kafkaRevokeWait = 10 * time.Second
 // under the generation that owned them, and forgotten: a later ack is
 // ignored and nothing is committed for them again.
 type kafkaSource struct {
+	// producerIDReason, set by a PremiseProducerID, dead-letters every
+	// record without a producer-stamped id (premise_producer.go).
+	producerIDReason string
+
 	route    string
 	log      *slog.Logger
 	brokers  []string
@@ -418,6 +422,9 @@ func (s *kafkaSource) add(b *batch, km kafkaMsg) {
 		gen:       km.gen,
 	}
 	r.msgID, r.hasMsgID = kafkaMessageID(m)
+	if s.producerIDReason != "" && !kafkaStamped(m) {
+		r.kill(missingProducerID("an "+headerMessageID+" header", s.producerIDReason))
+	}
 	if len(m.Headers) > 0 || s.metadata {
 		r.Meta = make(map[string]string, len(m.Headers)+3)
 	}
@@ -457,6 +464,25 @@ func kafkaMessageID(m *kafka.Message) (uuid.UUID, bool) {
 	binary.BigEndian.PutUint64(id[:8], uint64(m.Partition))
 	binary.BigEndian.PutUint64(id[8:], uint64(m.Offset))
 	return id, true
+}
+
+// kafkaStamped says whether the record's producer stamped its id: an
+// mq_bridge.message_id header that parses. An id derived from the key or
+// the offset is stable across replays of that offset, not across a
+// producer's retry that wrote the record twice.
+func kafkaStamped(m *kafka.Message) bool {
+	for _, h := range m.Headers {
+		if h.Key != headerMessageID {
+			continue
+		}
+		if len(h.Value) == 16 {
+			return true
+		}
+		if _, err := uuid.ParseBytes(h.Value); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *kafkaSource) close() error {

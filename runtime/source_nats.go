@@ -48,6 +48,10 @@ type natsSource struct {
 
 	seq uint64 // Seq of the next record (a per-run count)
 
+	// producerIDReason, set by a PremiseProducerID, dead-letters every
+	// record without a producer-stamped id (premise_producer.go).
+	producerIDReason string
+
 	mu      sync.Mutex
 	base    uint64     // Seq of unacked[0]
 	unacked []*natsMsg // JetStream messages read, not yet acked, by Seq
@@ -228,6 +232,9 @@ func (s *natsSource) add(b *batch, m *natsMsg) {
 	r := Record{Payload: data, Seq: s.seq, Next: int64(s.seq + 1)}
 	s.seq++
 	r.msgID, r.hasMsgID = natsMessageID(hdr)
+	if s.producerIDReason != "" && !r.hasMsgID {
+		r.kill(missingProducerID("a Nats-Msg-Id or " + headerMessageID + " header", s.producerIDReason))
+	}
 	if len(hdr) > 0 || s.metadata {
 		r.Meta = make(map[string]string, len(hdr)+3)
 	}

@@ -1,0 +1,139 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// The ClickHouse sink's premises. ClickHouse has no unique constraint: a
+// replayed row is absorbed only by a ReplacingMergeTree, which collapses
+// rows with one sorting key — within one partition. So the premise holds
+// when the engine is a ReplacingMergeTree (Replicated… too), its sorting
+// key is not empty (that would collapse every row into one) and reads only
+// columns bound to stable values, and so does its partition key.
+
+func (s *clickhouseSink) premiseNode() string { return s.node }
+
+// chKeys is what system.tables and system.columns say about a table's keys.
+type chKeys struct {
+	engine, sortingKey, partitionKey string
+	sortingCols, partitionCols       []string
+}
+
+func (s *clickhouseSink) readKeys(ctx context.Context) (chKeys, error) {
+	var k chKeys
+	if err := s.conn.QueryRow(ctx, `SELECT engine, sorting_key, partition_key FROM system.tables WHERE database = ? AND name = ?`,
+		s.db, s.table).Scan(&k.engine, &k.sortingKey, &k.partitionKey); err != nil {
+		return k, err
+	}
+	rows, err := s.conn.Query(ctx, `SELECT name, is_in_sorting_key, is_in_partition_key FROM system.columns WHERE database = ? AND table = ? ORDER BY position`, s.db, s.table)
+	if err != nil {
+		// Servers without position (older than 19.x) order by name.
+		rows, err = s.conn.Query(ctx, `SELECT name, is_in_sorting_key, is_in_partition_key FROM system.columns WHERE database = ? AND table = ?`, s.db, s.table)
+	}
+	if err != nil {
+		return k, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var inSort, inPart uint8
+		if err := rows.Scan(&name, &inSort, &inPart); err != nil {
+			return k, err
+		}
+		if inSort == 1 {
+			k.sortingCols = append(k.sortingCols, name)
+		}
+		if inPart == 1 {
+			k.partitionCols = append(k.partitionCols, name)
+		}
+	}
+	return k, rows.Err()
+}
+
+func (s *clickhouseSink) checkPremise(ctx context.Context, p plan.Premise) error {
+	if p.Kind != plan.PremiseReplacingMergeTree {
+		return fmt.Errorf("the clickhouse sink cannot check a %s premise", p.Kind)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	k, err := s.readKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("read the engine and keys of %s.%s: %s", s.db, s.table, plan.RedactURLs(err.Error()))
+	}
+	return chPremiseHolds(s.db+"."+s.table, k, p.Columns)
+}
+
+// chPremiseHolds decides the ReplacingMergeTree premise from what the
+// server said; cols are the columns bound to stable values.
+func chPremiseHolds(table string, k chKeys, cols []string) error {
+	stable := map[string]bool{}
+	for _, c := range cols {
+		stable[unquoteIdent(c)] = true
+	}
+	list := strings.Join(cols, ", ")
+	fix := fmt.Sprintf("create the table with ENGINE = ReplacingMergeTree(version) ORDER BY (%s) (and a PARTITION BY on those columns only, or none), then move the rows over with INSERT INTO … SELECT", list)
+	if !strings.HasSuffix(k.engine, "ReplacingMergeTree") {
+		return &premiseFailure{
+			found: fmt.Sprintf("table %s has engine %s, not ReplacingMergeTree: nothing collapses a replayed row, so it is stored twice", table, k.engine),
+			fix:   fix,
+		}
+	}
+	if len(k.sortingCols) == 0 {
+		return &premiseFailure{
+			found: fmt.Sprintf("table %s has an empty sorting key (ORDER BY %q): a ReplacingMergeTree would collapse every row into one", table, k.sortingKey),
+			fix:   fix,
+		}
+	}
+	var off []string
+	for _, c := range k.sortingCols {
+		if !stable[c] {
+			off = append(off, c)
+		}
+	}
+	if len(off) > 0 {
+		return &premiseFailure{
+			found: fmt.Sprintf("table %s is sorted by (%s), which reads %s, not among the columns bound to stable values (%s): a replayed row gets another sorting key and is never collapsed", table, k.sortingKey, strings.Join(off, ", "), list),
+			fix:   fix,
+		}
+	}
+	for _, c := range k.partitionCols {
+		if !stable[c] {
+			off = append(off, c)
+		}
+	}
+	if len(off) > 0 {
+		return &premiseFailure{
+			found: fmt.Sprintf("table %s is partitioned by %s, which reads %s, not among the columns bound to stable values (%s): a replayed row can land in another partition, and rows are only collapsed within one", table, k.partitionKey, strings.Join(off, ", "), list),
+			fix:   fix,
+		}
+	}
+	return nil
+}
+
+// armPremise arms PremiseKeyPresent: a record that leaves one of the
+// premise's columns without a value fails, even when the column is
+// Nullable.
+func (s *clickhouseSink) armPremise(p plan.Premise) error {
+	if p.Kind != plan.PremiseKeyPresent {
+		return fmt.Errorf("the clickhouse sink cannot check a per-record %s premise", p.Kind)
+	}
+	for _, c := range p.Columns {
+		name := unquoteIdent(c)
+		found := false
+		for i := range s.cols {
+			if s.cols[i].name == name {
+				s.cols[i].key = true
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("key column %s is not written by the sink", c)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// TestPremiseReplacingMergeTree: the ClickHouse premise holds only for a
+// ReplacingMergeTree whose sorting key (and partition key) read columns
+// bound to stable values; otherwise the route is refused before a record
+// moves, naming the table, the key and the fix.
+func TestPremiseReplacingMergeTree(t *testing.T) {
+	url, conn := clickhouseDB(t)
+	ctx := context.Background()
+	tests := []struct {
+		name, engine string
+		cols         []string
+		ok           bool
+		want         string
+	}{
+		{"sorted by the id", "ReplacingMergeTree(v) ORDER BY (order_id)", []string{"order_id"}, true, ""},
+		{"sorted by the id and a stable column", "ReplacingMergeTree(v) ORDER BY (order_id, region)", []string{"order_id", "region"}, true, ""},
+		{"sorted by something else", "ReplacingMergeTree(v) ORDER BY (region)", []string{"order_id"}, false, "is sorted by (region), which reads region"},
+		{"sorted by the id and more", "ReplacingMergeTree(v) ORDER BY (order_id, v)", []string{"order_id"}, false, "which reads v"},
+		{"not replacing", "MergeTree ORDER BY (order_id)", []string{"order_id"}, false, "has engine MergeTree, not ReplacingMergeTree"},
+		{"empty sorting key", "ReplacingMergeTree(v) ORDER BY tuple()", []string{"order_id"}, false, "empty sorting key"},
+		{"partitioned by an unbound column", "ReplacingMergeTree(v) PARTITION BY v ORDER BY (order_id)", []string{"order_id"}, false, "partitioned by v"},
+		{"partitioned by the id", "ReplacingMergeTree(v) PARTITION BY intDiv(order_id, 1000) ORDER BY (order_id)", []string{"order_id"}, true, ""},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			table := fmt.Sprintf("events%d", i)
+			if err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (order_id UInt64, region String, v UInt64) ENGINE = %s", table, tc.engine)); err != nil {
+				t.Fatal(err)
+			}
+			e := newTestEnv(t)
+			writeLines(t, e.input, `{"order_id": 1, "region": "eu", "v": 1}`, `{"order_id": 2, "region": "us", "v": 1}`)
+			p := clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": strV(table)})
+			p = withPremise(t, p, plan.Premise{Kind: plan.PremiseReplacingMergeTree, When: plan.CheckStartup, Target: table, Columns: tc.cols})
+			opts := testOptions(t)
+			res := Check(ctx, p, opts)
+			if len(res) != 1 || res[0].OK != tc.ok {
+				t.Fatalf("check = %v, want ok %v", res, tc.ok)
+			}
+			st, err := Run(ctx, p, opts)
+			if tc.ok {
+				if err != nil || st.Route("analytics").Out != 2 {
+					t.Fatalf("run: %+v, %v", st, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("run with a failed premise: %+v", st)
+			}
+			for _, want := range []string{tc.want, table, "ReplacingMergeTree(version) ORDER BY (" + strings.Join(tc.cols, ", ") + ")"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if st.Route("analytics").In != 0 {
+				t.Errorf("a refused route read records: %+v", st)
+			}
+		})
+	}
+}
