@@ -65,7 +65,18 @@ func (s *clickhouseSink) checkPremise(ctx context.Context, p plan.Premise) error
 	if err != nil {
 		return fmt.Errorf("read the engine and keys of %s.%s: %s", s.db, s.table, plan.RedactURLs(err.Error()))
 	}
-	return chPremiseHolds(s.db+"."+s.table, k, p.Columns)
+	cols := p.Columns
+	if len(cols) == 0 {
+		// No columns block: the sink writes the payload's top-level
+		// fields, which the proof found stable. A column the server fills
+		// (DEFAULT now(), MATERIALIZED) is not among them.
+		for _, c := range s.cols {
+			if c.field != "" {
+				cols = append(cols, c.name)
+			}
+		}
+	}
+	return chPremiseHolds(s.db+"."+s.table, k, cols)
 }
 
 // chPremiseHolds decides the ReplacingMergeTree premise from what the

@@ -133,6 +133,7 @@ func (s *sqlSink) checkPremise(ctx context.Context, p plan.Premise) error {
 	if p.Kind != plan.PremiseUniqueKey {
 		return fmt.Errorf("the sql sink cannot check a %s premise", p.Kind)
 	}
+	p = s.asWritten(p)
 	if p.Target == "" || len(p.Columns) == 0 {
 		return fmt.Errorf("the premise names no table or no columns")
 	}
@@ -620,6 +621,7 @@ func (s *sqlSink) armPremise(p plan.Premise) error {
 	if p.Kind != plan.PremiseKeyPresent {
 		return fmt.Errorf("the sql sink cannot check a per-record %s premise", p.Kind)
 	}
+	p = s.asWritten(p)
 	fold := identFold(foldCaseless)
 	if s.server != nil && s.server.dialect == dialectPostgres {
 		fold = foldPostgres
@@ -634,4 +636,68 @@ func (s *sqlSink) armPremise(p plan.Premise) error {
 		s.keyParams = keys
 	}
 	return nil
+}
+
+// insertNames reads the table and the column list of insert_query as
+// written, quotes included.
+func insertNames(parts []plan.Part) (table string, cols []string, ok bool) {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Expr == "" {
+			b.WriteString(p.Lit)
+		} else {
+			b.WriteByte(0)
+		}
+	}
+	sc := sqlScanner{src: b.String()}
+	if !sc.skipToKeyword("INTO") {
+		return "", nil, false
+	}
+	sc.skipSpace()
+	start := sc.pos
+	sc.skipName()
+	table = strings.TrimSpace(sc.src[start:sc.pos])
+	sc.skipSpace()
+	items, ok := sc.group()
+	if !ok || table == "" {
+		return "", nil, false
+	}
+	for _, it := range items {
+		cols = append(cols, strings.TrimSpace(sc.src[it[0]:it[1]]))
+	}
+	return table, cols, true
+}
+
+// unquoteQualified unquotes each part of a possibly qualified name.
+func unquoteQualified(name string) string {
+	schema, table := splitQualified(name)
+	if schema == "" {
+		return unquoteIdent(table)
+	}
+	return unquoteIdent(schema) + "." + unquoteIdent(table)
+}
+
+// asWritten gives the premise's table and columns the quotes insert_query
+// wrote them with. The compiler names them without quotes, and whether a
+// PostgreSQL name was quoted decides whether it folds to lower case.
+func (s *sqlSink) asWritten(p plan.Premise) plan.Premise {
+	table, cols, ok := insertNames(s.insertParts)
+	if !ok {
+		return p
+	}
+	if unquoteQualified(table) == unquoteQualified(p.Target) {
+		p.Target = table
+	}
+	out := make([]string, len(p.Columns))
+	for i, c := range p.Columns {
+		out[i] = c
+		for _, raw := range cols {
+			if unquoteIdent(raw) == unquoteIdent(c) {
+				out[i] = raw
+				break
+			}
+		}
+	}
+	p.Columns = out
+	return p
 }
