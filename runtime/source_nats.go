@@ -233,7 +233,7 @@ func (s *natsSource) add(b *batch, m *natsMsg) {
 	s.seq++
 	r.msgID, r.hasMsgID = natsMessageID(hdr)
 	if s.producerIDReason != "" && !r.hasMsgID {
-		r.kill(missingProducerID("a Nats-Msg-Id or " + headerMessageID + " header", s.producerIDReason))
+		r.kill(missingProducerID("a Nats-Msg-Id or "+headerMessageID+" header", s.producerIDReason))
 	}
 	if len(hdr) > 0 || s.metadata {
 		r.Meta = make(map[string]string, len(hdr)+3)
