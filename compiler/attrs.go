@@ -1,7 +1,10 @@
 package compiler
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -460,4 +463,218 @@ func literalText(v plan.Value) bool {
 		}
 	}
 	return false
+}
+
+// checkRunnable refuses attribute values the runtime cannot run, so what
+// builds, runs: a url whose scheme the kind does not take or whose shape
+// no connector can open, a format the kind's reader or writer lacks. It
+// runs on a checked endpoint node and reports at the value.
+func (rc *routeCtx) checkRunnable(n *nodeInfo) {
+	if n == nil || n.kind == nil || n.broken {
+		return
+	}
+	if ai := n.attrs["url"]; ai != nil && ai.explicit {
+		rc.checkURL(n.kind, ai)
+	}
+	if ai := n.attrs["format"]; ai != nil && ai.explicit && ai.val.Type == plan.TEnum {
+		rc.checkFormat(n, ai)
+	}
+}
+
+// runnableFormats lists, per kind and role, the formats the runtime's
+// reader or writer implements (runtime/source_*.go, sink_objstore.go,
+// sink_mongodb.go refuse the others at start-up). A pair not listed takes
+// every declared format.
+var runnableFormats = map[string][]string{
+	"file/" + plan.RoleSource:         {"json", "text", "raw"},
+	"kafka/" + plan.RoleSource:        {"json", "text", "raw"},
+	"nats/" + plan.RoleSource:         {"json", "text", "raw"},
+	"object_store/" + plan.RoleSource: {"json", "text", "raw"},
+	"object_store/" + plan.RoleSink:   {"json", "text"},
+	"mongodb/" + plan.RoleSink:        {"json"},
+	"mongodb/" + plan.RoleHandler:     {"json"},
+}
+
+func (rc *routeCtx) checkFormat(n *nodeInfo, ai *attrInfo) {
+	role := n.role
+	if role == plan.RoleHandler && runnableFormats[n.kind.Name+"/"+role] == nil {
+		role = plan.RoleSink
+	}
+	ok := runnableFormats[n.kind.Name+"/"+role]
+	if ok == nil || slices.Contains(ok, ai.val.Str) {
+		return
+	}
+	detail := fmt.Sprintf("The runtime's %s %s implements %s; anything else would fail at start-up.", n.kind.Name, role, joinNames(ok))
+	if ai.val.Str == "csv" {
+		detail += " There is no csv reader yet: convert the input to JSON lines, or read it with format = text and split the line in a map step."
+	}
+	rc.c.add("E026", rc.valueRange(ai), fmt.Sprintf("%s%s: the %s %s cannot run format = %s; it takes %s", n.kind.Name, rc.where(), n.kind.Name, role, ai.val.Str, joinOr(ok)), detail)
+}
+
+// valueRange is the range of an attribute's value (the item's range from
+// the value's first byte).
+func (rc *routeCtx) valueRange(ai *attrInfo) diag.Range {
+	r := ai.rng
+	if ai.val.Pos.IsValid() {
+		r.Start = ai.val.Pos
+	}
+	if ai.val.Type == plan.TEnum && r.Start.Line == r.End.Line {
+		r.End.Col, r.End.Offset = r.Start.Col+len(ai.val.Str), r.Start.Offset+len(ai.val.Str)
+	}
+	return r
+}
+
+// urlShape says what a url of one scheme needs beyond its scheme to be
+// opened by the runtime.
+type urlShape int
+
+const (
+	urlAny  urlShape = iota // the driver parses the rest (postgres, mysql: host may default)
+	urlHost                 // a host: http, nats, clickhouse, mongodb, gs (the bucket)
+	urlPath                 // a path after the scheme: sqlite, file
+)
+
+var schemeShapes = map[string]urlShape{
+	"sqlite": urlPath, "file": urlPath,
+	"http": urlHost, "https": urlHost, "nats": urlHost, "clickhouse": urlHost, "tcp": urlHost,
+	"mongodb": urlHost, "mongodb+srv": urlHost, "gs": urlHost, "kafka": urlAny,
+}
+
+// checkURL checks a url against its kind's declared schemes and the shape
+// its scheme needs. A template is checked as far as its leading literal
+// text goes: `${env("DB_URL")}` is only known at run time.
+func (rc *routeCtx) checkURL(k *stdlib.Kind, ai *attrInfo) {
+	if len(k.Schemes) == 0 {
+		return
+	}
+	text, whole := ai.val.Str, true
+	if ai.val.Type == plan.TTemplate {
+		whole = false
+		text = ""
+		if len(ai.val.Template) > 0 {
+			text = ai.val.Template[0].Lit
+		}
+		if !strings.Contains(text, "://") {
+			return // the scheme comes from a placeholder
+		}
+	} else if ai.val.Type != plan.TString {
+		return
+	}
+	var want []string
+	for _, s := range k.Schemes {
+		if s != "" {
+			want = append(want, s+"://")
+		}
+	}
+	takes := joinOr(want)
+	if slices.Contains(k.Schemes, "") {
+		takes = "host:port[,host:port] or " + takes
+	}
+	bad := func(summary, detail string) {
+		rc.c.add("E025", rc.valueRange(ai), fmt.Sprintf("%s.url%s: %s", k.Name, rc.where(), summary), detail)
+	}
+	scheme, rest, found := strings.Cut(text, "://")
+	if !found {
+		if slices.Contains(k.Schemes, "") {
+			if whole {
+				rc.checkBrokers(k, ai, text)
+			}
+			return
+		}
+		detail := fmt.Sprintf("A %s url is %s.", k.Name, takes)
+		for _, s := range k.Schemes {
+			if r, ok := strings.CutPrefix(text, s+":"); ok && s != "" {
+				detail = fmt.Sprintf("Write %s://%s.", s, strings.TrimLeft(r, "/"))
+				break
+			}
+			if r, ok := strings.CutPrefix(text, s+"//"); ok && s != "" {
+				detail = fmt.Sprintf("Write %s://%s.", s, r)
+				break
+			}
+		}
+		bad(fmt.Sprintf("%q is not a URL: it has no scheme:// (it takes %s)", plan.RedactURLs(text), takes), detail)
+		return
+	}
+	scheme = strings.ToLower(scheme)
+	if !slices.Contains(k.Schemes, scheme) {
+		bad(fmt.Sprintf("scheme %s:// is not one %s runs; it takes %s", scheme, k.Name, takes), didYouMean(scheme, k.Schemes))
+		return
+	}
+	if !whole {
+		// A literal prefix that goes past the host still tells whether
+		// there is one: "http:///x/${payload.id}" has none.
+		if h, _, ok := strings.Cut(rest, "/"); ok && h == "" && schemeShapes[scheme] == urlHost {
+			bad(fmt.Sprintf("%s:// names no %s", scheme, hostWord(scheme)), fmt.Sprintf("Write %s://%s/….", scheme, strings.ToUpper(hostWord(scheme))))
+		}
+		return
+	}
+	switch schemeShapes[scheme] {
+	case urlPath:
+		path, _, _ := strings.Cut(rest, "?")
+		if path == "" {
+			bad(fmt.Sprintf("%s:// names no path", scheme), fmt.Sprintf("Write %s://PATH, relative to the .mqb file or absolute (%s:///abs/path).", scheme, scheme))
+		}
+	case urlHost:
+		u, err := url.Parse(text)
+		if err != nil {
+			bad(fmt.Sprintf("%q is not a URL", plan.RedactURLs(text)), urlErrDetail(err))
+		} else if u.Host == "" {
+			bad(fmt.Sprintf("%s:// names no %s", scheme, hostWord(scheme)), fmt.Sprintf("Write %s://%s/….", scheme, strings.ToUpper(hostWord(scheme))))
+		}
+	default:
+		if scheme == "kafka" {
+			rc.checkBrokers(k, ai, rest)
+			return
+		}
+		if _, err := url.Parse(text); err != nil {
+			bad(fmt.Sprintf("%q is not a URL", plan.RedactURLs(text)), urlErrDetail(err))
+		}
+	}
+}
+
+func hostWord(scheme string) string {
+	if scheme == "gs" {
+		return "bucket"
+	}
+	return "host"
+}
+
+// joinOr joins names as alternatives: "a, b or c".
+func joinOr(names []string) string {
+	if len(names) < 2 {
+		return joinNames(names)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// checkBrokers checks a Kafka broker list as the runtime reads it: host:port
+// entries separated by commas.
+func (rc *routeCtx) checkBrokers(k *stdlib.Kind, ai *attrInfo, list string) {
+	n := 0
+	for _, b := range strings.Split(list, ",") {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			continue
+		}
+		n++
+		if strings.Contains(b, "@") {
+			return // the runtime explains credentials in the list itself
+		}
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			rc.c.add("E025", rc.valueRange(ai), fmt.Sprintf("%s.url%s: broker %q is not host:port", k.Name, rc.where(), b), "Write host:port[,host:port], e.g. 127.0.0.1:9092.")
+			return
+		}
+	}
+	if n == 0 {
+		rc.c.add("E025", rc.valueRange(ai), fmt.Sprintf("%s.url%s names no broker", k.Name, rc.where()), "Write host:port[,host:port], e.g. 127.0.0.1:9092.")
+	}
+}
+
+// urlErrDetail is url.Parse's reason without the url (it may hold a password).
+func urlErrDetail(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return "The url does not parse: " + err.Error() + "."
 }

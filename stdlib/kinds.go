@@ -171,7 +171,7 @@ var Kinds = []Kind{
 		},
 	},
 	{
-		Name: "http", Sink: true,
+		Name: "http", Sink: true, Schemes: []string{"http", "https"},
 		Doc:    "An HTTP endpoint: each record is one request to url with the payload as the body, the header `mq_bridge.message_id` = message_id and every forwarded meta entry as `Mqb-Meta-<key>` (characters a header name cannot hold sent as %XX). A 2xx answer is success; 408, 429, 5xx, a network error or a timeout fails the batch (a `retry` step sends it again); any other status sends the record to the DLQ with the status and the start of the response. As a request's `call`, a non-empty response body replaces the payload and meta[\"http.status\"] holds the status.",
 		Absorb: AbsorbNone,
 		Attrs: []Attr{
