@@ -70,6 +70,13 @@ type httpSink struct {
 	// call is set when the sink is a request's call: the response then
 	// replaces the payload and tags meta["http.status"].
 	call bool
+
+	// fromRecord[i] says whether the url's i-th placeholder reads the
+	// record (payload, meta, message_id): such a value is escaped for its
+	// position in the url, so record data can never change the url's
+	// structure. A placeholder of configuration only (env("HOOK")) is
+	// spliced as written: it may hold a whole url or several segments.
+	fromRecord []bool
 }
 
 const (
@@ -116,6 +123,15 @@ func newHTTPSink(a nodeAttrs, c *compiler, rt *route) (*httpSink, error) {
 	}
 	if s.envSecrets, err = envValues(a, c, tmpl.parts); err != nil {
 		return nil, err
+	}
+	i := 0
+	for _, p := range tmpl.parts {
+		if p.Expr == "" {
+			continue
+		}
+		prog := tmpl.progs[i]
+		i++
+		s.fromRecord = append(s.fromRecord, prog.usesPayload || prog.usesMessageID || prog.isMeta || strings.Contains(p.Expr, "meta"))
 	}
 	switch s.method {
 	case http.MethodPost, http.MethodPut:
@@ -193,6 +209,69 @@ func envValues(a nodeAttrs, c *compiler, parts []plan.Part) ([]string, error) {
 	return out, nil
 }
 
+// renderURL renders the url template for r, escaping each value read from
+// the record for where it lands: a path segment (url.PathEscape; "." and
+// ".." spelled %2E so they cannot climb), the query or fragment
+// (url.QueryEscape). In the scheme or host a record value may not hold
+// characters that end the host; before "://" (the value is the whole url)
+// it is spliced as written.
+func (s *httpSink) renderURL(r *Record) (string, error) {
+	t := s.url
+	if t.isStatic() {
+		return t.static, nil
+	}
+	ev := t.evals.Get().(*evaluator)
+	defer t.evals.Put(ev)
+	var b strings.Builder
+	i := 0
+	for _, p := range t.parts {
+		if p.Expr == "" {
+			b.WriteString(p.Lit)
+			continue
+		}
+		prog := t.progs[i]
+		fromRecord := s.fromRecord[i]
+		i++
+		v, present, err := ev.run(prog, r)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", t.attr, err)
+		}
+		if !present {
+			return "", fmt.Errorf("%s: ${%s} has no value", t.attr, prog.src)
+		}
+		str, err := stringify(v)
+		if err != nil {
+			return "", fmt.Errorf("%s: ${%s}: %w", t.attr, prog.src, err)
+		}
+		if fromRecord {
+			if str, err = escapeURLValue(b.String(), str); err != nil {
+				return "", fmt.Errorf("%s: ${%s}: %w", t.attr, prog.src, err)
+			}
+		}
+		b.WriteString(str)
+	}
+	return b.String(), nil
+}
+
+// escapeURLValue escapes v for the position in a url that follows prefix.
+func escapeURLValue(prefix, v string) (string, error) {
+	_, rest, ok := strings.Cut(prefix, "://")
+	switch {
+	case !ok:
+		return v, nil
+	case !strings.ContainsAny(rest, "/?#"): // in the host
+		if strings.ContainsAny(v, "/?#@\\ \t\r\n") {
+			return "", errors.New("the value would change the url's host (it holds one of / ? # @ \\ or a space)")
+		}
+		return v, nil
+	case strings.ContainsAny(rest, "?#"):
+		return url.QueryEscape(v), nil
+	case strings.Trim(v, ".") == "":
+		return strings.Repeat("%2E", len(v)), nil
+	}
+	return url.PathEscape(v), nil
+}
+
 // checkHTTPURL parses a rendered url and refuses what no request can go to;
 // its error never quotes the url.
 func checkHTTPURL(raw string) (*url.URL, error) {
@@ -240,7 +319,7 @@ type httpResult struct {
 // request builds r's request: the rendered url, the payload as the body,
 // the message_id and forwarded meta headers.
 func (s *httpSink) request(r *Record) (*httpRequest, error) {
-	raw, err := s.url.render(r)
+	raw, err := s.renderURL(r)
 	if err != nil {
 		return nil, errors.New(scrubSecrets(err.Error(), s.envSecrets))
 	}

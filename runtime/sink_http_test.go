@@ -24,6 +24,7 @@ import (
 // httpHit is one request an httpServer received.
 type httpHit struct {
 	method, path, query string
+	rawPath             string // the path as sent, escapes kept
 	header              http.Header
 	body                string
 }
@@ -45,7 +46,7 @@ func newHTTPServer(t *testing.T, respond func(n int, h httpHit, w http.ResponseW
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		h := httpHit{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header.Clone(), body: string(body)}
+		h := httpHit{method: r.Method, path: r.URL.Path, rawPath: r.URL.EscapedPath(), query: r.URL.RawQuery, header: r.Header.Clone(), body: string(body)}
 		s.mu.Lock()
 		s.hits = append(s.hits, h)
 		n := len(s.hits)
