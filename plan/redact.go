@@ -3,6 +3,7 @@ package plan
 import (
 	"net/url"
 	"regexp"
+	"strings"
 )
 
 // Redacted returns a deep copy of p with every password in a URL-looking
@@ -77,18 +78,20 @@ func redactValue(v Value) Value {
 	return v
 }
 
-var userinfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):([^@\s]*)@`)
+// schemeRE finds where a URL starts: its scheme and "://".
+var schemeRE = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://`)
 
-// tokenRE finds the bare userinfo of a NATS URL: nats://TOKEN@host is token
-// authentication, so the whole userinfo is the secret.
-var tokenRE = regexp.MustCompile(`((?:nats|tls|ws|wss)://)[^:/@\s]+@`)
+// tokenSchemes are the schemes whose bare userinfo (nats://TOKEN@host) is
+// token authentication, so the whole userinfo is the secret.
+var tokenSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
 
 // RedactURLs replaces the password of every scheme://user:password@ in s,
 // the token of every nats://token@, and the value of password-like query
-// parameters, with "xxxxx".
+// parameters, with "xxxxx". A password may hold a raw "@": the userinfo
+// ends at the LAST "@" before the host (the host ends at the first "/",
+// "?" or "#" after an "@"), so nothing of the password is left.
 func RedactURLs(s string) string {
-	s = userinfoRE.ReplaceAllString(s, "${1}:xxxxx@")
-	s = tokenRE.ReplaceAllString(s, "${1}xxxxx@")
+	s = redactUserinfo(s)
 	if u, err := url.Parse(s); err == nil && u.RawQuery != "" {
 		q := u.Query()
 		changed := false
@@ -109,3 +112,48 @@ func RedactURLs(s string) string {
 
 // redactedText replaces a secret's literal text.
 const redactedText = "xxxxx"
+
+// redactUserinfo redacts the userinfo secret of every URL in s.
+func redactUserinfo(s string) string {
+	var b strings.Builder
+	for {
+		loc := schemeRE.FindStringIndex(s)
+		if loc == nil {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:loc[1]])
+		scheme := strings.ToLower(s[loc[0] : loc[1]-3])
+		s = s[loc[1]:]
+		// The URL runs to the next space or quote.
+		end := strings.IndexAny(s, " \t\r\n\"'<>`")
+		if end < 0 {
+			end = len(s)
+		}
+		rest := s[:end]
+		// The user name holds no ':', '@' or '/'.
+		u := strings.IndexAny(rest, ":@/?#")
+		if u < 0 || rest[u] == '/' || rest[u] == '?' || rest[u] == '#' {
+			continue
+		}
+		at := strings.IndexByte(rest[u:], '@')
+		if at < 0 {
+			continue
+		}
+		at += u
+		host := len(rest)
+		if i := strings.IndexAny(rest[at:], "/?#"); i >= 0 {
+			host = at + i
+		}
+		last := strings.LastIndexByte(rest[:host], '@')
+		switch {
+		case rest[u] == ':':
+			b.WriteString(rest[:u+1] + redactedText)
+		case tokenSchemes[scheme]:
+			b.WriteString(redactedText)
+		default: // user@host: a user alone is not a secret
+			b.WriteString(rest[:last])
+		}
+		s = s[last:]
+	}
+}

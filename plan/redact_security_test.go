@@ -15,6 +15,18 @@ func TestRedactURLs(t *testing.T) {
 		{"mysql://root:@db/shop", "mysql://root:xxxxx@db/shop"},
 		{"postgres://db/shop?user=mqb&password=s3cret", "postgres://db/shop?password=xxxxx&user=mqb"},
 		{"sqlite://orders.db", "sqlite://orders.db"},
+		// A raw "@" in the password: the userinfo ends at the last "@"
+		// before the host, so no part of the password is left.
+		{"postgres://mqb:P@s3cretAt@@db:5432/shop", "postgres://mqb:xxxxx@db:5432/shop"},
+		{"mysql://u:a@s3cret@c@h:3306/db?x=1", "mysql://u:xxxxx@h:3306/db?x=1"},
+		{"nats://to@s3cret@h:4222", "nats://xxxxx@h:4222"},
+		{"http://u:p@s3cret@h/users/a@b.example", "http://u:xxxxx@h/users/a@b.example"},
+		{"postgres://u:ab/s3cret@h/db", "postgres://u:xxxxx@h/db"},
+		{"postgres://u:s3cret#1@h/db", "postgres://u:xxxxx@h/db"},
+		{`{"url":"postgres://u:p@s3cret@h/db","x":"a@b"}`, `{"url":"postgres://u:xxxxx@h/db","x":"a@b"}`},
+		{"url=postgres://u:p@s3cret@h/db other=x@y", "url=postgres://u:xxxxx@h/db other=x@y"},
+		{"postgres://mqb@db/a@b", "postgres://mqb@db/a@b"},
+		{"http://h:8080/x", "http://h:8080/x"},
 	}
 	for _, tc := range tests {
 		got := RedactURLs(tc.in)
