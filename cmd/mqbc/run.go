@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,7 +30,7 @@ func init() {
 func runRun(args []string, stdout, stderr io.Writer) int {
 	c := commands["run"]
 	fs := newFlags(c, stderr)
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics; :9464 listens on 127.0.0.1 only, 0.0.0.0:9464 on every interface")
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	progress := fs.String("progress", "auto", "progress line on stderr for file sources: auto (when stderr is a terminal), on or off")
@@ -71,12 +72,22 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *metricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		opts.Registerer = reg
-		addr, err := runtime.ServeMetrics(ctx, *metricsAddr, reg)
+		listen, err := metricsListenAddr(*metricsAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "mqbc run: --metrics-addr:", err)
+			return exitUsage
+		}
+		addr, err := runtime.ServeMetrics(ctx, listen, reg)
 		if err != nil {
 			fmt.Fprintln(stderr, "mqbc run:", err)
 			return exitError
 		}
-		opts.Logger.Info("serving metrics", "url", fmt.Sprintf("http://%s/metrics", addr))
+		// Every interface is said at warn level, so it shows by default.
+		level := slog.LevelInfo
+		if metricsReach(addr) == "every interface" {
+			level = slog.LevelWarn
+		}
+		opts.Logger.Log(ctx, level, "serving metrics", "url", fmt.Sprintf("http://%s/metrics", addr), "listening", metricsReach(addr))
 	}
 
 	start := time.Now()
@@ -118,4 +129,31 @@ func cut(s string, sep byte) (string, string, bool) {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// metricsListenAddr is where --metrics-addr listens: a port with no host
+// (":9464") means loopback, so metrics are not served to the network by
+// accident; a host, even 0.0.0.0, is taken as written.
+func metricsListenAddr(flag string) (string, error) {
+	host, port, err := net.SplitHostPort(flag)
+	if err != nil {
+		return "", fmt.Errorf("want HOST:PORT or :PORT, got %q", flag)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// metricsReach says, for the log line, who can reach the metrics address.
+func metricsReach(addr net.Addr) string {
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		switch {
+		case ta.IP.IsLoopback():
+			return "loopback only"
+		case ta.IP.IsUnspecified():
+			return "every interface"
+		}
+	}
+	return "this address"
 }
