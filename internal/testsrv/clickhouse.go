@@ -83,6 +83,9 @@ func NewClickHouse(t testing.TB) *ClickHouseServer {
 
 func checkClickHouse(t testing.TB) {
 	t.Helper()
+	if hidden("clickhouse") {
+		unavailable(t, "clickhouse-server", "ClickHouse server hidden by %s", HideEnv)
+	}
 	if _, err := os.Stat(clickhouseServerPath); err != nil {
 		unavailable(t, "clickhouse-server", "ClickHouse server not found: no %s", clickhouseServerPath)
 	}

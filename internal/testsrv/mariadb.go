@@ -78,6 +78,9 @@ func NewMariaDB(t testing.TB) *MariaDBServer {
 
 func checkMariaDB(t testing.TB) {
 	t.Helper()
+	if hidden("mariadb") {
+		unavailable(t, "mariadb-server", "MariaDB server hidden by %s", HideEnv)
+	}
 	if _, err := os.Stat(mariadbdPath); err != nil {
 		unavailable(t, "mariadb-server", "MariaDB server not found: no %s", mariadbdPath)
 	}

@@ -78,6 +78,9 @@ func NewPostgres(t testing.TB) *PGServer {
 func pgBinDir(t testing.TB) string {
 	t.Helper()
 	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if hidden("postgres") {
+		found = nil
+	}
 	if len(found) == 0 {
 		unavailable(t, "postgresql", "PostgreSQL server not found: no /usr/lib/postgresql/*/bin/initdb")
 	}
