@@ -216,41 +216,12 @@ func envValues(a nodeAttrs, c *compiler, parts []plan.Part) ([]string, error) {
 // characters that end the host; before "://" (the value is the whole url)
 // it is spliced as written.
 func (s *httpSink) renderURL(r *Record) (string, error) {
-	t := s.url
-	if t.isStatic() {
-		return t.static, nil
-	}
-	ev := t.evals.Get().(*evaluator)
-	defer t.evals.Put(ev)
-	var b strings.Builder
-	i := 0
-	for _, p := range t.parts {
-		if p.Expr == "" {
-			b.WriteString(p.Lit)
-			continue
+	return s.url.renderWith(r, func(i int, prefix, v string) (string, error) {
+		if !s.fromRecord[i] {
+			return v, nil
 		}
-		prog := t.progs[i]
-		fromRecord := s.fromRecord[i]
-		i++
-		v, present, err := ev.run(prog, r)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", t.attr, err)
-		}
-		if !present {
-			return "", fmt.Errorf("%s: ${%s} has no value", t.attr, prog.src)
-		}
-		str, err := stringify(v)
-		if err != nil {
-			return "", fmt.Errorf("%s: ${%s}: %w", t.attr, prog.src, err)
-		}
-		if fromRecord {
-			if str, err = escapeURLValue(b.String(), str); err != nil {
-				return "", fmt.Errorf("%s: ${%s}: %w", t.attr, prog.src, err)
-			}
-		}
-		b.WriteString(str)
-	}
-	return b.String(), nil
+		return escapeURLValue(prefix, v)
+	})
 }
 
 // escapeURLValue escapes v for the position in a url that follows prefix.

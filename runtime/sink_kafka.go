@@ -67,6 +67,13 @@ func (t *recordTemplate) isStatic() bool { return len(t.progs) == 0 }
 // render renders t for r. A placeholder with no value fails the record: a
 // partial render would give every such record the same key or subject.
 func (t *recordTemplate) render(r *Record) (string, error) {
+	return t.renderWith(r, nil)
+}
+
+// renderWith renders like render; when rewrite is set, each placeholder's
+// value passes through it with the placeholder's index and the text
+// rendered so far (the http sink escapes values for their place in a url).
+func (t *recordTemplate) renderWith(r *Record, rewrite func(i int, prefix, v string) (string, error)) (string, error) {
 	if t.isStatic() {
 		return t.static, nil
 	}
@@ -91,6 +98,11 @@ func (t *recordTemplate) render(r *Record) (string, error) {
 		s, err := stringify(v)
 		if err != nil {
 			return "", fmt.Errorf("%s: ${%s}: %w", t.attr, prog.src, err)
+		}
+		if rewrite != nil {
+			if s, err = rewrite(i-1, b.String(), s); err != nil {
+				return "", fmt.Errorf("%s: ${%s}: %w", t.attr, prog.src, err)
+			}
 		}
 		b.WriteString(s)
 	}
