@@ -398,6 +398,11 @@ func keyColumnParams(parts []plan.Part, keyCols []string, fold identFold) (map[i
 	sc.skipSpace()
 	sc.skipName()
 	sc.skipSpace()
+	if sc.keyword("AS") { // INSERT INTO stock AS t (…): PostgreSQL's and SQLite's table alias
+		sc.skipSpace()
+		sc.skipName()
+		sc.skipSpace()
+	}
 	colItems, ok := sc.group()
 	if !ok {
 		return nil, fmt.Errorf("insert_query has no column list after the table name")

@@ -456,10 +456,10 @@ func TestMongoSinkOtherUniqueIndex(t *testing.T) {
 }
 
 // TestMongoSinkConfigErrors: what the sink does not do is refused at
-// start-up, naming the attribute, before any connection.
+// start-up, naming the attribute, before any connection. (format = text
+// is refused earlier, at build: E026.)
 func TestMongoSinkConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ attrs, want string }{
-		{`format = text`, `attribute format: format "text" is not supported by the mongodb sink yet`},
 		{`request_reply = true`, `attribute request_reply: not supported by the mongodb sink yet`},
 		{`id_field = ""`, `attribute id_field: empty`},
 	} {

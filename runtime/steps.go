@@ -273,6 +273,9 @@ func (s *dedupStep) apply(w *worker, b *batch) error {
 	if err := s.store.Reserve(keys, s.now(), verdicts); err != nil {
 		return err
 	}
+	if err := s.awaitHeldElsewhere(keys, verdicts); err != nil {
+		return err
+	}
 	var reserved []string
 	for j, i := range idx {
 		if verdicts[j].Duplicate() {
@@ -286,6 +289,41 @@ func (s *dedupStep) apply(w *worker, b *batch) error {
 	}
 	w.keys, w.idx, w.verdicts = keys, idx, verdicts
 	return nil
+}
+
+// awaitHeldElsewhere asks again for the keys another process holds in a
+// shared store, until each is promoted there (a duplicate) or its
+// reservation expires and is taken over here (new). Counting such a
+// record as a duplicate at once would lose it when the holder died before
+// delivering it (a SIGKILL and a restart within the reservation's
+// expiry). Past the expiry and a margin it gives up with an error, which
+// stops the route before the record's position is committed.
+func (s *dedupStep) awaitHeldElsewhere(keys []string, verdicts []dedup.Verdict) error {
+	deadline := time.Now().Add(dedup.InFlightExpiry + 5*time.Second)
+	for {
+		var again []string
+		var at []int
+		for j, v := range verdicts {
+			if v == dedup.HeldElsewhere {
+				again = append(again, keys[j])
+				at = append(at, j)
+			}
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dedup store %s: %d key(s) stayed reserved by another instance past the reservation expiry (%s), e.g. %q; is another instance's clock ahead?", s.store.Where(), len(again), dedup.InFlightExpiry, again[0])
+		}
+		time.Sleep(100 * time.Millisecond)
+		vs := make([]dedup.Verdict, len(again))
+		if err := s.store.Reserve(again, s.now(), vs); err != nil {
+			return err
+		}
+		for i, j := range at {
+			verdicts[j] = vs[i]
+		}
+	}
 }
 
 // encodePayload re-encodes a payload a map step changed.

@@ -56,6 +56,12 @@ const (
 	New Verdict = iota
 	// InFlight: another record holds a live reservation on the key.
 	InFlight
+	// HeldElsewhere: another process holds a live reservation on the key
+	// (a shared SQL store). It may have died before delivering the
+	// record, so the caller must not count this one as a duplicate: it
+	// asks again until the holder promotes the key (Processed) or its
+	// reservation expires and the key is taken over (New).
+	HeldElsewhere
 	// Processed: the key was acked within its ttl.
 	Processed
 )
@@ -66,6 +72,8 @@ func (v Verdict) String() string {
 		return "new"
 	case InFlight:
 		return "in-flight"
+	case HeldElsewhere:
+		return "held elsewhere"
 	case Processed:
 		return "processed"
 	}

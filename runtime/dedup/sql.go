@@ -258,6 +258,8 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 		case ok && r.owner == token:
 			verdicts[i] = New
 			s.inflight[sk] = token
+		case ok && r.state == stateReserved && !strings.HasPrefix(r.owner, s.id+"/"):
+			verdicts[i] = HeldElsewhere
 		case ok && r.state == stateReserved:
 			verdicts[i] = InFlight
 		case ok && r.exp > nowNs:

@@ -62,7 +62,9 @@ func TestSQLStoreLifecycle(t *testing.T) {
 			if got := reserve(t, a, now, "x", "y", "x", long); got != "new new in-flight new" {
 				t.Errorf("first reserve: %s", got)
 			}
-			if got := reserve(t, b, now, "x", "z", long); got != "in-flight new in-flight" {
+			// Another instance's live reservation is not a duplicate yet:
+			// its holder may have died before delivering the record.
+			if got := reserve(t, b, now, "x", "z", long); got != "held elsewhere new held elsewhere" {
 				t.Errorf("other instance while in flight: %s", got)
 			}
 			if err := a.Promote([]string{"x", long}, now, time.Hour); err != nil {
