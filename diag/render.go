@@ -26,12 +26,10 @@ func WriteText(w io.Writer, l List, src Sources) {
 			pad := strings.Repeat(" ", len(num))
 			fmt.Fprintf(w, " %s | %s\n", num, strings.ReplaceAll(line, "\t", " "))
 			from, to := caretSpan(d.Range, len(line))
-			from, to = runeAligned(line, from, to)
 			// Columns are bytes; the caret goes under characters. A position
 			// past the end of the line (an unclosed block at end of file)
 			// puts one caret just after the last character.
-			indent := utf8.RuneCountInString(line[:from])
-			width := max(utf8.RuneCountInString(line[from:to]), 1)
+			indent, width := runeColumns(line, from, to)
 			fmt.Fprintf(w, " %s | %s%s\n", pad, strings.Repeat(" ", indent), strings.Repeat("^", width))
 		}
 		if d.Detail != "" {
@@ -63,16 +61,26 @@ func caretSpan(r Range, n int) (from, to int) {
 	return from, min(max(to, from), n)
 }
 
-// runeAligned widens the byte span [from, to) of line to whole runes, so
-// the caret's indent and width count the characters a terminal shows.
-func runeAligned(line string, from, to int) (int, int) {
-	for i := 0; i < utf8.UTFMax && from > 0 && from < len(line) && !utf8.RuneStart(line[from]); i++ {
-		from--
+// runeColumns turns the byte span [from, to) of line into the caret's
+// indent and width in characters, decoding the line once from its start
+// so that both count the characters a terminal shows, even where the span
+// starts or ends inside one or the line holds invalid UTF-8: the indent is
+// the characters that end at or before from, the width those that start
+// before to, less the indent (at least one).
+func runeColumns(line string, from, to int) (indent, width int) {
+	indent = -1
+	n := 0
+	for i := 0; i < len(line) && i < to; n++ {
+		_, size := utf8.DecodeRuneInString(line[i:])
+		if indent < 0 && i+size > from {
+			indent = n // the character holding from's byte
+		}
+		i += size
 	}
-	for i := 0; i < utf8.UTFMax && to < len(line) && !utf8.RuneStart(line[to]); i++ {
-		to++
+	if indent < 0 {
+		indent = n
 	}
-	return from, to
+	return indent, max(n-indent, 1)
 }
 
 func sourceLine(src []byte, n int) (string, bool) {

@@ -226,9 +226,19 @@ func TestHarnessPassesSoundRoute(t *testing.T) {
 		{Kind: "dlq", Path: "out/sound.dlq.jsonl", Group: "sound/dlq"},
 		{Kind: "table", Path: "out/sound.db", Table: "t", Group: "t"},
 	}}}
-	res, err := checker.Check(c)
-	if err != nil {
-		t.Fatal(err)
+	// A kill lands only while the route runs, which on a quiet machine
+	// can end before the first kill: try a few seeds until one lands.
+	var res *Result
+	for try := 0; try < 4; try++ {
+		c.Seed = 11 + uint64(try)
+		r, err := checker.Check(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = r
+		if res.Kills > 0 {
+			break
+		}
 	}
 	if res.Verdicts[0].Guarantee != effectivelyOnce {
 		t.Errorf("the compiler calls the sound route %s, want %s", res.Verdicts[0].Guarantee, effectivelyOnce)
