@@ -217,6 +217,23 @@ func payloadNeeds(progs []*program) (need bool, fields map[string]bool) {
 }
 
 func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
+	if err := rt.buildSourceEndpoint(a, c, o); err != nil {
+		return err
+	}
+	if _, ok := rt.src.position(nil); !ok {
+		return nil // the broker keeps the position: no checkpoint store
+	}
+	cp, err := openCheckpointStore(a, o)
+	if err != nil {
+		return err
+	}
+	rt.cp = cp
+	return nil
+}
+
+// buildSourceEndpoint sets rt.src (built, not opened) without its
+// checkpoint store.
+func (rt *route) buildSourceEndpoint(a nodeAttrs, c *compiler, o *Options) error {
 	switch a.node.Kind {
 	case "file":
 		if err := rt.buildFileSource(a, o); err != nil {
@@ -252,14 +269,6 @@ func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
 		}
 	}
 	rt.srcFormat = rt.src.recordFormat()
-	if _, ok := rt.src.position(nil); !ok {
-		return nil // the broker keeps the position: no checkpoint store
-	}
-	cp, err := openCheckpointStore(a, o)
-	if err != nil {
-		return err
-	}
-	rt.cp = cp
 	return nil
 }
 

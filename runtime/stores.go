@@ -157,11 +157,7 @@ func openCheckpointStore(a nodeAttrs, o *Options) (checkpointStore, error) {
 		}
 		return st, nil
 	}
-	def := declaredDefault(a.node.Kind, "checkpoint_store", false)
-	if def == "" {
-		def = "pebble://.mqb/state" // a source that declares none (sql) keeps its position where file does
-	}
-	dir, err := o.storeDir(a, "checkpoint_store", def, "state")
+	dir, err := checkpointStoreDir(a, o)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +166,16 @@ func openCheckpointStore(a nodeAttrs, o *Options) (checkpointStore, error) {
 		return nil, a.errorf("checkpoint_store", "%v", err)
 	}
 	return st, nil
+}
+
+// checkpointStoreDir is the Pebble directory of a source's checkpoint
+// store (its checkpoint_store attribute is not a server URL).
+func checkpointStoreDir(a nodeAttrs, o *Options) (string, error) {
+	def := declaredDefault(a.node.Kind, "checkpoint_store", false)
+	if def == "" {
+		def = "pebble://.mqb/state" // a source that declares none (sql) keeps its position where file does
+	}
+	return o.storeDir(a, "checkpoint_store", def, "state")
 }
 
 // literalStoreURL refuses a store url holding ${…}: it would otherwise

@@ -16,7 +16,7 @@ import (
 func init() {
 	register(&command{
 		Name:    "check",
-		Usage:   "mqbc check FILE…",
+		Usage:   "mqbc check FILE… [--state DIR]",
 		Summary: "compile .mqb files, open every connection and check every premise of each route's verdict, moving no record; exit 1 when one fails",
 		Run:     runCheck,
 	})
@@ -29,6 +29,7 @@ func init() {
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	c := commands["check"]
 	fs := newFlags(c, stderr)
+	stateDir := fs.String("state", "", stateFlagDoc)
 	paths, ok := parseFiles(c, fs, args, stderr, nil)
 	if !ok {
 		return exitUsage
@@ -39,10 +40,18 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	writeVerdicts(stdout, p.Redacted())
 	resolvePaths(p)
+	return checkPlan(p, *stateDir, stdout, stderr)
+}
 
+// checkPlan checks a compiled plan's premises and connections (`mqbc
+// check`, `mqbc run --check`) and returns the exit code.
+func checkPlan(p *plan.Plan, stateDir string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := runtime.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	opts := runtime.Options{
+		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		StateDir: stateDir,
+	}
 	failed := false
 	for _, r := range runtime.Check(ctx, *p, opts) {
 		fmt.Fprintln(stdout, plan.RedactURLs(r.String()))

@@ -21,7 +21,7 @@ import (
 func init() {
 	register(&command{
 		Name:    "run",
-		Usage:   "mqbc run FILE… [--metrics-addr ADDR] [--log-level debug|info|warn|error] [--log-format text|json] [--progress auto|on|off]",
+		Usage:   "mqbc run FILE… [--check] [--state DIR] [--metrics-addr ADDR] [--log-level debug|info|warn|error] [--log-format text|json] [--progress auto|on|off]",
 		Summary: "compile .mqb files and run every route until finite sources end or SIGINT/SIGTERM drains them",
 		Run:     runRun,
 	})
@@ -33,6 +33,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics; :9464 listens on 127.0.0.1 only, 0.0.0.0:9464 on every interface")
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	check := fs.Bool("check", false, "check every premise and open every connection, as `mqbc check` does, then exit without reading a record")
+	stateDir := fs.String("state", "", stateFlagDoc)
 	progress := fs.String("progress", "auto", "progress line on stderr for file sources: auto (when stderr is a terminal), on or off")
 	paths, ok := parseFiles(c, fs, args, stderr, nil)
 	if !ok {
@@ -56,13 +58,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	writeVerdicts(stdout, p.Redacted())
 	resolvePaths(p)
+	if *check {
+		return checkPlan(p, *stateDir, stdout, stderr)
+	}
 
 	hopts := &slog.HandlerOptions{Level: level}
 	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
 	if *logFormat == "json" {
 		handler = slog.NewJSONHandler(stderr, hopts)
 	}
-	opts := runtime.Options{Logger: slog.New(handler)}
+	opts := runtime.Options{Logger: slog.New(handler), StateDir: *stateDir}
 	if *progress == "on" || *progress == "auto" && isTerminal(stderr) {
 		opts.Progress = stderr
 	}
@@ -88,6 +93,23 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			level = slog.LevelWarn
 		}
 		opts.Logger.Log(ctx, level, "serving metrics", "url", fmt.Sprintf("http://%s/metrics", addr), "listening", metricsReach(addr))
+	}
+
+	// Where each route resumes shows at the default level: with text logs
+	// as plain lines, with JSON logs as records (info, and warn for an
+	// output gone under state that says it was delivered).
+	for _, n := range stateNotes(ctx, *p, opts, paths) {
+		switch {
+		case *logFormat == "json" && n.warn:
+			opts.Logger.Warn(n.msg, "route", n.route)
+		case *logFormat == "json":
+			opts.Logger.Info(n.msg, "route", n.route)
+		case level > slog.LevelWarn:
+		case n.warn:
+			fmt.Fprintln(stderr, "mqbc run: warning: "+n.msg)
+		default:
+			fmt.Fprintln(stderr, "mqbc run: "+n.msg)
+		}
 	}
 
 	start := time.Now()

@@ -24,9 +24,9 @@ import (
 // filter (without one a miss reads and decompresses blocks of each L0 table:
 // over half the route's CPU in profiles); blocks are left uncompressed —
 // keys are short and the store is local — to spare snappy on every read.
-func options() *pebble.Options {
+func options(dir string) *pebble.Options {
 	o := &pebble.Options{
-		Logger: quietLogger{},
+		Logger: quietLogger{dir: dir},
 		FS:     privateFS{vfs.Default},
 	}
 	o.Levels = make([]pebble.LevelOptions, 7)
@@ -96,7 +96,7 @@ func Open(dir string) (*Handle, error) {
 		if err := os.MkdirAll(abs, 0o700); err != nil {
 			return nil, fmt.Errorf("open pebble store %s: %w", abs, err)
 		}
-		db, err := pebble.Open(abs, options())
+		db, err := pebble.Open(abs, options(abs))
 		if err != nil {
 			return nil, fmt.Errorf("open pebble store %s: %w", abs, err)
 		}
@@ -171,14 +171,20 @@ var fatal = func(msg string) {
 }
 
 // quietLogger drops Pebble's informational chatter; a fatal error (Pebble
-// expects Fatalf not to return) ends the process with one clear line.
-type quietLogger struct{}
+// expects Fatalf not to return) ends the process with one clear line
+// naming the store: Pebble's own message may name no file ("MANIFEST sync
+// failed: input/output error").
+type quietLogger struct{ dir string }
 
 func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	fatal("mqb: pebble: " + fmt.Sprintf(format, args...) + "\n" +
-		"mqb: a pebble store failed, so the process stops here. Nothing acknowledged is lost: fix the cause, then run again to resume.\n")
+func (l quietLogger) Fatalf(format string, args ...any) {
+	fatal(fatalMessage(l.dir, fmt.Sprintf(format, args...)))
 	panic("unreachable") // fatal exits
+}
+
+func fatalMessage(dir, msg string) string {
+	return "mqb: pebble store " + dir + ": " + strings.TrimPrefix(msg, "pebble: ") + "\n" +
+		"mqb: a pebble store failed, so the process stops here. Nothing acknowledged is lost: fix the cause, then run again to resume.\n"
 }
 
 // privateFS keeps a store to its user: Pebble creates directories 0755 and

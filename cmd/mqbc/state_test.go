@@ -1,0 +1,250 @@
+package main
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// stateSrc loads orders into SQLite (idempotent on the id) after a dedup
+// step, and copies them into part files: two routes with state of both
+// kinds, kept in the default stores under the working directory.
+const stateSrc = `route load {
+  from file { path = "in.jsonl" }
+  id payload.id
+  dedup { key = meta["mqb.id"] }
+  to sql {
+    url          = "sqlite://out.db"
+    create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, v INTEGER NOT NULL)"
+    insert_query = "INSERT INTO orders (id, v) VALUES (${meta[\"mqb.id\"]}, ${payload.v}) ON CONFLICT (id) DO NOTHING"
+  }
+}
+
+route copy {
+  from file { path = "in.jsonl" }
+  to file { path = "out/parts", name_by = source_position }
+}
+`
+
+func writeOrders(t *testing.T, dir string, from, to int) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "in.jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := from; i < to; i++ {
+		fmt.Fprintf(f, "{\"id\": \"o-%04d\", \"v\": %d}\n", i, i)
+	}
+}
+
+func sqliteCount(t *testing.T, db string) int {
+	t.Helper()
+	h, err := sql.Open("sqlite3", "file:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var n int
+	if err := h.QueryRow(`SELECT count(*) FROM orders`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestStateShowResetAndResume: state show says where each route's state
+// lives and what it holds; run says where it resumes; state reset asks
+// first, then forgets one route's checkpoint and dedup keys only, and the
+// next run reads that route's source from its start.
+func TestStateShowResetAndResume(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "s.mqb", stateSrc)
+	writeOrders(t, dir, 0, 30)
+	stateDir := filepath.Join(dir, ".mqb")
+
+	out, errOut, code := mqbc(t, dir, "state", "show", "s.mqb")
+	if code != 0 || !strings.Contains(out, "route load\n  checkpoint  none in "+filepath.Join(stateDir, "state")) ||
+		!strings.Contains(out, "namespace route/load in "+filepath.Join(stateDir, "dedup")+": no keys") {
+		t.Fatalf("state show before any run: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(stateDir); err == nil {
+		t.Errorf("state show created %s: looking must not create a store", stateDir)
+	}
+
+	out, errOut, code = mqbc(t, dir, "run", "s.mqb")
+	if code != 0 || strings.Contains(errOut, "resuming") {
+		t.Fatalf("first run: exit %d\n%s%s", code, out, errOut)
+	}
+	writeOrders(t, dir, 30, 40)
+	out, errOut, code = mqbc(t, dir, "run", "s.mqb")
+	want := "mqbc run: resuming route load from record 30 (state in " + filepath.Join(stateDir, "state") + "; byte "
+	if code != 0 || !strings.Contains(errOut, want) || !strings.Contains(out, "load: in 10, out 10") {
+		t.Fatalf("second run: want %q on stderr and 10 new records\nexit %d\n%s%s", want, code, out, errOut)
+	}
+
+	out, errOut, code = mqbc(t, dir, "state", "show", "s.mqb", "load")
+	for _, w := range []string{
+		"route load\n  checkpoint  record 40, byte ",
+		"file identity: device ",
+		"namespace route/load in " + filepath.Join(stateDir, "dedup") + ": 40 live keys",
+	} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Fatalf("state show load: want %q\nexit %d\n%s%s", w, code, out, errOut)
+		}
+	}
+	if strings.Contains(out, "route copy") {
+		t.Errorf("state show load printed another route:\n%s", out)
+	}
+
+	// Not confirmed: nothing is reset.
+	out, errOut, code = mqbc(t, dir, "state", "reset", "s.mqb", "load")
+	if code != 1 || !strings.Contains(out, "deletes its checkpoint (record 40") ||
+		!strings.Contains(out, "deletes the 40 dedup keys of namespace route/load") ||
+		!strings.Contains(out, "the next run reads the source from its start") ||
+		!strings.Contains(out, "part files already written (name_by = source_position) are kept") ||
+		!strings.Contains(errOut, "not confirmed; nothing was reset") {
+		t.Fatalf("state reset without --yes: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, _, _ := mqbc(t, dir, "state", "show", "s.mqb", "load"); !strings.Contains(out, "checkpoint  record 40") {
+		t.Fatalf("an unconfirmed reset changed the state:\n%s", out)
+	}
+
+	out, errOut, code = mqbc(t, dir, "state", "reset", "--yes", "s.mqb", "load")
+	if code != 0 || !strings.Contains(out, "route load: state reset (checkpoint deleted, 40 dedup keys of namespace route/load deleted)") {
+		t.Fatalf("state reset --yes: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = mqbc(t, dir, "state", "show", "s.mqb")
+	if code != 0 || !strings.Contains(out, "route load\n  checkpoint  none in ") || !strings.Contains(out, "namespace route/load in "+filepath.Join(stateDir, "dedup")+": 0 live keys") ||
+		!strings.Contains(out, "route copy\n  checkpoint  record 40, byte ") {
+		t.Fatalf("after resetting load, want load empty and copy untouched: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// The reset route reads its source again; its idempotent table
+	// absorbs the replay. The other route resumes where it was.
+	out, errOut, code = mqbc(t, dir, "run", "s.mqb")
+	if code != 0 || !strings.Contains(out, "load: in 40, out 40") || !strings.Contains(out, "copy: in 0") ||
+		strings.Contains(errOut, "resuming route load") || !strings.Contains(errOut, "resuming route copy from record 40") {
+		t.Fatalf("run after reset: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := sqliteCount(t, filepath.Join(dir, "out.db")); n != 40 {
+		t.Errorf("orders holds %d rows after the replay, want 40", n)
+	}
+
+	out, errOut, code = mqbc(t, dir, "state", "reset", "--yes", "s.mqb", "nope")
+	if code != 1 || !strings.Contains(errOut, "no route nope here (routes: load, copy)") {
+		t.Errorf("state reset of an unknown route: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code = mqbc(t, dir, "state", "reset", "--yes", "s.mqb"); code != 2 {
+		t.Errorf("state reset without a route: exit %d, want 2\n%s", code, errOut)
+	}
+}
+
+// TestStateOutputGone: with the route's part files removed (rm -rf out)
+// and its state left behind, run says the rerun will not write again what
+// the state says was delivered and names state reset; after the reset
+// the parts are written again in full.
+func TestStateOutputGone(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "s.mqb", stateSrc)
+	writeOrders(t, dir, 0, 25)
+	if out, errOut, code := mqbc(t, dir, "run", "s.mqb"); code != 0 {
+		t.Fatalf("first run: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := mqbc(t, dir, "run", "s.mqb")
+	warn := regexp.MustCompile(`mqbc run: warning: route copy: its part directory \S+/out/parts is gone or holds no part file, but its state says records were delivered: its checkpoint is at record 25, .*This run will not write again what that state says was delivered\. .*mqbc state reset s\.mqb copy`)
+	if code != 0 || !warn.MatchString(errOut) || !strings.Contains(out, "copy: in 0") {
+		t.Fatalf("run with the output gone: want the warning naming state reset\nexit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(errOut, "warning: route load") {
+		t.Errorf("route load's output (a table) is there, yet it was warned about:\n%s", errOut)
+	}
+	if out, errOut, code := mqbc(t, dir, "state", "reset", "--yes", "s.mqb", "copy"); code != 0 {
+		t.Fatalf("state reset copy: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = mqbc(t, dir, "run", "s.mqb")
+	if code != 0 || !strings.Contains(out, "copy: in 25, out 25") || strings.Contains(errOut, "warning: route copy") {
+		t.Fatalf("run after reset: exit %d\n%s%s", code, out, errOut)
+	}
+	lines := 0
+	parts, _ := filepath.Glob(filepath.Join(dir, "out", "parts", "part-*"))
+	for _, p := range parts {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines += strings.Count(string(b), "\n")
+	}
+	if lines != 25 {
+		t.Errorf("the part files hold %d lines after the reset and rerun, want 25", lines)
+	}
+}
+
+// TestStateDirFlag: --state DIR moves the stores left at their defaults,
+// for run and state alike.
+func TestStateDirFlag(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "s.mqb", stateSrc)
+	writeOrders(t, dir, 0, 5)
+	st := filepath.Join(dir, "elsewhere")
+	if out, errOut, code := mqbc(t, dir, "run", "--state", st, "s.mqb"); code != 0 {
+		t.Fatalf("run --state: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".mqb")); err == nil {
+		t.Errorf("run --state %s still wrote .mqb", st)
+	}
+	out, errOut, code := mqbc(t, dir, "state", "show", "--state", st, "s.mqb", "load")
+	if code != 0 || !strings.Contains(out, "checkpoint  record 5, byte ") || !strings.Contains(out, " in "+filepath.Join(st, "state")) ||
+		!strings.Contains(out, "in "+filepath.Join(st, "dedup")+": 5 live keys") {
+		t.Fatalf("state show --state: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestRunCheck: `mqbc run --check` checks the premises and connections
+// like `mqbc check` and exits without reading a record: a failing premise
+// exits 1 naming the fix; a passing one exits 0, the sink table and the
+// route's state untouched.
+func TestRunCheck(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "out.db")
+	h, err := sql.Open("sqlite3", "file:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := h.Exec(`CREATE TABLE orders (id TEXT, v INT)`); err != nil {
+		t.Fatal(err)
+	}
+	writeOrders(t, dir, 0, 10)
+	write(t, dir, "r.mqb", `route load {
+  from file { path = "in.jsonl" }
+  to sql {
+    url = "sqlite://out.db"
+    insert_query = "INSERT OR IGNORE INTO orders (id, v) VALUES (${payload.id}, ${payload.v})"
+  }
+}
+`)
+	out, errOut, code := mqbc(t, dir, "run", "--check", "r.mqb")
+	if code != 1 || !strings.Contains(out, "FAILED load: start-up unique_key") || !strings.Contains(out, "fix: CREATE UNIQUE INDEX orders_id_v ON orders (id, v)") {
+		t.Fatalf("run --check without the index: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := h.Exec(`CREATE UNIQUE INDEX orders_id ON orders (id)`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = mqbc(t, dir, "run", "--check", "r.mqb")
+	if code != 0 || !strings.Contains(out, "ok     load: start-up unique_key") || strings.Contains(out, "load: in ") {
+		t.Fatalf("run --check with the index: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := sqliteCount(t, db); n != 0 {
+		t.Errorf("run --check wrote %d rows: it must read no record", n)
+	}
+	if out, _, _ := mqbc(t, dir, "state", "show", "r.mqb"); !strings.Contains(out, "checkpoint  none in ") {
+		t.Errorf("run --check left a checkpoint:\n%s", out)
+	}
+}
