@@ -282,6 +282,7 @@ func (rt *route) buildFileSource(a nodeAttrs, o *Options) error {
 	}
 	s := &fileSource{
 		route:     rt.name,
+		pipeline:  a.node.Pos.File,
 		log:       rt.log,
 		path:      path,
 		mode:      a.str("mode", modeConsume),

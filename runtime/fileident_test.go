@@ -73,7 +73,7 @@ func TestFileSourceRefusesReplacedFile(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			runRefused(t, p, []string{"route load", in, "mqbc state reset load", state, "byte"})
+			runRefused(t, p, []string{"route load", in, "mqbc state reset FILE.mqb load", state, "byte"})
 
 			// The reset: every record of the new export lands.
 			if err := os.RemoveAll(state); err != nil {
@@ -126,7 +126,7 @@ func TestFileSourceResumesSameFile(t *testing.T) {
 	if err := os.WriteFile(in, data[:len(data)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runRefused(t, p, []string{"shorter", "mqbc state reset load"})
+	runRefused(t, p, []string{"shorter", "mqbc state reset FILE.mqb load"})
 }
 
 // TestFileSourceLegacyCheckpoint: a checkpoint written before checkpoints
@@ -263,7 +263,7 @@ func TestConsumeUnterminatedLastLine(t *testing.T) {
 			appendFile(t, in, tt.more)
 			os.Remove(out)
 			if tt.refused {
-				runRefused(t, p, []string{"no newline", "mqbc state reset tail"})
+				runRefused(t, p, []string{"no newline", "mqbc state reset FILE.mqb tail"})
 				return
 			}
 			if _, err := Run(context.Background(), p, testOptions(t)); err != nil {
@@ -351,7 +351,7 @@ func TestGroupSubscribeRotatedWhileDown(t *testing.T) {
 	}
 	os.Remove(in + ".2")
 	appendFile(t, in, `{"c": 1}`+"\n")
-	runRefused(t, p, []string{"not the one the checkpoint was taken in", "mqbc state reset follow", state})
+	runRefused(t, p, []string{"not the one the checkpoint was taken in", "mqbc state reset FILE.mqb follow", state})
 }
 
 // TestGroupSubscribeTornLineAcrossRestart: half a line is written, the

@@ -3,6 +3,7 @@ package runtime
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,7 @@ const dlqSnippetBytes = 1024
 // fileSource reads one record per line.
 type fileSource struct {
 	route     string
+	pipeline  string // the .mqb file that declares the route, for the reset command
 	log       *slog.Logger
 	path      string
 	mode      string
@@ -335,8 +337,8 @@ func (s *fileSource) refuse(cp checkpoint.Position, why string) error {
 	}
 	return fmt.Errorf("route %s: file source %s: the route's checkpoint (record %d, byte %d; state in %s) does not fit the file: %s. "+
 		"mqb does not resume at a byte offset into other content. To read the file from its start, reset the route's state: "+
-		"`mqbc state reset %s` (%s)",
-		s.route, s.path, cp.NextIndex, cp.Offset, s.state, why, s.route, orRemove)
+		"`mqbc state reset %s %s` (%s)",
+		s.route, s.path, cp.NextIndex, cp.Offset, s.state, why, cmp.Or(s.pipeline, "FILE.mqb"), s.route, orRemove)
 }
 
 // stateLocation describes where host's checkpoint is kept: a Pebble

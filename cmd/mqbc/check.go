@@ -39,6 +39,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	writeVerdicts(stdout, p.Redacted())
+	if err := applyStateDir(p, *stateDir); err != nil {
+		fmt.Fprintln(stderr, "mqbc check: --state:", err)
+		return exitUsage
+	}
 	resolvePaths(p)
 	return checkPlan(p, *stateDir, stdout, stderr)
 }

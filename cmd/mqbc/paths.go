@@ -58,3 +58,37 @@ func joinRel(dir, p string) string {
 	}
 	return filepath.Join(dir, p)
 }
+
+// applyStateDir points every checkpoint and dedup store left at its
+// default (the attribute not written in the .mqb file) at dir/state and
+// dir/dedup, for --state. Written stores are left as written.
+func applyStateDir(p *plan.Plan, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	var visit func(n *plan.Node)
+	visit = func(n *plan.Node) {
+		for attr, sub := range map[string]string{"checkpoint_store": "state", "store": "dedup"} {
+			if attr == "store" && n.Kind != "dedup" {
+				continue
+			}
+			if v, ok := n.Attrs[attr]; ok && v.Type == plan.TString && v.Pos.Line == 0 && strings.HasPrefix(v.Str, "pebble://") {
+				v.Str = "pebble://" + filepath.Join(abs, sub)
+				n.Attrs[attr] = v
+			}
+		}
+		for i := range n.Children {
+			visit(&n.Children[i].Node)
+		}
+	}
+	for i := range p.Routes {
+		for j := range p.Routes[i].Nodes {
+			visit(&p.Routes[i].Nodes[j])
+		}
+	}
+	return nil
+}

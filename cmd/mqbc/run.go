@@ -57,6 +57,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	writeVerdicts(stdout, p.Redacted())
+	if err := applyStateDir(p, *stateDir); err != nil {
+		fmt.Fprintln(stderr, "mqbc run: --state:", err)
+		return exitUsage
+	}
 	resolvePaths(p)
 	if *check {
 		return checkPlan(p, *stateDir, stdout, stderr)

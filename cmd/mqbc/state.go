@@ -53,6 +53,10 @@ func runState(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitError
 	}
+	if err := applyStateDir(p, *stateDir); err != nil {
+		fmt.Fprintln(stderr, "mqbc state: --state:", err)
+		return exitUsage
+	}
 	resolvePaths(p)
 	opts := runtime.Options{StateDir: *stateDir}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -71,7 +75,7 @@ func runState(args []string, stdout, stderr io.Writer) int {
 	return resetState(ctx, *p, opts, routes[0], paths, *yes, os.Stdin, stdout, stderr)
 }
 
-const stateFlagDoc = "keep the checkpoint and dedup stores left at their defaults in DIR/state and DIR/dedup instead of .mqb/ in the working directory (give `mqbc run` the same)"
+const stateFlagDoc = "keep the checkpoint and dedup stores left at their defaults in DIR/state and DIR/dedup instead of .mqb/ beside the .mqb file (give run, check and state the same)"
 
 // splitOperands tells the .mqb files (an operand ending in .mqb, or
 // naming a file that exists) from route names.

@@ -186,23 +186,35 @@ func TestStateOutputGone(t *testing.T) {
 	}
 }
 
-// TestStateDirFlag: --state DIR moves the stores left at their defaults,
-// for run and state alike.
+// TestStateDirFlag: --state DIR moves the stores left at their defaults
+// (beside the .mqb file otherwise), for run and state alike, whatever the
+// working directory.
 func TestStateDirFlag(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "s.mqb", stateSrc)
-	writeOrders(t, dir, 0, 5)
+	pipe := filepath.Join(dir, "p")
+	if err := os.Mkdir(pipe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, pipe, "s.mqb", stateSrc)
+	writeOrders(t, pipe, 0, 5)
 	st := filepath.Join(dir, "elsewhere")
-	if out, errOut, code := mqbc(t, dir, "run", "--state", st, "s.mqb"); code != 0 {
+	if out, errOut, code := mqbc(t, dir, "run", "--state", st, "p/s.mqb"); code != 0 {
 		t.Fatalf("run --state: exit %d\n%s%s", code, out, errOut)
 	}
-	if _, err := os.Stat(filepath.Join(dir, ".mqb")); err == nil {
-		t.Errorf("run --state %s still wrote .mqb", st)
+	for _, d := range []string{filepath.Join(dir, ".mqb"), filepath.Join(pipe, ".mqb")} {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("run --state %s still wrote %s", st, d)
+		}
 	}
-	out, errOut, code := mqbc(t, dir, "state", "show", "--state", st, "s.mqb", "load")
+	out, errOut, code := mqbc(t, dir, "state", "show", "--state", st, "p/s.mqb", "load")
 	if code != 0 || !strings.Contains(out, "checkpoint  record 5, byte ") || !strings.Contains(out, " in "+filepath.Join(st, "state")) ||
 		!strings.Contains(out, "in "+filepath.Join(st, "dedup")+": 5 live keys") {
 		t.Fatalf("state show --state: exit %d\n%s%s", code, out, errOut)
+	}
+	// Without --state, the default is beside the .mqb file: nothing there.
+	out, errOut, code = mqbc(t, dir, "state", "show", "p/s.mqb", "load")
+	if code != 0 || !strings.Contains(out, "checkpoint  none in "+filepath.Join(pipe, ".mqb", "state")) {
+		t.Fatalf("state show without --state: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
@@ -246,5 +258,36 @@ func TestRunCheck(t *testing.T) {
 	}
 	if out, _, _ := mqbc(t, dir, "state", "show", "r.mqb"); !strings.Contains(out, "checkpoint  none in ") {
 		t.Errorf("run --check left a checkpoint:\n%s", out)
+	}
+}
+
+// TestStateResetAfterReplacedInput: a re-exported input is refused with
+// the exact reset command for this pipeline file; running it lets the
+// next run read the new file from its start.
+func TestStateResetAfterReplacedInput(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "one.mqb", `route load {
+  from file { path = "in.jsonl" }
+  to file { path = "out", name_by = source_position }
+}
+`)
+	writeOrders(t, dir, 0, 20)
+	if out, errOut, code := mqbc(t, dir, "run", "one.mqb"); code != 0 {
+		t.Fatalf("first run: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.Remove(filepath.Join(dir, "in.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	writeOrders(t, dir, 100, 130) // a new export under the same name
+	out, errOut, code := mqbc(t, dir, "run", "one.mqb")
+	if code != 1 || !strings.Contains(errOut, "`mqbc state reset one.mqb load`") {
+		t.Fatalf("run over a replaced input: want a refusal naming `mqbc state reset one.mqb load`\nexit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := mqbc(t, dir, "state", "reset", "--yes", "one.mqb", "load"); code != 0 {
+		t.Fatalf("state reset: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = mqbc(t, dir, "run", "one.mqb")
+	if code != 0 || !strings.Contains(out, "load: in 30, out 30") {
+		t.Fatalf("run after the reset: want the 30 records of the new export\nexit %d\n%s%s", code, out, errOut)
 	}
 }
