@@ -15,6 +15,11 @@
 // (outline.go) rather than the AST, so they keep working while a line is
 // half typed and the parser has dropped the declaration around it.
 //
+// Framing (frame.go): messages are Content-Length framed, headers bounded
+// to 8 KiB and bodies to 64 MiB. A frame the server cannot read past ends
+// Serve with an error (mqbc lsp logs it and exits 1); a well-framed body
+// that is not JSON-RPC is logged and skipped.
+//
 // Positions: the protocol counts lines from 0 and characters in UTF-16 code
 // units; diag positions are 1-based with byte offsets. Conversion goes
 // through the byte offset (text.go), which is exact for any text.

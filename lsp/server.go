@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"sort"
@@ -35,7 +36,7 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, logw io.Writer) error {
 		log:  log.New(logw, "mqbc lsp: ", 0),
 		exit: make(chan struct{}),
 	}
-	s.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(rwc))
+	s.conn = jsonrpc2.NewConn(newFrameStream(rwc, s.log))
 	s.conn.Go(ctx, s.handle)
 	// On exit or cancellation the stream is closed and Serve returns at
 	// once: a reader blocked on stdin may not wake up, and the process is
@@ -53,8 +54,13 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, logw io.Writer) error {
 		}
 		return nil
 	case <-s.conn.Done():
-		// The client went away without exit: not an error for an editor
+		// A frame the server cannot read past ends the session with an
+		// error (mqbc lsp exits 1); the client going away without exit
+		// (the stream ends between frames) is not one, for an editor
 		// that was killed.
+		if err := s.conn.Err(); errors.Is(err, errFraming) {
+			return fmt.Errorf("reading from the client: %w", err)
+		}
 		return nil
 	}
 }

@@ -158,3 +158,39 @@ func readLSPFrame(r *bufio.Reader) (map[string]any, error) {
 	var m map[string]any
 	return m, json.Unmarshal(body, &m)
 }
+
+// TestLSPFramingErrorExits: the real binary fed a frame it cannot read
+// past (here an oversized header) says so on stderr and exits 1; a stream
+// that ends between frames (the editor went away) exits 0.
+func TestLSPFramingErrorExits(t *testing.T) {
+	for _, tc := range []struct {
+		name, input string
+		code        int
+		stderr      string
+	}{
+		{"oversized header", "X-Pad: " + strings.Repeat("a", 10000) + "\r\n\r\n", 1, "mqbc lsp: reading from the client: LSP framing error: header longer than 8192 bytes"},
+		{"bad length", "Content-Length: lots\r\n\r\n", 1, `mqbc lsp: reading from the client: LSP framing error: Content-Length "lots" is not a byte count`},
+		{"client gone", "", 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(mqbcBin, "lsp")
+			cmd.Stdin = strings.NewReader(tc.input)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("mqbc lsp did not exit")
+			}
+			if got := cmd.ProcessState.ExitCode(); got != tc.code || !strings.Contains(stderr.String(), tc.stderr) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", got, stderr.String(), tc.code, tc.stderr)
+			}
+		})
+	}
+}
