@@ -18,9 +18,10 @@ func (c *Case) follows() bool {
 	return c.Mode == "group_subscribe" || c.Mode == "subscribe" || c.Broker != ""
 }
 
-// feeds: the file is fed in chunks; a broker's stream is filled before
-// the first run.
-func (c *Case) feeds() bool { return c.Broker == "" }
+// feeds: the input is fed in chunks (to the file, a Kafka topic, a
+// PostgreSQL table, a core NATS subject); a JetStream stream is filled
+// before the first run.
+func (c *Case) feeds() bool { return c.Broker != brokerNATS }
 
 const openGrace = 300 * time.Millisecond
 
@@ -55,12 +56,13 @@ func appendInput(dir, data string) error {
 func (ck *Checker) drain(dir string, routes []RouteShape, p *proc) runResult {
 	// A broker redelivers what a killed run left unacked after ack_wait (1 s).
 	var last map[string]Snapshot
-	still, quiet := 0, 4
-	if ck.quietPolls > 0 {
-		quiet = ck.quietPolls
+	still, quiet := 0, max(ck.quietPolls, 4)
+	var caughtUp func() bool
+	if h := ck.srcs[dir]; h != nil {
+		caughtUp = h.caughtUp
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for still < quiet && time.Now().Before(deadline) {
+	deadline := time.Now().Add(45 * time.Second)
+	for (still < quiet || (caughtUp != nil && !caughtUp())) && time.Now().Before(deadline) {
 		select {
 		case <-p.done:
 			return p.wait()
@@ -78,8 +80,11 @@ func (ck *Checker) drain(dir string, routes []RouteShape, p *proc) runResult {
 		}
 		last = cur
 	}
+	stalled := caughtUp != nil && !caughtUp()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	return p.wait()
+	r := p.wait()
+	r.stalled = stalled
+	return r
 }
 
 func sameSnapshots(a, b map[string]Snapshot) bool {
@@ -100,12 +105,13 @@ func (ck *Checker) followClean(dir string, c *Case) runResult {
 	// "route started" comes before the source has opened the file; a
 	// subscribe source skips what is already there when it does.
 	time.Sleep(openGrace)
+	ck.waitReady(dir, p)
 	var pending []string
 	if c.feeds() {
 		pending = chunks(c.Input, 2*c.Kills+2)
 	}
 	for _, ch := range pending {
-		if err := appendInput(dir, ch); err != nil {
+		if err := ck.feed(dir, ch); err != nil {
 			p.kill()
 			r := p.wait()
 			r.exitCode, r.stderr = -1, err.Error()
@@ -129,7 +135,7 @@ func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed in
 	}
 	feed := func() {
 		if len(pending) > 0 {
-			_ = appendInput(dir, pending[0])
+			_ = ck.feed(dir, pending[0])
 			pending = pending[1:]
 		}
 	}
@@ -144,6 +150,7 @@ func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed in
 		at.After = max(at.After, time.Millisecond)
 		p := ck.start(dir, &at)
 		if p.waitStarted() {
+			ck.waitReady(dir, p)
 			feed()
 		}
 		r := p.wait()
@@ -156,6 +163,7 @@ func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed in
 		return landed, p.wait()
 	}
 	time.Sleep(openGrace)
+	ck.waitReady(dir, p)
 	for len(pending) > 0 {
 		feed()
 		time.Sleep(20 * time.Millisecond)

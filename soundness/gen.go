@@ -19,10 +19,19 @@ type Case struct {
 	// Mode is the file source's mode: consume (empty), group_subscribe or
 	// subscribe (the input is then appended while the routes run).
 	Mode string `json:"mode,omitempty"`
-	// Broker "nats" reads the input from a NATS JetStream stream instead
-	// of the file; MsgIDs stamps each message with a Nats-Msg-Id.
+	// Broker names where the routes read the input instead of the file:
+	// "nats" (a NATS JetStream stream, filled before the first run),
+	// "nats-core" (a core NATS subject, published to while the routes
+	// run), "kafka" (a topic of the in-process Kafka-protocol broker) or
+	// "sql" (a PostgreSQL table read by the sql cursor source); the last
+	// three are fed in chunks while the routes run and while they are
+	// down (see sources.go). MsgIDs stamps each message with a producer
+	// id (Nats-Msg-Id, or Kafka's mq_bridge.message_id header).
 	Broker string `json:"broker,omitempty"`
 	MsgIDs bool   `json:"msg_ids,omitempty"`
+	// Partitions of the Kafka topic (1 when unset): with more than one,
+	// messages are keyed by the record's id, so one id keeps its order.
+	Partitions int `json:"partitions,omitempty"`
 	// Source is the formatted .mqb file (routes.mqb), Input its data
 	// (in.jsonl).
 	Source string `json:"-"`
@@ -32,6 +41,9 @@ type Case struct {
 	Setup  []SetupSQL   `json:"setup,omitempty"`
 	Routes []RouteShape `json:"routes"`
 
+	// srcRng draws the per-route choices of the sources added later
+	// (kafka, sql, core NATS), so that they changed no other seed.
+	srcRng *rand.Rand
 	// aux draws the choices added after the first cases were recorded,
 	// from a stream of its own, so that adding them changed no seed's
 	// other choices.
@@ -107,6 +119,7 @@ func generate(seed uint64, kills int) (*Case, error) {
 			c.Broker, c.MsgIDs = "nats", b.IntN(2) == 0
 		}
 	}
+	pickSource(c)
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:
@@ -188,8 +201,8 @@ func (g *routeGen) route() string {
 	if g.chance(25) {
 		fmt.Fprintf(&b, "concurrency = %s\n", g.pick("2", "4"))
 	}
-	if g.c.Broker == "nats" {
-		fmt.Fprintf(&b, "from %s\n", natsFrom(g.name))
+	if from := g.c.fromBlock(g.name); from != "" {
+		fmt.Fprintf(&b, "from %s\n", from)
 	} else if g.c.Mode != "" {
 		fmt.Fprintf(&b, "from file { path = \"in.jsonl\", mode = %s }\n", g.c.Mode)
 	} else {

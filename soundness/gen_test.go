@@ -46,6 +46,86 @@ func TestGeneratedFilesParseAndAreFormatted(t *testing.T) {
 	t.Logf("%v", kinds)
 }
 
+// Each source the generator knows is drawn for some seed, and its routes
+// read it: the later sources (kafka, sql, core NATS) replaced only seeds
+// that read the file in consume mode.
+func TestGeneratedSources(t *testing.T) {
+	want := map[string]string{
+		"":             `from file`,
+		brokerNATS:     `"route_a"`,
+		brokerNATSCore: "no_jetstream",
+		brokerKafka:    `from kafka`,
+		brokerSQL:      `"n"`,
+	}
+	seen := map[string]int{}
+	groups := 0
+	for seed := uint64(1); seed <= 300; seed++ {
+		c, err := generate(seed, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Mode != "" {
+			continue
+		}
+		seen[c.Broker]++
+		if !strings.Contains(c.Source, want[c.Broker]) {
+			t.Errorf("seed %d reads %q but its file lacks %q:\n%s", seed, c.Broker, want[c.Broker], c.Source)
+		}
+		if strings.Count(c.Source, "from ") < len(c.Routes) {
+			t.Errorf("seed %d: a route without a from:\n%s", seed, c.Source)
+		}
+		if c.Broker == brokerKafka && strings.Contains(c.Source, "group_id") {
+			groups++
+		}
+		if c.Broker != "" && !c.follows() {
+			t.Errorf("seed %d: the %s source is not drained as a source that never ends", seed, c.Broker)
+		}
+	}
+	for k := range want {
+		if seen[k] == 0 {
+			t.Errorf("no seed of 300 reads the source %q", k)
+		}
+	}
+	if groups == 0 {
+		t.Errorf("no kafka route of 300 seeds reads through a consumer group")
+	}
+	t.Logf("sources over 300 seeds: %v (kafka groups: %d)", seen, groups)
+}
+
+// Drawing the later sources changed no other seed: a seed that reads
+// the file or JetStream generates the file it generated before they were
+// added, and a seed that reads a later source the same routes apart from
+// their source.
+func TestLaterSourcesLeaveOtherSeeds(t *testing.T) {
+	later := 0
+	for seed := uint64(1); seed <= 100; seed++ {
+		c, err := generate(seed, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		laterSources = false
+		before, err := generate(seed, 3)
+		laterSources = true
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch c.Broker {
+		case brokerKafka, brokerSQL, brokerNATSCore:
+			later++
+			if before.Broker != "" || before.Mode != "" || len(before.Routes) != len(c.Routes) || before.Input != c.Input {
+				t.Errorf("seed %d: the %s source replaced more than a file source in consume mode", seed, c.Broker)
+			}
+		default:
+			if before.Source != c.Source || before.Input != c.Input {
+				t.Errorf("seed %d changed:\n%s\nwas:\n%s", seed, c.Source, before.Source)
+			}
+		}
+	}
+	if later == 0 {
+		t.Errorf("no seed of 100 reads a later source")
+	}
+}
+
 func TestCanonicalLine(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`{"b":1,"a":12345678901234567891}`, `{"a":12345678901234567891,"b":1}`},

@@ -76,6 +76,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	if !*keep {
 		defer os.RemoveAll(tmp)
 	}
+	defer stopServers()
 	root, err := moduleRoot()
 	if err != nil {
 		fmt.Fprintln(stderr, err)

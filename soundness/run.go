@@ -132,10 +132,16 @@ type runResult struct {
 	// log line to the end (0 if none started).
 	work   time.Duration
 	stderr string
+	// stalled: the drain gave up before the routes had consumed what was
+	// fed (a Kafka group that never got its partitions back): what the
+	// sinks hold is not the run's outcome.
+	stalled bool
 }
 
 func (r runResult) String() string {
 	switch {
+	case r.stalled:
+		return fmt.Sprintf("stalled (had not consumed all input when stopped after %v)", r.dur.Round(time.Millisecond))
 	case r.killed:
 		return fmt.Sprintf("killed after %v", r.dur.Round(time.Millisecond))
 	case r.exitCode == 0:
@@ -184,7 +190,7 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 	p := &proc{cancel: cancel, started: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, ck.Mqbc, "run", "--log-level", "info", "--log-format", "json", "--progress", "off", "routes.mqb")
 	p.cmd.Dir = dir
-	p.cmd.Env = append(os.Environ(), ck.env[dir]...)
+	p.cmd.Env = append(os.Environ(), ck.envOf(dir)...)
 	p.cmd.Stdout = io.Discard
 	fail := func(err error) *proc {
 		p.res = runResult{exitCode: -1, stderr: err.Error()}

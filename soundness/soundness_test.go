@@ -66,6 +66,7 @@ func TestMain(m *testing.M) {
 	}
 	checker = &Checker{Mqbc: bin, Tmp: tmp}
 	code := m.Run()
+	stopServers()
 	os.RemoveAll(tmp)
 	os.Exit(code)
 }
