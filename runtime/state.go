@@ -143,7 +143,8 @@ func (s RouteState) HasState() bool {
 }
 
 // RoutesState reads the state of the routes of p named in routes (every
-// route when routes is empty). It opens each route's stores as a run
+// route when routes is empty); a route whose state cannot be read is left
+// out and its error joined into the one returned. It opens each route's stores as a run
 // would, without taking a fenced checkpoint over and without creating a
 // Pebble directory that does not exist.
 func RoutesState(ctx context.Context, p plan.Plan, o Options, routes ...string) ([]RouteState, error) {
@@ -153,19 +154,22 @@ func RoutesState(ctx context.Context, p plan.Plan, o Options, routes ...string) 
 	}
 	now := time.Now()
 	var out []RouteState
+	var errs []error
 	for _, pr := range prs {
 		rs, err := openRouteStores(ctx, pr, &o)
 		if err != nil {
-			return out, err
+			errs = append(errs, err) // one route's unreadable state hides no other's
+			continue
 		}
 		st, err := rs.state(now)
 		rs.close()
 		if err != nil {
-			return out, err
+			errs = append(errs, err)
+			continue
 		}
 		out = append(out, st)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // ResetRouteState forgets route's state: its checkpoint, and the keys of
@@ -267,11 +271,11 @@ func (rs *routeStores) close() {
 // openRouteStores opens pr's checkpoint and dedup stores the way
 // buildRoute does (the source is built, not opened, to learn whether it
 // keeps a position), and lists its file outputs.
-func openRouteStores(ctx context.Context, pr *plan.Route, o *Options) (rs *routeStores, err error) {
-	rs = &routeStores{route: pr.Name}
+func openRouteStores(ctx context.Context, pr *plan.Route, o *Options) (_ *routeStores, err error) {
+	rs := &routeStores{route: pr.Name}
 	defer func() {
 		if err != nil {
-			rs.close()
+			rs.close() // what opened before the failure
 		}
 	}()
 	c := &compiler{lookup: o.Env}

@@ -4,10 +4,13 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // stateSrc loads orders into SQLite (idempotent on the id) after a dedup
@@ -290,4 +293,88 @@ func TestStateResetAfterReplacedInput(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "load: in 30, out 30") {
 		t.Fatalf("run after the reset: want the 30 records of the new export\nexit %d\n%s%s", code, out, errOut)
 	}
+}
+
+// TestStateResetKeepsSharedNamespace: a dedup namespace shared with other
+// routes on purpose is shown as shared and kept by a reset of one of
+// them (its keys are theirs too); the route's checkpoint still goes.
+func TestStateResetKeepsSharedNamespace(t *testing.T) {
+	dir := t.TempDir()
+	var src strings.Builder
+	for _, name := range []string{"a", "b"} {
+		fmt.Fprintf(&src, `route %s {
+  from file { path = "in.jsonl" }
+  id payload.id
+  dedup { key = meta["mqb.id"], namespace = "orders" }
+  to file { path = "out-%s", name_by = source_position }
+}
+`, name, name)
+	}
+	write(t, dir, "s.mqb", src.String())
+	writeOrders(t, dir, 0, 12)
+	if out, errOut, code := mqbc(t, dir, "run", "s.mqb"); code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code := mqbc(t, dir, "state", "show", "s.mqb", "a")
+	if code != 0 || !strings.Contains(out, "namespace shared/orders (shared with other routes on purpose) in ") || !strings.Contains(out, ": 12 live keys") {
+		t.Fatalf("state show a: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = mqbc(t, dir, "state", "reset", "--yes", "s.mqb", "a")
+	if code != 0 || !strings.Contains(out, "keeps namespace shared/orders") || !strings.Contains(out, "route a: state reset (checkpoint deleted)") {
+		t.Fatalf("state reset a: exit %d\n%s%s", code, out, errOut)
+	}
+	out, _, _ = mqbc(t, dir, "state", "show", "s.mqb", "a")
+	if !strings.Contains(out, "checkpoint  none in ") || !strings.Contains(out, ": 12 live keys") {
+		t.Errorf("after resetting a, want its checkpoint gone and the shared keys kept:\n%s", out)
+	}
+}
+
+// TestStateResetWhileRunning: a Pebble store is locked by the run that
+// has it open, so a reset then fails, naming the store, and changes
+// nothing.
+func TestStateResetWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "f.mqb", `route follow {
+  from file { path = "in.jsonl", mode = subscribe }
+  to file { path = "out.jsonl" }
+}
+`)
+	writeOrders(t, dir, 0, 3)
+	cmd := exec.Command(mqbcBin, "run", "--log-level", "info", "f.mqb")
+	cmd.Dir = dir
+	var errb syncBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(errb.String(), "route started") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the route did not start:\n%s", errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, errOut, code := mqbc(t, dir, "state", "reset", "--yes", "f.mqb", "follow")
+	if code != 1 || !strings.Contains(errOut, filepath.Join(dir, ".mqb", "state")+": another process has it open") {
+		t.Fatalf("state reset of a running route: want exit 1 naming the locked store\nexit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's writes and a test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -7,12 +7,14 @@ package pebbledb
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
@@ -97,6 +99,9 @@ func Open(dir string) (*Handle, error) {
 			return nil, fmt.Errorf("open pebble store %s: %w", abs, err)
 		}
 		db, err := pebble.Open(abs, options(abs))
+		if errors.Is(err, syscall.EAGAIN) { // the directory's LOCK is held
+			return nil, fmt.Errorf("open pebble store %s: another process has it open (a run of a route kept there?): %w", abs, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("open pebble store %s: %w", abs, err)
 		}
