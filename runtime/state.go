@@ -72,6 +72,12 @@ func (c *CheckpointState) Resumes() bool {
 // each partition's next offset.
 func (c *CheckpointState) Describe() string {
 	p := c.Position
+	if col, ok := strings.CutPrefix(p.Mode, "cursor:"); ok {
+		return fmt.Sprintf("cursor %s = %d", col, p.NextIndex) // the next value to read
+	}
+	if p.Mode == "lsn" {
+		return fmt.Sprintf("LSN %X/%X", uint64(p.Offset)>>32, uint32(p.Offset))
+	}
 	if len(p.Partitions) == 0 {
 		return fmt.Sprintf("record %d", p.NextIndex)
 	}
