@@ -298,8 +298,12 @@ type partSink struct {
 	// positions (parts written before names carried the file's identity).
 	legacy  []string
 	covered partitionRanges
-	listErr error
-	buf     []byte
+	before  partitionRanges // the part of covered listed at start-up
+	// routeSink: the route's own sink (skipCovered is called), not a
+	// branch of a structural output nor a handler.
+	routeSink bool
+	listErr   error
+	buf       []byte
 }
 
 // partNameRE parses a part file name: part-<source>-<partition>-<start>-<end>.jsonl,
@@ -330,7 +334,7 @@ func newPartSink(a nodeAttrs, base string, src source, epoch string) (*partSink,
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, a.errorf("path", "Failed to create part-file sink directory: %v", err)
 	}
-	s := &partSink{route: a.route, dir: dir, src: src, epoch: epoch, covered: partitionRanges{}}
+	s := &partSink{route: a.route, dir: dir, src: src, epoch: epoch, covered: partitionRanges{}, before: partitionRanges{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, a.errorf("path", "list part files: %v", err)
@@ -378,23 +382,10 @@ func (s *partSink) listLocked() error {
 			continue
 		}
 		s.covered.add(int32(part), start, end)
+		s.before.add(int32(part), start, end)
 	}
 	s.source = source
 	return nil
-}
-
-// skipCovered marks records already in a part file as duplicates.
-func (s *partSink) skipCovered(recs []Record) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.listLocked() != nil {
-		return // Write reports it
-	}
-	for i := range recs {
-		if recs[i].state == stLive && s.covered.contains(&recs[i]) {
-			recs[i].state = stDuplicate
-		}
-	}
 }
 
 func (s *partSink) Write(_ context.Context, recs []*Record) error {
@@ -408,9 +399,17 @@ func (s *partSink) Write(_ context.Context, recs []*Record) error {
 	}
 	var live []*Record
 	for _, r := range recs {
-		if !s.covered.contains(r) {
-			live = append(live, r)
+		if s.covered.contains(r) {
+			// In a part already. One of an earlier run: as the route's
+			// sink, it counts the record as deduplicated (in a branch,
+			// the record is the other branches' too, and keeps its
+			// state). One of an earlier attempt of this write: delivered.
+			if s.routeSink && s.before.contains(r) {
+				r.state = stDuplicate
+			}
+			continue
 		}
+		live = append(live, r)
 	}
 	wrote := false
 	for _, run := range positionRuns(live) {

@@ -18,31 +18,18 @@ import (
 // yet: the test skips them, naming the issue that fixes them. Remove an
 // entry when its fix lands (the test then keeps it fixed).
 var knownFalse = map[string]string{
-	// A record without the key field binds NULL into the conflict column;
-	// NULLs never conflict, so a replay inserts it again.
-	"seed-1":  "known false verdict, issue 13 (NULL bound into a conflict column)",
-	"seed-17": "known false verdict, issue 13 (NULL bound into a conflict column)",
-	// dedup in front of a positional part sink: after kills the parts hold
-	// repeats the clean run's dedup dropped.
-	"seed-21": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
-	"seed-35": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
-	"seed-47": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
-	// ON CONFLICT DO NOTHING with no target, keyed on now(), into a table
-	// (not created by the route) whose only unique key is that column: the
-	// premise "a unique index on the stable columns" is not checked at
-	// start-up, so replays insert again.
-	"seed-88": "known false verdict, issue 13 (premise not checked at start-up)",
-	// Recorded when two routes deduplicating on one key in the default
-	// store dropped each other's records (fixed by 28bfdcb); its route_a
-	// still shows the dedup-before-parts difference above.
-	"seed-44": "known false verdict, issue 12/19 (dedup decisions are not replay-stable before a positional sink)",
-
 	// Fixed on main by the SQL analyser (6b721e3): seed-3 (a randomblob()
 	// key called stable), seed-13 and seed-60 (a conflict clause on a table
 	// without a unique key), seed-52 (a handler's table without one). By
 	// the stability allow-list and weakest-effect rule (b17ae88): seed-10
 	// (switch on now()), seed-7 and seed-11 (file subscribe is now
-	// at-most-once), seed-74 (a duplicating handler).
+	// at-most-once), seed-74 (a duplicating handler). By the per-record
+	// key premise (a record binding NULL into a conflict column goes to the
+	// DLQ): seed-1, seed-17. By the start-up premise checks (a table
+	// without the unique index the proof assumes refuses to start): seed-88.
+	// By the part sink skipping covered records only at the write, after
+	// the dedup step remembered their keys: seed-21, seed-35, seed-44,
+	// seed-47 (dedup in front of positional parts).
 }
 
 var (
