@@ -18,6 +18,16 @@ import (
 // yet: the test skips them, naming the issue that fixes them. Remove an
 // entry when its fix lands (the test then keeps it fixed).
 var knownFalse = map[string]string{
+	// route_c: ON CONFLICT DO NOTHING at concurrency 2 over records of one
+	// key with different bodies. Which record keeps the key depends on the
+	// order the sink workers apply them, in a clean run too; a kill makes
+	// the other order likelier, and a second clean run does not always
+	// show it, so the case fails now and then. Open question for the
+	// prover (DO UPDATE and REPLACE already need concurrency 1 or a version
+	// guard; DO NOTHING does not) or the harness (call such a route
+	// timing-dependent). Its route_a (dedup before parts) is fixed, as in
+	// seed-21, 35, 47.
+	"seed-44": "flaky: which record of a key DO NOTHING keeps at concurrency 2 depends on the order the sink workers apply them",
 	// Fixed on main by the SQL analyser (6b721e3): seed-3 (a randomblob()
 	// key called stable), seed-13 and seed-60 (a conflict clause on a table
 	// without a unique key), seed-52 (a handler's table without one). By
@@ -28,8 +38,8 @@ var knownFalse = map[string]string{
 	// DLQ): seed-1, seed-17. By the start-up premise checks (a table
 	// without the unique index the proof assumes refuses to start): seed-88.
 	// By the part sink skipping covered records only at the write, after
-	// the dedup step remembered their keys: seed-21, seed-35, seed-44,
-	// seed-47 (dedup in front of positional parts).
+	// the dedup step remembered their keys: seed-21, seed-35, seed-47
+	// (dedup in front of positional parts).
 }
 
 var (
