@@ -124,11 +124,14 @@ type DedupState struct {
 // Shared reports whether other routes may use the namespace too.
 func (d DedupState) Shared() bool { return strings.HasPrefix(d.Namespace, "shared/") }
 
-// OutputState is a file or part directory a route's file sink writes.
+// OutputState is a local file a route's sink writes: a file sink's file
+// or part directory, or a SQLite database.
 type OutputState struct {
 	Path string
 	// Parts is true for a part directory (name_by = source_position).
 	Parts bool
+	// SQLite is true for a sql sink's sqlite:// database.
+	SQLite bool
 	// Gone is true when the file or directory does not exist, or holds
 	// nothing (an empty file, a directory without part files).
 	Gone bool
@@ -362,10 +365,26 @@ func openDedupSlot(a nodeAttrs, o *Options, ns string) (dedupSlot, error) {
 	return dedupSlot{ns: ns, where: plan.RedactURLs(st.Where()), st: st}, nil
 }
 
-// fileOutputs lists the file sinks under n (a sink, or a switch or fanout
-// holding sinks): their files, or part directories.
+// fileOutputs lists the local files the sinks under n (a sink, or a
+// switch or fanout holding sinks) write: file sinks' files or part
+// directories, and SQLite databases.
 func fileOutputs(n *plan.Node, o *Options) []OutputState {
 	var out []OutputState
+	if n.Kind == "sql" {
+		a := nodeAttrs{node: n}
+		if path, ok := strings.CutPrefix(a.str("url", ""), "sqlite://"); ok {
+			path, _, _ = strings.Cut(path, "?")
+			if path != "" && !strings.HasPrefix(path, ":memory:") {
+				if !filepath.IsAbs(path) && o.BaseDir != "" {
+					path = filepath.Join(o.BaseDir, path)
+				}
+				if abs, err := filepath.Abs(path); err == nil {
+					path = abs
+				}
+				out = append(out, OutputState{Path: path, SQLite: true, Gone: outputGone(path, false)})
+			}
+		}
+	}
 	if n.Kind == "file" {
 		a := nodeAttrs{node: n}
 		if path := a.str("path", ""); path != "" && path != "-" {
@@ -389,8 +408,8 @@ func fileOutputs(n *plan.Node, o *Options) []OutputState {
 	return out
 }
 
-// outputGone reports whether a sink's file is missing or empty, or its
-// part directory is missing or holds no part file.
+// outputGone reports whether a sink's file (or database) is missing or
+// empty, or its part directory is missing or holds no part file.
 func outputGone(path string, parts bool) bool {
 	if !parts {
 		info, err := os.Stat(path)

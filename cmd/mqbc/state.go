@@ -130,8 +130,11 @@ func writeRouteState(w io.Writer, s runtime.RouteState) {
 	}
 	for _, o := range s.Outputs {
 		what := "file"
-		if o.Parts {
+		switch {
+		case o.Parts:
 			what = "part files in"
+		case o.SQLite:
+			what = "SQLite database"
 		}
 		gone := ""
 		if o.Gone {
@@ -252,8 +255,11 @@ func stateNotes(ctx context.Context, p plan.Plan, opts runtime.Options, paths []
 				}
 			}
 			what := "output file " + o.Path + " is gone or empty"
-			if o.Parts {
+			switch {
+			case o.Parts:
 				what = "part directory " + o.Path + " is gone or holds no part file"
+			case o.SQLite:
+				what = "SQLite database " + o.Path + " is gone or empty"
 			}
 			notes = append(notes, stateNote{warn: true, route: s.Route,
 				msg: fmt.Sprintf("route %s: its %s, but its state says records were delivered: %s. "+

@@ -161,12 +161,12 @@ func TestStateOutputGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, errOut, code := mqbc(t, dir, "run", "s.mqb")
+	if strings.Contains(errOut, "warning: route load") {
+		t.Errorf("route load's SQLite database is there, yet it was warned about:\n%s", errOut)
+	}
 	warn := regexp.MustCompile(`mqbc run: warning: route copy: its part directory \S+/out/parts is gone or holds no part file, but its state says records were delivered: its checkpoint is at record 25, .*This run will not write again what that state says was delivered\. .*mqbc state reset s\.mqb copy`)
 	if code != 0 || !warn.MatchString(errOut) || !strings.Contains(out, "copy: in 0") {
 		t.Fatalf("run with the output gone: want the warning naming state reset\nexit %d\n%s%s", code, out, errOut)
-	}
-	if strings.Contains(errOut, "warning: route load") {
-		t.Errorf("route load's output (a table) is there, yet it was warned about:\n%s", errOut)
 	}
 	if out, errOut, code := mqbc(t, dir, "state", "reset", "--yes", "s.mqb", "copy"); code != 0 {
 		t.Fatalf("state reset copy: exit %d\n%s%s", code, out, errOut)
@@ -186,6 +186,16 @@ func TestStateOutputGone(t *testing.T) {
 	}
 	if lines != 25 {
 		t.Errorf("the part files hold %d lines after the reset and rerun, want 25", lines)
+	}
+
+	// The SQLite database removed under state left behind: warned too.
+	if err := os.Remove(filepath.Join(dir, "out.db")); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = mqbc(t, dir, "run", "s.mqb")
+	sqliteWarn := regexp.MustCompile(`mqbc run: warning: route load: its SQLite database \S+/out\.db is gone or empty, but its state says records were delivered: its checkpoint is at record 25, .*its dedup namespace route/load remembers 25 keys .*mqbc state reset s\.mqb load`)
+	if code != 0 || !sqliteWarn.MatchString(errOut) {
+		t.Fatalf("run with the database gone: want the warning naming state reset\nexit %d\n%s%s", code, out, errOut)
 	}
 }
 
