@@ -2,6 +2,8 @@ package compiler
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -200,6 +202,12 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 				for c := range keys.autoinc {
 					if indexOf(ins.columns, c) < 0 {
 						why := fmt.Sprintf("%s deletes the row and inserts it anew, so its auto-increment column %s changes on a replay", ins.clause, c)
+						return notIdempotent(why, why)
+					}
+				}
+				for _, c := range slices.Sorted(maps.Keys(keys.volatileDefaults)) {
+					if indexOf(ins.columns, c) < 0 {
+						why := fmt.Sprintf("%s deletes the row and inserts it anew, and column %s, which it leaves out, gets its DEFAULT %s again, which is not a literal, so a replay can change the row; write the column from a stable value or use ON CONFLICT DO NOTHING", ins.clause, c, keys.volatileDefaults[c])
 						return notIdempotent(why, why)
 					}
 				}

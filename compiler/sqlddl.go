@@ -17,6 +17,11 @@ type sqlTableKeys struct {
 	// autoinc marks columns the database fills by itself (AUTOINCREMENT,
 	// AUTO_INCREMENT, SERIAL, IDENTITY, SQLite's INTEGER PRIMARY KEY).
 	autoinc map[string]bool
+	// volatileDefaults are the columns whose DEFAULT is not a literal
+	// (CURRENT_TIMESTAMP, random(), nextval(…), …), by lower-case name,
+	// with the default as written: a write that leaves them out gets a new
+	// value on every insert.
+	volatileDefaults map[string]string
 	// unsure: a statement of the script touches the table in a way this
 	// reader does not follow (ALTER TABLE, an expression index, …).
 	unsure bool
@@ -29,7 +34,7 @@ func readCreateTable(ddl, table string, d sqlDialect) (keys *sqlTableKeys, found
 	if err != nil {
 		return nil, false
 	}
-	keys = &sqlTableKeys{name: table, autoinc: map[string]bool{}}
+	keys = &sqlTableKeys{name: table, autoinc: map[string]bool{}, volatileDefaults: map[string]string{}}
 	var stmt []sqlTok
 	for _, t := range toks {
 		if t.punct(";") || t.kind == tEOF {
@@ -253,8 +258,63 @@ func readTableItem(item []sqlTok, keys *sqlTableKeys) {
 			keys.uniques = append(keys.uniques, []string{col})
 		case t.is("autoincrement") || t.is("auto_increment") || t.is("identity"):
 			keys.autoinc[strings.ToLower(col)] = true
+		case t.is("default"):
+			if shown, ok := literalDefault(item[j+1:]); !ok {
+				keys.volatileDefaults[strings.ToLower(col)] = shown
+			}
 		}
 	}
+}
+
+// literalDefault reads the expression after DEFAULT: ok only for a
+// literal (a string, a number, with a sign or in parentheses, NULL, TRUE,
+// FALSE) followed by nothing or by the next constraint's keyword. Anything
+// else — CURRENT_TIMESTAMP, a function call, a cast, an operator — may give
+// another value on each insert. shown is the default as written, shortened.
+func literalDefault(s []sqlTok) (shown string, ok bool) {
+	k := 0
+	paren := 0
+	for k < len(s) && s[k].punct("(") {
+		paren++
+		k++
+	}
+	if k < len(s) && (s[k].punct("-") || s[k].punct("+")) {
+		k++
+	}
+	lit := k < len(s) && (s[k].kind == tString || s[k].kind == tNumber || s[k].is("null") || s[k].is("true") || s[k].is("false"))
+	end := k + 1
+	for range paren {
+		if end < len(s) && s[end].punct(")") {
+			end++
+		} else {
+			lit = false
+		}
+	}
+	if lit && (end == len(s) || s[end].kind == tIdent) {
+		return "", true
+	}
+	var b strings.Builder
+	depth := 0
+	for i, t := range s {
+		if depth == 0 && i > 0 && t.kind == tIdent && !(i > 0 && s[i-1].punct(".")) {
+			break // the next constraint (NOT NULL, ON UPDATE, …)
+		}
+		if i > 0 && !t.punct("(") && !t.punct(")") && !s[i-1].punct("(") && !t.punct(".") && !s[i-1].punct(".") && !t.punct(",") {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t.String())
+		switch {
+		case t.punct("("):
+			depth++
+		case t.punct(")"):
+			depth--
+		}
+		if b.Len() > 40 {
+			b.WriteString(" …")
+			break
+		}
+	}
+	return b.String(), false
 }
 
 // fileDDL is a create_table written on some sql endpoint of the file, with
