@@ -323,6 +323,25 @@ func (rc *routeCtx) proveMongo(n *nodeInfo) sinkProof {
 			p.missing = fmt.Sprintf("mongodb id_field %s is per-delivery: %s", field, st.Why)
 		}
 	}
+	if p.ok {
+		// The proof rests on the unique _id index (MongoDB keeps one on
+		// every collection, so the start-up check always passes, but the
+		// plan says what the verdict assumes) and on every record having
+		// the key: one without it is dead-lettered, never written under a
+		// fresh _id.
+		target := templateOrStr(n.attrs["database"]) + "." + templateOrStr(n.attrs["collection"])
+		key := "payload." + idf.val.Str
+		if idf.val.Type == plan.TTemplate {
+			key = templateText(idf.val.Template)
+		}
+		p.premises = append(p.premises,
+			premiseAt{node: n, p: plan.Premise{Kind: plan.PremiseUniqueIndex, When: plan.CheckStartup, Target: target, Columns: []string{"_id"},
+				Holds:  fmt.Sprintf("collection %s has a unique index on (_id), as every MongoDB collection has", target),
+				Reason: p.reasons[0]}},
+			premiseAt{node: n, p: plan.Premise{Kind: plan.PremiseKeyPresent, When: plan.CheckPerRecord, Target: target, Columns: []string{key},
+				Holds:  fmt.Sprintf("every record has a non-empty, non-null id_field %s (one without it would get a fresh _id, so a replay would land again)", key),
+				Reason: p.reasons[0]}})
+	}
 	if !rc.inNamedUnused && boolAttr(n, "report_outcome") {
 		if !p.ok {
 			rc.c.add("E043", n.attrs["report_outcome"].rng, fmt.Sprintf("mongodb report_outcome in route %s has no deterministic key", rc.name),
