@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
 )
 
 // mqbcBin is the real mqbc binary, built once by TestMain.
@@ -25,6 +27,7 @@ func TestMain(m *testing.M) {
 		panic("go build: " + err.Error() + "\n" + string(out))
 	}
 	code := m.Run()
+	testsrv.StopAll() // servers a test started (state_sql_test.go)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
