@@ -228,6 +228,15 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 	}
 	write := "write: " + ins.clause
 	p.ok = true
+	if !rc.inNamedUnused {
+		for _, c := range keyCols {
+			i := indexOf(ins.columns, c)
+			if proc := ins.columnProcess(i, parts, d); proc != "" {
+				rc.warnProcessWriteKey(fmt.Sprintf("%s key %s = %s", ins.clause, c, ins.valuesShown(i, parts)), proc, n.attrs["insert_query"].rng)
+				break
+			}
+		}
+	}
 	switch {
 	case len(keyShown) > 0:
 		p.reasons = []string{write, "key: " + strings.Join(keyShown, ", ")}
@@ -321,6 +330,16 @@ func (rc *routeCtx) proveMongo(n *nodeInfo) sinkProof {
 		} else {
 			p.reasons = []string{fmt.Sprintf("write: mongodb id_field %s is per-delivery: %s", field, st.Why)}
 			p.missing = fmt.Sprintf("mongodb id_field %s is per-delivery: %s", field, st.Why)
+		}
+	}
+	if p.ok && !rc.inNamedUnused {
+		proc, what := idf.stab.Process, "mongodb id_field "+templateOrStr(idf)
+		if idf.val.Type != plan.TTemplate {
+			proc = rc.taint[idf.val.Str].Process
+			what += ", _id = payload." + idf.val.Str
+		}
+		if proc != "" {
+			rc.warnProcessWriteKey(what, proc, idf.rng)
 		}
 	}
 	if p.ok {

@@ -60,8 +60,11 @@ type routeCtx struct {
 	nodes    []*nodeInfo // execution order
 	dedups   []*nodeInfo
 	warnings []string
-	nextID   int
-	ids      map[*nodeInfo]string // plan node IDs, filled by emit
+	// idEnvWarned: the id step got W021, so a write key that reads
+	// meta["mqb.id"] needs no second one.
+	idEnvWarned bool
+	nextID      int
+	ids         map[*nodeInfo]string // plan node IDs, filled by emit
 }
 
 // nodeInfo is a node being built plus the facts the proof needs about it.

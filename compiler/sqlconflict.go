@@ -169,6 +169,17 @@ func (ins *sqlInsert) columnStability(i int, parts []partInfo, d sqlDialect) (st
 	return stableValue, ins.rows[0][i], 0
 }
 
+// columnProcess says what the value of column i rests on outside the
+// record in some VALUES row (an env() it reads), or "".
+func (ins *sqlInsert) columnProcess(i int, parts []partInfo, d sqlDialect) string {
+	for _, row := range ins.rows {
+		if st := sqlStability(row[i], parts, d); st.Stable && st.Process != "" {
+			return st.Process
+		}
+	}
+	return ""
+}
+
 // isExistingColumn reports whether e names col of the row already in the
 // table: col, t.col or alias.col.
 func (ins *sqlInsert) isExistingColumn(e *sqlExpr, col string) bool {
