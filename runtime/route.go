@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +55,9 @@ type route struct {
 	failErr  error
 	failed   atomic.Bool
 	stopRead context.CancelFunc
+	// ended is set once a finite source said it has nothing more: a
+	// drain before that cut the run short (see RouteStats.Interrupted).
+	ended atomic.Bool
 }
 
 type routeCounters struct {
@@ -78,6 +83,9 @@ type reservation struct {
 	store dedupStore
 	ttl   time.Duration
 	keys  []string
+	// recs holds, for each key, the index in the batch of the record that
+	// reserved it: a record that is not delivered gives its key back.
+	recs []int
 }
 
 func (rt *route) close() error {
@@ -181,7 +189,11 @@ func (rt *route) run(ctx context.Context) error {
 				// forever, and a drain finishes what was read.
 				procCh <- b
 			}
-			if eof || readCtx.Err() != nil {
+			if eof {
+				rt.ended.Store(true)
+				return
+			}
+			if readCtx.Err() != nil {
 				return
 			}
 		}
@@ -396,17 +408,13 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	if err := rt.deadLetter(ctx, late); err != nil {
 		return err
 	}
-	var dlqd, errs int64
+	var dlqd int64
+	var lost []*Record // failed with nowhere to go: never acked
 	for _, dead := range [][]*Record{early, late} {
 		for _, r := range dead {
-			switch {
-			case rt.dlq == nil:
-				rt.log.Warn("record dropped (no dlq)", "position", r.Seq, "reason", r.reason)
-				errs++
-			case r.sinkErr != "":
-				rt.log.Error("record dropped: the dlq refused it", "position", r.Seq, "reason", r.reason, "dlq_error", r.sinkErr)
-				errs++
-			default:
+			if rt.undelivered(r) {
+				lost = append(lost, r)
+			} else {
 				dlqd++
 			}
 		}
@@ -414,26 +422,106 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	refs := w.refs[:0]
 	for _, b := range group {
 		for _, res := range b.reserved {
-			if err := res.store.Promote(res.keys, rt.now(), res.ttl); err != nil {
-				return fmt.Errorf("route %s: %w", rt.name, err)
+			promote, release := res.keys, []string(nil)
+			if len(lost) > 0 {
+				promote = nil
+				for j, k := range res.keys {
+					if rt.undelivered(&b.recs[res.recs[j]]) {
+						release = append(release, k)
+					} else {
+						promote = append(promote, k)
+					}
+				}
+			}
+			// A key whose record was not delivered is given back: kept, it
+			// would make the rerun drop that record as a duplicate.
+			if len(release) > 0 {
+				if err := res.store.Release(release); err != nil {
+					return fmt.Errorf("route %s: %w", rt.name, err)
+				}
+			}
+			if len(promote) > 0 {
+				if err := res.store.Promote(promote, rt.now(), res.ttl); err != nil {
+					return fmt.Errorf("route %s: %w", rt.name, err)
+				}
 			}
 		}
 		b.reserved = nil
 		for i := range b.recs {
-			refs = append(refs, refOf(&b.recs[i]))
+			if r := &b.recs[i]; len(lost) == 0 || !rt.undelivered(r) {
+				refs = append(refs, refOf(r))
+			}
 		}
 	}
 	w.refs = refs
 	if err := rt.acks.ack(refs); err != nil {
 		return fmt.Errorf("route %s: %w", rt.name, err)
 	}
+	errs := int64(len(lost))
 	rt.stats.out.Add(out)
 	rt.stats.filtered.Add(filtered)
 	rt.stats.deduplicated.Add(dups)
 	rt.stats.deadLettered.Add(dlqd)
 	rt.stats.errors.Add(errs)
 	rt.metrics.add(out, filtered, dups, dlqd, errs)
+	if len(lost) > 0 {
+		return rt.lostError(lost)
+	}
 	return nil
+}
+
+// undelivered reports whether a record failed with nowhere to go: dead,
+// with no DLQ declared or refused by the DLQ.
+func (rt *route) undelivered(r *Record) bool {
+	return r.state == stDead && (rt.dlq == nil || r.sinkErr != "")
+}
+
+// lostError logs the records that failed with nowhere to go and returns
+// the error that stops the route. Their positions are never acked, so the
+// checkpoint stays before the first of them and a rerun reads it again.
+func (rt *route) lostError(lost []*Record) error {
+	slices.SortFunc(lost, func(a, b *Record) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Seq, b.Seq))
+	})
+	const shown = 5
+	for i, r := range lost {
+		if i == shown {
+			rt.log.Error("more records failed", "count", len(lost)-shown)
+			break
+		}
+		if rt.dlq == nil {
+			rt.log.Error("record failed and the route has no dlq", "partition", r.Partition, "position", r.Seq, "reason", r.reason)
+		} else {
+			rt.log.Error("record failed and the dlq refused it", "partition", r.Partition, "position", r.Seq, "reason", r.reason, "dlq_error", r.sinkErr)
+		}
+	}
+	first := lost[0]
+	where := fmt.Sprintf("record %d", first.Seq)
+	if rt.src.seqGaps() || first.Partition != 0 {
+		where = fmt.Sprintf("partition %d offset %d", first.Partition, first.Seq)
+	}
+	var why string
+	if rt.dlq == nil {
+		why = "the route declares no dlq"
+	} else {
+		why = "the dlq refused it: " + first.sinkErr
+	}
+	return &lostRecordsError{route: rt.name, count: len(lost), where: where, reason: first.reason, why: why}
+}
+
+// lostRecordsError stops a route whose records failed with nowhere to go.
+type lostRecordsError struct {
+	route  string
+	count  int
+	where  string
+	reason string
+	why    string
+}
+
+func (e *lostRecordsError) Error() string {
+	return fmt.Sprintf("route %s: %d record(s) failed and %s; the first, %s: %s. "+
+		"The route stopped before committing past it: fix the cause (or add a dlq) and rerun, which resumes at that record",
+		e.route, e.count, e.why, e.where, e.reason)
 }
 
 // deadLetter writes dead records to the DLQ with their reason in

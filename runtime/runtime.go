@@ -62,6 +62,10 @@ type RouteStats struct {
 	// they matched no case. They are acked and included in Out (the
 	// route's output accepted them); a retried write counts them again.
 	Unmatched int64 `json:"unmatched,omitempty"`
+	// Interrupted is true when a drain (SIGINT/SIGTERM) stopped a route
+	// whose source is finite before it was read to the end: what was
+	// read is committed, and a rerun resumes at record Committed.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Stats is the outcome of a Run, one entry per route in plan order.
@@ -157,6 +161,14 @@ func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
 	return stats, errors.Join(errs...)
 }
 
+// interrupted reports whether the route's finite source was cut short by
+// a drain: it never said it had nothing more, yet the route stopped
+// without failing.
+func (rt *route) interrupted() bool {
+	fs, ok := rt.src.(finiteSource)
+	return ok && fs.finite() && !rt.ended.Load() && !rt.failed.Load()
+}
+
 func (rt *route) snapshot() RouteStats {
 	return RouteStats{
 		Name:         rt.name,
@@ -168,5 +180,6 @@ func (rt *route) snapshot() RouteStats {
 		Errors:       rt.stats.errors.Load(),
 		Committed:    rt.stats.committed.Load(),
 		Unmatched:    unmatchedDropped(rt.sink),
+		Interrupted:  rt.interrupted(),
 	}
 }

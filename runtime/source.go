@@ -66,6 +66,12 @@ type resumingSource interface {
 	resumeAt() map[int32]ackPos
 }
 
+// finiteSource is a source that may end: read to the end, its route
+// stops by itself. finite reports whether this one will.
+type finiteSource interface {
+	finite() bool
+}
+
 // progressSource is a source that can tell how far through its input it is.
 type progressSource interface {
 	progress() (read, size int64, ok bool)

@@ -146,6 +146,9 @@ func (s *fileSource) baseName() string {
 // replayable reports whether positions repeat across runs (consume mode).
 func (s *fileSource) replayable() bool { return s.mode == modeConsume }
 
+// finite: a consumed file ends at its end; a subscribed one is followed.
+func (s *fileSource) finite() bool { return s.mode == modeConsume }
+
 func (s *fileSource) recordFormat() string { return s.format }
 
 func (s *fileSource) seqGaps() bool { return false }

@@ -192,8 +192,11 @@ func objectSourceName(url string) string {
 	return base
 }
 
-func (s *objectSource) sourceName() string   { return s.name }
-func (s *objectSource) replayable() bool     { return true }
+func (s *objectSource) sourceName() string { return s.name }
+func (s *objectSource) replayable() bool   { return true }
+
+// finite: without poll_interval the listing is read once, to its end.
+func (s *objectSource) finite() bool         { return s.poll == 0 }
 func (s *objectSource) recordFormat() string { return s.format }
 func (s *objectSource) seqGaps() bool        { return false }
 

@@ -277,15 +277,17 @@ func (s *dedupStep) apply(w *worker, b *batch) error {
 		return err
 	}
 	var reserved []string
+	var holders []int
 	for j, i := range idx {
 		if verdicts[j].Duplicate() {
 			b.recs[i].state = stDuplicate
 			continue
 		}
 		reserved = append(reserved, keys[j])
+		holders = append(holders, i)
 	}
 	if len(reserved) > 0 {
-		b.reserved = append(b.reserved, reservation{store: s.store, ttl: s.ttl, keys: reserved})
+		b.reserved = append(b.reserved, reservation{store: s.store, ttl: s.ttl, keys: reserved, recs: holders})
 	}
 	w.keys, w.idx, w.verdicts = keys, idx, verdicts
 	return nil

@@ -19,6 +19,9 @@ const (
 	exitOK    = 0
 	exitError = 1 // the input has errors (diagnostics were printed)
 	exitUsage = 2 // the command line is wrong
+	// exitInterrupted: SIGINT/SIGTERM drained a run whose finite source
+	// was not read to the end; what was read is committed.
+	exitInterrupted = 3
 )
 
 // command is one mqbc subcommand.

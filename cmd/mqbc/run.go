@@ -130,7 +130,19 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mqbc run:", plan.RedactURLs(err.Error()))
 		return exitError
 	}
-	return exitOK
+	code := exitOK
+	for _, r := range stats.Routes {
+		switch {
+		case r.Errors > 0: // the route's error says which; never exit 0 with errors
+			code = exitError
+		case r.Interrupted:
+			fmt.Fprintf(stdout, "%s: interrupted at record %d (the records before it are committed); a rerun resumes there\n", r.Name, r.Committed)
+			if code == exitOK {
+				code = exitInterrupted
+			}
+		}
+	}
+	return code
 }
 
 func splitWords(s string) []string {
