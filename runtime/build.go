@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -234,76 +233,12 @@ func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
 // buildSourceEndpoint sets rt.src (built, not opened) without its
 // checkpoint store.
 func (rt *route) buildSourceEndpoint(a nodeAttrs, c *compiler, o *Options) error {
-	switch a.node.Kind {
-	case "file":
-		if err := rt.buildFileSource(a, o); err != nil {
-			return err
-		}
-	case "kafka":
-		if err := rt.buildKafkaSource(a, c, o.BaseDir); err != nil {
-			return err
-		}
-	case "nats":
-		if err := rt.buildNATSSource(a, c); err != nil {
-			return err
-		}
-	case "sql":
-		if err := rt.buildSQLSource(a, c); err != nil {
-			return err
-		}
-	case "object_store":
-		if err := rt.buildObjectSource(context.Background(), a, c, o); err != nil {
-			return err
-		}
-	case "postgres_cdc":
-		if err := rt.buildPGCDCSource(a, c); err != nil {
-			return err
-		}
-	default:
-		build, ok := sourceBuilders[a.node.Kind]
-		if !ok {
-			return fmt.Errorf("route %s: from %s (%s): this runtime cannot read from %s yet", rt.name, a.node.Kind, a.node.Pos, a.node.Kind)
-		}
-		if err := build(rt, a, c, o); err != nil {
-			return err
-		}
+	src, err := rt.buildSourceOf(&buildEnv{ctx: context.Background(), rt: rt, a: a, c: c, o: o})
+	if err != nil {
+		return err
 	}
+	rt.src = src
 	rt.srcFormat = rt.src.recordFormat()
-	return nil
-}
-
-func (rt *route) buildFileSource(a nodeAttrs, o *Options) error {
-	path := a.str("path", "")
-	if path == "" {
-		return a.errorf("path", "required")
-	}
-	if !filepath.IsAbs(path) && o.BaseDir != "" {
-		path = filepath.Join(o.BaseDir, path)
-	}
-	s := &fileSource{
-		route:     rt.name,
-		pipeline:  a.node.Pos.File,
-		log:       rt.log,
-		path:      path,
-		mode:      a.str("mode", modeConsume),
-		format:    a.str("format", "json"),
-		maxRecord: int(a.integer("max_record_bytes", 16<<20)),
-		poll:      100 * time.Millisecond,
-	}
-	switch s.mode {
-	case modeConsume, modeSubscribe, modeGroupSubscribe:
-	default:
-		return a.errorf("mode", "unknown mode %q", s.mode)
-	}
-	switch s.format {
-	case "json", "text", "raw":
-	default:
-		return a.errorf("format", "format %q is not supported by the file source yet", s.format)
-	}
-	if s.maxRecord <= 0 {
-		return a.errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
-	}
-	rt.src = s
 	return nil
 }
 
@@ -329,35 +264,39 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 		}
 		rt.steps = append(rt.steps, s)
 	case "dedup":
-		key, err := c.compile(a.expr("key", "message_id"))
+		var cfg struct {
+			Key       string        `attr:"key"`
+			Store     string        `attr:"store"` // openDedupStore
+			TTL       time.Duration `attr:"ttl"`
+			Namespace string        `attr:"namespace"`
+		}
+		if err := decodeConfig(a, &cfg); err != nil {
+			return err
+		}
+		key, err := c.compile(cfg.Key)
 		if err != nil {
 			return a.errorf("key", "%v", err)
 		}
-		ttl, err := a.duration("ttl", 24*time.Hour)
-		if err != nil {
-			return err
-		}
-		ns := dedupNamespace(rt.name, len(rt.dedupStores)+1, a.str("namespace", ""))
+		ns := dedupNamespace(rt.name, len(rt.dedupStores)+1, cfg.Namespace)
 		st, err := openDedupStore(a, o, ns)
 		if err != nil {
 			return err
 		}
 		rt.dedupStores = append(rt.dedupStores, st)
-		rt.steps = append(rt.steps, &dedupStep{key: key, store: st, ttl: ttl, now: rt.now})
+		rt.steps = append(rt.steps, &dedupStep{key: key, store: st, ttl: cfg.TTL, now: rt.now})
 	case "retry":
-		backoff, err := a.duration("backoff", 100*time.Millisecond)
-		if err != nil {
+		var cfg struct {
+			Attempts   int64         `attr:"attempts"`
+			Backoff    time.Duration `attr:"backoff"`
+			MaxBackoff time.Duration `attr:"max_backoff"`
+		}
+		if err := decodeConfig(a, &cfg); err != nil {
 			return err
 		}
-		maxBackoff, err := a.duration("max_backoff", 30*time.Second)
-		if err != nil {
-			return err
+		if cfg.Attempts < 1 {
+			return a.errorf("attempts", "must be at least 1, got %d", cfg.Attempts)
 		}
-		attempts := a.integer("attempts", 5)
-		if attempts < 1 {
-			return a.errorf("attempts", "must be at least 1, got %d", attempts)
-		}
-		rt.retry = retryPolicy{attempts: int(attempts), backoff: backoff, maxBackoff: maxBackoff}
+		rt.retry = retryPolicy{attempts: int(cfg.Attempts), backoff: cfg.Backoff, maxBackoff: cfg.MaxBackoff}
 	case "dlq":
 		var target *plan.Node
 		for i := range n.Children {
@@ -386,87 +325,5 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 // buildSink builds the endpoint of a `to` (the route's sink, or the DLQ's
 // target when dlq is true).
 func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (sink, []*program, error) {
-	switch a.node.Kind {
-	case "sql":
-		s, err := newSQLSink(ctx, a, c, o.BaseDir)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.programs(), nil
-	case "file":
-		nameBy := a.str("name_by", "write_time")
-		if _, set := a.value("name_by"); !set && a.boolean("idempotency", false) {
-			nameBy = "source_position"
-		}
-		switch nameBy {
-		case "write_time", "auto":
-			s, err := newFileSink(a, o.BaseDir, dlq)
-			return s, nil, err
-		case "source_position":
-			if dlq {
-				return nil, nil, a.errorf("name_by", "a dead-letter file is written by time; source_position is not supported there")
-			}
-			epoch := ""
-			if !rt.src.replayable() {
-				epoch = fmt.Sprintf("%020d", time.Now().UnixNano())
-			}
-			s, err := newPartSink(a, o.BaseDir, rt.src, epoch)
-			if err != nil {
-				return nil, nil, err
-			}
-			rt.parts = s
-			return s, nil, nil
-		default:
-			return nil, nil, a.errorf("name_by", "unknown value %q", nameBy)
-		}
-	case "object_store":
-		s, err := newObjectSink(ctx, a, c, o, rt, dlq)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, nil, nil
-	case "kafka":
-		s, err := newKafkaSink(ctx, a, c, rt, o.BaseDir)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.programs(), nil
-	case "nats":
-		s, err := newNATSSink(ctx, a, c, rt)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.programs(), nil
-	case "clickhouse":
-		s, err := newClickHouseSink(ctx, a, c, rt)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.programs(), nil
-	case "switch", "request", "fanout":
-		return rt.buildStructural(ctx, a, c, o, dlq)
-	}
-	if build, ok := sinkBuilders[a.node.Kind]; ok {
-		return build(ctx, rt, a, c, o, dlq)
-	}
-	return nil, nil, fmt.Errorf("route %s: to %s (%s): this runtime cannot write to %s yet (it writes to %s)",
-		rt.name, a.node.Kind, a.node.Pos, a.node.Kind, strings.Join(sinkKinds(), ", "))
-}
-
-// sourceBuilders holds the sources whose file registers them in an init
-// function, by kind; the builder sets rt.src.
-var sourceBuilders = map[string]func(rt *route, a nodeAttrs, c *compiler, o *Options) error{}
-
-// sinkBuilders holds the sinks whose file registers them in an init
-// function, by kind.
-var sinkBuilders = map[string]func(ctx context.Context, rt *route, a nodeAttrs, c *compiler, o *Options, dlq bool) (sink, []*program, error){}
-
-// sinkKinds lists every kind buildSink can build, sorted.
-func sinkKinds() []string {
-	kinds := []string{"sql", "file", "object_store", "kafka", "nats", "clickhouse", "switch", "request", "fanout"}
-	for k := range sinkBuilders {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	return kinds
+	return rt.buildSinkOf(&buildEnv{ctx: ctx, rt: rt, a: a, c: c, o: o, dlq: dlq})
 }

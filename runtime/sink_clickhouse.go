@@ -86,6 +86,16 @@ func quoteIdent(s string) string {
 // rmtVersionRE finds the version column in a ReplacingMergeTree engine.
 var rmtVersionRE = regexp.MustCompile(`ReplacingMergeTree\((?:[^,()]*,\s*)*\s*'?` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `'?\s*\)`)
 
+func init() {
+	registerSink("clickhouse", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
+		s, err := newClickHouseSink(b.ctx, b.a, b.c, b.rt)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.programs(), nil
+	})
+}
+
 func newClickHouseSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*clickhouseSink, error) {
 	raw, err := c.renderStatic(a, "url")
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // fileSink appends one line per record to a file (name_by = write_time),
@@ -43,6 +44,45 @@ type fileSink struct {
 	ino    uint64
 	length int64 // the length recorded in the sidecar
 	buf    []byte
+}
+
+// fileSinkConfig is a file sink's attributes (stdlib declares them).
+type fileSinkConfig struct {
+	Path        string `attr:"path"`
+	Format      string `attr:"format"`
+	NameBy      string `attr:"name_by"`
+	Idempotency bool   `attr:"idempotency"` // deprecated: name_by = source_position
+}
+
+func init() {
+	registerSink("file", func(b *buildEnv, cfg *fileSinkConfig) (sink, []*program, error) {
+		nameBy := cfg.NameBy
+		if _, set := b.a.value("name_by"); !set && cfg.Idempotency {
+			nameBy = "source_position"
+		}
+		switch nameBy {
+		case "write_time", "auto":
+			s, err := newFileSink(b.a, b.o.BaseDir, b.dlq)
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, nil, nil
+		default: // source_position
+			if b.dlq {
+				return nil, nil, b.a.errorf("name_by", "a dead-letter file is written by time; source_position is not supported there")
+			}
+			epoch := ""
+			if !b.rt.src.replayable() {
+				epoch = fmt.Sprintf("%020d", time.Now().UnixNano())
+			}
+			s, err := newPartSink(b.a, b.o.BaseDir, b.rt.src, epoch)
+			if err != nil {
+				return nil, nil, err
+			}
+			b.rt.parts = s
+			return s, nil, nil
+		}
+	})
 }
 
 func newFileSink(a nodeAttrs, base string, envelope bool) (*fileSink, error) {

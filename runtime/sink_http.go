@@ -98,13 +98,13 @@ const (
 )
 
 func init() {
-	sinkBuilders["http"] = func(ctx context.Context, rt *route, a nodeAttrs, c *compiler, o *Options, dlq bool) (sink, []*program, error) {
-		s, err := newHTTPSink(a, c, rt)
+	registerSink("http", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
+		s, err := newHTTPSink(b.a, b.c, b.rt)
 		if err != nil {
 			return nil, nil, err
 		}
 		return s, s.url.progs, nil
-	}
+	})
 }
 
 func newHTTPSink(a nodeAttrs, c *compiler, rt *route) (*httpSink, error) {

@@ -21,13 +21,13 @@ import (
 )
 
 func init() {
-	sinkBuilders["mongodb"] = func(ctx context.Context, rt *route, a nodeAttrs, c *compiler, o *Options, dlq bool) (sink, []*program, error) {
-		s, err := newMongoSink(ctx, a, c, rt)
+	registerSink("mongodb", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
+		s, err := newMongoSink(b.ctx, b.a, b.c, b.rt)
 		if err != nil {
 			return nil, nil, err
 		}
 		return s, s.programs(), nil
-	}
+	})
 }
 
 // mongoSink inserts each write into one collection with one unordered

@@ -144,6 +144,43 @@ func (s *fileSource) baseName() string {
 }
 
 // replayable reports whether positions repeat across runs (consume mode).
+// fileSourceConfig is a file source's attributes (stdlib declares them).
+type fileSourceConfig struct {
+	Path            string `attr:"path"`
+	Mode            string `attr:"mode"`
+	Format          string `attr:"format"`
+	MaxRecordBytes  int64  `attr:"max_record_bytes"`
+	CheckpointStore string `attr:"checkpoint_store"` // openCheckpointStore
+}
+
+func init() {
+	registerSource("file", func(b *buildEnv, cfg *fileSourceConfig) (source, error) {
+		path := cfg.Path
+		if !filepath.IsAbs(path) && b.o.BaseDir != "" {
+			path = filepath.Join(b.o.BaseDir, path)
+		}
+		s := &fileSource{
+			route:     b.rt.name,
+			pipeline:  b.a.node.Pos.File,
+			log:       b.rt.log,
+			path:      path,
+			mode:      cfg.Mode,
+			format:    cfg.Format,
+			maxRecord: int(cfg.MaxRecordBytes),
+			poll:      100 * time.Millisecond,
+		}
+		switch s.format {
+		case "json", "text", "raw":
+		default:
+			return nil, b.a.errorf("format", "format %q is not supported by the file source yet", s.format)
+		}
+		if s.maxRecord <= 0 {
+			return nil, b.a.errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
+		}
+		return s, nil
+	})
+}
+
 func (s *fileSource) replayable() bool { return s.mode == modeConsume }
 
 // finite: a consumed file ends at its end; a subscribed one is followed.

@@ -88,6 +88,22 @@ type kafkaMsg struct {
 	gen uint32
 }
 
+func init() {
+	registerSource("kafka", func(b *buildEnv, _ *undecoded) (source, error) {
+		if err := b.rt.buildKafkaSource(b.a, b.c, b.o.BaseDir); err != nil {
+			return nil, err
+		}
+		return b.rt.src, nil
+	})
+	registerSink("kafka", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
+		s, err := newKafkaSink(b.ctx, b.a, b.c, b.rt, b.o.BaseDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.programs(), nil
+	})
+}
+
 func (rt *route) buildKafkaSource(a nodeAttrs, c *compiler, baseDir string) error {
 	raw, err := c.renderStatic(a, "url")
 	if err != nil {

@@ -68,6 +68,22 @@ type natsMsg struct {
 // before the restarted route sees them again.
 const natsAckWait = 30 * time.Second
 
+func init() {
+	registerSource("nats", func(b *buildEnv, _ *undecoded) (source, error) {
+		if err := b.rt.buildNATSSource(b.a, b.c); err != nil {
+			return nil, err
+		}
+		return b.rt.src, nil
+	})
+	registerSink("nats", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
+		s, err := newNATSSink(b.ctx, b.a, b.c, b.rt)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.programs(), nil
+	})
+}
+
 func (rt *route) buildNATSSource(a nodeAttrs, c *compiler) error {
 	url, err := c.renderStatic(a, "url")
 	if err != nil {

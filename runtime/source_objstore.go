@@ -127,6 +127,22 @@ const (
 	objectCheckpointDone = "done:"   // this object and every one before it are committed
 )
 
+func init() {
+	registerSource("object_store", func(b *buildEnv, _ *undecoded) (source, error) {
+		if err := b.rt.buildObjectSource(context.Background(), b.a, b.c, b.o); err != nil {
+			return nil, err
+		}
+		return b.rt.src, nil
+	})
+	registerSink("object_store", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
+		s, err := newObjectSink(b.ctx, b.a, b.c, b.o, b.rt, b.dlq)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, nil, nil
+	})
+}
+
 func (rt *route) buildObjectSource(ctx context.Context, a nodeAttrs, c *compiler, o *Options) error {
 	rawURL, err := c.renderStatic(a, "url")
 	if err != nil {

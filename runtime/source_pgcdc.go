@@ -95,6 +95,15 @@ type pgCDCSource struct {
 	relation   map[uint32]*pglogrepl.RelationMessage
 }
 
+func init() {
+	registerSource("postgres_cdc", func(b *buildEnv, _ *undecoded) (source, error) {
+		if err := b.rt.buildPGCDCSource(b.a, b.c); err != nil {
+			return nil, err
+		}
+		return b.rt.src, nil
+	})
+}
+
 func (rt *route) buildPGCDCSource(a nodeAttrs, c *compiler) error {
 	raw, err := c.renderStatic(a, "url")
 	if err != nil {

@@ -70,6 +70,22 @@ type sqlCursorSource struct {
 
 var sqlIdentRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
 
+func init() {
+	registerSource("sql", func(b *buildEnv, _ *undecoded) (source, error) {
+		if err := b.rt.buildSQLSource(b.a, b.c); err != nil {
+			return nil, err
+		}
+		return b.rt.src, nil
+	})
+	registerSink("sql", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
+		s, err := newSQLSink(b.ctx, b.a, b.c, b.o.BaseDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.programs(), nil
+	})
+}
+
 func (rt *route) buildSQLSource(a nodeAttrs, c *compiler) error {
 	raw, err := c.renderStatic(a, "url")
 	if err != nil {

@@ -29,6 +29,14 @@ type structuralSink interface {
 	branches() []sink
 }
 
+func init() {
+	for _, kind := range []string{"switch", "request", "fanout"} {
+		registerSink(kind, func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
+			return b.rt.buildStructural(b.ctx, b.a, b.c, b.o, b.dlq)
+		})
+	}
+}
+
 // buildStructural builds a switch, request or fanout node.
 func (rt *route) buildStructural(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (sink, []*program, error) {
 	var (

@@ -1,0 +1,215 @@
+package runtime
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/stdlib"
+)
+
+// stillUndecoded lists the kinds whose builders still read their node's
+// attributes by hand instead of from a config struct. An entry leaves as
+// its connector moves to a config; the test fails on a stale entry.
+var stillUndecoded = map[string]bool{
+	"kafka": true, "nats": true, "sql": true, "object_store": true, "postgres_cdc": true,
+	"clickhouse": true, "http": true, "mongodb": true, "switch": true, "request": true, "fanout": true,
+}
+
+// unimplemented lists what stdlib declares and the runtime cannot run yet,
+// with the issue that adds it.
+var unimplemented = map[string]string{
+	"source mongodb": "issue 18 (MongoDB capture)",
+}
+
+// Every kind stdlib declares as a source or sink has a builder, and every
+// builder's config struct agrees with stdlib: each field names a declared
+// attribute, and the source and sink configs of a kind together read every
+// attribute it declares. Defaults live only in stdlib (decodeConfig
+// applies them), so a connector cannot drift from the documentation.
+func TestRegistryAgreesWithStdlib(t *testing.T) {
+	undecodedType := reflect.TypeFor[undecoded]()
+	for _, name := range stdlib.KindNames() {
+		k, _ := stdlib.LookupKind(name)
+		src, hasSrc := registry.sources[name]
+		snk, hasSink := registry.sinks[name]
+		if k.Source != hasSrc && unimplemented["source "+name] == "" {
+			t.Errorf("%s: stdlib says source=%v, the registry has a source builder: %v", name, k.Source, hasSrc)
+		}
+		if k.Sink != hasSink && unimplemented["sink "+name] == "" {
+			t.Errorf("%s: stdlib says sink=%v, the registry has a sink builder: %v", name, k.Sink, hasSink)
+		}
+		var regs []registration
+		if hasSrc {
+			regs = append(regs, src)
+		}
+		if hasSink {
+			regs = append(regs, snk)
+		}
+		read := map[string]bool{}
+		typed := 0
+		for _, r := range regs {
+			if r.config == undecodedType {
+				continue
+			}
+			typed++
+			for _, attr := range configAttrs(r.config) {
+				if k.Attr(attr) == nil {
+					t.Errorf("%s: config %s reads %q, which stdlib does not declare", name, r.config, attr)
+				}
+				read[attr] = true
+			}
+		}
+		if stillUndecoded[name] {
+			if typed == len(regs) && len(regs) > 0 {
+				t.Errorf("%s has config structs now: remove it from stillUndecoded", name)
+			}
+			continue
+		}
+		for _, a := range k.Attrs {
+			if !read[a.Name] {
+				t.Errorf("%s: stdlib declares %q but no config of the runtime reads it", name, a.Name)
+			}
+		}
+	}
+	for kind := range registry.sources {
+		if k, ok := stdlib.LookupKind(kind); !ok || !k.Source {
+			t.Errorf("source %s is registered but stdlib declares no such source", kind)
+		}
+	}
+	for kind := range registry.sinks {
+		if k, ok := stdlib.LookupKind(kind); !ok || !k.Sink {
+			t.Errorf("sink %s is registered but stdlib declares no such sink", kind)
+		}
+	}
+}
+
+func TestDecodeConfig(t *testing.T) {
+	type cfg struct {
+		Path  string        `attr:"path"`
+		Mode  string        `attr:"mode"`
+		Max   int64         `attr:"max_record_bytes"`
+		Store string        `attr:"checkpoint_store"`
+		Parts []plan.Part   `attr:"path"`
+		Raw   *plan.Value   `attr:"idempotency"`
+		Dur   time.Duration `attr:"-"` // no such attribute: untagged fields are skipped
+	}
+	type dedupCfg struct {
+		Key string        `attr:"key"`
+		TTL time.Duration `attr:"ttl"`
+	}
+	node := func(kind, role string, attrs map[string]plan.Value) *plan.Node {
+		return &plan.Node{ID: "n1", Kind: kind, Role: role, Attrs: attrs}
+	}
+	tests := []struct {
+		name    string
+		node    *plan.Node
+		dst     any
+		want    any
+		wantErr string
+	}{
+		{
+			name: "defaults from stdlib",
+			node: node("file", plan.RoleSource, map[string]plan.Value{"path": strV("in.jsonl")}),
+			dst:  &cfg{},
+			want: &cfg{Path: "in.jsonl", Mode: "consume", Max: 16 << 20, Store: "pebble://.mqb/state", Parts: []plan.Part{{Lit: "in.jsonl"}}},
+		},
+		{
+			name: "a placeholder where none is allowed",
+			node: node("file", plan.RoleSource, map[string]plan.Value{
+				"path": tmplV(lit("a-"), ex("payload.x")), "mode": enumV("subscribe"), "max_record_bytes": intV(7),
+				"idempotency": {Type: plan.TBool, Bool: true},
+			}),
+			dst:     &cfg{},
+			wantErr: "${payload.x}: this attribute takes no placeholders",
+		},
+		{
+			name: "template parts and a raw value",
+			node: node("file", plan.RoleSink, map[string]plan.Value{
+				"mode": enumV("subscribe"), "max_record_bytes": intV(7), "path": strV("p"),
+				"idempotency": {Type: plan.TBool, Bool: true},
+			}),
+			dst:  &cfg{},
+			want: &cfg{Path: "p", Mode: "subscribe", Max: 7, Store: "pebble://.mqb/state", Parts: []plan.Part{{Lit: "p"}}, Raw: &plan.Value{Type: plan.TBool, Bool: true}},
+		},
+		{
+			name:    "an enum value stdlib does not declare",
+			node:    node("file", plan.RoleSource, map[string]plan.Value{"path": strV("p"), "mode": enumV("tail")}),
+			dst:     &cfg{},
+			wantErr: `attribute mode: unknown value "tail" (one of consume, subscribe, group_subscribe)`,
+		},
+		{
+			name:    "a required attribute missing",
+			node:    node("file", plan.RoleSource, map[string]plan.Value{}),
+			dst:     &cfg{},
+			wantErr: "attribute path: required",
+		},
+		{
+			name: "a step's defaults: an expression and a duration",
+			node: node("dedup", plan.RoleStep, map[string]plan.Value{}),
+			dst:  &dedupCfg{},
+			want: &dedupCfg{Key: "message_id", TTL: 24 * time.Hour},
+		},
+		{
+			name: "a duration written in the plan",
+			node: node("dedup", plan.RoleStep, map[string]plan.Value{"ttl": {Type: plan.TDuration, Str: "90s", Int: int64(90 * time.Second)}, "key": exprV("payload.id")}),
+			dst:  &dedupCfg{},
+			want: &dedupCfg{Key: "payload.id", TTL: 90 * time.Second},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := decodeConfig(nodeAttrs{route: "r", node: tc.node}, tc.dst)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(tc.dst, tc.want) {
+				t.Errorf("got  %+v\nwant %+v", tc.dst, tc.want)
+			}
+		})
+	}
+}
+
+// Each stdlib default has the Go type its attribute's type asks for, so
+// decodeConfig can apply it.
+func TestStdlibDefaultsDecode(t *testing.T) {
+	check := func(owner string, attrs []stdlib.Attr) {
+		for i := range attrs {
+			d := &attrs[i]
+			if d.Default == nil {
+				continue
+			}
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s.%s: %v", owner, d.Name, r)
+					}
+				}()
+				v := defaultValue(d)
+				if d.Type == stdlib.Duration && v.Int == 0 {
+					t.Errorf("%s.%s: default %v is not a duration", owner, d.Name, d.Default)
+				}
+				if d.Type == stdlib.Enum && !slices.Contains(d.Enum, v.Str) {
+					t.Errorf("%s.%s: default %q is not one of %v", owner, d.Name, v.Str, d.Enum)
+				}
+			}()
+		}
+	}
+	for _, name := range stdlib.KindNames() {
+		k, _ := stdlib.LookupKind(name)
+		check(name, k.Attrs)
+	}
+	for _, name := range stdlib.StepNames() {
+		s, _ := stdlib.LookupStep(name)
+		check(name, s.Attrs)
+	}
+}
