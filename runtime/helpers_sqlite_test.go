@@ -3,6 +3,7 @@ package runtime
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -122,4 +123,19 @@ func runInsertedExisted(t *testing.T, dir string, compile func(input string) pla
 	}
 	sameIDs(t, "inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 50))
 	sameIDs(t, "existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), append(seqIDs("o", 31, 40), "o045"))
+}
+
+// tableExists reports whether the SQLite database at dbPath has table
+// (false while the file or the table is not there yet).
+func tableExists(dbPath, table string) bool {
+	if _, err := os.Stat(dbPath); err != nil {
+		return false
+	}
+	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		return false
+	}
+	defer db.Close()
+	var n int
+	return db.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", table).Scan(&n) == nil && n == 1
 }

@@ -33,13 +33,23 @@ func publishOrders(t testing.TB, js jetstream.JetStream, n int, withID bool) map
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			t.Fatal(err)
 		}
+		// Wait for the acks now and then: on a loaded machine they fall
+		// behind, and past the client's pending limit it stalls.
+		if (i+1)%2048 == 0 {
+			waitPublished(ctx, t, js)
+		}
 	}
+	waitPublished(ctx, t, js)
+	return ids
+}
+
+func waitPublished(ctx context.Context, t testing.TB, js jetstream.JetStream) {
+	t.Helper()
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-ctx.Done():
 		t.Fatal("publish acks did not arrive")
 	}
-	return ids
 }
 
 func natsSQLitePlan(url, db string, batch, concurrency int, ackWait time.Duration) plan.Plan {

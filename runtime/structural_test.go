@@ -301,6 +301,7 @@ route fan {
     max_record_bytes = 2048
   }
   id payload.order_id
+  dlq { to file { path = "%s" } }
   to fanout {
     to sql {
       url          = "sqlite://%s"
@@ -319,12 +320,12 @@ route fan {
 func TestFanoutSQLiteAndParts(t *testing.T) {
 	e := newTestEnv(t)
 	ds := genDataset(t, e.input, 3000, 3)
-	p := compileMQB(t, fmt.Sprintf(fanoutSrc, 256, e.input, e.db, e.parts))
+	p := compileMQB(t, fmt.Sprintf(fanoutSrc, 256, e.input, filepath.Join(e.dir, "dlq.jsonl"), e.db, e.parts))
 	st := runIn(t, e.dir, p).Route("fan")
 	if st.In != int64(ds.records) || st.Committed != int64(ds.records) {
 		t.Errorf("stats %+v, want %d in and committed", st, ds.records)
 	}
-	checkFanout(t, e, ds)
+	checkFanout(t, e, ds, true)
 }
 
 // TestCrashFanoutExactlyOnce SIGKILLs a fanout route into SQLite and part
@@ -334,7 +335,7 @@ func TestCrashFanoutExactlyOnce(t *testing.T) {
 	bin := buildCrashHelper(t)
 	e := newTestEnv(t)
 	ds := genDataset(t, e.input, 100000, 31)
-	p := compileMQB(t, fmt.Sprintf(fanoutSrc, 512, e.input, e.db, e.parts))
+	p := compileMQB(t, fmt.Sprintf(fanoutSrc, 512, e.input, filepath.Join(e.dir, "dlq.jsonl"), e.db, e.parts))
 	// The crash helper runs without a BaseDir or StateDir: keep its
 	// checkpoint in the test's directory.
 	p.Routes[0].Nodes[0].Attrs["checkpoint_store"] = strV("pebble://" + e.state)
@@ -344,14 +345,16 @@ func TestCrashFanoutExactlyOnce(t *testing.T) {
 	if st.Committed != int64(ds.records) {
 		t.Errorf("final run committed %d of %d", st.Committed, ds.records)
 	}
-	checkFanout(t, e, ds)
+	checkFanout(t, e, ds, false)
 }
 
 // checkFanout checks both fanout targets: SQLite has every good order once
 // (dedup-free route: a repeated order id is absorbed by ON CONFLICT), and
 // the part files hold every position at most once and every written one.
-func checkFanout(t *testing.T, e testEnv, ds dataset) {
+func checkFanout(t *testing.T, e testEnv, ds dataset, exactDLQ bool) {
 	t.Helper()
+	// Every bad record reaches the DLQ (once, without kills).
+	checkDLQ(t, readDLQ(t, filepath.Join(e.dir, "dlq.jsonl")), ds.bad, exactDLQ)
 	db, err := sql.Open(sqliteDriver, "file:"+e.db+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
