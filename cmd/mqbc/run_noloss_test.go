@@ -52,7 +52,7 @@ func runIn(t *testing.T, dir string, args ...string) runResult {
 	return runResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
 }
 
-func sqliteCount(t *testing.T, path, query string) int {
+func sqliteQueryInt(t *testing.T, path, query string) int {
 	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
 	if err != nil {
@@ -109,7 +109,7 @@ func TestFailedRecordWithoutDLQIsNotLost(t *testing.T) {
 			if second.code != exitOK {
 				t.Fatalf("rerun exit %d\nstdout:\n%s\nstderr:\n%s", second.code, second.stdout, second.stderr)
 			}
-			if got := sqliteCount(t, filepath.Join(dir, "out.db"), "SELECT count(*) FROM t"); got != wantRows {
+			if got := sqliteQueryInt(t, filepath.Join(dir, "out.db"), "SELECT count(*) FROM t"); got != wantRows {
 				t.Errorf("table has %d rows, want %d", got, wantRows)
 			}
 			dlq, err := os.ReadFile(filepath.Join(dir, "dlq.jsonl"))
@@ -176,7 +176,7 @@ func TestInterruptedRunSaysSoAndExitsNonZero(t *testing.T) {
 	if rerun.code != exitOK || interruptedRE.MatchString(rerun.stdout) {
 		t.Fatalf("rerun exit %d\nstdout:\n%s\nstderr:\n%s", rerun.code, rerun.stdout, rerun.stderr)
 	}
-	if got := sqliteCount(t, db, "SELECT count(*) FROM t"); got != n {
+	if got := sqliteQueryInt(t, db, "SELECT count(*) FROM t"); got != n {
 		t.Errorf("table has %d rows after the rerun, want %d", got, n)
 	}
 
