@@ -217,7 +217,12 @@ func (g *routeGen) route() string {
 			b.WriteString(g.outputStep())
 		}
 	}
-	if g.chance(75) {
+	// Every route has a dlq: the data holds malformed lines, and a route
+	// without one stops at the first (exit 1, nothing committed past it),
+	// which cmd/mqbc's TestFailedRecordWithoutDLQIsNotLost checks. The
+	// draw that once decided it stays, so a seed still makes its route.
+	_ = g.chance(75)
+	{
 		dlq := fmt.Sprintf("out/%s.dlq.jsonl", g.name)
 		g.arts = append(g.arts, Artifact{Kind: "dlq", Path: dlq, Group: g.name + "/dlq",
 			ByContent: g.c.Mode != "" || g.c.Broker != "", Volatile: g.volatileFields()})
