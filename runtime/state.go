@@ -281,6 +281,9 @@ func (rs *routeStores) close() {
 // buildRoute does (the source is built, not opened, to learn whether it
 // keeps a position), and lists its file outputs.
 func openRouteStores(ctx context.Context, pr *plan.Route, o *Options) (_ *routeStores, err error) {
+	if err := ctx.Err(); err != nil { // interrupted: open no more stores
+		return nil, err
+	}
 	rs := &routeStores{route: pr.Name}
 	defer func() {
 		if err != nil {
