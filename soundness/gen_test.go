@@ -172,6 +172,17 @@ func TestPromises(t *testing.T) {
 		}
 		return s
 	}
+	// A branch of a switch on a request's outcome: a replayed record may
+	// land in another branch, so at-least-once demands nothing of it, but
+	// effectively-once still demands the clean run's records.
+	branch := snap("a", "b")
+	branch.AnyBranch["g"] = true
+	if _, d := (noLossPromise{}).judge(branch, snap("a")); d != "" {
+		t.Errorf("a record gone from an any-branch group counts as lost: %s", d)
+	}
+	if _, d := (exactPromise{}).judge(branch, snap("a")); d == "" {
+		t.Errorf("an any-branch group escapes the exact check")
+	}
 	if _, d := (exactPromise{}).judge(dlq(1), dlq(2)); d != "" {
 		t.Errorf("a repeated DLQ position counts as a difference: %s", d)
 	}

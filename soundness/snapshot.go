@@ -25,10 +25,12 @@ type Multiset map[string]int
 // at-least-once loss check).
 type Snapshot struct {
 	Full, Kept map[string]Multiset
+	// AnyBranch are the groups the loss check skips (Artifact.AnyBranch).
+	AnyBranch map[string]bool
 }
 
 func newSnapshot() Snapshot {
-	return Snapshot{Full: map[string]Multiset{}, Kept: map[string]Multiset{}}
+	return Snapshot{Full: map[string]Multiset{}, Kept: map[string]Multiset{}, AnyBranch: map[string]bool{}}
 }
 
 func (s Snapshot) add(group, full, kept string) {
@@ -46,6 +48,9 @@ func snapshot(dir string, route RouteShape) (Snapshot, error) {
 		// An empty group still counts: "nothing landed" is a result.
 		if s.Full[a.Group] == nil {
 			s.Full[a.Group], s.Kept[a.Group] = Multiset{}, Multiset{}
+		}
+		if a.AnyBranch {
+			s.AnyBranch[a.Group] = true
 		}
 		var err error
 		switch a.Kind {
