@@ -587,8 +587,14 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 	if keyed && !key.volatile {
 		// A keyed table holds one row per key, and which record of a key
 		// wrote it can change with the order replays reach it (a request's
-		// outcome, a DO UPDATE): the loss check asks for the key only.
-		art.Mutable = slices.Clone(cols[1:])
+		// outcome, a DO UPDATE): the loss check asks for the key only —
+		// and leaves out a column the DO UPDATE sets that the INSERT does
+		// not write (body = 'updated'), kept above.
+		for _, c := range cols[1:] {
+			if !slices.Contains(art.Mutable, c) {
+				art.Mutable = append(art.Mutable, c)
+			}
+		}
 	}
 	g.arts = append(g.arts, art)
 	var b strings.Builder
