@@ -44,8 +44,8 @@ func TestLaterSources(t *testing.T) {
   %s
 }
 `, tc.name, tc.from, tc.name, to)
-			c := &Case{Name: tc.name, Seed: 5, Kills: 3, Broker: tc.broker}
-			c.Input = genData(rand.New(rand.NewPCG(5, 5)), 800)
+			c := &Case{Name: tc.name, Seed: 5, Kills: 2, Broker: tc.broker}
+			c.Input = genData(rand.New(rand.NewPCG(5, 5)), 500)
 			c.Source = src
 			c.Routes = []RouteShape{{Name: tc.name, Source: src, Override: tc.override, Artifacts: arts}}
 			res, err := checker.Check(c)
