@@ -16,6 +16,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/mqb-dev/mqb/plan"
 )
 
 // kafkaSecurity is how a kafka endpoint connects to its brokers: TLS and a
@@ -27,33 +29,50 @@ type kafkaSecurity struct {
 	sasl sasl.Mechanism
 }
 
-// kafkaSecurityFrom reads username, password, sasl_mechanism and the tls
-// attributes; relative file paths resolve against baseDir.
-func kafkaSecurityFrom(a nodeAttrs, c *compiler, baseDir string) (kafkaSecurity, error) {
+// kafkaSecurityConfig is the attributes kafkaSecurityFrom reads, on both
+// ends. Two have no default on purpose, because unset says something a
+// value cannot: sasl_mechanism unset is plain, but only with a user name
+// and password (a mechanism written without them is refused), and tls
+// unset is on exactly when a tls_* attribute is set (tls = false with one
+// is refused).
+type kafkaSecurityConfig struct {
+	Username      []plan.Part `attr:"username"` // rendered by renderStatic (env() allowed)
+	Password      []plan.Part `attr:"password"` // likewise
+	SASLMechanism string      `attr:"sasl_mechanism"`
+	TLS           *plan.Value `attr:"tls"`
+	TLSCAFile     string      `attr:"tls_ca_file"`
+	TLSCertFile   string      `attr:"tls_cert_file"`
+	TLSKeyFile    string      `attr:"tls_key_file"`
+	TLSSkipVerify bool        `attr:"tls_skip_verify"`
+}
+
+// kafkaSecurityFrom builds the TLS and SASL settings of cfg; relative file
+// paths resolve against the .mqb file's directory.
+func kafkaSecurityFrom(b *buildEnv, cfg *kafkaSecurityConfig) (kafkaSecurity, error) {
+	a := b.a
 	var sec kafkaSecurity
 	user, pass := "", ""
 	var err error
-	if _, ok := a.template("username"); ok {
-		if user, err = c.renderStatic(a, "username"); err != nil {
+	if cfg.Username != nil {
+		if user, err = b.c.renderStatic(a, "username"); err != nil { // env() rendered
 			return sec, err
 		}
 	}
-	if _, ok := a.template("password"); ok {
-		if pass, err = c.renderStatic(a, "password"); err != nil {
+	if cfg.Password != nil {
+		if pass, err = b.c.renderStatic(a, "password"); err != nil {
 			return sec, err
 		}
 	}
-	_, mechSet := a.value("sasl_mechanism")
 	switch {
 	case user == "" && pass != "":
 		return sec, a.errorf("password", "set without username")
 	case user != "" && pass == "":
 		return sec, a.errorf("username", "set without password (an empty password is refused: set it, e.g. from env())")
-	case user == "" && mechSet:
+	case user == "" && cfg.SASLMechanism != "":
 		return sec, a.errorf("sasl_mechanism", "set without username and password")
 	case user != "":
-		switch mech := a.str("sasl_mechanism", "plain"); mech {
-		case "plain":
+		switch mech := cfg.SASLMechanism; mech {
+		case "", "plain": // unset is plain (stdlib's doc says so)
 			sec.sasl = plain.Mechanism{Username: user, Password: pass}
 		case "scram_sha_256", "scram_sha_512":
 			algo := scram.SHA256
@@ -70,23 +89,22 @@ func kafkaSecurityFrom(a nodeAttrs, c *compiler, baseDir string) (kafkaSecurity,
 		}
 	}
 
-	path := func(name string) string {
-		p := a.str(name, "")
-		if p != "" && !filepath.IsAbs(p) && baseDir != "" {
-			p = filepath.Join(baseDir, p)
+	path := func(p string) string {
+		if p != "" && !filepath.IsAbs(p) && b.o.BaseDir != "" {
+			p = filepath.Join(b.o.BaseDir, p)
 		}
 		return p
 	}
-	ca, cert, key := path("tls_ca_file"), path("tls_cert_file"), path("tls_key_file")
-	skip := a.boolean("tls_skip_verify", false)
-	on := a.boolean("tls", false) || ca != "" || cert != "" || key != "" || skip
-	if v, set := a.value("tls"); set && !v.Bool && on {
+	ca, cert, key := path(cfg.TLSCAFile), path(cfg.TLSCertFile), path(cfg.TLSKeyFile)
+	skip := cfg.TLSSkipVerify
+	on := (cfg.TLS != nil && cfg.TLS.Bool) || ca != "" || cert != "" || key != "" || skip
+	if cfg.TLS != nil && !cfg.TLS.Bool && on {
 		return sec, a.errorf("tls", "tls = false, but a tls_* attribute is set")
 	}
 	if !on {
 		return sec, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skip}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skip}
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
@@ -96,7 +114,7 @@ func kafkaSecurityFrom(a nodeAttrs, c *compiler, baseDir string) (kafkaSecurity,
 		if !pool.AppendCertsFromPEM(pem) {
 			return sec, a.errorf("tls_ca_file", "%s holds no PEM certificate", ca)
 		}
-		cfg.RootCAs = pool
+		tc.RootCAs = pool
 	}
 	switch {
 	case cert != "" && key != "":
@@ -104,13 +122,13 @@ func kafkaSecurityFrom(a nodeAttrs, c *compiler, baseDir string) (kafkaSecurity,
 		if err != nil {
 			return sec, a.errorf("tls_cert_file", "%v", err)
 		}
-		cfg.Certificates = []tls.Certificate{pair}
+		tc.Certificates = []tls.Certificate{pair}
 	case cert != "":
 		return sec, a.errorf("tls_cert_file", "set without tls_key_file")
 	case key != "":
 		return sec, a.errorf("tls_key_file", "set without tls_cert_file")
 	}
-	sec.tls = cfg
+	sec.tls = tc
 	return sec, nil
 }
 

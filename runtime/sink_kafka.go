@@ -44,6 +44,16 @@ func compileTemplate(a nodeAttrs, c *compiler, name string) (*recordTemplate, er
 	if !ok {
 		return nil, nil
 	}
+	return compileTemplateParts(a, c, name, parts)
+}
+
+// compileTemplateParts compiles attribute name's parts, as a config
+// struct's []plan.Part field holds them; nil parts (the attribute unset)
+// give a nil template.
+func compileTemplateParts(a nodeAttrs, c *compiler, name string, parts []plan.Part) (*recordTemplate, error) {
+	if parts == nil {
+		return nil, nil
+	}
 	t := &recordTemplate{attr: name, parts: parts}
 	t.evals.New = func() any { return new(evaluator) }
 	var static strings.Builder
@@ -185,28 +195,30 @@ func kafkaBrokers(raw string) ([]string, error) {
 	return out, nil
 }
 
-func newKafkaSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route, baseDir string) (*kafkaSink, error) {
-	raw, err := c.renderStatic(a, "url")
+// kafkaSinkConfig is a kafka sink's attributes.
+type kafkaSinkConfig struct {
+	kafkaConfig
+	PartitionKey []plan.Part `attr:"partition_key"`
+}
+
+func newKafkaSink(b *buildEnv, cfg *kafkaSinkConfig) (*kafkaSink, error) {
+	brokers, err := kafkaBrokersOf(b)
 	if err != nil {
 		return nil, err
 	}
-	brokers, err := kafkaBrokers(raw)
-	if err != nil {
-		return nil, a.errorf("url", "%s", plan.RedactURLs(err.Error()))
-	}
-	topic := a.str("topic", "")
-	if topic == "" {
+	a := b.a
+	if cfg.Topic == "" {
 		return nil, a.errorf("topic", "required")
 	}
-	key, err := compileTemplate(a, c, "partition_key")
+	key, err := compileTemplateParts(a, b.c, "partition_key", cfg.PartitionKey)
 	if err != nil {
 		return nil, err
 	}
-	sec, err := kafkaSecurityFrom(a, c, baseDir)
+	sec, err := kafkaSecurityFrom(b, &cfg.kafkaSecurityConfig)
 	if err != nil {
 		return nil, err
 	}
-	s, err := dialKafkaSink(ctx, a.route, brokers, topic, sec)
+	s, err := dialKafkaSink(b.ctx, a.route, brokers, cfg.Topic, sec)
 	if err != nil {
 		attr := "url"
 		if errors.Is(err, errKafkaTopic) {
@@ -215,7 +227,7 @@ func newKafkaSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route, base
 		return nil, a.errorf(attr, "%s", plan.RedactURLs(err.Error()))
 	}
 	s.key = key
-	rt.log.Info("kafka sink", "brokers", strings.Join(brokers, ","), "topic", topic, "partitions", len(s.partitions))
+	b.rt.log.Info("kafka sink", "brokers", strings.Join(brokers, ","), "topic", cfg.Topic, "partitions", len(s.partitions))
 	return s, nil
 }
 

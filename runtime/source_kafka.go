@@ -88,15 +88,27 @@ type kafkaMsg struct {
 	gen uint32
 }
 
+// kafkaConfig is what both ends of a kafka endpoint read (stdlib
+// declares the attributes and their defaults).
+type kafkaConfig struct {
+	URL   []plan.Part `attr:"url"` // rendered by renderStatic (env() allowed)
+	Topic string      `attr:"topic"`
+	kafkaSecurityConfig
+}
+
+// kafkaSourceConfig is a kafka source's attributes.
+type kafkaSourceConfig struct {
+	kafkaConfig
+	GroupID         string `attr:"group_id"`
+	CheckpointStore string `attr:"checkpoint_store"` // openCheckpointStore
+	Format          string `attr:"format"`
+	SourceMetadata  bool   `attr:"source_metadata"`
+}
+
 func init() {
-	registerSource("kafka", func(b *buildEnv, _ *undecoded) (source, error) {
-		if err := b.rt.buildKafkaSource(b.a, b.c, b.o.BaseDir); err != nil {
-			return nil, err
-		}
-		return b.rt.src, nil
-	})
-	registerSink("kafka", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
-		s, err := newKafkaSink(b.ctx, b.a, b.c, b.rt, b.o.BaseDir)
+	registerSource("kafka", buildKafkaSource)
+	registerSink("kafka", func(b *buildEnv, cfg *kafkaSinkConfig) (sink, []*program, error) {
+		s, err := newKafkaSink(b, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -104,41 +116,49 @@ func init() {
 	})
 }
 
-func (rt *route) buildKafkaSource(a nodeAttrs, c *compiler, baseDir string) error {
-	raw, err := c.renderStatic(a, "url")
+// kafkaBrokersOf renders a kafka endpoint's url into its broker list.
+func kafkaBrokersOf(b *buildEnv) ([]string, error) {
+	raw, err := b.c.renderStatic(b.a, "url") // the node's url: env() is rendered
 	if err != nil {
-		return err
+		return nil, err
 	}
 	brokers, err := kafkaBrokers(raw)
 	if err != nil {
-		return a.errorf("url", "%s", plan.RedactURLs(err.Error()))
+		return nil, b.a.errorf("url", "%s", plan.RedactURLs(err.Error()))
+	}
+	return brokers, nil
+}
+
+func buildKafkaSource(b *buildEnv, cfg *kafkaSourceConfig) (source, error) {
+	brokers, err := kafkaBrokersOf(b)
+	if err != nil {
+		return nil, err
 	}
 	s := &kafkaSource{
-		route:    rt.name,
-		log:      rt.log,
+		route:    b.rt.name,
+		log:      b.rt.log,
 		brokers:  brokers,
-		topic:    a.str("topic", ""),
-		groupID:  a.str("group_id", ""),
-		format:   a.str("format", "json"),
-		metadata: a.boolean("source_metadata", false),
+		topic:    cfg.Topic,
+		groupID:  cfg.GroupID,
+		format:   cfg.Format,
+		metadata: cfg.SourceMetadata,
 		msgs:     make(chan kafkaMsg, 4096),
 		errs:     make(chan error, 1),
 		assigned: map[int32]bool{},
 		unsent:   map[int32]int64{},
 	}
 	if s.topic == "" {
-		return a.errorf("topic", "required")
+		return nil, b.a.errorf("topic", "required")
 	}
-	if s.sec, err = kafkaSecurityFrom(a, c, baseDir); err != nil {
-		return err
+	if s.sec, err = kafkaSecurityFrom(b, &cfg.kafkaSecurityConfig); err != nil {
+		return nil, err
 	}
 	switch s.format {
 	case "json", "text", "raw":
 	default:
-		return a.errorf("format", "format %q is not supported by the kafka source", s.format)
+		return nil, b.a.errorf("format", "format %q is not supported by the kafka source", s.format)
 	}
-	rt.src = s
-	return nil
+	return s, nil
 }
 
 func (s *kafkaSource) sourceName() string {

@@ -81,7 +81,7 @@ var Kinds = []Kind{
 			{Name: "tls_ca_file", Type: String, Doc: "PEM file of the CA(s) that signed the brokers' certificates (relative to the .mqb file)."},
 			{Name: "tls_cert_file", Type: String, Doc: "PEM client certificate, for brokers that require mutual TLS (with tls_key_file)."},
 			{Name: "tls_key_file", Type: String, Doc: "PEM private key of tls_cert_file."},
-			{Name: "tls_skip_verify", Type: Bool, Doc: "Do not verify the brokers' certificates (test clusters only: anyone on the path can read and alter the stream)."},
+			{Name: "tls_skip_verify", Type: Bool, Default: false, Doc: "Do not verify the brokers' certificates (test clusters only: anyone on the path can read and alter the stream)."},
 		},
 	},
 	{
