@@ -29,20 +29,23 @@ type natsSink struct {
 // natsAckTimeout bounds the wait for a JetStream publish acknowledgement.
 const natsAckTimeout = 10 * time.Second
 
-func newNATSSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*natsSink, error) {
-	url, err := c.renderStatic(a, "url")
+// natsSinkConfig is a nats sink's attributes.
+type natsSinkConfig struct {
+	natsConfig
+}
+
+func newNATSSink(b *buildEnv, cfg *natsSinkConfig) (*natsSink, error) {
+	a, ctx, rt := b.a, b.ctx, b.rt
+	url, err := b.c.renderStatic(a, "url") // the node's url: env() is rendered
 	if err != nil {
 		return nil, err
 	}
-	s := &natsSink{route: a.route, core: a.boolean("no_jetstream", false), stream: a.str("stream", "")}
-	if s.subject, err = compileTemplate(a, c, "subject"); err != nil {
+	s := &natsSink{route: a.route, core: cfg.NoJetStream, stream: cfg.Stream}
+	if s.subject, err = compileTemplateParts(a, b.c, "subject", cfg.Subject); err != nil {
 		return nil, err
 	}
 	if s.subject == nil {
 		return nil, a.errorf("subject", "required")
-	}
-	if a.boolean("request_reply", false) {
-		return nil, a.errorf("request_reply", "not supported by the nats sink yet")
 	}
 	s.nc, err = nats.Connect(url,
 		nats.Name("mqb route "+a.route),

@@ -95,10 +95,11 @@ func TestNATSSinkDuplicateWindow(t *testing.T) {
 	node := &plan.Node{Role: plan.RoleSink, Kind: "nats", Attrs: map[string]plan.Value{
 		"url": strV(url), "subject": strV("orders.new")}}
 	rt := &route{name: "dups", log: slog.New(slog.DiscardHandler)}
-	s, err := newNATSSink(context.Background(), nodeAttrs{route: "dups", node: node}, &compiler{}, rt)
+	built, _, err := rt.buildSink(context.Background(), nodeAttrs{route: "dups", node: node}, &compiler{}, &Options{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := built.(*natsSink)
 	defer s.Close()
 	if s.stream != "ORDERS" {
 		t.Errorf("stream found by subject: %q, want ORDERS", s.stream)

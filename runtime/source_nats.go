@@ -62,21 +62,29 @@ type natsMsg struct {
 	core *nats.Msg
 }
 
-// natsAckWait is how long the server waits for an ack before redelivering
-// by default: longer than a record spends in the route, retries included,
-// and also how long the messages in flight when a route crashed wait
-// before the restarted route sees them again.
-const natsAckWait = 30 * time.Second
+// natsConfig is what both ends of a nats endpoint read (stdlib declares
+// the attributes and their defaults).
+type natsConfig struct {
+	URL         []plan.Part `attr:"url"` // rendered by renderStatic (env() allowed)
+	Subject     []plan.Part `attr:"subject"`
+	Stream      string      `attr:"stream"`
+	NoJetStream bool        `attr:"no_jetstream"`
+}
+
+// natsSourceConfig is a nats source's attributes. ack_wait's default is
+// longer than a record spends in the route, retries included.
+type natsSourceConfig struct {
+	natsConfig
+	Durable        string        `attr:"durable"`
+	AckWait        time.Duration `attr:"ack_wait"`
+	Format         string        `attr:"format"`
+	SourceMetadata bool          `attr:"source_metadata"`
+}
 
 func init() {
-	registerSource("nats", func(b *buildEnv, _ *undecoded) (source, error) {
-		if err := b.rt.buildNATSSource(b.a, b.c); err != nil {
-			return nil, err
-		}
-		return b.rt.src, nil
-	})
-	registerSink("nats", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
-		s, err := newNATSSink(b.ctx, b.a, b.c, b.rt)
+	registerSource("nats", buildNATSSource)
+	registerSink("nats", func(b *buildEnv, cfg *natsSinkConfig) (sink, []*program, error) {
+		s, err := newNATSSink(b, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -84,55 +92,48 @@ func init() {
 	})
 }
 
-func (rt *route) buildNATSSource(a nodeAttrs, c *compiler) error {
-	url, err := c.renderStatic(a, "url")
+func buildNATSSource(b *buildEnv, cfg *natsSourceConfig) (source, error) {
+	a := b.a
+	url, err := b.c.renderStatic(a, "url") // the node's url: env() is rendered
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s := &natsSource{
-		route:    rt.name,
-		log:      rt.log,
+		route:    b.rt.name,
+		log:      b.rt.log,
 		url:      url,
-		subject:  a.str("subject", ""),
-		stream:   a.str("stream", ""),
-		durable:  a.str("durable", ""),
-		core:     a.boolean("no_jetstream", false),
-		format:   a.str("format", "json"),
-		metadata: a.boolean("source_metadata", false),
+		stream:   cfg.Stream,
+		durable:  cfg.Durable,
+		core:     cfg.NoJetStream,
+		ackWait:  cfg.AckWait,
+		format:   cfg.Format,
+		metadata: cfg.SourceMetadata,
 		msgs:     make(chan *natsMsg, 4096),
 		errs:     make(chan error, 1),
 		done:     make(chan struct{}),
 	}
-	if s.subject == "" {
-		// The subject is a template attribute; a source needs it static.
-		if parts, ok := a.template("subject"); ok {
-			for _, p := range parts {
-				if p.Expr != "" {
-					return a.errorf("subject", "a source subscribes to one subject: ${%s} has no record to render from", p.Expr)
-				}
-				s.subject += p.Lit
-			}
+	// The subject is a template attribute; a source needs it static.
+	for _, p := range cfg.Subject {
+		if p.Expr != "" {
+			return nil, a.errorf("subject", "a source subscribes to one subject: ${%s} has no record to render from", p.Expr)
 		}
+		s.subject += p.Lit
 	}
 	if s.subject == "" {
-		return a.errorf("subject", "required")
-	}
-	if s.ackWait, err = a.duration("ack_wait", natsAckWait); err != nil {
-		return err
+		return nil, a.errorf("subject", "required")
 	}
 	if s.ackWait <= 0 {
-		return a.errorf("ack_wait", "must be positive, got %v", s.ackWait)
+		return nil, a.errorf("ack_wait", "must be positive, got %v", s.ackWait)
 	}
 	if !s.core && s.durable == "" {
-		return a.errorf("durable", "required with JetStream: the durable consumer keeps the route's position on the server (or set no_jetstream = true for an at-most-once core NATS subscription)")
+		return nil, a.errorf("durable", "required with JetStream: the durable consumer keeps the route's position on the server (or set no_jetstream = true for an at-most-once core NATS subscription)")
 	}
 	switch s.format {
 	case "json", "text", "raw":
 	default:
-		return a.errorf("format", "format %q is not supported by the nats source", s.format)
+		return nil, a.errorf("format", "format %q is not supported by the nats source", s.format)
 	}
-	rt.src = s
-	return nil
+	return s, nil
 }
 
 func (s *natsSource) sourceName() string {

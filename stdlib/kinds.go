@@ -105,8 +105,7 @@ var Kinds = []Kind{
 			{Name: "durable", Type: String, Doc: "JetStream durable consumer name."},
 			{Name: "no_jetstream", Type: Bool, Default: false, Doc: "Use core NATS (no persistence, no acks): as a source, at-most-once."},
 			{Name: "ack_wait", Type: Duration, Default: "30s", Doc: "Source (JetStream): how long the server waits for an ack before redelivering; also how long messages in flight at a crash wait before the restarted route sees them."},
-			formatAttr,
-			requestReplyAttr, sourceMetadataAttr,
+			formatAttr, sourceMetadataAttr,
 		},
 	},
 	{
