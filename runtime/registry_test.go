@@ -15,7 +15,7 @@ import (
 // attributes by hand instead of from a config struct. An entry leaves as
 // its connector moves to a config; the test fails on a stale entry.
 var stillUndecoded = map[string]bool{
-	"sql": true, "object_store": true, "postgres_cdc": true,
+	"sql": true, "object_store": true,
 	"clickhouse": true, "http": true, "mongodb": true, "switch": true, "request": true, "fanout": true,
 }
 

@@ -95,39 +95,45 @@ type pgCDCSource struct {
 	relation   map[uint32]*pglogrepl.RelationMessage
 }
 
-func init() {
-	registerSource("postgres_cdc", func(b *buildEnv, _ *undecoded) (source, error) {
-		if err := b.rt.buildPGCDCSource(b.a, b.c); err != nil {
-			return nil, err
-		}
-		return b.rt.src, nil
-	})
+// pgCDCSourceConfig is a postgres_cdc source's attributes (stdlib
+// declares them).
+type pgCDCSourceConfig struct {
+	URL           []plan.Part `attr:"url"` // rendered by renderStatic (env() allowed)
+	Publication   string      `attr:"publication"`
+	SlotName      string      `attr:"slot_name"`
+	TemporarySlot bool        `attr:"temporary_slot"`
+	// CheckpointStore, when set, adds a second position (see pgCDCSource);
+	// openCheckpointStore opens it.
+	CheckpointStore string `attr:"checkpoint_store"`
 }
 
-func (rt *route) buildPGCDCSource(a nodeAttrs, c *compiler) error {
-	raw, err := c.renderStatic(a, "url")
+func init() {
+	registerSource("postgres_cdc", buildPGCDCSource)
+}
+
+func buildPGCDCSource(b *buildEnv, cfg *pgCDCSourceConfig) (source, error) {
+	a := b.a
+	raw, err := b.c.renderStatic(a, "url") // the node's url: env() is rendered
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if dialectOf(raw) != dialectPostgres {
-		return a.errorf("url", "%s: want postgres://user:pass@host/db", plan.RedactURLs(raw))
+		return nil, a.errorf("url", "%s: want postgres://user:pass@host/db", plan.RedactURLs(raw))
 	}
-	s := &pgCDCSource{route: rt.name, log: rt.log, rawURL: raw, url: plan.RedactURLs(raw),
-		publication: a.str("publication", ""), slot: a.str("slot_name", ""),
-		temporary: a.boolean("temporary_slot", false), keepCP: a.str("checkpoint_store", "") != "",
+	s := &pgCDCSource{route: b.rt.name, log: b.rt.log, rawURL: raw, url: plan.RedactURLs(raw),
+		publication: cfg.Publication, slot: cfg.SlotName,
+		temporary: cfg.TemporarySlot, keepCP: cfg.CheckpointStore != "",
 		recs: make(chan []Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
 		relation: map[uint32]*pglogrepl.RelationMessage{}}
-	for _, attr := range []string{"publication", "slot_name"} {
-		v := a.str(attr, "")
-		if v == "" {
-			return a.errorf(attr, "required")
+	for _, f := range []struct{ attr, v string }{{"publication", cfg.Publication}, {"slot_name", cfg.SlotName}} {
+		if f.v == "" {
+			return nil, a.errorf(f.attr, "required")
 		}
-		if !sqlIdentRE.MatchString(v) || strings.Contains(v, ".") {
-			return a.errorf(attr, "%q is not a plain identifier", v)
+		if !sqlIdentRE.MatchString(f.v) || strings.Contains(f.v, ".") {
+			return nil, a.errorf(f.attr, "%q is not a plain identifier", f.v)
 		}
 	}
-	rt.src = s
-	return nil
+	return s, nil
 }
 
 func (s *pgCDCSource) sourceName() string { return s.slot }
