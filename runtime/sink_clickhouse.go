@@ -86,9 +86,18 @@ func quoteIdent(s string) string {
 // rmtVersionRE finds the version column in a ReplacingMergeTree engine.
 var rmtVersionRE = regexp.MustCompile(`ReplacingMergeTree\((?:[^,()]*,\s*)*\s*'?` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `'?\s*\)`)
 
+// clickhouseSinkConfig is a clickhouse sink's attributes (stdlib declares
+// them).
+type clickhouseSinkConfig struct {
+	URL     []plan.Part `attr:"url"` // rendered by renderStatic (env() allowed)
+	Table   string      `attr:"table"`
+	Columns plan.Value  `attr:"columns"` // a block of column = <expr>; empty when unset
+	Version string      `attr:"version"` // an expression
+}
+
 func init() {
-	registerSink("clickhouse", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
-		s, err := newClickHouseSink(b.ctx, b.a, b.c, b.rt)
+	registerSink("clickhouse", func(b *buildEnv, cfg *clickhouseSinkConfig) (sink, []*program, error) {
+		s, err := newClickHouseSink(b, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -96,8 +105,9 @@ func init() {
 	})
 }
 
-func newClickHouseSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*clickhouseSink, error) {
-	raw, err := c.renderStatic(a, "url")
+func newClickHouseSink(b *buildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink, error) {
+	a, c, ctx := b.a, b.c, b.ctx
+	raw, err := c.renderStatic(a, "url") // the node's url: env() is rendered
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +115,7 @@ func newClickHouseSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route)
 	if err != nil || (u.Scheme != "clickhouse" && u.Scheme != "tcp") || u.Host == "" {
 		return nil, a.errorf("url", "%s: want clickhouse://user:pass@host:9000/db", plan.RedactURLs(raw))
 	}
-	s := &clickhouseSink{route: a.route, node: a.node.ID, db: strings.Trim(u.Path, "/"), table: a.str("table", "")}
+	s := &clickhouseSink{route: a.route, node: a.node.ID, db: strings.Trim(u.Path, "/"), table: cfg.Table}
 	if s.db == "" {
 		s.db = "default"
 	}
@@ -192,7 +202,7 @@ func newClickHouseSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route)
 
 	// The version column gets the version expression.
 	versionCol := ""
-	if src := a.expr("version", ""); src != "" {
+	if src := cfg.Version; src != "" {
 		m := rmtVersionRE.FindStringSubmatch(engineFull)
 		if m == nil {
 			return fail("version", "table %s.%s has engine %s, which has no version column to write", s.db, s.table, engineFull)
@@ -207,7 +217,7 @@ func newClickHouseSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route)
 			return nil, err
 		}
 	}
-	if v, ok := a.value("columns"); ok && len(v.Block) > 0 {
+	if v := cfg.Columns; len(v.Block) > 0 {
 		names := make([]string, 0, len(v.Block))
 		for k := range v.Block {
 			names = append(names, k)
@@ -263,7 +273,7 @@ func newClickHouseSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route)
 	if s.replacing() {
 		verdict = plan.EffectivelyOnce
 	}
-	rt.log.Info("clickhouse table verified", "table", s.db+"."+s.table, "engine", s.engine,
+	b.rt.log.Info("clickhouse table verified", "table", s.db+"."+s.table, "engine", s.engine,
 		"verdict", verdict, "insert", s.insert)
 	return s, nil
 }
