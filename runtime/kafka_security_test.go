@@ -145,6 +145,10 @@ func TestKafkaSecurityRefused(t *testing.T) {
 			"tls": {Type: plan.TBool, Bool: true}}},
 		{"password without username", saslBroker, "password: set without username", map[string]plan.Value{
 			"password": tmplV(lit(testKafkaPassword))}},
+		{"username without password", saslBroker, "username: set without password", map[string]plan.Value{
+			"username": tmplV(lit("mqb"))}},
+		{"a mechanism without credentials", saslBroker, "sasl_mechanism: set without username and password", map[string]plan.Value{
+			"sasl_mechanism": enumV("plain")}},
 		{"tls off with a ca file", tlsBroker, "tls = false, but a tls_* attribute is set", map[string]plan.Value{
 			"tls": {Type: plan.TBool, Bool: false}, "tls_ca_file": strV(caFile)}},
 		{"no credentials", saslBroker, "does it require SASL (username, password)?", map[string]plan.Value{}},
