@@ -190,6 +190,9 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		progs = append(progs, s.programs()...)
 	}
 	progs = append(append(progs, rt.sinkProgs...), rt.dlqProgs...)
+	if rt.parts != nil {
+		rt.parts.markRouteSink()
+	}
 	rt.needPayload, rt.payloadFields = payloadNeeds(progs)
 	return rt, nil
 }

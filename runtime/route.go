@@ -288,9 +288,6 @@ func (rt *route) run(ctx context.Context) error {
 
 // process runs the route's steps over b.
 func (rt *route) process(w *worker, b *batch) error {
-	if rt.parts != nil {
-		rt.parts.skipCovered(b.recs)
-	}
 	for i := range b.recs {
 		r := &b.recs[i]
 		if r.state != stLive {

@@ -339,7 +339,7 @@ type partSink struct {
 	legacy  []string
 	covered partitionRanges
 	before  partitionRanges // the part of covered listed at start-up
-	// routeSink: the route's own sink (skipCovered is called), not a
+	// routeSink: the route's own sink (markRouteSink), not a
 	// branch of a structural output nor a handler.
 	routeSink bool
 	listErr   error
