@@ -71,10 +71,15 @@ type sinkProof struct {
 	// keyed: the write has a conflict key bound to stable values, so a
 	// repeat is detected (report_outcome is deterministic) even when the
 	// update it then applies is not idempotent.
-	keyed    bool
-	reasons  []string
-	missing  string
-	premises []premiseAt
+	keyed bool
+	// replayFails: a repeat of the write fails (a plain INSERT into a
+	// table with a unique key, or one mqb cannot see): the record is
+	// dead-lettered instead of passed on, so as a handler it keeps the
+	// record from the sink after it.
+	replayFails bool
+	reasons     []string
+	missing     string
+	premises    []premiseAt
 }
 
 // prove applies DESIGN §3 to a route. The verdict is the weakest over
@@ -114,6 +119,9 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 		if hp.ok {
 			g.reasons = append(g.reasons, "handler: "+handler.name+" runs before the sink; its own write is idempotent ("+strings.Join(hp.reasons, "; ")+"), so a replay re-runs it without landing twice")
 			g.premises = append(g.premises, hp.premises...)
+		} else if hp.replayFails {
+			g.reasons = append(g.reasons, "handler: "+handler.name+" runs before the sink and its plain INSERT fails when replayed (the table has, or may have, a unique key on what it inserts): a record replayed after a crash is dead-lettered by the handler and never reaches the sink (at-most-once); without a dlq the route stops at it")
+			g.weaken(plan.AtMostOnce, "handler "+handler.name+": a replay fails on a unique key and the sink never gets the record; "+strings.TrimPrefix(hp.missing, "sink write is not idempotent: plain INSERT; "))
 		} else {
 			line := "handler: " + handler.name + " runs before the sink's idempotency and its own effect is not idempotent, so a replay runs it again and its effect lands twice (at-least-once)"
 			if stableDedup != nil {

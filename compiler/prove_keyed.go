@@ -80,6 +80,7 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 		}
 		p.reasons = []string{fmt.Sprintf("write: plain INSERT into %s", ins.table)}
 		p.missing = fmt.Sprintf("sink write is not idempotent: plain INSERT; add ON CONFLICT (%s) DO NOTHING", first)
+		p.replayFails = rc.insertMayHitUniqueKey(n, ins, d)
 		return p
 	}
 	p = rc.proveUpsert(n, ins, parts, d)
@@ -448,4 +449,29 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 	p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, effectively-once given the premise that %s (checked at start-up); repeats collapse at merge time, so read with FINAL", table, premise.Holds)}
 	p.premises = []premiseAt{{node: n, p: premise}}
 	return p
+}
+
+// insertMayHitUniqueKey reports whether a plain INSERT's repeat can fail on
+// a unique key: true unless create_table shows the table and no unique key
+// of it lies within the inserted columns (a key the database fills, such as
+// an AUTOINCREMENT id, makes every insert a new row).
+func (rc *routeCtx) insertMayHitUniqueKey(n *nodeInfo, ins *sqlInsert, d sqlDialect) bool {
+	keys, _, found := rc.tableKeys(n, ins.table, d)
+	if !found {
+		return true // a table mqb cannot see may have one
+	}
+	inserted := map[string]bool{}
+	for _, c := range ins.columns {
+		inserted[strings.ToLower(c)] = true
+	}
+	for _, u := range keys.uniques {
+		all := len(u) > 0
+		for _, c := range u {
+			all = all && inserted[strings.ToLower(c)]
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

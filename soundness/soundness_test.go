@@ -28,11 +28,6 @@ var knownFalse = map[string]string{
 	// timing-dependent). Its route_a (dedup before parts) is fixed, as in
 	// seed-21, 35, 47.
 	"seed-44": "flaky: which record of a key DO NOTHING keeps at concurrency 2 depends on the order the sink workers apply them",
-	// A handler's plain INSERT into a table keyed on the record's id,
-	// called "its effect lands twice" (at-least-once): the replay's INSERT
-	// fails on the key instead, and the record is dead-lettered, so the
-	// sinks after the handler miss what the clean run gave them.
-	"seed-318": "known false verdict, issue 12 (a handler's replay fails on a unique key and dead-letters records the sinks never get)",
 	// filter meta["sql.outcome"] != "existed" after a report_outcome
 	// handler: a kill after the handler's insert and before the sink's
 	// write makes the replay's handler report "existed", the filter drops
