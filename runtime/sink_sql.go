@@ -39,6 +39,8 @@ type sqlSink struct {
 	stmt *sqlite3.SQLiteStmt
 	nv   []driver.NamedValue // bound values of the row being written
 	eval evaluator
+	// absent warns of placeholders naming fields records lack.
+	absent *absentWarner
 
 	// server, when set, is the sink on a postgres:// or mysql:// url,
 	// which does all the work (sink_sqldb.go).
@@ -207,14 +209,17 @@ func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
 // bind evaluates every parameter of r into s.nv; it returns why r cannot
 // be written, or "".
 func (s *sqlSink) bind(r *Record) string {
-	return bindParams(&s.eval, s.params, s.keyParams, r, func(i int, v any) { s.nv[i].Value = v })
+	return bindParams(&s.eval, s.params, s.keyParams, s.absent, r, func(i int, v any) { s.nv[i].Value = v })
 }
 
 // bindParams evaluates each of params for r and hands set its bound
 // value; it returns why r cannot be written, or "". A parameter in keys
 // (bound into a conflict column the proof rests on) that is NULL fails the
 // record: NULLs never conflict, so a replay of it would be inserted again.
-func bindParams(ev *evaluator, params []*program, keys map[int]string, r *Record, set func(i int, v any)) string {
+//
+// A field path that binds NULL because the record lacks the field is
+// warned about once (absent, which may be nil).
+func bindParams(ev *evaluator, params []*program, keys map[int]string, absent *absentWarner, r *Record, set func(i int, v any)) string {
 	for i, p := range params {
 		v, present, err := ev.run(p, r)
 		if err != nil {
@@ -232,6 +237,9 @@ func bindParams(ev *evaluator, params []*program, keys map[int]string, r *Record
 		}
 		if col, isKey := keys[i]; isKey && bv == nil {
 			return fmt.Sprintf("bind ${%s}: key column %s would be NULL; NULLs never conflict, so a replay of this record would be inserted again", p.src, col)
+		}
+		if bv == nil {
+			absent.check(p, r)
 		}
 		set(i, bv)
 	}

@@ -82,6 +82,7 @@ func init() {
 		if err != nil {
 			return nil, nil, err
 		}
+		s.warnAbsent(b.rt.log)
 		return s, s.programs(), nil
 	})
 }
