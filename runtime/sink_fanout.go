@@ -27,23 +27,34 @@ type fanoutSink struct {
 	names   []string
 }
 
-func (rt *route) newFanoutSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (_ *fanoutSink, progs []*program, err error) {
+// fanoutConfig is a fanout's attributes: stdlib declares none; its targets
+// are the node's branches.
+type fanoutConfig struct{}
+
+func init() {
+	registerSink("fanout", func(b *buildEnv, _ *fanoutConfig) (sink, []*program, error) {
+		return newFanoutSink(b)
+	})
+}
+
+func newFanoutSink(b *buildEnv) (_ *fanoutSink, progs []*program, err error) {
+	rt, a := b.rt, b.a
 	s := &fanoutSink{route: rt.name, pos: a.node.Pos.String()}
 	defer func() {
 		if err != nil {
 			closeSinks(s.targets)
 		}
 	}()
-	for i, b := range a.node.Children {
-		if b.Label != plan.BranchTo {
-			return nil, nil, fmt.Errorf("route %s: fanout (%s): unexpected branch %q", rt.name, s.pos, b.Label)
+	for i, br := range a.node.Children {
+		if br.Label != plan.BranchTo {
+			return nil, nil, fmt.Errorf("route %s: fanout (%s): unexpected branch %q", rt.name, s.pos, br.Label)
 		}
-		out, p, err := rt.buildBranch(ctx, &a.node.Children[i].Node, c, o, dlq)
+		out, p, err := b.buildBranch(&a.node.Children[i].Node)
 		if err != nil {
-			return nil, nil, fmt.Errorf("fanout (%s) %s: %w", s.pos, branchName(b, i), err)
+			return nil, nil, fmt.Errorf("fanout (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
 		s.targets = append(s.targets, out)
-		s.names = append(s.names, branchName(b, i))
+		s.names = append(s.names, branchName(br, i))
 		progs = append(progs, p...)
 	}
 	if len(s.targets) == 0 {

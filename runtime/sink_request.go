@@ -54,33 +54,44 @@ type answer struct {
 	meta map[string]string
 }
 
-func (rt *route) newRequestSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (_ *requestSink, progs []*program, err error) {
+// requestConfig is a request's attributes: stdlib declares none; its call
+// and forward endpoints are the node's branches.
+type requestConfig struct{}
+
+func init() {
+	registerSink("request", func(b *buildEnv, _ *requestConfig) (sink, []*program, error) {
+		return newRequestSink(b)
+	})
+}
+
+func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
+	rt, a := b.rt, b.a
 	s := &requestSink{route: rt.name, pos: a.node.Pos.String(), log: rt.log}
 	defer func() {
 		if err != nil {
 			closeSinks([]sink{s.call, s.fwd})
 		}
 	}()
-	for i, b := range a.node.Children {
+	for i, br := range a.node.Children {
 		var slot *sink
-		switch b.Label {
+		switch br.Label {
 		case plan.BranchCall:
 			slot = &s.call
-			s.names[0] = branchName(b, i)
+			s.names[0] = branchName(br, i)
 		case plan.BranchForward:
 			slot = &s.fwd
-			s.names[1] = branchName(b, i)
+			s.names[1] = branchName(br, i)
 		default:
-			return nil, nil, fmt.Errorf("route %s: request (%s): unexpected branch %q", rt.name, s.pos, b.Label)
+			return nil, nil, fmt.Errorf("route %s: request (%s): unexpected branch %q", rt.name, s.pos, br.Label)
 		}
 		if *slot != nil {
-			return nil, nil, fmt.Errorf("route %s: request (%s): more than one %s", rt.name, s.pos, b.Label)
+			return nil, nil, fmt.Errorf("route %s: request (%s): more than one %s", rt.name, s.pos, br.Label)
 		}
-		out, p, err := rt.buildBranch(ctx, &a.node.Children[i].Node, c, o, dlq)
+		out, p, err := b.buildBranch(&a.node.Children[i].Node)
 		if err != nil {
-			return nil, nil, fmt.Errorf("request (%s) %s: %w", s.pos, branchName(b, i), err)
+			return nil, nil, fmt.Errorf("request (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
-		if r, ok := out.(callResponder); ok && b.Label == plan.BranchCall {
+		if r, ok := out.(callResponder); ok && br.Label == plan.BranchCall {
 			r.respondAsCall()
 		}
 		*slot = out

@@ -35,12 +35,21 @@ type switchSink struct {
 	unmatched atomic.Int64
 }
 
-func (rt *route) newSwitchSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (_ *switchSink, progs []*program, err error) {
-	src := a.expr("on", "")
-	if src == "" {
-		return nil, nil, a.errorf("on", "required")
-	}
-	on, err := c.compile(src)
+// switchConfig is a switch's attributes (stdlib declares them); its cases
+// are the node's branches, which no attribute holds.
+type switchConfig struct {
+	On string `attr:"on"` // an expression
+}
+
+func init() {
+	registerSink("switch", func(b *buildEnv, cfg *switchConfig) (sink, []*program, error) {
+		return newSwitchSink(b, cfg)
+	})
+}
+
+func newSwitchSink(b *buildEnv, cfg *switchConfig) (_ *switchSink, progs []*program, err error) {
+	rt, a := b.rt, b.a
+	on, err := b.c.compile(cfg.On)
 	if err != nil {
 		return nil, nil, a.errorf("on", "%v", err)
 	}
@@ -52,30 +61,30 @@ func (rt *route) newSwitchSink(ctx context.Context, a nodeAttrs, c *compiler, o 
 		}
 	}()
 	progs = append(progs, on)
-	for i, b := range a.node.Children {
-		switch b.Label {
+	for i, br := range a.node.Children {
+		switch br.Label {
 		case plan.BranchCase:
-			if _, dup := s.cases[b.Match]; dup {
+			if _, dup := s.cases[br.Match]; dup {
 				// The compiler rejects this; a hand-written plan gets the
 				// first case, as the language says, and a log line.
-				rt.log.Warn("switch: duplicate case, the first one wins", "switch", s.pos, "case", b.Match)
+				rt.log.Warn("switch: duplicate case, the first one wins", "switch", s.pos, "case", br.Match)
 				continue
 			}
-			s.cases[b.Match] = len(s.outs)
+			s.cases[br.Match] = len(s.outs)
 		case plan.BranchDefault:
 			if s.dflt >= 0 {
 				return nil, nil, fmt.Errorf("route %s: switch (%s): more than one default", rt.name, s.pos)
 			}
 			s.dflt = len(s.outs)
 		default:
-			return nil, nil, fmt.Errorf("route %s: switch (%s): unexpected branch %q", rt.name, s.pos, b.Label)
+			return nil, nil, fmt.Errorf("route %s: switch (%s): unexpected branch %q", rt.name, s.pos, br.Label)
 		}
-		out, p, err := rt.buildBranch(ctx, &a.node.Children[i].Node, c, o, dlq)
+		out, p, err := b.buildBranch(&a.node.Children[i].Node)
 		if err != nil {
-			return nil, nil, fmt.Errorf("switch (%s) %s: %w", s.pos, branchName(b, i), err)
+			return nil, nil, fmt.Errorf("switch (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
 		s.outs = append(s.outs, out)
-		s.names = append(s.names, branchName(b, i))
+		s.names = append(s.names, branchName(br, i))
 		progs = append(progs, p...)
 	}
 	if len(s.outs) == 0 {

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,53 +28,16 @@ type structuralSink interface {
 	branches() []sink
 }
 
-func init() {
-	for _, kind := range []string{"switch", "request", "fanout"} {
-		registerSink(kind, func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
-			return b.rt.buildStructural(b.ctx, b.a, b.c, b.o, b.dlq)
-		})
-	}
-}
-
-// buildStructural builds a switch, request or fanout node.
-func (rt *route) buildStructural(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (sink, []*program, error) {
-	var (
-		s     sink
-		progs []*program
-		err   error
-	)
-	// Each constructor returns a typed nil on error: keep it out of the
-	// sink interface, where it would not compare equal to nil.
-	switch a.node.Kind {
-	case "switch":
-		var sw *switchSink
-		sw, progs, err = rt.newSwitchSink(ctx, a, c, o, dlq)
-		s = sw
-	case "request":
-		var rq *requestSink
-		rq, progs, err = rt.newRequestSink(ctx, a, c, o, dlq)
-		s = rq
-	case "fanout":
-		var fo *fanoutSink
-		fo, progs, err = rt.newFanoutSink(ctx, a, c, o, dlq)
-		s = fo
-	default:
-		return nil, nil, fmt.Errorf("route %s: to %s (%s): not a structural output", rt.name, a.node.Kind, a.node.Pos)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return s, progs, nil
-}
-
-// buildBranch builds one branch's endpoint. A part-file sink inside a branch
+// buildBranch builds one branch's endpoint, as a DLQ's target when the
+// structural output is one. A part-file sink inside a branch
 // is not the route's sink: it skips positions it already covers on its own
 // (partSink.Write), but the route must not drop such records before the
 // other branches see them, so rt.parts keeps what it was.
-func (rt *route) buildBranch(ctx context.Context, n *plan.Node, c *compiler, o *Options, dlq bool) (sink, []*program, error) {
+func (b *buildEnv) buildBranch(n *plan.Node) (sink, []*program, error) {
+	rt := b.rt
 	saved := rt.parts
 	defer func() { rt.parts = saved }()
-	return rt.buildSink(ctx, nodeAttrs{route: rt.name, node: n}, c, o, dlq)
+	return rt.buildSink(b.ctx, nodeAttrs{route: rt.name, node: n}, b.c, b.o, b.dlq)
 }
 
 // branchName names a branch in errors and logs: `case "x"`, `default`,
