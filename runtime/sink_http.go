@@ -97,9 +97,18 @@ const (
 	httpMetaHeaderPrefix = "Mqb-Meta-"
 )
 
+// httpSinkConfig is an http sink's attributes (stdlib declares them).
+type httpSinkConfig struct {
+	// URL is rendered per record: compileTemplate compiles it from the
+	// node, naming the attribute in its errors.
+	URL     []plan.Part   `attr:"url"`
+	Method  string        `attr:"method"`
+	Timeout time.Duration `attr:"timeout"`
+}
+
 func init() {
-	registerSink("http", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
-		s, err := newHTTPSink(b.a, b.c, b.rt)
+	registerSink("http", func(b *buildEnv, cfg *httpSinkConfig) (sink, []*program, error) {
+		s, err := newHTTPSink(b.a, cfg, b.c, b.rt)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -107,7 +116,7 @@ func init() {
 	})
 }
 
-func newHTTPSink(a nodeAttrs, c *compiler, rt *route) (*httpSink, error) {
+func newHTTPSink(a nodeAttrs, cfg *httpSinkConfig, c *compiler, rt *route) (*httpSink, error) {
 	tmpl, err := compileTemplate(a, c, "url")
 	if err != nil {
 		return nil, err
@@ -117,7 +126,7 @@ func newHTTPSink(a nodeAttrs, c *compiler, rt *route) (*httpSink, error) {
 	}
 	s := &httpSink{
 		route:  a.route,
-		method: strings.ToUpper(a.str("method", "POST")),
+		method: cfg.Method,
 		url:    tmpl,
 		shown:  redactTemplateURL(tmpl.parts),
 	}
@@ -138,10 +147,7 @@ func newHTTPSink(a nodeAttrs, c *compiler, rt *route) (*httpSink, error) {
 	default:
 		return nil, a.errorf("method", "want POST or PUT, got %q", s.method)
 	}
-	if s.timeout, err = a.duration("timeout", 10*time.Second); err != nil {
-		return nil, err
-	}
-	if s.timeout <= 0 {
+	if s.timeout = cfg.Timeout; s.timeout <= 0 {
 		return nil, a.errorf("timeout", "must be positive, got %v", s.timeout)
 	}
 	if tmpl.isStatic() {

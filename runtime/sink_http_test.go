@@ -266,7 +266,11 @@ func newTestHTTPSink(t *testing.T, attrs map[string]plan.Value, log *slog.Logger
 	}
 	rt := &route{name: "post", log: log, srcFormat: "json"}
 	a := nodeAttrs{route: "post", node: &plan.Node{ID: "n1", Role: plan.RoleSink, Kind: "http", Attrs: attrs}}
-	s, err := newHTTPSink(a, &compiler{}, rt)
+	var cfg httpSinkConfig
+	if err := decodeConfig(a, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newHTTPSink(a, &cfg, &compiler{}, rt)
 	if err != nil {
 		t.Fatal(err)
 	}
