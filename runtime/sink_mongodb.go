@@ -20,9 +20,22 @@ import (
 	"github.com/mqb-dev/mqb/plan"
 )
 
+// mongoSinkConfig is a mongodb sink's attributes (stdlib declares them).
+type mongoSinkConfig struct {
+	// URL may call env(): renderStatic renders it from the node, naming
+	// the attribute in its errors.
+	URL           []plan.Part `attr:"url"`
+	Database      string      `attr:"database"`
+	Collection    string      `attr:"collection"`
+	IDField       []plan.Part `attr:"id_field"`
+	ReportOutcome bool        `attr:"report_outcome"`
+	RequestReply  bool        `attr:"request_reply"` // refused: not supported yet
+	Format        string      `attr:"format"`        // only json
+}
+
 func init() {
-	registerSink("mongodb", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
-		s, err := newMongoSink(b.ctx, b.a, b.c, b.rt)
+	registerSink("mongodb", func(b *buildEnv, cfg *mongoSinkConfig) (sink, []*program, error) {
+		s, err := newMongoSink(b.ctx, b.a, cfg, b.c, b.rt)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -67,29 +80,29 @@ const (
 	mongoMaxDepth = 1000
 )
 
-func newMongoSink(ctx context.Context, a nodeAttrs, c *compiler, rt *route) (*mongoSink, error) {
+func newMongoSink(ctx context.Context, a nodeAttrs, cfg *mongoSinkConfig, c *compiler, rt *route) (*mongoSink, error) {
 	raw, err := c.renderStatic(a, "url")
 	if err != nil {
 		return nil, err
 	}
-	s := &mongoSink{route: a.route, node: a.node.ID, url: plan.RedactURLs(raw), outcome: a.boolean("report_outcome", false)}
+	s := &mongoSink{route: a.route, node: a.node.ID, url: plan.RedactURLs(raw), outcome: cfg.ReportOutcome}
 	if !strings.HasPrefix(raw, "mongodb://") && !strings.HasPrefix(raw, "mongodb+srv://") {
 		return nil, a.errorf("url", "%s: want mongodb://host:27017 or mongodb+srv://host", s.url)
 	}
-	database, collection := a.str("database", ""), a.str("collection", "")
+	database, collection := cfg.Database, cfg.Collection
 	if database == "" {
 		return nil, a.errorf("database", "required")
 	}
 	if collection == "" {
 		return nil, a.errorf("collection", "required")
 	}
-	if f := a.str("format", "json"); f != "json" {
+	if f := cfg.Format; f != "json" {
 		return nil, a.errorf("format", "format %q is not supported by the mongodb sink yet: a payload must be a JSON object, stored as the document", f)
 	}
-	if a.boolean("request_reply", false) {
+	if cfg.RequestReply {
 		return nil, a.errorf("request_reply", "not supported by the mongodb sink yet")
 	}
-	if parts, ok := a.template("id_field"); ok {
+	if parts := cfg.IDField; parts != nil {
 		static := len(parts) == 1 && parts[0].Expr == ""
 		if static {
 			s.idField = parts[0].Lit
