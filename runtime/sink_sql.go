@@ -55,18 +55,29 @@ type sqlSink struct {
 
 const metaSQLOutcome = "sql.outcome"
 
-func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sqlSink, error) {
+// sqlSinkConfig is a sql sink's attributes (stdlib declares them; table is
+// the source's: a sink needs insert_query).
+type sqlSinkConfig struct {
+	// URL may call env(): renderStatic renders it from the node, naming
+	// the attribute in its errors.
+	URL           []plan.Part `attr:"url"`
+	InsertQuery   []plan.Part `attr:"insert_query"`
+	BulkCopy      bool        `attr:"bulk_copy"` // postgres:// only
+	ReportOutcome bool        `attr:"report_outcome"`
+	CreateTable   string      `attr:"create_table"`
+}
+
+func newSQLSink(ctx context.Context, a nodeAttrs, cfg *sqlSinkConfig, c *compiler, base string) (*sqlSink, error) {
 	url, err := c.renderStatic(a, "url")
 	if err != nil {
 		return nil, err
 	}
 	if dialectOf(url) != 0 {
-		srv, err := newSQLServerSink(ctx, a, c, url)
+		srv, err := newSQLServerSink(ctx, a, cfg, c, url)
 		if err != nil {
 			return nil, err
 		}
-		parts, _ := a.template("insert_query")
-		return &sqlSink{route: a.route, node: a.node.ID, server: srv, insertParts: parts}, nil
+		return &sqlSink{route: a.route, node: a.node.ID, server: srv, insertParts: cfg.InsertQuery}, nil
 	}
 	path, ok := strings.CutPrefix(url, "sqlite://")
 	if !ok {
@@ -80,9 +91,8 @@ func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sq
 	if !filepath.IsAbs(path) && base != "" {
 		path = filepath.Join(base, path)
 	}
-	s := &sqlSink{route: a.route, node: a.node.ID, outcome: a.boolean("report_outcome", false)}
-	s.insertParts, _ = a.template("insert_query")
-	if s.query, s.params, err = compileInsert(a, c, func(int) string { return "?" }); err != nil {
+	s := &sqlSink{route: a.route, node: a.node.ID, outcome: cfg.ReportOutcome, insertParts: cfg.InsertQuery}
+	if s.query, s.params, err = compileInsert(a, cfg.InsertQuery, c, func(int) string { return "?" }); err != nil {
 		return nil, err
 	}
 
@@ -100,7 +110,7 @@ func newSQLSink(ctx context.Context, a nodeAttrs, c *compiler, base string) (*sq
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	s.db = db
-	if ddl := a.str("create_table", ""); ddl != "" {
+	if ddl := cfg.CreateTable; ddl != "" {
 		if _, err := db.ExecContext(ctx, ddl); err != nil {
 			db.Close()
 			return nil, a.errorf("create_table", "%v", err)
@@ -335,13 +345,12 @@ func createPrivate(path string) error {
 	return f.Close()
 }
 
-// compileInsert turns insert_query into the driver's query text, every ${…}
+// compileInsert turns insert_query's parts into the driver's query text, every ${…}
 // replaced by a bound-parameter placeholder (placeholder(n) for the n-th,
 // 1-based), and the programs that compute the parameters: values are bound,
 // never spliced into the SQL.
-func compileInsert(a nodeAttrs, c *compiler, placeholder func(n int) string) (string, []*program, error) {
-	parts, ok := a.template("insert_query")
-	if !ok {
+func compileInsert(a nodeAttrs, parts []plan.Part, c *compiler, placeholder func(n int) string) (string, []*program, error) {
+	if parts == nil {
 		return "", nil, a.errorf("insert_query", "required by this runtime (table-only inserts are not implemented)")
 	}
 	var q strings.Builder

@@ -67,15 +67,14 @@ type sqlServerSink struct {
 	outboxRoute string
 }
 
-func newSQLServerSink(ctx context.Context, a nodeAttrs, c *compiler, raw string) (*sqlServerSink, error) {
+func newSQLServerSink(ctx context.Context, a nodeAttrs, sc *sqlSinkConfig, c *compiler, raw string) (*sqlServerSink, error) {
 	d := dialectOf(raw)
-	s := &sqlServerSink{route: a.route, dialect: d, rawURL: raw, url: plan.RedactURLs(raw), outcome: a.boolean("report_outcome", false)}
+	s := &sqlServerSink{route: a.route, dialect: d, rawURL: raw, url: plan.RedactURLs(raw), outcome: sc.ReportOutcome}
 	var err error
-	if s.query, s.params, err = compileInsert(a, c, d.placeholder); err != nil {
+	if s.query, s.params, err = compileInsert(a, sc.InsertQuery, c, d.placeholder); err != nil {
 		return nil, err
 	}
-	bulk := a.boolean("bulk_copy", false)
-	if bulk {
+	if sc.BulkCopy {
 		if d != dialectPostgres {
 			return nil, a.errorf("bulk_copy", "COPY is PostgreSQL's; a %s sink inserts row by row", d)
 		}
@@ -96,7 +95,7 @@ func newSQLServerSink(ctx context.Context, a nodeAttrs, c *compiler, raw string)
 		s.pg = &pgPool{cfg: cfg, query: s.query, idle: make(chan *pgConn, size)}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		if ddl := a.str("create_table", ""); ddl != "" {
+		if ddl := sc.CreateTable; ddl != "" {
 			conn, err := pgconn.ConnectConfig(cctx, cfg)
 			if err != nil {
 				return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
@@ -142,7 +141,7 @@ func newSQLServerSink(ctx context.Context, a nodeAttrs, c *compiler, raw string)
 			s.my.Close()
 			return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
 		}
-		if ddl := a.str("create_table", ""); ddl != "" {
+		if ddl := sc.CreateTable; ddl != "" {
 			if _, err := s.my.ExecContext(cctx, ddl); err != nil {
 				s.my.Close()
 				return nil, a.errorf("create_table", "%v", err)

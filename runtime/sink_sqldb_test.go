@@ -250,7 +250,12 @@ func TestSQLServerSinkServerRestart(t *testing.T) {
 func newServerSinkForTest(t *testing.T, attrs map[string]plan.Value) (*sqlSink, error) {
 	t.Helper()
 	n := &plan.Node{ID: "n", Role: plan.RoleSink, Kind: "sql", Attrs: attrs}
-	s, err := newSQLSink(context.Background(), nodeAttrs{route: "r", node: n}, &compiler{}, "")
+	a := nodeAttrs{route: "r", node: n}
+	var cfg sqlSinkConfig
+	if err := decodeConfig(a, &cfg); err != nil {
+		return nil, err
+	}
+	s, err := newSQLSink(context.Background(), a, &cfg, &compiler{}, "")
 	if err == nil {
 		t.Cleanup(func() { s.Close() })
 	}

@@ -70,15 +70,28 @@ type sqlCursorSource struct {
 
 var sqlIdentRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
 
+// sqlSourceConfig is a sql cursor source's attributes (stdlib declares
+// them; the sink's are sqlSinkConfig).
+type sqlSourceConfig struct {
+	// URL may call env(): renderStatic renders it from the node, naming
+	// the attribute in its errors.
+	URL             []plan.Part   `attr:"url"`
+	Table           string        `attr:"table"`
+	Query           string        `attr:"query"`
+	CursorColumn    string        `attr:"cursor_column"`
+	PollInterval    time.Duration `attr:"poll_interval"`
+	CheckpointStore string        `attr:"checkpoint_store"` // openCheckpointStore
+}
+
 func init() {
-	registerSource("sql", func(b *buildEnv, _ *undecoded) (source, error) {
-		if err := b.rt.buildSQLSource(b.a, b.c); err != nil {
+	registerSource("sql", func(b *buildEnv, cfg *sqlSourceConfig) (source, error) {
+		if err := b.rt.buildSQLSource(b.a, cfg, b.c); err != nil {
 			return nil, err
 		}
 		return b.rt.src, nil
 	})
-	registerSink("sql", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
-		s, err := newSQLSink(b.ctx, b.a, b.c, b.o.BaseDir)
+	registerSink("sql", func(b *buildEnv, cfg *sqlSinkConfig) (sink, []*program, error) {
+		s, err := newSQLSink(b.ctx, b.a, cfg, b.c, b.o.BaseDir)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -87,7 +100,7 @@ func init() {
 	})
 }
 
-func (rt *route) buildSQLSource(a nodeAttrs, c *compiler) error {
+func (rt *route) buildSQLSource(a nodeAttrs, cfg *sqlSourceConfig, c *compiler) error {
 	raw, err := c.renderStatic(a, "url")
 	if err != nil {
 		return err
@@ -98,14 +111,14 @@ func (rt *route) buildSQLSource(a nodeAttrs, c *compiler) error {
 		return a.errorf("url", "the sql cursor source reads postgres:// and mysql:// urls, not %s://", scheme)
 	}
 	s := &sqlCursorSource{route: rt.name, log: rt.log, dialect: d, rawURL: raw, url: plan.RedactURLs(raw),
-		col: a.str("cursor_column", ""), prevLast: -1}
+		col: cfg.CursorColumn, prevLast: -1}
 	if s.col == "" {
 		return a.errorf("cursor_column", "required: the source pages by it and keeps it as its position")
 	}
 	if !sqlIdentRE.MatchString(s.col) {
 		return a.errorf("cursor_column", "%q is not a plain column name", s.col)
 	}
-	table, query := a.str("table", ""), strings.TrimSpace(a.str("query", ""))
+	table, query := cfg.Table, strings.TrimSpace(cfg.Query)
 	switch {
 	case table != "" && query != "":
 		return a.errorf("query", "give table or query, not both")
@@ -119,11 +132,8 @@ func (rt *route) buildSQLSource(a nodeAttrs, c *compiler) error {
 	default:
 		return a.errorf("table", "table or query is required")
 	}
-	if s.poll, err = a.duration("poll_interval", time.Second); err != nil {
-		return err
-	}
-	if s.poll <= 0 {
-		s.poll = time.Second
+	if s.poll = cfg.PollInterval; s.poll <= 0 {
+		return a.errorf("poll_interval", "must be positive, got %v", s.poll)
 	}
 	s.idBase = []byte("sql:" + s.name + ":")
 	rt.src = s

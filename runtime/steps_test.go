@@ -122,7 +122,12 @@ func TestSQLReportOutcomeAndBinding(t *testing.T) {
 		"insert_query": tmplV(lit("INSERT INTO t VALUES ("), ex("payload.id"), lit(", "), ex("payload.n"), lit(", "),
 			ex("payload.f"), lit(", "), ex("payload.obj"), lit(", "), ex("payload.b"), lit(") ON CONFLICT (id) DO NOTHING")),
 	}}
-	s, err := newSQLSink(context.Background(), nodeAttrs{route: "r", node: &n}, &compiler{}, "")
+	a := nodeAttrs{route: "r", node: &n}
+	var cfg sqlSinkConfig
+	if err := decodeConfig(a, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSQLSink(context.Background(), a, &cfg, &compiler{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ var Kinds = []Kind{
 		Schemes:       []string{"sqlite", "postgres", "postgresql", "mysql"},
 		Attrs: []Attr{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Connection URL: sqlite://path.db, postgres://user:pass@host/db, mysql://user:pass@host/db."},
-			{Name: "table", Type: String, Doc: "Table to read (source) or, without insert_query, to insert the payload's fields into (sink)."},
+			{Name: "table", Type: String, Doc: "Source: the table to read (a plain name; use query for anything else). A sink needs insert_query: this runtime does not insert the payload's fields by itself."},
 			{Name: "insert_query", Type: String, Template: true, Query: true, Doc: "INSERT statement; every ${…} becomes a bound parameter. Its conflict clause decides whether the write is idempotent."},
 			{Name: "query", Type: String, Doc: "Source query instead of table; must select cursor_column."},
 			{Name: "bulk_copy", Type: Bool, Default: false, Doc: "Load with Postgres COPY. Cannot be combined with a conflict clause."},
@@ -52,6 +52,7 @@ var Kinds = []Kind{
 			reportOutcomeAttr,
 			{Name: "create_table", Type: String, Doc: "DDL run once at start-up (e.g. CREATE TABLE IF NOT EXISTS …)."},
 			{Name: "poll_interval", Type: Duration, Default: "1s", Doc: "Source: how long to wait before polling again at the end of the table."},
+			{Name: "checkpoint_store", Type: String, Default: "pebble://.mqb/state", Doc: "Source: where the committed cursor value is kept (pebble://dir, or a postgres:// or mysql:// server shared by the route's instances)."},
 		},
 	},
 	{
