@@ -14,9 +14,7 @@ import (
 // stillUndecoded lists the kinds whose builders still read their node's
 // attributes by hand instead of from a config struct. An entry leaves as
 // its connector moves to a config; the test fails on a stale entry.
-var stillUndecoded = map[string]bool{
-	"object_store": true,
-}
+var stillUndecoded = map[string]bool{}
 
 // unimplemented lists what stdlib declares and the runtime cannot run yet,
 // with the issue that adds it.

@@ -76,7 +76,21 @@ func objectPartName(source string, partition int32, first, last uint64, ext stri
 	return fmt.Sprintf("part-%s-%010d-%020d-%020d%s", source, partition, first, last, ext)
 }
 
-func newObjectSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, rt *route, dlq bool) (*objectSink, error) {
+// objectSinkConfig is an object_store sink's attributes (stdlib declares
+// them).
+type objectSinkConfig struct {
+	// URL may call env(): renderStatic renders it from the node, naming
+	// the attribute in its errors.
+	URL            []plan.Part `attr:"url"`
+	NameBy         string      `attr:"name_by"`
+	Idempotency    *plan.Value `attr:"idempotency"` // deprecated spelling of name_by
+	Format         string      `attr:"format"`
+	DatePartition  bool        `attr:"date_partition"`
+	Compression    string      `attr:"compression"`
+	MaxObjectBytes int64       `attr:"max_object_bytes"`
+}
+
+func newObjectSink(ctx context.Context, a nodeAttrs, cfg *objectSinkConfig, c *compiler, o *Options, rt *route, dlq bool) (*objectSink, error) {
 	rawURL, err := c.renderStatic(a, "url")
 	if err != nil {
 		return nil, err
@@ -84,17 +98,17 @@ func newObjectSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, rt
 	s := &objectSink{
 		route:         a.route,
 		log:           rt.log,
-		datePartition: a.boolean("date_partition", false),
+		datePartition: cfg.DatePartition,
 		now:           time.Now,
-		compression:   a.str("compression", "none"),
-		maxBytes:      int(a.integer("max_object_bytes", 64<<20)),
+		compression:   cfg.Compression,
+		maxBytes:      int(cfg.MaxObjectBytes),
 		covered:       partitionRanges{},
 		before:        partitionRanges{},
 	}
 	if s.maxBytes <= 0 {
 		return nil, a.errorf("max_object_bytes", "must be positive, got %d", s.maxBytes)
 	}
-	switch f := a.str("format", "json"); f {
+	switch f := cfg.Format; f {
 	case "json":
 		s.ext, s.contentType = ".jsonl", "application/x-ndjson"
 	case "text":
@@ -116,9 +130,11 @@ func newObjectSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, rt
 		return nil, a.errorf("compression", "unknown value %q", s.compression)
 	}
 
-	nameBy := a.str("name_by", "auto")
+	// A written name_by wins over the deprecated idempotency: whether it
+	// was written is the node's to say, not the config's.
+	nameBy := cfg.NameBy
 	if _, set := a.value("name_by"); !set {
-		if v, ok := a.value("idempotency"); ok && v.Type == plan.TBool {
+		if v := cfg.Idempotency; v != nil && v.Type == plan.TBool {
 			nameBy = map[bool]string{true: "source_position", false: "write_time"}[v.Bool]
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
 
@@ -127,15 +128,27 @@ const (
 	objectCheckpointDone = "done:"   // this object and every one before it are committed
 )
 
+// objectSourceConfig is an object_store source's attributes (stdlib
+// declares them; the sink's are objectSinkConfig).
+type objectSourceConfig struct {
+	// URL may call env(): renderStatic renders it from the node, naming
+	// the attribute in its errors.
+	URL             []plan.Part   `attr:"url"`
+	Format          string        `attr:"format"`
+	MaxRecordBytes  int64         `attr:"max_record_bytes"`
+	PollInterval    time.Duration `attr:"poll_interval"`    // 0: end at the end of the listing
+	CheckpointStore string        `attr:"checkpoint_store"` // openCheckpointStore
+}
+
 func init() {
-	registerSource("object_store", func(b *buildEnv, _ *undecoded) (source, error) {
-		if err := b.rt.buildObjectSource(context.Background(), b.a, b.c, b.o); err != nil {
+	registerSource("object_store", func(b *buildEnv, cfg *objectSourceConfig) (source, error) {
+		if err := b.rt.buildObjectSource(context.Background(), b.a, cfg, b.c, b.o); err != nil {
 			return nil, err
 		}
 		return b.rt.src, nil
 	})
-	registerSink("object_store", func(b *buildEnv, _ *undecoded) (sink, []*program, error) {
-		s, err := newObjectSink(b.ctx, b.a, b.c, b.o, b.rt, b.dlq)
+	registerSink("object_store", func(b *buildEnv, cfg *objectSinkConfig) (sink, []*program, error) {
+		s, err := newObjectSink(b.ctx, b.a, cfg, b.c, b.o, b.rt, b.dlq)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -143,7 +156,7 @@ func init() {
 	})
 }
 
-func (rt *route) buildObjectSource(ctx context.Context, a nodeAttrs, c *compiler, o *Options) error {
+func (rt *route) buildObjectSource(ctx context.Context, a nodeAttrs, cfg *objectSourceConfig, c *compiler, o *Options) error {
 	rawURL, err := c.renderStatic(a, "url")
 	if err != nil {
 		return err
@@ -151,8 +164,8 @@ func (rt *route) buildObjectSource(ctx context.Context, a nodeAttrs, c *compiler
 	s := &objectSource{
 		route:     rt.name,
 		log:       rt.log,
-		format:    a.str("format", "json"),
-		maxRecord: int(a.integer("max_record_bytes", 16<<20)),
+		format:    cfg.Format,
+		maxRecord: int(cfg.MaxRecordBytes),
 	}
 	switch s.format {
 	case "json", "text", "raw":
@@ -162,10 +175,7 @@ func (rt *route) buildObjectSource(ctx context.Context, a nodeAttrs, c *compiler
 	if s.maxRecord <= 0 {
 		return a.errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
 	}
-	if s.poll, err = a.duration("poll_interval", 0); err != nil {
-		return err
-	}
-	if s.poll < 0 {
+	if s.poll = cfg.PollInterval; s.poll < 0 {
 		return a.errorf("poll_interval", "must not be negative, got %v", s.poll)
 	}
 	// A source does not create its directory: a missing one is a mistake.

@@ -171,11 +171,9 @@ func openCheckpointStore(a nodeAttrs, o *Options) (checkpointStore, error) {
 // checkpointStoreDir is the Pebble directory of a source's checkpoint
 // store (its checkpoint_store attribute is not a server URL).
 func checkpointStoreDir(a nodeAttrs, o *Options) (string, error) {
-	def := declaredDefault(a.node.Kind, "checkpoint_store", false)
-	if def == "" {
-		def = "pebble://.mqb/state" // a source that declares none (sql) keeps its position where file does
-	}
-	return o.storeDir(a, "checkpoint_store", def, "state")
+	// Every source that keeps a position in a store declares
+	// checkpoint_store with its default (TestPositionalSourcesDeclareCheckpointStore).
+	return o.storeDir(a, "checkpoint_store", declaredDefault(a.node.Kind, "checkpoint_store", false), "state")
 }
 
 // literalStoreURL refuses a store url holding ${…}: it would otherwise
