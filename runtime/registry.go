@@ -22,10 +22,6 @@ type buildEnv struct {
 	dlq bool
 }
 
-// undecoded is the config of a builder that still reads its node's
-// attributes itself (through buildEnv.a), not from a config struct.
-type undecoded struct{}
-
 // registration is one kind's source or sink builder.
 type registration struct {
 	config reflect.Type // the config struct the builder decodes

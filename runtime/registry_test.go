@@ -11,11 +11,6 @@ import (
 	"github.com/mqb-dev/mqb/stdlib"
 )
 
-// stillUndecoded lists the kinds whose builders still read their node's
-// attributes by hand instead of from a config struct. An entry leaves as
-// its connector moves to a config; the test fails on a stale entry.
-var stillUndecoded = map[string]bool{}
-
 // unimplemented lists what stdlib declares and the runtime cannot run yet,
 // with the issue that adds it.
 var unimplemented = map[string]string{
@@ -28,7 +23,6 @@ var unimplemented = map[string]string{
 // attribute it declares. Defaults live only in stdlib (decodeConfig
 // applies them), so a connector cannot drift from the documentation.
 func TestRegistryAgreesWithStdlib(t *testing.T) {
-	undecodedType := reflect.TypeFor[undecoded]()
 	for _, name := range stdlib.KindNames() {
 		k, _ := stdlib.LookupKind(name)
 		src, hasSrc := registry.sources[name]
@@ -47,24 +41,13 @@ func TestRegistryAgreesWithStdlib(t *testing.T) {
 			regs = append(regs, snk)
 		}
 		read := map[string]bool{}
-		typed := 0
 		for _, r := range regs {
-			if r.config == undecodedType {
-				continue
-			}
-			typed++
 			for _, attr := range configAttrs(r.config) {
 				if k.Attr(attr) == nil {
 					t.Errorf("%s: config %s reads %q, which stdlib does not declare", name, r.config, attr)
 				}
 				read[attr] = true
 			}
-		}
-		if stillUndecoded[name] {
-			if typed == len(regs) && len(regs) > 0 {
-				t.Errorf("%s has config structs now: remove it from stillUndecoded", name)
-			}
-			continue
 		}
 		for _, a := range k.Attrs {
 			if !read[a.Name] {
