@@ -60,16 +60,19 @@ func TestKafkaExample(t *testing.T) {
 		return n
 	}
 	runOnce := func() string {
-		cmd := exec.Command(mqbcBin, "run", "kafka.mqb")
+		cmd := exec.Command(mqbcBin, "run", "--log-level", "info", "kafka.mqb")
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "KAFKA_PASSWORD="+password)
-		var out, errb bytes.Buffer
+		var out, errb syncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// Stop it once the file route has read its file to the end (a
+		// drain before that is an interrupted run, exit 3) and the rows
+		// are in.
 		deadline := time.Now().Add(time.Minute)
-		for rows() < len(ids) && time.Now().Before(deadline) {
+		for (rows() < len(ids) || !strings.Contains(errb.String(), `msg="route ended" route=publish`)) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		time.Sleep(500 * time.Millisecond) // anything more would land now
