@@ -286,7 +286,7 @@ func pieceRoute(seed uint64) []byte {
 	var body string
 	switch r.IntN(4) {
 	case 0: // the key is the id, read by a SQL conflict column
-		body = fmt.Sprintf("  ${ID}\n  to sql { url = \"sqlite://o.db\", insert_query = \"INSERT INTO t (id) VALUES (${meta[\\\"mqb.id\\\"]}) ON CONFLICT (id) DO NOTHING\" }\n")
+		body = "  ${ID}\n  to sql { url = \"sqlite://o.db\", insert_query = \"INSERT INTO t (id) VALUES (${meta[\\\"mqb.id\\\"]}) ON CONFLICT (id) DO NOTHING\" }\n"
 	case 1: // the key binds the conflict column directly
 		body = fmt.Sprintf("  to sql { url = \"sqlite://o.db\", insert_query = \"INSERT INTO t (id) VALUES (${%s}) ON CONFLICT (id) DO NOTHING\" }\n", tmpl)
 	case 2: // the key is a Mongo id_field

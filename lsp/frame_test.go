@@ -31,7 +31,7 @@ func (l *lockedBuffer) String() string {
 
 // serveInput runs Serve over input (the client's whole stream, then EOF)
 // and returns Serve's error, what the server wrote and what it logged.
-func serveInput(t *testing.T, input io.Reader) (err error, out, logged string) {
+func serveInput(t *testing.T, input io.Reader) (out, logged string, err error) {
 	t.Helper()
 	var w, logw lockedBuffer
 	done := make(chan error, 1)
@@ -41,7 +41,7 @@ func serveInput(t *testing.T, input io.Reader) (err error, out, logged string) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Serve did not return")
 	}
-	return err, w.String(), logw.String()
+	return w.String(), logw.String(), err
 }
 
 func frame(body string) string {
@@ -81,7 +81,7 @@ func TestFramingErrorsEndTheSession(t *testing.T) {
 		{"two lengths", "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "two Content-Length headers (2 and 3)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err, out, _ := serveInput(t, strings.NewReader(frame(initializeCall)+tc.input))
+			out, _, err := serveInput(t, strings.NewReader(frame(initializeCall)+tc.input))
 			if !errors.Is(err, errFraming) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Serve = %v, want a framing error saying %q", err, tc.want)
 			}
@@ -99,7 +99,7 @@ func TestFramingErrorsEndTheSession(t *testing.T) {
 func TestFramingRecovers(t *testing.T) {
 	input := frame("this is not json") + frame(`{"jsonrpc":"2.0"}`) +
 		"content-length: " + formatInt(len(initializeCall)) + "\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" + initializeCall
-	err, out, logged := serveInput(t, strings.NewReader(input))
+	out, logged, err := serveInput(t, strings.NewReader(input))
 	if err != nil {
 		t.Fatalf("Serve = %v, want nil (the client left between frames)", err)
 	}

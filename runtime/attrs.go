@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -35,36 +34,11 @@ func (a nodeAttrs) str(name, def string) string {
 	return def
 }
 
-func (a nodeAttrs) integer(name string, def int64) int64 {
-	if v, ok := a.value(name); ok && (v.Type == plan.TInt || v.Int != 0) {
-		return v.Int
-	}
-	return def
-}
-
 func (a nodeAttrs) boolean(name string, def bool) bool {
 	if v, ok := a.value(name); ok && v.Type == plan.TBool {
 		return v.Bool
 	}
 	return def
-}
-
-func (a nodeAttrs) duration(name string, def time.Duration) (time.Duration, error) {
-	v, ok := a.value(name)
-	if !ok {
-		return def, nil
-	}
-	if v.Int != 0 {
-		return time.Duration(v.Int), nil
-	}
-	if v.Str != "" {
-		d, err := time.ParseDuration(v.Str)
-		if err != nil {
-			return 0, a.errorf(name, "%v", err)
-		}
-		return d, nil
-	}
-	return def, nil
 }
 
 // template returns a TTemplate (or a plain string) attribute as parts.
@@ -77,17 +51,4 @@ func (a nodeAttrs) template(name string) ([]plan.Part, bool) {
 		return v.Template, true
 	}
 	return []plan.Part{{Lit: v.Str}}, true
-}
-
-// expr returns the expression source of a TExpr attribute.
-func (a nodeAttrs) expr(name, def string) string {
-	if v, ok := a.value(name); ok {
-		if v.Expr != "" {
-			return v.Expr
-		}
-		if v.Type == plan.TTemplate && len(v.Template) == 1 && v.Template[0].Expr != "" {
-			return v.Template[0].Expr
-		}
-	}
-	return def
 }
