@@ -183,45 +183,13 @@ func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
 // identity.
 func (rt *route) armIDKey(n *plan.Node, p plan.Premise) error {
 	src := strings.TrimSpace(n.Expr)
-	for i, s := range rt.steps {
+	for _, s := range rt.steps {
 		if st, ok := s.(*idStep); ok && st.prog.src == src {
-			rt.steps[i] = &keyedIDStep{prog: st.prog, reason: p.Reason}
+			st.premise = p.Reason
 			return nil
 		}
 	}
 	return fmt.Errorf("id step %s (%s) was not built", n.ID, n.Pos)
-}
-
-// keyedIDStep is an `id` step whose key a proof rests on: a record whose
-// expression fails, is null or renders empty goes to the DLQ with why.
-type keyedIDStep struct {
-	prog   *program
-	reason string
-}
-
-func (s *keyedIDStep) programs() []*program { return []*program{s.prog} }
-
-func (s *keyedIDStep) apply(w *worker, b *batch) error {
-	for i := range b.recs {
-		r := &b.recs[i]
-		if r.state != stLive {
-			continue
-		}
-		v, present, err := w.eval.run(s.prog, r)
-		var str string
-		if err == nil && present {
-			str, err = stringify(v)
-		}
-		switch {
-		case err != nil:
-			r.kill(fmt.Sprintf("id %s: the key does not render: %v (the verdict rests on it: %s)", s.prog.src, err, s.reason))
-		case !present || str == "":
-			r.kill(fmt.Sprintf("id %s: the key is missing or empty (the verdict rests on it: %s)", s.prog.src, s.reason))
-		default:
-			r.setMeta(metaID, str)
-		}
-	}
-	return nil
 }
 
 // premiseError wraps err (nil stays nil) with the premise it is about:

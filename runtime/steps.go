@@ -41,6 +41,10 @@ func applyEach(s recordStep, w *worker, b *batch) {
 // expression is nil, empty or fails keeps no identity.
 type idStep struct {
 	prog *program
+	// premise, when set, is the reason a proof rests on the key: a record
+	// whose expression fails, is null or renders empty then goes to the
+	// DLQ with why, instead of going on without an identity.
+	premise string
 }
 
 const metaID = "mqb.id"
@@ -54,14 +58,20 @@ func (s *idStep) apply(w *worker, b *batch) error {
 			continue
 		}
 		v, present, err := w.eval.run(s.prog, r)
-		if err != nil || !present {
-			continue
+		var str string
+		if err == nil && present {
+			str, err = stringify(v)
 		}
-		str, err := stringify(v)
-		if err != nil || str == "" {
-			continue
+		switch {
+		case err == nil && present && str != "":
+			r.setMeta(metaID, str)
+		case s.premise == "":
+			// No identity; a later reader of mqb.id says so.
+		case err != nil:
+			r.kill(fmt.Sprintf("id %s: the key does not render: %v (the verdict rests on it: %s)", s.prog.src, err, s.premise))
+		default:
+			r.kill(fmt.Sprintf("id %s: the key is missing or empty (the verdict rests on it: %s)", s.prog.src, s.premise))
 		}
-		r.setMeta(metaID, str)
 	}
 	return nil
 }
