@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -183,5 +184,67 @@ route r {
 		if !strings.Contains(l.Error, "missing or null") || !strings.Contains(l.Error, "identity: id") {
 			t.Fatalf("DLQ reason %q", l.Error)
 		}
+	}
+}
+
+// TestPremiseUniqueKeyArmsNullCheck: an INSERT with no conflict target into
+// a table the file does not create leaves the compiler a unique_key premise
+// over the columns bound to stable values and no key_present premise (it
+// cannot know which columns the key is made of). The start-up check finds
+// the key (id) and arms the NULL check on it: a record without an id goes
+// to the DLQ (SQLite lets a UNIQUE column hold many NULLs, so it would land
+// again on every replay), a record without v is written.
+func TestPremiseUniqueKeyArmsNullCheck(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "out.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE t (id TEXT UNIQUE, v INT)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	writeLines(t, filepath.Join(dir, "in.jsonl"),
+		`{"id": "a", "v": 1}`,
+		`{"v": 2}`,
+		`{"id": "c"}`,
+		`{"id": null, "v": 4}`,
+	)
+	p := compileMQB(t, `
+route r {
+  from file { path = "in.jsonl" }
+  dlq { to file { path = "dlq.jsonl" } }
+  to sql {
+    url = "sqlite://out.db"
+    insert_query = "INSERT OR IGNORE INTO t (id, v) VALUES (${payload.id}, ${payload.v})"
+  }
+}`)
+	var kinds []string
+	for _, pr := range p.Routes[0].Premises {
+		kinds = append(kinds, pr.Kind)
+	}
+	if strings.Join(kinds, ",") != plan.PremiseUniqueKey {
+		t.Fatalf("premises %v, want only %s (the test is about the start-up check arming the NULL check)", kinds, plan.PremiseUniqueKey)
+	}
+	for range 2 { // the second run reads nothing new: the rows stay as they are
+		st := runIn(t, dir, p).Route("r")
+		if st.Out+st.DeadLettered == 0 {
+			continue
+		}
+		if st.Out != 2 || st.DeadLettered != 2 {
+			t.Fatalf("stats %+v", st)
+		}
+	}
+	if ids := sqliteIDs(t, filepath.Join(dir, "out.db"), "t"); strings.Join(ids, ",") != "a,c" {
+		t.Errorf("rows %v, want a, c", ids)
+	}
+	lines := readDLQLines(t, filepath.Join(dir, "dlq.jsonl"))
+	for _, l := range lines {
+		if !strings.Contains(l.Error, "key column id would be NULL") {
+			t.Errorf("DLQ reason %q", l.Error)
+		}
+	}
+	if len(lines) != 2 {
+		t.Errorf("DLQ has %d lines, want 2", len(lines))
 	}
 }

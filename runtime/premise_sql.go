@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -161,10 +163,21 @@ func (s *sqlSink) checkPremise(ctx context.Context, p plan.Premise) error {
 			fix:   fmt.Sprintf("create it with a PRIMARY KEY or UNIQUE constraint on (%s) (create_table does so before the check)", strings.Join(p.Columns, ", ")),
 		}
 	}
-	if _, ok := uniqueKeyHolds(keys, p.Columns, fold, dbFold); ok {
-		return nil
+	k, ok := uniqueKeyHolds(keys, p.Columns, fold, dbFold)
+	if !ok {
+		return uniqueKeyFailure(p, keys)
 	}
-	return uniqueKeyFailure(p, keys)
+	// NULL never conflicts: a record binding NULL into a column of the key
+	// that holds the premise would land again on every replay. When the
+	// statement names no conflict target, only this check knows which of
+	// the premise's columns that key is made of.
+	var keyCols []string
+	for _, c := range p.Columns {
+		if slices.ContainsFunc(k.cols, func(kc string) bool { return dbFold(kc) == fold(c) }) {
+			keyCols = append(keyCols, c)
+		}
+	}
+	return s.armKeyColumns(keyCols)
 }
 
 // uniqueKeysSQLite reads a table's unique keys: every unique index from
@@ -626,20 +639,29 @@ func (s *sqlSink) armPremise(p plan.Premise) error {
 	if p.Kind != plan.PremiseKeyPresent {
 		return fmt.Errorf("the sql sink cannot check a per-record %s premise", p.Kind)
 	}
-	p = s.asWritten(p)
+	return s.armKeyColumns(s.asWritten(p).Columns)
+}
+
+// armKeyColumns makes a record that binds NULL into one of cols (named as
+// insert_query writes them) go to the DLQ, adding to the columns armed
+// before.
+func (s *sqlSink) armKeyColumns(cols []string) error {
 	fold := identFold(foldCaseless)
 	if s.server != nil && s.server.dialect == dialectPostgres {
 		fold = foldPostgres
 	}
-	keys, err := keyColumnParams(s.insertParts, p.Columns, fold)
+	keys, err := keyColumnParams(s.insertParts, cols, fold)
 	if err != nil {
 		return err
 	}
+	armed := &s.keyParams
 	if s.server != nil {
-		s.server.keyParams = keys
-	} else {
-		s.keyParams = keys
+		armed = &s.server.keyParams
 	}
+	if *armed == nil {
+		*armed = map[int]string{}
+	}
+	maps.Copy(*armed, keys)
 	return nil
 }
 

@@ -247,6 +247,15 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 			ck.logf("  %s: killed run differs, but the route decides by the clock\n", r.Name)
 			continue
 		}
+		if res.Clean.exitCode != 0 && res.Final.exitCode != 0 {
+			// Both runs failed (a route with no dlq stopped at a record
+			// it could not deliver, and mqbc run stops the file's other
+			// routes with it): each route stopped wherever it was when
+			// that happened, which is timing, not a verdict.
+			res.Inconclusive = append(res.Inconclusive, r.Name)
+			ck.logf("  %s: killed run differs, but both runs failed, so neither ran the route to its end\n", r.Name)
+			continue
+		}
 		c2, err := secondClean()
 		if err != nil {
 			return nil, err

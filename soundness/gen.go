@@ -106,6 +106,12 @@ type Artifact struct {
 	// positions: a file source in a follow mode, and a NATS source, number
 	// records from 0 again on every start.
 	ByContent bool `json:"by_content,omitempty"`
+	// FirstWins: a keyed table whose conflict keeps the row already there
+	// (ON CONFLICT DO NOTHING, INSERT OR IGNORE) in a route of
+	// concurrency > 1. Which of a key's records wrote the row is the
+	// order the sink workers applied them, in a clean run too: the table
+	// is compared by key (the columns Mutable lists left out).
+	FirstWins bool `json:"first_wins,omitempty"`
 }
 
 // generate builds the case of one seed.
@@ -176,6 +182,8 @@ type routeGen struct {
 	c    *Case
 	name string
 	n    int
+	// concurrent: the route has concurrency > 1.
+	concurrent bool
 	// idSet: an id step ran; idVolatile: its value is per-delivery.
 	idSet, idVolatile bool
 	// volatile payload fields (set by map from a per-delivery value).
@@ -207,7 +215,9 @@ func (g *routeGen) route() string {
 	fmt.Fprintf(&b, "route %s {\n", g.name)
 	fmt.Fprintf(&b, "batch_size = %s\n", g.pick("1", "4", "16", "16", "64"))
 	if g.chance(25) {
-		fmt.Fprintf(&b, "concurrency = %s\n", g.pick("2", "4"))
+		c := g.pick("2", "4")
+		g.concurrent = true
+		fmt.Fprintf(&b, "concurrency = %s\n", c)
 	}
 	if from := g.c.fromBlock(g.name); from != "" {
 		fmt.Fprintf(&b, "from %s\n", from)
@@ -583,6 +593,10 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 	query := fmt.Sprintf("%s %s (%s) VALUES %s", verb, table, strings.Join(cols, ", "), values)
 	if conflict != "" {
 		query += " " + conflict
+	}
+	if keyed && !key.volatile && g.concurrent &&
+		(strings.Contains(conflict, "DO NOTHING") || verb == "INSERT OR IGNORE INTO") {
+		art.FirstWins = true
 	}
 	if keyed && !key.volatile {
 		// A keyed table holds one row per key, and which record of a key

@@ -121,8 +121,11 @@ func readTable(s Snapshot, dir string, a Artifact) error {
 			if !slices.Contains(a.Volatile, c) {
 				v = sqlText(vals[i])
 			}
-			full = append(full, c+"="+v)
-			if !slices.Contains(a.Mutable, c) {
+			mutable := slices.Contains(a.Mutable, c)
+			if !mutable || !a.FirstWins {
+				full = append(full, c+"="+v)
+			}
+			if !mutable {
 				kept = append(kept, c+"="+v)
 			}
 		}
