@@ -77,9 +77,12 @@ type sinkProof struct {
 	// dead-lettered instead of passed on, so as a handler it keeps the
 	// record from the sink after it.
 	replayFails bool
-	reasons     []string
-	missing     string
-	premises    []premiseAt
+	// loses: a record can reach none of the writes (a switch on the
+	// outcome of the record's own write, with no default): at-most-once.
+	loses    string
+	reasons  []string
+	missing  string
+	premises []premiseAt
 }
 
 // prove applies DESIGN §3 to a route. The verdict is the weakest over
@@ -110,6 +113,10 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 		}
 	}
 	for _, n := range rc.nodes {
+		if n.role == plan.RoleStep && n.name == "filter" && n.exprStab.Outcome != "" {
+			g.weaken(plan.AtMostOnce, fmt.Sprintf("filter %s decides on meta[%q], the outcome of the record's own write, which is truthful only on its first delivery: after a crash between that write and the sink's, the replay reads \"existed\" and the filter can drop a record the sink never got; filter on a stable value, or route the outcome with a switch whose every branch writes", n.exprText, n.exprStab.Outcome))
+			continue
+		}
 		if n.role == plan.RoleStep && n.name == "filter" && !n.exprStab.Stable && n.exprStab.Why != mqbIDUnset && n.exprText != "" {
 			g.weaken(plan.AtLeastOnce, fmt.Sprintf("filter %s is per-delivery (%s), so a replay can decide differently: a record one delivery wrote can be dropped by the next, and one it dropped can be written", n.exprText, n.exprStab.Why))
 		}
@@ -161,6 +168,9 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 		}
 	case !sp.ok:
 		g.weaken(plan.AtLeastOnce, sp.missing)
+	}
+	if sp.loses != "" {
+		g.weaken(plan.AtMostOnce, sp.loses)
 	}
 	if !sp.ok && sink.kind != nil && sink.kind.Broker {
 		if stableDedup != nil {
@@ -419,6 +429,9 @@ func (rc *routeCtx) proveStructural(n *nodeInfo) sinkProof {
 		p.ok = false
 		p.missing = fmt.Sprintf("switch on %s is per-delivery (%s): a replay can send a record down another branch, so it lands in both", on.val.Expr, on.stab.Why)
 		p.reasons = append(p.reasons, "switch: on "+on.val.Expr+" is per-delivery, so a replay can take another branch")
+		if on.stab.Outcome != "" && !slices.ContainsFunc(n.children, func(b branchInfo) bool { return b.label == plan.BranchDefault }) {
+			p.loses = fmt.Sprintf("switch on %s has no default branch and decides on meta[%q], the outcome of the record's own write, truthful only on its first delivery: after a crash between that write and the branch's, the replay reads \"existed\", which a record the branch never got may match no case of; add a default branch", on.val.Expr, on.stab.Outcome)
+		}
 	}
 	for _, b := range n.children {
 		label := b.label
@@ -427,6 +440,9 @@ func (rc *routeCtx) proveStructural(n *nodeInfo) sinkProof {
 		}
 		bp := rc.proveSink(b.node)
 		p.premises = append(p.premises, bp.premises...)
+		if p.loses == "" && bp.loses != "" {
+			p.loses = fmt.Sprintf("%s %s: %s", n.name, label, bp.loses)
+		}
 		for _, r := range bp.reasons {
 			p.reasons = append(p.reasons, fmt.Sprintf("%s %s: %s", n.name, label, r))
 		}

@@ -23,6 +23,10 @@ type stability struct {
 	Why        string
 	Process    string
 	ProducerID string
+	// Outcome names the report_outcome key (meta["sql.outcome"]) a
+	// per-delivery value reads: the outcome of the record's own earlier
+	// write, which a replay after a crash reads as "existed".
+	Outcome string
 }
 
 var stableValue = stability{Stable: true}
@@ -39,6 +43,9 @@ func perDelivery(format string, args ...any) stability {
 // either is, and otherwise carrying the conditions of both.
 func both(a, b stability) stability {
 	if !a.Stable {
+		if a.Outcome == "" && !b.Stable && b.Outcome != "" {
+			return b
+		}
 		return a
 	}
 	if !b.Stable {
@@ -420,6 +427,11 @@ func (rc *routeCtx) metaStability(ce *compiledExpr, m *ast.MemberNode, key strin
 			return stableValue
 		}
 		return perDelivery("meta[%q] is set only by a postgres_cdc source", key)
+	}
+	if stdlib.IsOutcomeKey(key) {
+		st := perDelivery("meta[%q] is the outcome of this record's own write, truthful only on its first delivery: a replay after a crash reads \"existed\"", key)
+		st.Outcome = key
+		return st
 	}
 	return perDelivery("meta[%q] is not known to be replay-stable", key)
 }

@@ -18,19 +18,6 @@ import (
 // yet: the test skips them, naming the issue that fixes them. Remove an
 // entry when its fix lands (the test then keeps it fixed).
 var knownFalse = map[string]string{
-	// filter meta["sql.outcome"] != "existed" after a report_outcome
-	// handler: a kill after the handler's insert and before the sink's
-	// write makes the replay's handler report "existed", the filter drops
-	// the record, and no delivery ever writes it (t3 loses it). A
-	// per-delivery filter that can drop the only delivery is a loss, not
-	// at-least-once. (Lands only when a kill falls in that window.) Open:
-	// DESIGN §3 and the spec call such a drop the filter's decision (a
-	// per-delivery filter or switch is at-least-once; the spec's "existed"
-	// branch means "may or may not have been handled"), and the harness
-	// already skips the loss check for a switch on an outcome (f96fd82);
-	// either it does the same for such a filter, or the ladder calls a
-	// decision on a write's outcome at-most-once (issue 12).
-	"seed-649": "open question, issue 12 (a filter on a handler's outcome drops a replayed record no delivery wrote)",
 	// Fixed on main by the SQL analyser (6b721e3): seed-3 (a randomblob()
 	// key called stable), seed-13 and seed-60 (a conflict clause on a table
 	// without a unique key), seed-52 (a handler's table without one). By
@@ -54,6 +41,10 @@ var knownFalse = map[string]string{
 	// check on the key it found. Its DO NOTHING at concurrency 2 keeps
 	// whichever record of a key the sink workers applied first, in a clean
 	// run too: such a table is compared by key (Artifact.FirstWins).
+	// seed-649 (a filter on meta["sql.outcome"] after a report_outcome
+	// handler dropped a replayed record no delivery wrote): a filter, or a
+	// switch with no default, deciding on the outcome of the record's own
+	// write is at-most-once now.
 }
 
 var (

@@ -6,7 +6,10 @@
 // `mqbc docs` and the editor grammar generator — one source of truth.
 package stdlib
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // Type is the type of an attribute value.
 type Type string
@@ -252,3 +255,14 @@ var Settings = []Attr{
 
 // Guarantees are the values of the `guarantee` route setting.
 var Guarantees = []string{"effectively_once", "at_least_once"}
+
+// IsOutcomeKey reports whether a meta key is the outcome a kind with
+// report_outcome tags written records with: "<kind>.outcome".
+func IsOutcomeKey(key string) bool {
+	kind, ok := strings.CutSuffix(key, ".outcome")
+	if !ok {
+		return false
+	}
+	k, found := LookupKind(kind)
+	return found && k.Attr(reportOutcomeAttr.Name) != nil
+}
