@@ -27,15 +27,14 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 		}
 	}()
 	if iq == nil {
-		if table == "" {
-			if n.role != plan.RoleSource {
-				rc.c.add("E016", n.rng, "sql sink needs insert_query (or table)", "insert_query is an INSERT with every ${…} bound as a parameter.")
+		if n.role != plan.RoleSource {
+			detail := "insert_query is an INSERT with every ${…} bound as a parameter, e.g. INSERT INTO t (id, body) VALUES (${meta[\"mqb.id\"]}, ${payload.body}) ON CONFLICT (id) DO NOTHING."
+			if table != "" {
+				detail = fmt.Sprintf("table = %q alone is not enough: this runtime does not insert a payload's fields by itself (which columns, which key?). ", table) + detail
 			}
-			p.missing = "the sql sink has no insert_query"
-			return p
+			rc.c.add("E016", n.rng, "sql sink needs insert_query", detail)
 		}
-		p.reasons = []string{fmt.Sprintf("write: plain INSERT of the payload's fields into %s", table)}
-		p.missing = fmt.Sprintf("sink write is not idempotent: plain INSERT into %s; set insert_query with ON CONFLICT (id) DO NOTHING", table)
+		p.missing = "the sql sink has no insert_query"
 		return p
 	}
 	parts := iq.parts
