@@ -245,7 +245,11 @@ func (s *Store) Reserve(keys []string, now time.Time, verdicts []Verdict) error 
 }
 
 // lookupProcessed fills s.found with each key's processed-until time,
-// seeking one iterator through the keys in sorted order.
+// seeking one iterator through the keys in sorted order. Measured with
+// BenchmarkReservePromote (200k keys stored, batches of 1024, half new):
+// 0.54 µs per key this way, 4.7 µs with SeekPrefixGE over a whole-key
+// Split (bloom filters consulted, but each prefix seek rebuilds the
+// iterator stack) and 11 µs with a Get per key, so the forward seeks stay.
 func (s *Store) lookupProcessed(keys []string, nowNs int64) error {
 	s.found = slices.Grow(s.found[:0], len(keys))[:len(keys)]
 	s.sorted = slices.Grow(s.sorted[:0], len(keys))[:len(keys)]
