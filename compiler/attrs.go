@@ -107,6 +107,35 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 	return out
 }
 
+// checkEnds reports an attribute written at the end of its kind that does
+// not read it (`to kafka { group_id = … }`): that end would ignore it, so
+// what the user asked for would silently not happen. It is dropped from
+// the node either way.
+func (rc *routeCtx) checkEnds(n *nodeInfo, source bool) {
+	end, other := stdlib.EndSink, stdlib.EndSource
+	if source {
+		end, other = stdlib.EndSource, stdlib.EndSink
+	}
+	for _, a := range n.kind.Attrs {
+		ai := n.attrs[a.Name]
+		if a.End != other || ai == nil {
+			continue
+		}
+		delete(n.attrs, a.Name)
+		if !ai.explicit {
+			continue
+		}
+		var names []string
+		for _, b := range n.kind.Attrs {
+			if b.End != other {
+				names = append(names, b.Name)
+			}
+		}
+		rc.c.add("E013", ai.rng, fmt.Sprintf("%s %s%s has no attribute %q: it applies to a %s %s", n.kind.Name, end, rc.where(), a.Name, n.kind.Name, other),
+			fmt.Sprintf("A %s %s ignores %s. A %s %s takes %s.", n.kind.Name, end, a.Name, n.kind.Name, end, joinNames(names)))
+	}
+}
+
 func findAttr(decls []stdlib.Attr, name string) *stdlib.Attr {
 	for i := range decls {
 		if decls[i].Name == name {

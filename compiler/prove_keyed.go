@@ -14,10 +14,6 @@ import (
 
 func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 	iq := n.attrs["insert_query"]
-	table := ""
-	if t := n.attrs["table"]; t != nil {
-		table = t.val.Str
-	}
 	reportOutcome := boolAttr(n, "report_outcome")
 	var p sinkProof
 	defer func() {
@@ -28,11 +24,8 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 	}()
 	if iq == nil {
 		if n.role != plan.RoleSource {
-			detail := "insert_query is an INSERT with every ${…} bound as a parameter, e.g. INSERT INTO t (id, body) VALUES (${meta[\"mqb.id\"]}, ${payload.body}) ON CONFLICT (id) DO NOTHING."
-			if table != "" {
-				detail = fmt.Sprintf("table = %q alone is not enough: this runtime does not insert a payload's fields by itself (which columns, which key?). ", table) + detail
-			}
-			rc.c.add("E016", n.rng, "sql sink needs insert_query", detail)
+			rc.c.add("E016", n.rng, "sql sink needs insert_query",
+				"insert_query is an INSERT with every ${…} bound as a parameter, e.g. INSERT INTO t (id, body) VALUES (${meta[\"mqb.id\"]}, ${payload.body}) ON CONFLICT (id) DO NOTHING. This runtime does not insert a payload's fields by table name.")
 		}
 		p.missing = "the sql sink has no insert_query"
 		return p

@@ -33,25 +33,38 @@ func TestRegistryAgreesWithStdlib(t *testing.T) {
 		if k.Sink != hasSink && unimplemented["sink "+name] == "" {
 			t.Errorf("%s: stdlib says sink=%v, the registry has a sink builder: %v", name, k.Sink, hasSink)
 		}
-		var regs []registration
-		if hasSrc {
-			regs = append(regs, src)
-		}
-		if hasSink {
-			regs = append(regs, snk)
-		}
-		read := map[string]bool{}
-		for _, r := range regs {
-			for _, attr := range configAttrs(r.config) {
-				if k.Attr(attr) == nil {
-					t.Errorf("%s: config %s reads %q, which stdlib does not declare", name, r.config, attr)
+		// Each end's config reads exactly the attributes that apply to
+		// that end: one it skips would be accepted by the compiler and
+		// ignored at run time.
+		ends := []struct {
+			end string
+			reg registration
+			has bool
+		}{{stdlib.EndSource, src, hasSrc}, {stdlib.EndSink, snk, hasSink}}
+		for _, e := range ends {
+			if !e.has {
+				continue
+			}
+			read := map[string]bool{}
+			for _, attr := range configAttrs(e.reg.config) {
+				a := k.Attr(attr)
+				switch {
+				case a == nil:
+					t.Errorf("%s: config %s reads %q, which stdlib does not declare", name, e.reg.config, attr)
+				case a.End != "" && a.End != e.end:
+					t.Errorf("%s %s: config %s reads %q, which stdlib declares for the %s only", name, e.end, e.reg.config, attr, a.End)
 				}
 				read[attr] = true
 			}
+			for _, a := range k.Attrs {
+				if (a.End == "" || a.End == e.end) && !read[a.Name] {
+					t.Errorf("%s %s: stdlib declares %q for it, but its config %s does not read it (declare End: the other end, or read it)", name, e.end, a.Name, e.reg.config)
+				}
+			}
 		}
 		for _, a := range k.Attrs {
-			if !read[a.Name] {
-				t.Errorf("%s: stdlib declares %q but no config of the runtime reads it", name, a.Name)
+			if a.End == stdlib.EndSource && !k.Source || a.End == stdlib.EndSink && !k.Sink {
+				t.Errorf("%s: %q is declared for the %s, which the kind does not have", name, a.Name, a.End)
 			}
 		}
 	}

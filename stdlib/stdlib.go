@@ -50,7 +50,23 @@ type Attr struct {
 	SecretValue bool
 	// Deprecated names the attribute that replaces this one.
 	Deprecated string
+	// End is the one end of a kind the attribute applies to (EndSource:
+	// `from kafka { group_id }`; EndSink: `to kafka { partition_key }`);
+	// empty when it applies to both. Set at the other end, it is an error:
+	// that end would ignore it.
+	End string
 }
+
+// The ends of an endpoint kind an attribute may apply to.
+const (
+	EndSource = "source"
+	EndSink   = "sink"
+)
+
+// sourceEnd and sinkEnd give a shared attribute declaration one end, for
+// the kinds where only that end reads it.
+func sourceEnd(a Attr) Attr { a.End = EndSource; return a }
+func sinkEnd(a Attr) Attr   { a.End = EndSink; return a }
 
 // Side says where in a route a step may stand.
 type Side string

@@ -230,6 +230,9 @@ func attrTable(b *bytes.Buffer, attrs []stdlib.Attr) {
 	for _, a := range attrs {
 		doc := a.Doc
 		var notes []string
+		if a.End != "" {
+			notes = append(notes, a.End+" only")
+		}
 		if a.Template {
 			notes = append(notes, "may hold `${…}`")
 		}
