@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README promises that `go test ./...` passes on a machine without the
+# The README promises that its `go test` command passes on a machine without the
 # Debian servers: a test needing PostgreSQL, MariaDB or ClickHouse skips,
 # naming the package to install. Check it here by hiding every one of them
 # (internal/testsrv reads MQB_TESTSRV_HIDE; they are found at fixed paths,

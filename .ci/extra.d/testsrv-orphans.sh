@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# After `go test ./...` no server started by internal/testsrv may outlive the
+# After the README's `go test` command no server started by internal/testsrv may outlive the
 # test binary that started it: they are forked with a parent-death signal and
 # stopped by testsrv.Main, so one left over means a helper leaks processes.
 # Their command lines all name a /tmp/mqb-testsrv-<pid>-* directory, where
