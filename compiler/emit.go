@@ -78,7 +78,8 @@ func (rc *routeCtx) node(n *nodeInfo) plan.Node {
 	return pn
 }
 
-// VerdictLine renders a route's verdict as `mqbc build` prints it:
+// VerdictLine renders a route's verdict on one line (the golden files and
+// logs use it; `mqbc build` prints VerdictText):
 //
 //	orders_to_db: effectively-once — identity: id payload.order_id (stable); write: …
 func VerdictLine(r plan.Route) string {
@@ -86,6 +87,28 @@ func VerdictLine(r plan.Route) string {
 		return r.Name + ": " + r.Guarantee
 	}
 	return r.Name + ": " + r.Guarantee + " — " + strings.Join(r.Reasons, "; ")
+}
+
+// VerdictText renders a route's verdict for people: the verdict on the
+// route's line, then each reason and each premise on a line of its own,
+// indented, as `mqbc build` and `mqbc run` print it:
+//
+//	orders_to_db: effectively-once
+//	  identity: id payload.order_id (stable)
+//	  write: ON CONFLICT (id) DO NOTHING
+//	  premise: table orders has a UNIQUE or PRIMARY KEY index on (id) (checked at start-up; needed by: …)
+func VerdictText(r plan.Route, premises bool) string {
+	var b strings.Builder
+	b.WriteString(r.Name + ": " + r.Guarantee + "\n")
+	for _, why := range r.Reasons {
+		b.WriteString("  " + why + "\n")
+	}
+	if premises {
+		for _, p := range r.Premises {
+			b.WriteString(PremiseLine(p) + "\n")
+		}
+	}
+	return b.String()
 }
 
 // PremiseLine renders one premise as `mqbc build` prints it under the

@@ -62,17 +62,16 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// writeVerdictsWithPremises prints each route's verdict line and, under
-// it, what the proof assumes about the world:
+// writeVerdictsWithPremises prints each route's verdict and, under it, its
+// reasons and what the proof assumes about the world, one per line:
 //
-//	orders_to_db: effectively-once — …
+//	orders_to_db: effectively-once
+//	  identity: id payload.order_id (stable)
+//	  …
 //	  premise: table orders has a UNIQUE or PRIMARY KEY index on columns among (id) (checked at start-up; needed by: write: ON CONFLICT (id) DO NOTHING)
 func writeVerdictsWithPremises(w io.Writer, p plan.Plan) {
 	for _, r := range p.Routes {
-		fmt.Fprintln(w, plan.RedactURLs(compiler.VerdictLine(r)))
-		for _, pr := range r.Premises {
-			fmt.Fprintln(w, plan.RedactURLs(compiler.PremiseLine(pr)))
-		}
+		fmt.Fprint(w, plan.RedactURLs(compiler.VerdictText(r, true)))
 	}
 }
 

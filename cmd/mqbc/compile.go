@@ -59,10 +59,10 @@ func compileReported(c *command, paths []string, format string, stderr io.Writer
 	return p, true
 }
 
-// writeVerdicts prints each route's proven guarantee and its reasons, one
-// line a route, URL passwords redacted.
+// writeVerdicts prints each route's proven guarantee and, under it, its
+// reasons one per line, URL passwords redacted.
 func writeVerdicts(w io.Writer, p plan.Plan) {
 	for _, r := range p.Routes {
-		fmt.Fprintln(w, plan.RedactURLs(compiler.VerdictLine(r)))
+		fmt.Fprint(w, plan.RedactURLs(compiler.VerdictText(r, false)))
 	}
 }

@@ -86,7 +86,7 @@ func TestBuildOK(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr:\n%s", code, errs)
 	}
-	want := "orders_to_db: effectively-once — identity: id payload.order_id (stable); dedup: key meta[\"mqb.id\"] (stable), remembered for 1h; write: ON CONFLICT (id) DO NOTHING"
+	want := "orders_to_db: effectively-once\n  identity: id payload.order_id (stable)\n  dedup: key meta[\"mqb.id\"] (stable), remembered for 1h\n  write: ON CONFLICT (id) DO NOTHING\n"
 	if !strings.HasPrefix(out, want) {
 		t.Errorf("stdout = %q, want prefix %q", out, want)
 	}
