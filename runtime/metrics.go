@@ -91,15 +91,19 @@ func (m *routeMetrics) add(out, filtered, dups, dlq, errs int64) {
 }
 
 // ServeMetrics serves gatherer's metrics at http://addr/metrics until ctx is
-// cancelled (for `mqbc run --metrics-addr`). It returns once listening,
-// with the bound address (useful with port 0).
-func ServeMetrics(ctx context.Context, addr string, gatherer prometheus.Gatherer) (net.Addr, error) {
+// cancelled (for `mqbc run --metrics-addr`), and health's /healthz and
+// /readyz when health is not nil. It returns once listening, with the
+// bound address (useful with port 0).
+func ServeMetrics(ctx context.Context, addr string, gatherer prometheus.Gatherer, health *Health) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	if health != nil {
+		health.handle(mux)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	go func() {

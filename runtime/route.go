@@ -24,6 +24,7 @@ const metaError = "mqb.error"
 type route struct {
 	name        string
 	log         *slog.Logger
+	health      *Health // nil: nobody asks
 	batchSize   int
 	concurrency int
 	commitEvery time.Duration
@@ -153,6 +154,7 @@ func (rt *route) run(ctx context.Context) error {
 		}
 	}
 	rt.stats.committed.Store(rt.acks.committedRecords())
+	rt.health.set(rt.name, "ready", "")
 
 	readCtx, stopRead := context.WithCancel(ctx)
 	rt.stopRead = stopRead

@@ -34,6 +34,8 @@ type Options struct {
 	ProgressInterval time.Duration
 	// Env resolves env("NAME") in expressions; nil means os.Getenv.
 	Env stdlib.EnvLookup
+	// Health, when set, is told each route's state (see Health).
+	Health *Health
 	// CommitInterval is how often each route checkpoints its contiguous
 	// acked position (default 100ms; a drain or the end of a file always
 	// commits). Longer means fewer fsyncs and more replay after a crash.
@@ -120,9 +122,11 @@ func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
 		seen[pr.Name] = true
 		rt, err := buildRoute(ctx, pr, &opts)
 		if err != nil {
+			opts.Health.set(pr.Name, "failed", "refused to start")
 			closeAll()
 			return Stats{}, err
 		}
+		rt.health = opts.Health
 		rt.metrics = metrics.forRoute(pr.Name)
 		routes = append(routes, rt)
 	}
@@ -139,10 +143,12 @@ func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
 			start := time.Now()
 			rt.log.Info("route started", "guarantee", p.Routes[i].Guarantee)
 			if err := rt.run(runCtx); err != nil {
+				opts.Health.set(rt.name, "failed", "stopped on an error")
 				errs[i] = err
 				cancel() // one route failing for good stops the others
 				return
 			}
+			opts.Health.set(rt.name, "ended", "")
 			st := rt.snapshot()
 			rt.log.Info("route ended", "in", st.In, "out", st.Out, "deduplicated", st.Deduplicated,
 				"filtered", st.Filtered, "dead_lettered", st.DeadLettered, "errors", st.Errors,
