@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -186,5 +187,15 @@ func TestGraph(t *testing.T) {
 	out, _, code = mqbc(t, dir, "graph", "--format", "mermaid", "a.mqb")
 	if code != exitOK || !strings.HasPrefix(out, "flowchart LR") || !strings.Contains(out, "r0_n0 --> r0_n1") {
 		t.Errorf("mermaid: exit %d\n%s", code, out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, errs, code := mqbc(t, t.TempDir(), "version")
+	if code != exitOK || !regexp.MustCompile(`^mqbc \S+, (commit [0-9a-f]{12}( with uncommitted changes)?, )?go1\.[0-9]+`).MatchString(out) {
+		t.Errorf("mqbc version: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if _, _, code := mqbc(t, t.TempDir(), "version", "extra"); code != exitUsage {
+		t.Errorf("mqbc version extra: exit %d, want %d", code, exitUsage)
 	}
 }
