@@ -136,6 +136,27 @@ func (rc *routeCtx) checkEnds(n *nodeInfo, source bool) {
 	}
 }
 
+// checkStdio refuses what would not do what it says with standard input
+// and output: a file named "-" (which is a file called -, not stdin or
+// stdout) and a second route reading stdin (one stream, one reader).
+func (rc *routeCtx) checkStdio(n *nodeInfo) {
+	if rc.inNamedUnused {
+		return
+	}
+	if ai := n.attrs["path"]; n.kind.Name == "file" && ai != nil && ai.explicit && strings.TrimSpace(ai.val.Str) == "-" {
+		rc.c.add("E022", ai.rng, fmt.Sprintf("file%s: path \"-\" would be a file named -", rc.where()),
+			"Standard input and output are endpoints of their own: `from stdin {}` and `to stdout {}`.")
+	}
+	if n.kind.Name == "stdin" && n.role == plan.RoleSource {
+		if rc.c.stdinRoute != "" && rc.c.stdinRoute != rc.name {
+			rc.c.add("E022", n.rng, fmt.Sprintf("route %s reads stdin, which route %s reads already", rc.name, rc.c.stdinRoute),
+				"A run has one standard input and one route reads it; write it to a file to read it twice.")
+			return
+		}
+		rc.c.stdinRoute = rc.name
+	}
+}
+
 func findAttr(decls []stdlib.Attr, name string) *stdlib.Attr {
 	for i := range decls {
 		if decls[i].Name == name {

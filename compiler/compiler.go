@@ -72,6 +72,8 @@ type compiler struct {
 	// partDirs maps each directory or prefix a sink writes positional
 	// parts into to its first writer (E051).
 	partDirs map[string]partDirUse
+	// stdinRoute is the route that reads stdin, which only one can.
+	stdinRoute string
 }
 
 // namedEndpoint is an `output NAME = kind { … }` or `input NAME = …`

@@ -190,6 +190,9 @@ func (rc *routeCtx) sourceLoss(source *nodeInfo) string {
 		return ""
 	}
 	for _, l := range source.kind.AtMostOnce {
+		if l.Attr == "" {
+			return l.Why // whatever its settings (stdin)
+		}
 		a := source.attrs[l.Attr]
 		if a == nil {
 			continue

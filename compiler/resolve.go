@@ -412,6 +412,7 @@ func (rc *routeCtx) checkKindBody(kindID *lang.Ident, body *lang.Block, r role, 
 	errs := rc.c.errorCount()
 	n.attrs = rc.checkAttrs(k.Attrs, body, owner, kindID.Range(), nested)
 	rc.checkEnds(n, r == roleSource)
+	rc.checkStdio(n)
 	rc.checkRunnable(n)
 	n.broken = rc.c.errorCount() > errs
 	if k.Structural {

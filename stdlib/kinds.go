@@ -110,6 +110,23 @@ var Kinds = []Kind{
 		},
 	},
 	{
+		Name: "stdin", Source: true,
+		Doc:        "The process's standard input, one record per line: `cat orders.jsonl | mqbc run p.mqb`. It cannot be read again, so a crash loses the lines read and not yet delivered (at-most-once), and nothing is checkpointed; a drain (SIGTERM) stops reading and delivers what was read. One route of a run reads it.",
+		IDNote:     "message_id is a fresh UUIDv7 per read. Use `id` to derive an identity from the record.",
+		AtMostOnce: []Loss{{Why: "stdin cannot be read again: lines read and not yet delivered at a crash are lost, and a rerun cannot resume where the last run stopped"}},
+		Absorb:     AbsorbNone,
+		Attrs: []Attr{
+			{Name: "format", Type: Enum, Enum: []string{"json", "text", "raw"}, Default: "json",
+				Doc: "Record encoding: json (one JSON document per line), text (one line, payload is the string), raw (the line's bytes as they are)."},
+			{Name: "max_record_bytes", Type: Int, Default: int64(16 << 20), Doc: "Longest line accepted; a longer one goes to the DLQ."},
+		},
+	},
+	{
+		Name: "stdout", Sink: true,
+		Doc:    "The process's standard output, one record per line as the record is (a DLQ writes each record with its reason). While a route writes here, `mqbc run` prints its verdicts and counts on stderr. A line written before a crash is written again by the replay (at-least-once).",
+		Absorb: AbsorbNone,
+	},
+	{
 		Name: "postgres_cdc", Source: true, CDC: true,
 		Doc:           "PostgreSQL logical replication (pgoutput): every insert, update and delete as a record carrying the full row.",
 		IDs:           IDsStable,

@@ -172,7 +172,7 @@ type SourceMeta struct {
 
 // Loss is a setting under which a source is at-most-once.
 type Loss struct {
-	Attr  string // "mode", "no_jetstream"
+	Attr  string // "mode", "no_jetstream"; "" when the source always loses (stdin)
 	Value string // "subscribe", "true"
 	Why   string
 }

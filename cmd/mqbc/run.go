@@ -56,6 +56,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitError
 	}
+	if writesStdout(p.Routes) {
+		// The records own stdout: what mqbc says goes to stderr.
+		stdout = stderr
+	}
 	writeVerdicts(stdout, p.Redacted())
 	if err := applyStateDir(p, *stateDir); err != nil {
 		fmt.Fprintln(stderr, "mqbc run: --state:", err)
@@ -200,4 +204,29 @@ func metricsReach(addr net.Addr) string {
 		}
 	}
 	return "this address"
+}
+
+// writesStdout reports whether a route writes records to stdout: its
+// sink, a branch of it, or its DLQ's target.
+func writesStdout(routes []plan.Route) bool {
+	var under func(n *plan.Node) bool
+	under = func(n *plan.Node) bool {
+		if n.Kind == "stdout" {
+			return true
+		}
+		for i := range n.Children {
+			if under(&n.Children[i].Node) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range routes {
+		for i := range r.Nodes {
+			if under(&r.Nodes[i]) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunStdinToStdout is `cat in.jsonl | mqbc run p.mqb > out.jsonl`:
+// stdout holds exactly the records, in order; the verdicts and counts go
+// to stderr (the records own stdout); a malformed and an over-long line go
+// to the DLQ with their reasons; the verdict says at-most-once (a pipe
+// cannot be read again).
+func TestRunStdinToStdout(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "p.mqb", `route pipe {
+  from stdin { max_record_bytes = 200 }
+  dlq { to file { path = "dlq.jsonl" } }
+  to stdout {}
+}
+`)
+	var in, want bytes.Buffer
+	for i := range 5000 {
+		switch i {
+		case 1234:
+			in.WriteString("{not json\n")
+		case 4321:
+			fmt.Fprintf(&in, "{\"id\":%d,\"pad\":%q}\n", i, strings.Repeat("x", 300))
+		default:
+			line := fmt.Sprintf("{\"id\":%d,\"body\":\"line %d\"}", i, i)
+			end := "\n"
+			if i%7 == 0 {
+				end = "\r\n" // a CRLF line loses its \r as a file source's does
+			}
+			in.WriteString(line + end)
+			want.WriteString(line + "\n")
+		}
+	}
+	in.WriteString(`{"id":"last, no newline"}`)
+	want.WriteString(`{"id":"last, no newline"}` + "\n")
+
+	cmd := exec.Command(mqbcBin, "run", "p.mqb")
+	cmd.Dir = dir
+	cmd.Stdin = &in
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("mqbc run: %v\nstderr:\n%s", err, errb.String())
+	}
+	if out.String() != want.String() {
+		t.Errorf("stdout is not the records in order: %d bytes, want %d\nstdout begins:\n%.300s", out.Len(), want.Len(), out.String())
+	}
+	for _, s := range []string{"pipe: at-most-once", "stdin cannot be read again", "pipe: in 5001, out 4999, deduplicated 0, filtered 0, dead-lettered 2, errors 0"} {
+		if !strings.Contains(errb.String(), s) {
+			t.Errorf("stderr lacks %q:\n%s", s, errb.String())
+		}
+	}
+	dlq, err := os.ReadFile(filepath.Join(dir, "dlq.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(dlq)), "\n"); len(lines) != 2 ||
+		!strings.Contains(lines[0], "invalid JSON") || !strings.Contains(lines[1], "exceeds max_record_bytes = 200") {
+		t.Errorf("DLQ:\n%s", dlq)
+	}
+}

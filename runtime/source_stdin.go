@@ -1,0 +1,146 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
+)
+
+// stdinSource reads the process's standard input, one record per line. A
+// pipe cannot be read again, so it keeps no checkpoint and names no parts:
+// the compiler calls a route over it at-most-once. A goroutine reads, so
+// that a drain is not held up by a read waiting on a quiet pipe.
+type stdinSource struct {
+	route     string
+	format    string
+	maxRecord int
+	in        io.Reader
+
+	lines chan stdinLine
+	errs  chan error
+	seq   uint64
+}
+
+type stdinLine struct {
+	data    []byte
+	tooLong int // the full length of a line past max_record_bytes, else 0
+}
+
+type stdinConfig struct {
+	Format         string `attr:"format"`
+	MaxRecordBytes int64  `attr:"max_record_bytes"`
+}
+
+func init() {
+	registerSource("stdin", func(b *buildEnv, cfg *stdinConfig) (source, error) {
+		if cfg.MaxRecordBytes <= 0 {
+			return nil, b.a.errorf("max_record_bytes", "must be positive")
+		}
+		return &stdinSource{route: b.rt.name, format: cfg.Format, maxRecord: int(cfg.MaxRecordBytes), in: os.Stdin}, nil
+	})
+}
+
+func (s *stdinSource) sourceName() string   { return "stdin" }
+func (s *stdinSource) replayable() bool     { return false }
+func (s *stdinSource) recordFormat() string { return s.format }
+func (s *stdinSource) seqGaps() bool        { return false }
+
+// position: nothing to keep; a rerun reads whatever its stdin holds.
+func (s *stdinSource) position(map[int32]ackPos) (checkpoint.Position, bool) {
+	return checkpoint.Position{}, false
+}
+
+func (s *stdinSource) commit(context.Context, map[int32]ackPos) error { return nil }
+func (s *stdinSource) close() error                                   { return nil }
+
+func (s *stdinSource) open(context.Context, checkpoint.Position, bool, sourceHost) error {
+	s.lines = make(chan stdinLine, 1024)
+	s.errs = make(chan error, 1)
+	go s.read()
+	return nil
+}
+
+// read sends every line, then closes lines at the end of the input.
+func (s *stdinSource) read() {
+	defer close(s.lines)
+	r := bufio.NewReaderSize(s.in, 64<<10)
+	var line []byte
+	total := 0
+	for {
+		chunk, err := r.ReadSlice('\n')
+		total += len(chunk)
+		if room := s.maxRecord + 2 - len(line); room > 0 { // +2: the line ending is not part of the record
+			line = append(line, chunk[:min(len(chunk), room)]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && err != io.EOF {
+			s.errs <- fmt.Errorf("route %s: stdin: %w", s.route, err)
+			return
+		}
+		if total > 0 {
+			content := bytes.TrimRight(line, "\r\n")
+			full := total // the line's length without its line ending
+			if n := len(chunk); n > 0 && chunk[n-1] == '\n' {
+				full--
+				if n > 1 && chunk[n-2] == '\r' {
+					full--
+				}
+			}
+			l := stdinLine{data: content}
+			if full > s.maxRecord {
+				l.data, l.tooLong = truncate(content), full
+			}
+			if l.tooLong > 0 || len(bytes.TrimSpace(l.data)) > 0 {
+				s.lines <- l
+			}
+		}
+		if err == io.EOF {
+			return
+		}
+		line, total = nil, 0
+	}
+}
+
+func (s *stdinSource) next(ctx context.Context, max int) (*batch, bool, error) {
+	b := &batch{recs: make([]Record, 0, min(max, 256))}
+	select {
+	case <-ctx.Done():
+		return b, false, nil
+	case err := <-s.errs:
+		return nil, false, err
+	case l, ok := <-s.lines:
+		if !ok {
+			return b, true, nil
+		}
+		s.add(b, l)
+	}
+	for len(b.recs) < max {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				return b, true, nil
+			}
+			s.add(b, l)
+		default:
+			return b, false, nil
+		}
+	}
+	return b, false, nil
+}
+
+func (s *stdinSource) add(b *batch, l stdinLine) {
+	r := Record{Payload: l.data, Seq: s.seq, Next: int64(s.seq + 1)}
+	s.seq++
+	if l.tooLong > 0 {
+		r.kill(fmt.Sprintf("record of %d bytes exceeds max_record_bytes = %d (payload truncated to %d bytes)", l.tooLong, s.maxRecord, len(l.data)))
+	}
+	b.recs = append(b.recs, r)
+}
