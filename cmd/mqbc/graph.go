@@ -73,7 +73,73 @@ func nodeLabel(n plan.Node) string {
 	if n.Expr != "" {
 		label += " " + n.Expr
 	}
+	if t := nodeTarget(n); t != "" {
+		label += " " + t
+	}
 	return label
+}
+
+// targetAttrs names, per kind, the attributes that say what an endpoint
+// reads or writes (a step's key), in the order a label shows them.
+var targetAttrs = map[string][]string{
+	"file":         {"path"},
+	"kafka":        {"topic"},
+	"nats":         {"subject", "stream"},
+	"object_store": {"url"},
+	"clickhouse":   {"table"},
+	"mongodb":      {"database", "collection"},
+	"http":         {"url"},
+	"postgres_cdc": {"publication"},
+	"dedup":        {"key"},
+	"switch":       {"on"},
+}
+
+// nodeTarget is what a node reads or writes, for its label: a file's path,
+// a topic, a table (an SQL sink's from its INSERT), a step's key.
+func nodeTarget(n plan.Node) string {
+	if n.Kind == "sql" {
+		if v, ok := n.Attrs["insert_query"]; ok {
+			if f := strings.Fields(valueText(v)); len(f) > 2 {
+				for i := 0; i+1 < len(f); i++ {
+					if strings.EqualFold(f[i], "INTO") {
+						return strings.TrimRight(strings.SplitN(f[i+1], "(", 2)[0], ";")
+					}
+				}
+			}
+		}
+		if v, ok := n.Attrs["table"]; ok {
+			return valueText(v)
+		}
+		return ""
+	}
+	var parts []string
+	for _, a := range targetAttrs[n.Kind] {
+		if v, ok := n.Attrs[a]; ok {
+			if t := valueText(v); t != "" {
+				parts = append(parts, t)
+			}
+		}
+	}
+	return plan.RedactURLs(strings.Join(parts, "."))
+}
+
+// valueText is an attribute as written: a template with its ${…} back.
+func valueText(v plan.Value) string {
+	if len(v.Template) == 0 {
+		if v.Expr != "" {
+			return v.Expr
+		}
+		return v.Str
+	}
+	var b strings.Builder
+	for _, p := range v.Template {
+		if p.Expr != "" {
+			b.WriteString("${" + p.Expr + "}")
+		} else {
+			b.WriteString(p.Lit)
+		}
+	}
+	return b.String()
 }
 
 func writeDOT(w io.Writer, p plan.Plan) {

@@ -184,6 +184,15 @@ func TestGraph(t *testing.T) {
 	if code != exitOK || !strings.HasPrefix(out, "digraph mqb {") || !strings.Contains(out, `"orders_to_db/n0" -> "orders_to_db/n1"`) {
 		t.Errorf("dot: exit %d\n%s%s", code, out, errs)
 	}
+	// Nodes name what they read and write, and a step its key.
+	for _, want := range []string{`[label="from file orders.jsonl"]`, `[label="dedup meta[\"mqb.id\"]"]`, `[label="to sql orders"]`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dot lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("dot shows the password:\n%s", out)
+	}
 	out, _, code = mqbc(t, dir, "graph", "--format", "mermaid", "a.mqb")
 	if code != exitOK || !strings.HasPrefix(out, "flowchart LR") || !strings.Contains(out, "r0_n0 --> r0_n1") {
 		t.Errorf("mermaid: exit %d\n%s", code, out)
