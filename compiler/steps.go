@@ -2,6 +2,8 @@ package compiler
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/mqb-dev/mqb/diag"
@@ -73,8 +75,11 @@ func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *node
 			return nil
 		}
 		n.attrs = rc.checkAttrs(st.Attrs, it.Body, st.Name, it.Key.Range(), nil)
-		if st.Name == "dedup" {
+		switch st.Name {
+		case "dedup":
 			rc.checkDedup(n, it)
+		case "parse":
+			rc.checkParse(n, it)
 		}
 	}
 	return n
@@ -127,4 +132,44 @@ func (rc *routeCtx) warnProcessWriteKey(what, process string, rng diag.Range) {
 	}
 	rc.warn("W021", rng, fmt.Sprintf("%s in route %s is stable within one process only: %s", what, rc.name, process),
 		"A replay lands on the row or document of its first delivery only while every run sees the same value; a restart with another value writes every replayed record again under a new key.")
+}
+
+// checkParse checks that a parse step has what its format needs, and
+// follows it in the stability analysis: the fields after it are parsed
+// from the whole payload, so they are as stable as the payload was.
+func (rc *routeCtx) checkParse(n *nodeInfo, it *lang.Item) {
+	format := n.attrs["format"]
+	if format == nil {
+		return
+	}
+	pattern, columns := n.attrs["pattern"], n.attrs["columns"]
+	switch format.val.Str {
+	case "regex":
+		if pattern == nil {
+			rc.c.add("E016", it.Key.Range(), fmt.Sprintf("parse%s with format = regex needs pattern", rc.where()), "For example: pattern = \"^(?P<level>\\w+) (?P<msg>.*)$\".")
+			break
+		}
+		re, err := regexp.Compile(pattern.val.Str)
+		switch {
+		case err != nil:
+			rc.c.add("E022", pattern.rng, fmt.Sprintf("parse%s: pattern does not compile: %v", rc.where(), err), "It is a Go regular expression (RE2 syntax).")
+		case !slices.ContainsFunc(re.SubexpNames(), func(s string) bool { return s != "" }):
+			rc.c.add("E022", pattern.rng, fmt.Sprintf("parse%s: pattern has no named group", rc.where()), "Each named group (?P<name>…) becomes a field; a pattern without one would give every record an empty object.")
+		}
+	case "csv":
+		if columns == nil || len(columns.val.List) == 0 {
+			rc.c.add("E016", it.Key.Range(), fmt.Sprintf("parse%s with format = csv needs columns", rc.where()), "For example: columns = [\"id\", \"qty\", \"body\"].")
+		}
+	}
+	if pattern != nil && pattern.explicit && format.val.Str != "regex" {
+		rc.c.add("E022", pattern.rng, fmt.Sprintf("parse%s: pattern is for format = regex, not %s", rc.where(), format.val.Str), "")
+	}
+	if columns != nil && columns.explicit && format.val.Str != "csv" {
+		rc.c.add("E022", columns.rng, fmt.Sprintf("parse%s: columns is for format = csv, not %s", rc.where(), format.val.Str), "")
+	}
+	whole := rc.wholePayload()
+	rc.taint = map[string]stability{}
+	if !whole.Stable && rc.replaced == "" {
+		rc.replaced = "the payload parse reads is per-delivery: " + whole.Why
+	}
 }

@@ -25,6 +25,16 @@ var Steps = []Step{
 		Doc: "Sets payload fields: `field = <expr>` per line, evaluated against the incoming record.",
 	},
 	{
+		Name: "parse", Side: Both,
+		Doc: "Turns a text line (a `format = text` source, or a payload that is a JSON string) into a JSON object that replaces the payload; a record it cannot parse goes to the DLQ with the reason. Deterministic: fields read after it are as stable as the line.",
+		Attrs: []Attr{
+			{Name: "format", Type: Enum, Enum: []string{"json", "logfmt", "regex", "csv"}, Required: true,
+				Doc: "json: the line is a JSON document; logfmt: key=value pairs (values quoted or bare, a bare key is true); regex: the named groups of pattern; csv: one CSV record, named by columns."},
+			{Name: "pattern", Type: String, Doc: "format = regex: a Go regular expression with named groups, (?P<name>…); the line must match it."},
+			{Name: "columns", Type: List, Elem: String, Doc: "format = csv: the names of the fields, in order; the line must have as many."},
+		},
+	},
+	{
 		Name: "retry", Side: OutputOnly,
 		Doc: "Retries a failed sink write with exponential backoff; only retryable errors (connection, deadlock, timeout) are retried.",
 		Attrs: []Attr{
