@@ -128,6 +128,9 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 			if err := rt.buildStep(a, c, o); err != nil {
 				return rt, err
 			}
+			if len(rt.steps) > before && !(hasHandler && n.Side == plan.SideOutput) {
+				rt.stepNames = append(rt.stepNames, tapPointName(rt.stepNames, n.Kind))
+			}
 			// A step the plan puts on the output side of a handler runs
 			// after it, over what the handler passed: the order is input
 			// steps, handler, output steps, sink. Without a handler the
@@ -335,4 +338,19 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 // target when dlq is true).
 func (rt *route) buildSink(ctx context.Context, a nodeAttrs, c *compiler, o *Options, dlq bool) (sink, []*program, error) {
 	return rt.buildSinkOf(&buildEnv{ctx: ctx, rt: rt, a: a, c: c, o: o, dlq: dlq})
+}
+
+// tapPointName names a step's tap point: its kind, then kind#2, kind#3…
+// for a kind's later steps.
+func tapPointName(before []string, kind string) string {
+	n := 1
+	for _, b := range before {
+		if b == kind || strings.HasPrefix(b, kind+"#") {
+			n++
+		}
+	}
+	if n == 1 {
+		return kind
+	}
+	return fmt.Sprintf("%s#%d", kind, n)
 }

@@ -101,7 +101,7 @@ func TestMetricsAndProgress(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := ServeMetrics(ctx, "127.0.0.1:0", reg, nil)
+	addr, err := ServeMetrics(ctx, "127.0.0.1:0", reg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,10 +91,10 @@ func (m *routeMetrics) add(out, filtered, dups, dlq, errs int64) {
 }
 
 // ServeMetrics serves gatherer's metrics at http://addr/metrics until ctx is
-// cancelled (for `mqbc run --metrics-addr`), and health's /healthz and
-// /readyz when health is not nil. It returns once listening, with the
-// bound address (useful with port 0).
-func ServeMetrics(ctx context.Context, addr string, gatherer prometheus.Gatherer, health *Health) (net.Addr, error) {
+// cancelled (for `mqbc run --metrics-addr`), health's /healthz and
+// /readyz when health is not nil, and tap's /tap when tap is not nil. It
+// returns once listening, with the bound address (useful with port 0).
+func ServeMetrics(ctx context.Context, addr string, gatherer prometheus.Gatherer, health *Health, tap *Tap) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
@@ -103,6 +103,9 @@ func ServeMetrics(ctx context.Context, addr string, gatherer prometheus.Gatherer
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	if health != nil {
 		health.handle(mux)
+	}
+	if tap != nil {
+		tap.handle(mux)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)

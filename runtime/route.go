@@ -22,9 +22,13 @@ const metaError = "mqb.error"
 // route is one running pipeline: source → steps → sink, with its DLQ,
 // retry policy, ack tracker and checkpoint.
 type route struct {
-	name        string
-	log         *slog.Logger
-	health      *Health // nil: nobody asks
+	name   string
+	log    *slog.Logger
+	health *Health // nil: nobody asks
+	tap    *Tap    // nil: nobody can watch
+	// stepNames name rt.steps as tap points: the kind, then kind#2… for
+	// a kind's later steps.
+	stepNames   []string
 	batchSize   int
 	concurrency int
 	commitEvery time.Duration
@@ -317,9 +321,16 @@ func (rt *route) process(w *worker, b *batch) error {
 			r.value = string(r.Payload)
 		}
 	}
-	for _, s := range rt.steps {
+	tapped := rt.tap.watching()
+	if tapped {
+		rt.tap.sendBatch(rt.name, "source", b)
+	}
+	for i, s := range rt.steps {
 		if err := s.apply(w, b); err != nil {
 			return fmt.Errorf("route %s: %w", rt.name, err)
+		}
+		if tapped && i < len(rt.stepNames) {
+			rt.tap.sendBatch(rt.name, rt.stepNames[i], b)
 		}
 	}
 	// Records that go no further are acked now, straight back to the source.
@@ -375,6 +386,9 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	earlyDone := make(chan error, 1)
 	go func() { earlyDone <- rt.deadLetter(ctx, early) }()
 
+	if rt.tap.watching() {
+		rt.tap.send(rt.name, "sink", live)
+	}
 	sinkErr := rt.retry.write(ctx, rt.sink, live, func(err error) {
 		rt.log.Warn("sink write failed, retrying", "err", err)
 	})

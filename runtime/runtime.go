@@ -36,6 +36,8 @@ type Options struct {
 	Env stdlib.EnvLookup
 	// Health, when set, is told each route's state (see Health).
 	Health *Health
+	// Tap, when set, lets watchers see records flow (see Tap).
+	Tap *Tap
 	// CommitInterval is how often each route checkpoints its contiguous
 	// acked position (default 100ms; a drain or the end of a file always
 	// commits). Longer means fewer fsyncs and more replay after a crash.
@@ -127,6 +129,8 @@ func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
 			return Stats{}, err
 		}
 		rt.health = opts.Health
+		rt.tap = opts.Tap
+		opts.Tap.addRoute(rt.name, append(append([]string{"source"}, rt.stepNames...), "sink"))
 		rt.metrics = metrics.forRoute(pr.Name)
 		routes = append(routes, rt)
 	}

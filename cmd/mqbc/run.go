@@ -30,7 +30,7 @@ func init() {
 func runRun(args []string, stdout, stderr io.Writer) int {
 	c := commands["run"]
 	fs := newFlags(c, stderr)
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and the probes /healthz and /readyz (ready once every route has checked its premises and opened its source); :9464 listens on 127.0.0.1 only, 0.0.0.0:9464 on every interface")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, the probes /healthz and /readyz (ready once every route has checked its premises and opened its source) and /tap for mqbc tap; :9464 listens on 127.0.0.1 only, 0.0.0.0:9464 on every interface")
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	check := fs.Bool("check", false, "check every premise and open every connection, as `mqbc check` does, then exit without reading a record")
@@ -95,7 +95,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			names[i] = r.Name
 		}
 		opts.Health = runtime.NewHealth(names)
-		addr, err := runtime.ServeMetrics(ctx, listen, reg, opts.Health)
+		opts.Tap = runtime.NewTap()
+		addr, err := runtime.ServeMetrics(ctx, listen, reg, opts.Health, opts.Tap)
 		if err != nil {
 			fmt.Fprintln(stderr, "mqbc run:", err)
 			return exitError
@@ -106,7 +107,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			level = slog.LevelWarn
 		}
 		opts.Logger.Log(ctx, level, "serving metrics", "url", fmt.Sprintf("http://%s/metrics", addr), "listening", metricsReach(addr),
-			"probes", fmt.Sprintf("http://%s/healthz http://%s/readyz", addr, addr))
+			"probes", fmt.Sprintf("http://%s/healthz http://%s/readyz", addr, addr), "tap", fmt.Sprintf("mqbc tap --addr %s ROUTE[.POINT]", addr))
 	}
 
 	// Where each route resumes shows at the default level: with text logs
