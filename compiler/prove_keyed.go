@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/plan"
 )
 
@@ -173,6 +174,11 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 	}
 	// The unique index the conflict handling relies on.
 	needPremise := true
+	// replaceKnown: every column of the table, with its DEFAULT and
+	// whether the database fills it, is read from this sink's own
+	// create_table, which makes the table (no IF NOT EXISTS). Otherwise a
+	// REPLACE rests on a premise about the columns it leaves out.
+	replaceKnown := false
 	if keys, own, found := rc.tableKeys(n, ins.table, d); found && !keys.unsure {
 		{
 			var usable []string
@@ -217,6 +223,7 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 			// is, and another endpoint's create_table may not have run
 			// first, so the index is then still checked at start-up.
 			needPremise = keys.ifNotExists || !own
+			replaceKnown = !needPremise
 		}
 	}
 	write := "write: " + ins.clause
@@ -249,6 +256,10 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 			Holds:  fmt.Sprintf("table %s has a UNIQUE or PRIMARY KEY index on columns among (%s)", ins.table, strings.Join(cols, ", ")),
 			Reason: write,
 		}})
+	}
+	if ins.replace && !replaceKnown && d != sqlPostgres {
+		p.premises = append(p.premises, rc.replacePremise(n, ins, write))
+		p.reasons = append(p.reasons, fmt.Sprintf("row: %s writes the whole row anew, so the columns it leaves out must come back the same: a premise checked at start-up", ins.clause))
 	}
 	var present []string
 	for _, c := range keyCols {
@@ -381,12 +392,19 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 		}
 		sort.Strings(names)
 		var stable, perDelivery []string
+		warned := rc.inNamedUnused
 		for _, k := range names {
 			v := cols.val.Block[k]
 			if (v.Type == plan.TExpr || v.Type == plan.TTemplate) && !v.Stable {
 				perDelivery = append(perDelivery, k)
 			} else {
 				stable = append(stable, k)
+				// A stable column may be in the sorting key, which is
+				// the key the write is addressed by.
+				if proc := rc.blockValueProcess(v); proc != "" && !warned {
+					warned = true
+					rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s column %s = %s (the ReplacingMergeTree sorting key may include it)", table, k, v.Expr), proc, rc.exprRange(v, cols.rng))
+				}
 			}
 		}
 		if len(stable) == 0 {
@@ -421,6 +439,18 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 			return p
 		}
 		premise.Holds = fmt.Sprintf("table %s is a ReplacingMergeTree (its columns, sorting key included, are written from the payload's top-level fields, all stable)", table)
+		if !rc.inNamedUnused {
+			for _, f := range slices.Sorted(maps.Keys(rc.taint)) {
+				if st := rc.taint[f]; st.Stable && st.Process != "" {
+					rng := n.rng
+					if t := n.attrs["table"]; t != nil {
+						rng = t.rng
+					}
+					rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s column %s = payload.%s (the ReplacingMergeTree sorting key may include it)", table, f, f), st.Process, rng)
+					break
+				}
+			}
+		}
 	}
 	if rc.concurrency > 1 {
 		// Repeats of one key collapse to the highest version, or without
@@ -466,4 +496,75 @@ func (rc *routeCtx) insertMayHitUniqueKey(n *nodeInfo, ins *sqlInsert, d sqlDial
 		}
 	}
 	return false
+}
+
+// replacePremise is the start-up premise of a REPLACE into a table whose
+// columns the file does not show in full: REPLACE deletes the row and
+// inserts it anew, so a column it leaves out gets its DEFAULT again, and a
+// key the database fills gets a new value, on every replay. The proof
+// holds only when every such column comes back the same: a literal
+// DEFAULT (or none), never an auto-increment key or a DEFAULT the database
+// computes.
+func (rc *routeCtx) replacePremise(n *nodeInfo, ins *sqlInsert, reason string) premiseAt {
+	return premiseAt{node: n, p: plan.Premise{
+		Kind: plan.PremiseReplaceStableColumns, When: plan.CheckStartup, Target: ins.table, Columns: slices.Clone(ins.columns),
+		Holds: fmt.Sprintf("every column of table %s that %s leaves out (it writes %s) has a literal DEFAULT or none, and none is filled by the database (auto-increment, rowid)",
+			ins.table, ins.clause, strings.Join(ins.columns, ", ")),
+		Reason: reason,
+	}}
+}
+
+// blockValueProcess says what a stable value of a block attribute (a
+// clickhouse column) rests on outside the record (env("X"), the local time
+// zone), as stabilityOf says it for an attribute of its own: the block
+// keeps one stability for all its values. The expression compiled when the
+// attribute was checked, so checking it again reports nothing new; any
+// diagnostic the walk repeats is dropped.
+func (rc *routeCtx) blockValueProcess(v plan.Value) string {
+	if v.Type != plan.TExpr || !v.Stable {
+		return ""
+	}
+	tree, err := rc.c.exprs.check(v.Expr, false)
+	if err != nil {
+		return ""
+	}
+	n, reads := len(rc.c.diags), rc.readsSrcMeta
+	st := rc.stabilityOf(&compiledExpr{src: v.Expr, tree: tree, at: v.Pos})
+	rc.c.diags, rc.readsSrcMeta = rc.c.diags[:n], reads || rc.readsSrcMeta
+	if !st.Stable {
+		return ""
+	}
+	return st.Process
+}
+
+// exprRange is the range of an expression value in the file: its text, or
+// the string literal a template was written as; whole when neither is
+// found at its position.
+func (rc *routeCtx) exprRange(v plan.Value, whole diag.Range) diag.Range {
+	src := rc.file.Src
+	at := v.Pos
+	if !at.IsValid() || at.Offset < 0 || at.Offset >= len(src) {
+		return whole
+	}
+	rest := string(src[at.Offset:])
+	n := 0
+	switch {
+	case strings.HasPrefix(rest, v.Expr) && v.Expr != "":
+		n = len(v.Expr)
+	case rest[0] == '"':
+		for i := 1; i < len(rest) && rest[i] != '\n'; i++ {
+			if rest[i] == '\\' {
+				i++
+				continue
+			}
+			if rest[i] == '"' {
+				n = i + 1
+				break
+			}
+		}
+	}
+	if n == 0 || strings.Contains(rest[:n], "\n") {
+		return whole
+	}
+	return diag.Range{Start: at, End: advance(at, rest, n)}
 }

@@ -77,6 +77,12 @@ const (
 	// whose columns are all among Columns (the columns bound to stable
 	// values), so a replayed row conflicts instead of landing twice.
 	PremiseUniqueKey = "unique_key"
+	// PremiseReplaceStableColumns: every column of the SQL table that a
+	// REPLACE INTO / INSERT OR REPLACE leaves out (Columns are the ones it
+	// writes) has a literal DEFAULT or none and is not filled by the
+	// database (auto-increment, SQLite's rowid alias), so the row a replay
+	// writes anew is the row the first delivery wrote.
+	PremiseReplaceStableColumns = "replace_stable_columns"
 	// PremiseReplacingMergeTree: the ClickHouse table's engine is a
 	// ReplacingMergeTree and its sorting key's columns are all among
 	// Columns (the columns bound to stable values).

@@ -139,9 +139,10 @@ func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premis
 
 // startupPremiseKinds lists, per premise kind, the node kinds that check it.
 var startupPremiseKinds = map[string]map[string]bool{
-	plan.PremiseUniqueKey:          {"sql": true},
-	plan.PremiseReplacingMergeTree: {"clickhouse": true},
-	plan.PremiseUniqueIndex:        {"mongodb": true},
+	plan.PremiseUniqueKey:            {"sql": true},
+	plan.PremiseReplaceStableColumns: {"sql": true},
+	plan.PremiseReplacingMergeTree:   {"clickhouse": true},
+	plan.PremiseUniqueIndex:          {"mongodb": true},
 }
 
 // armPremise sets up a per-record premise on the node that checks it.

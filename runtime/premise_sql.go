@@ -14,8 +14,9 @@ import (
 )
 
 // The SQL sink's premises: PremiseUniqueKey (the conflict target has a
-// UNIQUE or PRIMARY KEY index, read from the database's catalogue) and
-// PremiseKeyPresent (a conflict column is never bound to NULL: NULLs never
+// UNIQUE or PRIMARY KEY index, read from the database's catalogue),
+// PremiseReplaceStableColumns (every column a REPLACE leaves out comes
+// back the same on a replay) and PremiseKeyPresent (a conflict column is never bound to NULL: NULLs never
 // conflict, so a replayed row with one would be inserted again).
 
 // uniqueKey is one UNIQUE or PRIMARY KEY index of a table: its name and
@@ -132,7 +133,11 @@ func createUniqueIndexSQL(table string, cols []string) string {
 func (s *sqlSink) premiseNode() string { return s.node }
 
 func (s *sqlSink) checkPremise(ctx context.Context, p plan.Premise) error {
-	if p.Kind != plan.PremiseUniqueKey {
+	switch p.Kind {
+	case plan.PremiseUniqueKey:
+	case plan.PremiseReplaceStableColumns:
+		return s.checkReplaceColumns(ctx, s.asWritten(p))
+	default:
 		return fmt.Errorf("the sql sink cannot check a %s premise", p.Kind)
 	}
 	p = s.asWritten(p)
@@ -385,6 +390,193 @@ ORDER BY INDEX_NAME, SEQ_IN_INDEX`, schemaArg, table)
 	}
 	return out, true, nil
 }
+
+// replaceColumn is one column of a table as the catalogue describes it,
+// for PremiseReplaceStableColumns.
+type replaceColumn struct {
+	name string
+	// volatile says why the database gives the column a new value when a
+	// REPLACE leaves it out ("" when it comes back the same): a DEFAULT
+	// that is not a literal, an auto-increment key, the rowid.
+	volatile string
+}
+
+// checkReplaceColumns checks PremiseReplaceStableColumns: REPLACE deletes
+// the row and inserts it anew, so every column it does not write (the
+// premise's Columns are those it does) must come back the same on a
+// replay. PostgreSQL has no REPLACE: the premise says nothing there.
+func (s *sqlSink) checkReplaceColumns(ctx context.Context, p plan.Premise) error {
+	if p.Target == "" || len(p.Columns) == 0 {
+		return fmt.Errorf("the premise names no table or no columns")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var cols []replaceColumn
+	var exists bool
+	var err error
+	switch {
+	case s.server != nil && s.server.dialect == dialectPostgres:
+		return nil
+	case s.server != nil:
+		cols, exists, err = s.server.replaceColumnsMySQL(ctx, p.Target)
+	default:
+		cols, exists, err = s.replaceColumnsSQLite(ctx, p.Target)
+	}
+	if err != nil {
+		return fmt.Errorf("read the columns of %s: %v", p.Target, plan.RedactURLs(err.Error()))
+	}
+	if !exists {
+		return &premiseFailure{
+			found: fmt.Sprintf("table %s does not exist", p.Target),
+			fix:   "create it (create_table does so before the check) with no column the REPLACE leaves out that has a DEFAULT other than a literal or is auto-increment",
+		}
+	}
+	written := map[string]bool{}
+	for _, c := range p.Columns {
+		written[foldCaseless(c)] = true
+	}
+	for _, c := range cols {
+		if c.volatile == "" || written[strings.ToLower(c.name)] {
+			continue
+		}
+		return &premiseFailure{
+			found: fmt.Sprintf("table %s has column %s, which the REPLACE leaves out (it writes %s), and %s, so every replay deletes the row and inserts it with a new %s",
+				p.Target, c.name, strings.Join(p.Columns, ", "), c.volatile, c.name),
+			fix: fmt.Sprintf("write %s in insert_query from a stable value (a payload field), or use INSERT … ON CONFLICT DO NOTHING (INSERT IGNORE on MySQL) instead of REPLACE", c.name),
+		}
+	}
+	return nil
+}
+
+// replaceColumnsSQLite reads a table's columns from `pragma table_info`:
+// a dflt_value that is not a literal is volatile, and so is the INTEGER
+// PRIMARY KEY, the rowid alias (AUTOINCREMENT is only allowed on it),
+// which a REPLACE that leaves it out numbers anew.
+func (s *sqlSink) replaceColumnsSQLite(ctx context.Context, target string) ([]replaceColumn, bool, error) {
+	schema, table := splitQualified(target)
+	prefix := ""
+	if schema != "" {
+		prefix = sqliteQuote(unquoteIdent(schema)) + "."
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows, err := s.conn.QueryContext(ctx, "PRAGMA "+prefix+"table_info("+sqliteQuote(unquoteIdent(table))+")")
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	var cols []replaceColumn
+	type pkCol struct {
+		at  int
+		typ string
+	}
+	var pk []pkCol
+	for rows.Next() {
+		var cid, notNull, pkPos int
+		var name, typ string
+		var dflt sql.NullString
+		if err := rows.Scan(&cid, &name, &typ, &notNull, &dflt, &pkPos); err != nil {
+			return nil, true, err
+		}
+		c := replaceColumn{name: name}
+		if dflt.Valid && !sqlLiteralDefault(dflt.String) {
+			c.volatile = "its DEFAULT " + dflt.String + " is not a literal"
+		}
+		if pkPos > 0 {
+			pk = append(pk, pkCol{len(cols), typ})
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, len(cols) > 0, err
+	}
+	if len(pk) == 1 && strings.EqualFold(strings.TrimSpace(pk[0].typ), "INTEGER") && cols[pk[0].at].volatile == "" {
+		cols[pk[0].at].volatile = "it is the INTEGER PRIMARY KEY, the rowid, which the database numbers anew (AUTOINCREMENT or not)"
+	}
+	return cols, len(cols) > 0, nil
+}
+
+// replaceColumnsMySQL reads a table's columns from
+// information_schema.columns: an auto_increment column, a DEFAULT the
+// server computes (EXTRA says DEFAULT_GENERATED, or an ON UPDATE clause
+// is set) and a COLUMN_DEFAULT that is not a literal are volatile. A
+// generated column (VIRTUAL, STORED, PERSISTENT) is computed from the
+// row's other columns by a deterministic expression and comes back the
+// same. MariaDB shows a literal default quoted ('new') and a function
+// call as written (current_timestamp()); MySQL shows a literal's value
+// unquoted and marks every expression DEFAULT_GENERATED, except
+// CURRENT_TIMESTAMP before 8.0.13, which is matched by name.
+func (s *sqlServerSink) replaceColumnsMySQL(ctx context.Context, target string) ([]replaceColumn, bool, error) {
+	schema, table := splitQualified(target)
+	var schemaArg any
+	if schema != "" {
+		schemaArg = unquoteIdent(schema)
+	}
+	var version string
+	if err := s.my.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return nil, false, err
+	}
+	mariadb := strings.Contains(strings.ToLower(version), "mariadb")
+	rows, err := s.my.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_DEFAULT, EXTRA FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, schemaArg, unquoteIdent(table))
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	var cols []replaceColumn
+	for rows.Next() {
+		var name, extra string
+		var dflt sql.NullString
+		if err := rows.Scan(&name, &dflt, &extra); err != nil {
+			return nil, true, err
+		}
+		c := replaceColumn{name: name}
+		ex := strings.ToLower(extra)
+		switch {
+		case strings.Contains(ex, "auto_increment"):
+			c.volatile = "it is AUTO_INCREMENT"
+		case strings.Contains(ex, "generated") && !strings.Contains(ex, "default_generated"),
+			strings.Contains(ex, "virtual"), strings.Contains(ex, "stored"), strings.Contains(ex, "persistent"):
+			// a generated column: computed from the row itself
+		case strings.Contains(ex, "default_generated"):
+			c.volatile = "its DEFAULT " + dflt.String + " is an expression the server evaluates on every insert"
+		case strings.Contains(ex, "on update"):
+			c.volatile = "it is set ON UPDATE by the server (" + extra + ")"
+		case dflt.Valid && mariadb && !sqlLiteralDefault(dflt.String):
+			c.volatile = "its DEFAULT " + dflt.String + " is not a literal"
+		case dflt.Valid && !mariadb && mysqlTimeDefaultRE.MatchString(dflt.String):
+			c.volatile = "its DEFAULT " + dflt.String + " is not a literal"
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, len(cols) > 0, err
+	}
+	return cols, len(cols) > 0, nil
+}
+
+var mysqlTimeDefaultRE = regexp.MustCompile(`(?i)^\s*(current_timestamp|now|localtime|localtimestamp|current_date|current_time|curdate|curtime|sysdate|utc_timestamp|utc_date|utc_time)\s*(\(\s*\d*\s*\))?\s*$`)
+
+// sqlLiteralDefault reports whether a column DEFAULT as the catalogue
+// shows it is a literal: NULL, TRUE or FALSE, a number, a string or blob
+// literal, possibly in parentheses. CURRENT_TIMESTAMP and anything else
+// (a function call, an expression) is not.
+func sqlLiteralDefault(d string) bool {
+	d = strings.TrimSpace(d)
+	for len(d) >= 2 && d[0] == '(' && d[len(d)-1] == ')' {
+		d = strings.TrimSpace(d[1 : len(d)-1])
+	}
+	switch strings.ToUpper(d) {
+	case "NULL", "TRUE", "FALSE":
+		return true
+	}
+	return sqlNumberRE.MatchString(d) || sqlStringRE.MatchString(d)
+}
+
+var (
+	sqlNumberRE = regexp.MustCompile(`^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$|^0[xX][0-9a-fA-F]+$`)
+	sqlStringRE = regexp.MustCompile(`^[xXbBnN]?'([^'\\]|''|\\.)*'$`)
+)
 
 // keyColumnParams maps the placeholders of an INSERT … (cols) VALUES (…),
 // … statement to the key columns they are bound into: param index → column.
