@@ -107,7 +107,7 @@ func TestRunHealthProbes(t *testing.T) {
 	}()
 	dead := ln.Addr().String()
 	write(t, dir, "r.mqb", "route r {\n  from kafka { url = \""+dead+"\", topic = \"t\", group_id = \"g\" }\n  to file { path = \"out.jsonl\" }\n}\n")
-	cmd, errb, base := start(dir)
+	cmd, _, base := start(dir)
 	if code, body := probe(base + "/healthz"); code != http.StatusOK || !strings.Contains(body, "r: starting") {
 		t.Errorf("/healthz while starting: %d %q", code, body)
 	}
@@ -121,7 +121,7 @@ func TestRunHealthProbes(t *testing.T) {
 	dir = t.TempDir()
 	write(t, dir, "in.jsonl", "{\"a\":1}\n")
 	write(t, dir, "r.mqb", "route r {\n  from file { path = \"in.jsonl\", mode = subscribe }\n  to file { path = \"out.jsonl\" }\n}\n")
-	cmd, errb, base = start(dir)
+	cmd, errb, base := start(dir)
 	var body string
 	if !waitUntil(30*time.Second, func() bool {
 		var code int
