@@ -258,13 +258,7 @@ func (s *fileSink) Write(_ context.Context, recs []*Record) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf := s.buf[:0]
-	for _, r := range recs {
-		var err error
-		if buf, err = appendLine(buf, r, s.envelope); err != nil {
-			r.sinkErr = err.Error()
-		}
-	}
+	buf := appendLines(s.buf[:0], recs, s.envelope)
 	s.buf = buf
 	if _, err := s.f.Write(buf); err != nil {
 		s.dropTornTail(s.length) // best effort: the retry appends whole lines again
@@ -292,6 +286,18 @@ func (s *fileSink) Close() error {
 }
 
 // appendLine appends r as one line: its payload, or the DLQ envelope.
+// appendLines appends recs as lines; a record that cannot be encoded gets
+// the reason in its sinkErr and no line.
+func appendLines(buf []byte, recs []*Record, envelope bool) []byte {
+	for _, r := range recs {
+		var err error
+		if buf, err = appendLine(buf, r, envelope); err != nil {
+			r.sinkErr = err.Error()
+		}
+	}
+	return buf
+}
+
 func appendLine(buf []byte, r *Record, envelope bool) ([]byte, error) {
 	if err := encodePayload(r); err != nil {
 		return buf, err
@@ -467,14 +473,9 @@ func (s *partSink) Write(_ context.Context, recs []*Record) error {
 }
 
 func (s *partSink) writeRun(run []*Record) error {
-	buf := s.buf[:0]
-	for _, r := range run {
-		var err error
-		if buf, err = appendLine(buf, r, false); err != nil {
-			// A record that cannot be encoded splits the run: fail it alone.
-			r.sinkErr = err.Error()
-		}
-	}
+	// A record that cannot be encoded fails alone; the rest of its run is
+	// written.
+	buf := appendLines(s.buf[:0], run, false)
 	s.buf = buf
 	part, first, last := run[0].Partition, run[0].Seq, run[len(run)-1].Seq
 	name := partFileName(s.source, part, first, last)

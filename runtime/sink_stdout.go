@@ -31,13 +31,7 @@ func init() {
 func (s *stdoutSink) Write(_ context.Context, recs []*Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf := s.buf[:0]
-	for _, r := range recs {
-		var err error
-		if buf, err = appendLine(buf, r, s.envelope); err != nil {
-			r.sinkErr = err.Error()
-		}
-	}
+	buf := appendLines(s.buf[:0], recs, s.envelope)
 	s.buf = buf
 	if _, err := s.out.Write(buf); err != nil {
 		return fmt.Errorf("route %s: stdout: %w", s.route, err)
