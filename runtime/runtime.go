@@ -70,6 +70,9 @@ type RouteStats struct {
 	// whose source is finite before it was read to the end: what was
 	// read is committed, and a rerun resumes at record Committed.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Unreplayable is true when the route's source cannot be read again
+	// (stdin): an interrupted run's unread input is gone, not resumable.
+	Unreplayable bool `json:"unreplayable,omitempty"`
 }
 
 // Stats is the outcome of a Run, one entry per route in plan order.
@@ -191,5 +194,6 @@ func (rt *route) snapshot() RouteStats {
 		Committed:    rt.stats.committed.Load(),
 		Unmatched:    unmatchedDropped(rt.sink),
 		Interrupted:  rt.interrupted(),
+		Unreplayable: rt.src != nil && !rt.src.replayable(),
 	}
 }

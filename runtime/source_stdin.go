@@ -51,6 +51,10 @@ func (s *stdinSource) replayable() bool     { return false }
 func (s *stdinSource) recordFormat() string { return s.format }
 func (s *stdinSource) seqGaps() bool        { return false }
 
+// finite: stdin ends; a drain before its end is an interrupted run (what
+// was read is delivered, the rest of the input is not read).
+func (s *stdinSource) finite() bool { return true }
+
 // position: nothing to keep; a rerun reads whatever its stdin holds.
 func (s *stdinSource) position(map[int32]ackPos) (checkpoint.Position, bool) {
 	return checkpoint.Position{}, false

@@ -146,6 +146,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		switch {
 		case r.Errors > 0: // the route's error says which; never exit 0 with errors
 			code = exitError
+		case r.Interrupted && r.Unreplayable:
+			fmt.Fprintf(stdout, "%s: interrupted after record %d (the records read are delivered); the input after it was not read and cannot be read again\n", r.Name, r.Committed)
+			if code == exitOK {
+				code = exitInterrupted
+			}
 		case r.Interrupted:
 			fmt.Fprintf(stdout, "%s: interrupted at record %d (the records before it are committed); a rerun resumes there\n", r.Name, r.Committed)
 			if code == exitOK {

@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestRunStdinToStdout is `cat in.jsonl | mqbc run p.mqb > out.jsonl`:
@@ -66,5 +68,38 @@ func TestRunStdinToStdout(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(string(dlq)), "\n"); len(lines) != 2 ||
 		!strings.Contains(lines[0], "invalid JSON") || !strings.Contains(lines[1], "exceeds max_record_bytes = 200") {
 		t.Errorf("DLQ:\n%s", dlq)
+	}
+}
+
+// TestStdinDrainSaysInterrupted: SIGTERM while stdin is still open is not
+// a clean end — the input after it is never read, and stdin cannot be
+// read again — so the run says so and exits 3, never 0.
+func TestStdinDrainSaysInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "p.mqb", "route pipe {\n  from stdin {}\n  to file { path = \"out.jsonl\" }\n}\n")
+	cmd := exec.Command(mqbcBin, "run", "p.mqb")
+	cmd.Dir = dir
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(in, `{"id":1}`)
+	if !waitUntil(30*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "out.jsonl"))
+		return len(b) > 0
+	}) {
+		cmd.Process.Kill()
+		t.Fatalf("the first record never landed:\n%s", errb.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	in.Close()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted || !strings.Contains(out.String(), "pipe: interrupted after record 1") || !strings.Contains(out.String(), "cannot be read again") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 }
