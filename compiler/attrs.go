@@ -533,10 +533,15 @@ func (rc *routeCtx) checkRunnable(n *nodeInfo) {
 
 // runnableFormats lists, per kind and role, the formats the runtime's
 // reader or writer implements (runtime/source_*.go, sink_objstore.go,
-// sink_mongodb.go refuse the others at start-up). A pair not listed takes
-// every declared format.
+// sink_mongodb.go refuse the others at start-up; the file sink writes the
+// payload as it is, one per line, and has no csv writer). It is an
+// allow-list: a kind and role whose format is not listed here builds with
+// nothing but its declared default (TestRunnableFormatsCoverEveryFormat
+// fails when a kind declares format without an entry).
 var runnableFormats = map[string][]string{
 	"file/" + plan.RoleSource:         {"json", "text", "raw"},
+	"file/" + plan.RoleSink:           {"json", "text", "raw"},
+	"stdin/" + plan.RoleSource:        {"json", "text", "raw"},
 	"kafka/" + plan.RoleSource:        {"json", "text", "raw"},
 	"nats/" + plan.RoleSource:         {"json", "text", "raw"},
 	"object_store/" + plan.RoleSource: {"json", "text", "raw"},
@@ -551,12 +556,21 @@ func (rc *routeCtx) checkFormat(n *nodeInfo, ai *attrInfo) {
 		role = plan.RoleSink
 	}
 	ok := runnableFormats[n.kind.Name+"/"+role]
-	if ok == nil || slices.Contains(ok, ai.val.Str) {
+	if ok == nil {
+		if a := n.kind.Attr("format"); a != nil && a.Default != nil {
+			ok = []string{fmt.Sprint(a.Default)}
+		}
+	}
+	if slices.Contains(ok, ai.val.Str) {
 		return
 	}
 	detail := fmt.Sprintf("The runtime's %s %s implements %s; anything else would fail at start-up.", n.kind.Name, role, joinNames(ok))
 	if ai.val.Str == "csv" {
-		detail += " There is no csv reader yet: convert the input to JSON lines, or read it with format = text and split the line in a map step."
+		if role == plan.RoleSource {
+			detail += " There is no csv reader: read the file with format = text and turn each line into an object with a `parse { format = csv, columns = [\"a\", \"b\"] }` step."
+		} else {
+			detail += " There is no csv writer: the sink writes each payload as it is, one per line."
+		}
 	}
 	rc.c.add("E026", rc.valueRange(ai), fmt.Sprintf("%s%s: the %s %s cannot run format = %s; it takes %s", n.kind.Name, rc.where(), n.kind.Name, role, ai.val.Str, joinOr(ok)), detail)
 }

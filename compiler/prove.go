@@ -517,10 +517,6 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 			p.missing = fmt.Sprintf("%s has no replayable position for name_by = source_position", srcDesc)
 			return p
 		}
-		if f := n.attrs["format"]; f != nil && f.val.Str == "csv" && !rc.inNamedUnused {
-			rc.c.add("E041", f.rng, fmt.Sprintf("%s in route %s writes csv under name_by = source_position", n.name, rc.name),
-				"Each part file would need its own header row; use format = json, or name_by = write_time.")
-		}
 		if d := n.attrs["date_partition"]; d != nil && d.explicit && d.val.Bool && !rc.inNamedUnused {
 			rc.warn("W005", d.rng, fmt.Sprintf("%s date_partition is ignored under name_by = source_position in route %s", n.name, rc.name),
 				"Parts are written flat under the prefix; the name already carries the range.")

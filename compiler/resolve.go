@@ -392,6 +392,14 @@ func (rc *routeCtx) checkKindBody(kindID *lang.Ident, body *lang.Block, r role, 
 		rc.c.add("E022", kindID.Range(), fmt.Sprintf("%s cannot be written to (%s %s)", k.Name, keyword, k.Name), "It is a source-only kind.")
 		return nil
 	}
+	end := stdlib.EndSink
+	if r == roleSource {
+		end = stdlib.EndSource
+	}
+	if why := k.Unimplemented[end]; why != "" {
+		rc.c.add("E027", kindID.Range(), fmt.Sprintf("this runtime cannot run %s as a %s yet (%s %s%s)", k.Name, end, keyword, k.Name, rc.where()), why)
+		return nil
+	}
 	if r == roleSource && k.Structural {
 		return nil
 	}

@@ -16,7 +16,7 @@ var checkpointOnlyWhenWritten = map[string]bool{"postgres_cdc": true}
 func TestPositionalSourcesDeclareCheckpointStore(t *testing.T) {
 	for _, name := range stdlib.KindNames() {
 		k, _ := stdlib.LookupKind(name)
-		if !k.Source || len(k.PositionModes) == 0 || unimplemented["source "+name] != "" {
+		if !k.Source || len(k.PositionModes) == 0 || k.Unimplemented[stdlib.EndSource] != "" {
 			continue
 		}
 		a := k.Attr("checkpoint_store")

@@ -2,7 +2,7 @@ package stdlib
 
 var (
 	formatAttr = Attr{Name: "format", Type: Enum, Enum: []string{"json", "text", "raw", "csv"}, Default: "json",
-		Doc: "Record encoding: json (one JSON document per line), text (one line, payload is the string), raw (bytes as they are), csv."}
+		Doc: "Record encoding: json (one JSON document per line), text (one line, payload is the string), raw (bytes as they are); csv is reserved: no reader or writer runs it yet (read text and use a parse step)."}
 	nameByAttr = Attr{Name: "name_by", Type: Enum, Enum: []string{"write_time", "source_position", "auto"}, Default: "write_time",
 		Doc: "How written objects are named. write_time appends / names by write order; source_position writes immutable part files named for the source positions they cover, so a replay is recognised (needs a replayable source); auto (object_store only) picks source_position when the source has a position."}
 	idempotencyAttr = Attr{Name: "idempotency", Type: Bool, Deprecated: "name_by",
@@ -179,6 +179,7 @@ var Kinds = []Kind{
 		PositionModes: []string{"*"},
 		Absorb:        AbsorbKeyField,
 		Schemes:       []string{"mongodb", "mongodb+srv"},
+		Unimplemented: map[string]string{EndSource: "The MongoDB capture source (consume = capture_all | capture_new) is declared but not built yet; read the collection's changes from another source, or write to MongoDB only."},
 		Attrs: []Attr{
 			{Name: "url", Type: String, Required: true, Secret: true, Doc: "mongodb://host:27017."},
 			{Name: "database", Type: String, Required: true, Doc: "Database name."},

@@ -126,6 +126,12 @@ type Kind struct {
 	// a record it handed out before a crash (core NATS, a file followed
 	// from its end): a route over it is at-most-once.
 	AtMostOnce []Loss
+	// Unimplemented names an end (EndSource or EndSink) the language
+	// declares and this runtime cannot run yet, with what is missing. The
+	// compiler refuses such an end (E027) instead of letting the route
+	// fail at start-up; the runtime's registry test checks the list
+	// against the builders it has.
+	Unimplemented map[string]string
 	// CDC marks change-data-capture sources (identity is not a version).
 	CDC bool
 	// Broker marks sinks that cannot deduplicate (Kafka, NATS).
