@@ -125,6 +125,11 @@ func ValidNamespace(ns string) string {
 type reservations struct {
 	mu   sync.Mutex
 	keys map[string]int64 // database key → expiry, unix nanos
+	// promoted counts the promotions whose reservations were dropped
+	// (under mu). Reserve reads the database before it takes mu; when a
+	// promotion landed in between it read neither the processed key nor
+	// the reservation, and reads again (see Reserve).
+	promoted uint64
 
 	// write serializes promotions on the database with the sweep's
 	// deletes: a key the sweep read as expired cannot be promoted between
@@ -220,10 +225,24 @@ func (s *Store) Reserve(keys []string, now time.Time, verdicts []Verdict) error 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	nowNs := now.UnixNano()
-	if err := s.lookupProcessed(keys, nowNs); err != nil {
-		return err
+	// Another Store on this database (a second route sharing the
+	// namespace) may promote one of keys between the lookup and the
+	// reservation check: its write came after the lookup and its
+	// reservation is gone, so the key would look new to both. A promotion
+	// in between shows as a changed count, and the lookup runs again.
+	for {
+		s.res.mu.Lock()
+		gen := s.res.promoted
+		s.res.mu.Unlock()
+		if err := s.lookupProcessed(keys, nowNs); err != nil {
+			return err
+		}
+		s.res.mu.Lock()
+		if s.res.promoted == gen {
+			break
+		}
+		s.res.mu.Unlock()
 	}
-	s.res.mu.Lock()
 	defer s.res.mu.Unlock()
 	for i, k := range keys {
 		s.keyBuf = s.dbKey(s.keyBuf, k)
@@ -322,6 +341,7 @@ func (s *Store) Promote(keys []string, now time.Time, ttl time.Duration) error {
 		s.keyBuf = s.dbKey(s.keyBuf, k)
 		delete(s.res.keys, string(s.keyBuf))
 	}
+	s.res.promoted++
 	s.res.mu.Unlock()
 	return nil
 }
