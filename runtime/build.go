@@ -295,7 +295,9 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 			return err
 		}
 		rt.dedupStores = append(rt.dedupStores, st)
-		rt.steps = append(rt.steps, &dedupStep{key: key, store: st, ttl: cfg.TTL, now: rt.now})
+		turn := newTurnGate()
+		rt.turns = append(rt.turns, turn)
+		rt.steps = append(rt.steps, &dedupStep{key: key, store: st, ttl: cfg.TTL, now: rt.now, turn: turn})
 	case "retry":
 		var cfg struct {
 			Attempts   int64         `attr:"attempts"`

@@ -88,4 +88,6 @@ type batch struct {
 	// reserved lists the dedup keys reserved for the batch: promoted when
 	// it is acked, released when it fails.
 	reserved []reservation
+	// seq numbers the batches a route reads, in order (see turnGate).
+	seq uint64
 }

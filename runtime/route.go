@@ -37,7 +37,9 @@ type route struct {
 	src         source
 	srcFormat   string // how payloads decode: json, text, raw
 	cp          checkpointStore
-	steps       []step // input-side steps (and output-side ones when there is no handler)
+	steps       []step      // input-side steps (and output-side ones when there is no handler)
+	turns       []*turnGate // one per dedup step; every read batch passes each once
+	readSeq     uint64      // the next batch's seq (the reader's alone)
 	outSteps    []recordStep
 	dedupStores []dedupStore
 	sink        sink
@@ -119,6 +121,9 @@ func (rt *route) fail(err error) {
 	rt.failOnce.Do(func() {
 		rt.failErr = err
 		rt.failed.Store(true)
+		for _, g := range rt.turns {
+			g.release()
+		}
 		rt.log.Error("route failed", "err", err)
 		if rt.stopRead != nil {
 			rt.stopRead()
@@ -187,6 +192,8 @@ func (rt *route) run(ctx context.Context) error {
 					rt.fail(fmt.Errorf("route %s: %w", rt.name, err))
 					return
 				}
+				b.seq = rt.readSeq
+				rt.readSeq++
 				n := int64(len(b.recs))
 				rt.stats.in.Add(n)
 				rt.metrics.in.Add(float64(n))
@@ -214,9 +221,12 @@ func (rt *route) run(ctx context.Context) error {
 			w := &worker{dec: jsonvalue.NewDecoder()}
 			for b := range procCh {
 				if rt.failed.Load() {
+					rt.passTurns(b)
 					continue
 				}
-				if err := rt.process(w, b); err != nil {
+				err := rt.process(w, b)
+				rt.passTurns(b)
+				if err != nil {
 					rt.releaseAll([]*batch{b})
 					rt.fail(err)
 					continue
@@ -290,6 +300,15 @@ func (rt *route) run(ctx context.Context) error {
 		rt.failErr = fmt.Errorf("route %s: %d records read but never acknowledged", rt.name, n)
 	}
 	return rt.failErr
+}
+
+// passTurns marks b as through every dedup step's gate, whether its steps
+// ran, stopped early (every record filtered or dead) or failed, so the next
+// batch is not kept waiting for it.
+func (rt *route) passTurns(b *batch) {
+	for _, g := range rt.turns {
+		g.pass(b.seq)
+	}
 }
 
 // process runs the route's steps over b.

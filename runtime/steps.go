@@ -240,11 +240,16 @@ type dedupStep struct {
 	store dedupStore
 	ttl   time.Duration
 	now   func() time.Time
+	// turn makes batches reserve their keys in the order they were read,
+	// so the first record of a key is the one kept (see turnGate).
+	turn *turnGate
 }
 
 func (s *dedupStep) programs() []*program { return []*program{s.key} }
 
 func (s *dedupStep) apply(w *worker, b *batch) error {
+	s.turn.wait(b.seq)
+	defer s.turn.pass(b.seq)
 	keys := w.keys[:0]
 	idx := w.idx[:0]
 	for i := range b.recs {
