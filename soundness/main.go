@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -54,6 +55,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep", false, "keep the run directories")
 	show := fs.Bool("show", false, "print the generated files and exit")
 	cases := fs.String("cases", "", "check the regression cases (*.txtar) in this directory instead of generating")
+	jobs := fs.Int("j", 1, "cases checked at once (each in its own directories, with its own brokers); most of a case's time is waiting, so 3 keeps 2 cores busy")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -91,10 +93,6 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	if *out != "" && !filepath.IsAbs(*out) {
 		*out = filepath.Join(root, *out)
 	}
-	ck := &Checker{Mqbc: *mqbc, Tmp: tmp, Keep: *keep}
-	if *verbose {
-		ck.Log = stderr
-	}
 	var tally Tally
 	start := time.Now()
 	var recorded []string
@@ -109,39 +107,40 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	if recorded != nil {
 		n = len(recorded)
 	}
-	for i := range n {
-		s := *first + uint64(i)
-		var c *Case
-		if recorded != nil {
-			c, err = readCase(recorded[i])
-		} else {
-			c, err = generate(s, *kills)
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
+	// Cases are checked by *jobs workers, each with a Checker of its own;
+	// what a case prints is printed whole, in the order cases finish.
+	var mu sync.Mutex
+	failed := false
+	next := 0
+	var wg sync.WaitGroup
+	for range max(*jobs, 1) {
+		ck := &Checker{Mqbc: *mqbc, Tmp: tmp, Keep: *keep}
 		if *verbose {
-			fmt.Fprintf(stderr, "# seed %d\n%s", s, c.Source)
+			ck.Log = stderr
 		}
-		res, err := ck.Check(c)
-		if err != nil {
-			fmt.Fprintf(stderr, "seed %d: %v\n", s, err)
-			return 1
-		}
-		tally.Add(res)
-		fmt.Fprintln(stdout, summaryLine(res))
-		if len(res.Findings) > 0 {
-			fmt.Fprintln(stdout, indent(report(res)))
-			if *out != "" {
-				path, err := writeCase(*out, res)
-				if err != nil {
-					fmt.Fprintln(stderr, err)
-					return 1
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := failed || i >= n
+				mu.Unlock()
+				if stop {
+					return
 				}
-				fmt.Fprintf(stdout, "  regression case written to %s\n", path)
+				if !checkOne(ck, i, *first, recorded, *kills, *verbose, *out, &tally, &mu, stdout, stderr) {
+					mu.Lock()
+					failed = true
+					mu.Unlock()
+				}
 			}
-		}
+		}()
+	}
+	wg.Wait()
+	if failed {
+		return 1
 	}
 	tally.Elapsed = time.Since(start)
 	fmt.Fprintln(stdout, tally.Mix())
@@ -150,6 +149,52 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// checkOne checks case i (the seed first+i, or the i-th recorded case),
+// adds its result to tally and prints it, under mu. It reports false when
+// the case could not be checked at all.
+func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, verbose bool, out string, tally *Tally, mu *sync.Mutex, stdout, stderr io.Writer) bool {
+	s := first + uint64(i)
+	var c *Case
+	var err error
+	if recorded != nil {
+		c, err = readCase(recorded[i])
+	} else {
+		c, err = generate(s, kills)
+	}
+	if err != nil {
+		mu.Lock()
+		fmt.Fprintln(stderr, err)
+		mu.Unlock()
+		return false
+	}
+	if verbose {
+		mu.Lock()
+		fmt.Fprintf(stderr, "# seed %d\n%s", s, c.Source)
+		mu.Unlock()
+	}
+	res, err := ck.Check(c)
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		fmt.Fprintf(stderr, "seed %d: %v\n", s, err)
+		return false
+	}
+	tally.Add(res)
+	fmt.Fprintln(stdout, summaryLine(res))
+	if len(res.Findings) > 0 {
+		fmt.Fprintln(stdout, indent(report(res)))
+		if out != "" {
+			path, err := writeCase(out, res)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return false
+			}
+			fmt.Fprintf(stdout, "  regression case written to %s\n", path)
+		}
+	}
+	return true
 }
 
 // Tally sums results over a run of the checker.
