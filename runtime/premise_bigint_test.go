@@ -55,3 +55,59 @@ func keys[V any](m map[string]V) []string {
 	}
 	return ks
 }
+
+// TestBigIntIntoNumericColumnDeadLettered: SQLite stores an integer past
+// int64 bound into a column of INTEGER, NUMERIC or REAL affinity (past
+// 2^53 for REAL) as a rounded REAL, so 12345678901234567890 and …891 became one row and the
+// second record was taken as a repeat (out 4, rows 3). Such a record goes
+// to the DLQ with the reason; a TEXT or untyped column keeps every digit.
+func TestBigIntIntoNumericColumnDeadLettered(t *testing.T) {
+	tests := []struct {
+		col      string
+		rows, dl int
+	}{
+		{"id INTEGER NOT NULL UNIQUE", 2, 2},
+		{"id BIGINT PRIMARY KEY", 2, 2},
+		{"id NUMERIC PRIMARY KEY", 2, 2},
+		{"id DOUBLE PRECISION PRIMARY KEY", 1, 3}, // past 2^53 (…993) a float rounds too
+		{"id TEXT PRIMARY KEY", 4, 0},
+		{"id PRIMARY KEY", 4, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.col, func(t *testing.T) {
+			dir := t.TempDir()
+			writeLines(t, filepath.Join(dir, "in.jsonl"),
+				`{"id": 12345678901234567890}`,
+				`{"id": 12345678901234567891}`,
+				`{"id": 9007199254740993}`,
+				`{"id": 9007199254740992}`,
+			)
+			p := compileMQB(t, `
+route big {
+  from file { path = "in.jsonl" }
+  dlq { to file { path = "dlq.jsonl" } }
+  to sql {
+    url = "sqlite://out.db"
+    create_table = "CREATE TABLE t (`+tc.col+`)"
+    insert_query = "INSERT INTO t AS x (id) VALUES (${payload.id}) ON CONFLICT (id) DO NOTHING"
+  }
+}`)
+			st := runIn(t, dir, p).Route("big")
+			rows := sqliteMap[string](t, filepath.Join(dir, "out.db"), "SELECT CAST(id AS TEXT), typeof(id) FROM t")
+			if len(rows) != tc.rows || st.DeadLettered != int64(tc.dl) || st.Out != int64(tc.rows) {
+				t.Fatalf("rows %v, stats %+v; want %d rows and %d dead-lettered", rows, st, tc.rows, tc.dl)
+			}
+			for id, typ := range rows {
+				if typ == "real" && !strings.Contains(tc.col, "DOUBLE") {
+					t.Errorf("id %s stored as a REAL", id)
+				}
+			}
+			if tc.dl > 0 {
+				got := readDLQLines(t, filepath.Join(dir, "dlq.jsonl"))
+				if len(got) != tc.dl || !strings.Contains(got[0].Error, "declare the column TEXT") {
+					t.Errorf("dlq %+v", got)
+				}
+			}
+		})
+	}
+}

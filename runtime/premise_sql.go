@@ -877,6 +877,11 @@ func insertNames(parts []plan.Part) (table string, cols []string, ok bool) {
 	sc.skipName()
 	table = strings.TrimSpace(sc.src[start:sc.pos])
 	sc.skipSpace()
+	if sc.keyword("AS") { // INSERT INTO stock AS t (…)
+		sc.skipSpace()
+		sc.skipName()
+		sc.skipSpace()
+	}
 	items, ok := sc.group()
 	if !ok || table == "" {
 		return "", nil, false

@@ -51,6 +51,9 @@ type sqlSink struct {
 	// conflict column to that column (premise_sql.go).
 	insertParts []plan.Part
 	keyParams   map[int]string
+	// numericParams maps the index of each parameter bound into a column
+	// of numeric affinity to that column (sqlite_numeric.go).
+	numericParams map[int]numericColumn
 }
 
 const metaSQLOutcome = "sql.outcome"
@@ -141,6 +144,11 @@ func newSQLSink(ctx context.Context, a nodeAttrs, cfg *sqlSinkConfig, c *compile
 		db.Close()
 		return nil, a.errorf("insert_query", "prepare %q: %v", s.query, err)
 	}
+	if err := s.armNumericColumns(ctx); err != nil {
+		s.conn.Close()
+		db.Close()
+		return nil, a.errorf("insert_query", "read the columns of its table: %v", err)
+	}
 	s.nv = make([]driver.NamedValue, len(s.params))
 	for i := range s.nv {
 		s.nv[i].Ordinal = i + 1
@@ -219,7 +227,7 @@ func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
 // bind evaluates every parameter of r into s.nv; it returns why r cannot
 // be written, or "".
 func (s *sqlSink) bind(r *Record) string {
-	return bindParams(&s.eval, s.params, s.keyParams, s.absent, r, func(i int, v any) { s.nv[i].Value = v })
+	return bindParams(&s.eval, s.params, s.keyParams, s.numericParams, s.absent, r, func(i int, v any) { s.nv[i].Value = v })
 }
 
 // bindParams evaluates each of params for r and hands set its bound
@@ -227,9 +235,12 @@ func (s *sqlSink) bind(r *Record) string {
 // (bound into a conflict column the proof rests on) that is NULL fails the
 // record: NULLs never conflict, so a replay of it would be inserted again.
 //
+// A parameter in numeric (bound into a SQLite column of numeric affinity)
+// that is a number SQLite would round fails the record too.
+//
 // A field path that binds NULL because the record lacks the field is
 // warned about once (absent, which may be nil).
-func bindParams(ev *evaluator, params []*program, keys map[int]string, absent *absentWarner, r *Record, set func(i int, v any)) string {
+func bindParams(ev *evaluator, params []*program, keys map[int]string, numeric map[int]numericColumn, absent *absentWarner, r *Record, set func(i int, v any)) string {
 	for i, p := range params {
 		v, present, err := ev.run(p, r)
 		if err != nil {
@@ -240,6 +251,9 @@ func bindParams(ev *evaluator, params []*program, keys map[int]string, absent *a
 				return fmt.Sprintf("bind ${%s}: not set (the record has no identity: the id expression did not resolve)", p.src)
 			}
 			return fmt.Sprintf("bind ${%s}: not set", p.src)
+		}
+		if col, ok := numeric[i]; ok && col.inexact(v) {
+			return fmt.Sprintf("bind ${%s}: %v does not fit column %s: SQLite would store it rounded to a float, so two such ids could become one row; declare the column TEXT to keep every digit", p.src, v, col.name)
 		}
 		bv, err := bindValue(v)
 		if err != nil {

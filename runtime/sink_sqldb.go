@@ -199,7 +199,7 @@ func (s *sqlServerSink) batchError(op string, err error) error {
 // bindRow evaluates every parameter of r into out; it returns why r
 // cannot be written, or "".
 func (s *sqlServerSink) bindRow(ev *evaluator, r *Record, out []any) string {
-	return bindParams(ev, s.params, s.keyParams, s.absent, r, func(i int, v any) { out[i] = v })
+	return bindParams(ev, s.params, s.keyParams, nil, s.absent, r, func(i int, v any) { out[i] = v })
 }
 
 func setOutcome(r *Record, inserted bool) {
