@@ -854,6 +854,17 @@ func (s *sqlSink) armKeyColumns(cols []string) error {
 		*armed = map[int]string{}
 	}
 	maps.Copy(*armed, keys)
+	if s.server != nil && s.server.dialect == dialectMySQL {
+		table, _, ok := insertNames(s.insertParts)
+		if !ok {
+			return fmt.Errorf("insert_query names no table the key columns %s can be read from", strings.Join(cols, ", "))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.server.armMySQLKeyFits(ctx, table, keys); err != nil {
+			return fmt.Errorf("read the types of key columns %s of %s: %s", strings.Join(cols, ", "), table, plan.RedactURLs(err.Error()))
+		}
+	}
 	return nil
 }
 

@@ -51,9 +51,10 @@ type sqlSink struct {
 	// conflict column to that column (premise_sql.go).
 	insertParts []plan.Part
 	keyParams   map[int]string
-	// numericParams maps the index of each parameter bound into a column
-	// of numeric affinity to that column (sqlite_numeric.go).
-	numericParams map[int]numericColumn
+	// fits maps the index of each parameter bound into a column that
+	// would change some values on the way in (numeric affinity,
+	// sqlite_numeric.go) to that column.
+	fits map[int]columnFit
 }
 
 const metaSQLOutcome = "sql.outcome"
@@ -227,7 +228,7 @@ func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
 // bind evaluates every parameter of r into s.nv; it returns why r cannot
 // be written, or "".
 func (s *sqlSink) bind(r *Record) string {
-	return bindParams(&s.eval, s.params, s.keyParams, s.numericParams, s.absent, r, func(i int, v any) { s.nv[i].Value = v })
+	return bindParams(&s.eval, s.params, s.keyParams, s.fits, s.absent, r, func(i int, v any) { s.nv[i].Value = v })
 }
 
 // bindParams evaluates each of params for r and hands set its bound
@@ -235,12 +236,13 @@ func (s *sqlSink) bind(r *Record) string {
 // (bound into a conflict column the proof rests on) that is NULL fails the
 // record: NULLs never conflict, so a replay of it would be inserted again.
 //
-// A parameter in numeric (bound into a SQLite column of numeric affinity)
-// that is a number SQLite would round fails the record too.
+// A parameter in fits whose value its column would not store as it is
+// (rounded, clamped, cut short) fails the record too: two ids could
+// become one row.
 //
 // A field path that binds NULL because the record lacks the field is
 // warned about once (absent, which may be nil).
-func bindParams(ev *evaluator, params []*program, keys map[int]string, numeric map[int]numericColumn, absent *absentWarner, r *Record, set func(i int, v any)) string {
+func bindParams(ev *evaluator, params []*program, keys map[int]string, fits map[int]columnFit, absent *absentWarner, r *Record, set func(i int, v any)) string {
 	for i, p := range params {
 		v, present, err := ev.run(p, r)
 		if err != nil {
@@ -252,8 +254,10 @@ func bindParams(ev *evaluator, params []*program, keys map[int]string, numeric m
 			}
 			return fmt.Sprintf("bind ${%s}: not set", p.src)
 		}
-		if col, ok := numeric[i]; ok && col.inexact(v) {
-			return fmt.Sprintf("bind ${%s}: %v does not fit column %s: SQLite would store it rounded to a float, so two such ids could become one row; declare the column TEXT to keep every digit", p.src, v, col.name)
+		if col, ok := fits[i]; ok {
+			if why := col.misfit(v); why != "" {
+				return fmt.Sprintf("bind ${%s}: %v does not fit column %s: %s", p.src, v, col.column(), why)
+			}
 		}
 		bv, err := bindValue(v)
 		if err != nil {

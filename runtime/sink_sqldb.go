@@ -59,8 +59,10 @@ type sqlServerSink struct {
 	// MySQL
 	my *sql.DB
 
-	// keyParams: see sqlSink.keyParams.
+	// keyParams: see sqlSink.keyParams; fits, sqlSink.fits (MySQL key
+	// columns, columnfit.go).
 	keyParams map[int]string
+	fits      map[int]columnFit
 
 	// outboxRoute, when set, is the route whose cursor position every
 	// batch's transaction also commits (outbox.go).
@@ -199,7 +201,7 @@ func (s *sqlServerSink) batchError(op string, err error) error {
 // bindRow evaluates every parameter of r into out; it returns why r
 // cannot be written, or "".
 func (s *sqlServerSink) bindRow(ev *evaluator, r *Record, out []any) string {
-	return bindParams(ev, s.params, s.keyParams, nil, s.absent, r, func(i int, v any) { out[i] = v })
+	return bindParams(ev, s.params, s.keyParams, s.fits, s.absent, r, func(i int, v any) { out[i] = v })
 }
 
 func setOutcome(r *Record, inserted bool) {
