@@ -432,7 +432,8 @@ func (g *routeGen) switchSink(depth int) string {
 	return b.String()
 }
 
-// fileLeaf is a file sink: positional parts or an appended file.
+// fileLeaf is a file sink: parts named by position or by the clock, or
+// an appended file.
 func (g *routeGen) fileLeaf(group string, parts bool) string {
 	n := g.next()
 	if parts {
@@ -448,7 +449,13 @@ func (g *routeGen) fileLeaf(group string, parts bool) string {
 		}
 		g.c.partDirs = append(g.c.partDirs, path)
 		g.arts = append(g.arts, Artifact{Kind: "parts", Path: path, Group: orGroup(group, path), Volatile: g.volatileFields()})
-		return fmt.Sprintf("file { path = %q, name_by = source_position }", path)
+		nameBy := "source_position"
+		if g.c.aux.IntN(100) < 25 {
+			// Parts named by the clock: a replay writes its records into
+			// a part of another name, which at most at-least-once allows.
+			nameBy = "write_time"
+		}
+		return fmt.Sprintf("file { path = %q, name_by = %s }", path, nameBy)
 	}
 	path := fmt.Sprintf("out/%s__w%d.jsonl", g.name, n)
 	g.arts = append(g.arts, Artifact{Kind: "lines", Path: path, Group: orGroup(group, path), Volatile: g.volatileFields()})
