@@ -12,9 +12,43 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/expr-lang/expr/builtin"
 	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/stdlib"
 )
+
+// functionsTable lists every function an expression can call, expr-lang's
+// builtins and mqb's own, with what the stability analysis makes of it.
+func functionsTable(w func(format string, args ...any)) {
+	names := slices.Clone(builtin.Names)
+	for name := range stdlib.DeterministicFuncs {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	w("### Functions\n\n")
+	w("Every function an expression can call, and whether a key built with it can be stable.\n")
+	w("See [expr-lang's language definition](https://expr-lang.org/docs/language-definition) for what each does.\n\n")
+	w("| function | stable on stable arguments | note |\n| --- | --- | --- |\n")
+	for _, name := range names {
+		note, det := stdlib.DeterministicFuncs[name]
+		switch {
+		case det && note != "":
+			w("| `%s` | within one process | %s, which another process may see otherwise. |\n", name, note)
+		case det:
+			w("| `%s` | yes | |\n", name)
+		case slices.Contains(stdlib.PerDeliveryFuncs, name):
+			w("| `%s` | no | Its value differs on every call. |\n", name)
+		case slices.Contains(stdlib.MapOrderFuncs, name):
+			w("| `%s` | only when an order-blind function consumes it | Lists a map's entries in an order that changes from run to run. |\n", name)
+		default:
+			w("| `%s` | no | Not reviewed: per-delivery until it is added to the allow-list. |\n", name)
+		}
+	}
+	w("\n")
+}
 
 // Markdown returns the reference as one markdown document.
 func Markdown() []byte {
@@ -127,6 +161,7 @@ func Markdown() []byte {
 	w("Everything else is per-delivery: expr-lang's `$env` in any form, a method call, a function not\n")
 	w("on that list, and a list in map iteration order (%s) unless an order-blind function\n", codeList(stdlib.MapOrderFuncs))
 	w("(`sort`, `len`, `count`, `in`, …) consumes it.\n\n")
+	functionsTable(w)
 
 	w("## Verdicts\n\n")
 	w("`mqbc build` gives every route one rung of this ladder, the weakest over every effect it has:\n")
