@@ -100,6 +100,9 @@ type Result struct {
 	// Inconclusive lists routes whose runs differed but whose two clean
 	// runs differed as well: their outcome depends on timing.
 	Inconclusive []string
+	// Unfed says why the harness could not feed a run all of the input
+	// (then every route is inconclusive).
+	Unfed string
 	Kills        int // SIGKILLs that landed
 	Runs         int
 	Clean, Final runResult
@@ -204,6 +207,15 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 	}
 	ck.logf("  clean: %v; killed: %d kills, final %v\n", res.Clean, res.Kills, res.Final)
 
+	if res.Clean.unfed != "" || res.Final.unfed != "" {
+		// The runs did not get the same input: nothing to compare.
+		for _, r := range c.Routes {
+			res.Inconclusive = append(res.Inconclusive, r.Name)
+		}
+		res.Unfed = res.Clean.unfed + res.Final.unfed
+		ck.logf("  the input could not be fed whole: inconclusive\n")
+		return res, nil
+	}
 	if res.Clean.stalled || res.Final.stalled {
 		// A run that had not consumed its input proves nothing either way.
 		for _, r := range c.Routes {

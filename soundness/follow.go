@@ -114,7 +114,7 @@ func (ck *Checker) followClean(dir string, c *Case) runResult {
 		if err := ck.feed(dir, ch); err != nil {
 			p.kill()
 			r := p.wait()
-			r.exitCode, r.stderr = -1, err.Error()
+			r.exitCode, r.stderr, r.unfed = -1, err.Error(), err.Error()
 			return r
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -133,9 +133,12 @@ func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed in
 	if c.feeds() {
 		pending = chunks(c.Input, 2*c.Kills+2)
 	}
+	var unfed error
 	feed := func() {
 		if len(pending) > 0 {
-			_ = ck.feed(dir, pending[0])
+			if err := ck.feed(dir, pending[0]); err != nil && unfed == nil {
+				unfed = err
+			}
 			pending = pending[1:]
 		}
 	}
@@ -168,5 +171,11 @@ func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed in
 		feed()
 		time.Sleep(20 * time.Millisecond)
 	}
-	return landed, ck.drain(dir, c.Routes, p)
+	final = ck.drain(dir, c.Routes, p)
+	if unfed != nil {
+		// A write to the broker failed part-way (under load, a partition's
+		// produce timed out): the topic holds less than the clean run's.
+		final.unfed = unfed.Error()
+	}
+	return landed, final
 }

@@ -275,6 +275,9 @@ func summaryLine(res *Result) string {
 		}
 		vs = append(vs, fmt.Sprintf("%s %s %s", v.Name, v.Guarantee, mark))
 	}
+	if res.Unfed != "" {
+		vs = append(vs, "input not fed whole: "+res.Unfed)
+	}
 	return fmt.Sprintf("%s: %s; %d kills, %.1fs", c.Name, strings.Join(vs, "; "), res.Kills, res.Elapsed.Seconds())
 }
 

@@ -136,10 +136,16 @@ type runResult struct {
 	// fed (a Kafka group that never got its partitions back): what the
 	// sinks hold is not the run's outcome.
 	stalled bool
+	// unfed says why the harness could not hand the source all of its
+	// input (a broker write that failed under load): the killed run then
+	// read less than the clean one, which says nothing about the verdict.
+	unfed string
 }
 
 func (r runResult) String() string {
 	switch {
+	case r.unfed != "":
+		return fmt.Sprintf("input not fully fed (%s)", r.unfed)
 	case r.stalled:
 		return fmt.Sprintf("stalled (had not consumed all input when stopped after %v)", r.dur.Round(time.Millisecond))
 	case r.killed:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -230,7 +231,26 @@ func startKafka(c *Case, source string) (*srcHandle, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return w.WriteMessages(ctx, msgs...)
+		// A write can fail for some partitions only (a new topic's leader
+		// not yet elected, a produce timing out under load): those
+		// messages, and only those, are written again, so the topic never
+		// holds a record twice. What still fails makes the case
+		// inconclusive (runResult.unfed).
+		for attempt := 0; ; attempt++ {
+			err := w.WriteMessages(ctx, msgs...)
+			var werrs kafka.WriteErrors
+			if err == nil || !errors.As(err, &werrs) || attempt == 5 {
+				return err
+			}
+			var failed []kafka.Message
+			for i, e := range werrs {
+				if e != nil {
+					failed = append(failed, msgs[i])
+				}
+			}
+			msgs = failed
+			time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+		}
 	}
 	var groups []string
 	for _, m := range groupRE.FindAllStringSubmatch(source, -1) {
