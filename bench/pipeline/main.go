@@ -7,12 +7,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"log"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -21,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mqb-dev/mqb/bench/internal/orders"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -41,7 +40,7 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 	input := filepath.Join(dir, "orders.jsonl")
-	if err := generate(input, *n); err != nil {
+	if err := orders.Generate(input, *n); err != nil {
 		log.Fatal(err)
 	}
 	st, _ := os.Stat(input)
@@ -109,36 +108,6 @@ func main() {
 			sc.name, sorted[len(sorted)/2], strings.Join(each, " "), cpuRates[len(cpuRates)/2])
 	}
 	fmt.Printf("peak RSS: %s\n", peakRSS())
-}
-
-// generate writes n order lines: ~10% repeat an earlier id, ~1% are
-// malformed JSON, ~1% lack the id.
-func generate(path string, n int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	rng := rand.New(rand.NewPCG(1, 2))
-	next := 0
-	for i := 0; i < n; i++ {
-		switch r := rng.IntN(100); {
-		case r < 1:
-			fmt.Fprintf(w, "{\"order_id\": \"o-%d\", \"amount\": oops\n", i)
-		case r < 2:
-			fmt.Fprintf(w, "{\"amount\": %d, \"body\": \"no id\"}\n", i)
-		case r < 12 && next > 0:
-			k := rng.IntN(next)
-			fmt.Fprintf(w, "{\"order_id\": \"o-%d\", \"amount\": %d, \"body\": \"repeat\"}\n", k, k)
-		default:
-			fmt.Fprintf(w, "{\"order_id\": \"o-%d\", \"amount\": %d, \"customer\": \"c-%d\", \"body\": \"order number %d\"}\n", next, next, next%977, next)
-			next++
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 func str(s string) plan.Value { return plan.Value{Type: plan.TString, Str: s} }

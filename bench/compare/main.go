@@ -1,0 +1,350 @@
+// Command compare times mqb against the tools its users would otherwise
+// reach for, as whole processes on the same generated input, alternating
+// the two commands of each pair run by run so a noisy machine slows both
+// alike. It prints each side's median records/s, the ratio mqb/reference
+// and each side's median peak RSS.
+//
+//	go run ./bench/compare -n 1000000 -runs 5
+//	go run ./bench/compare -only sqlite -pg postgres://u@127.0.0.1:5432/db
+//
+// Pairs:
+//
+//   - file: file → file passthrough (format = text, name_by = write_time)
+//     against cat;
+//   - sqlite: file → id → dedup → SQLite ON CONFLICT DO NOTHING against a
+//     Python loop doing the same (a set of seen ids, executemany in one
+//     transaction);
+//   - postgres (with -pg): file → PostgreSQL ON CONFLICT DO NOTHING into a
+//     table keyed by id, and bulk_copy into one without a key, against
+//     psql's \copy of the same lines into a one-column table (psql moves
+//     the bytes; mqb parses each line, binds its fields and keeps the
+//     checkpoint);
+//   - benthos (with BENTHOS=/path/to/binary): file → file through Benthos
+//     (or Redpanda Connect) against mqb.
+//
+// A reference whose program is missing (python3, psql) is skipped with a
+// line saying so. mqbc is built from this checkout unless -mqbc names one.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mqb-dev/mqb/bench/internal/orders"
+)
+
+// cmdSpec is one side of a pair: how to prepare a fresh run directory and
+// the command to time in it.
+type cmdSpec struct {
+	name  string
+	setup func(dir string) error // may be nil
+	argv  func(dir string) []string
+	stdin string // a file fed as standard input, if any
+	out   string // a file the command's standard output goes to, if any
+}
+
+type pair struct {
+	key      string // what -only names
+	name     string
+	mqb, ref cmdSpec
+}
+
+type sample struct {
+	rate float64 // records/s
+	rss  int64   // KiB
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run is the command: it parses args and prints the table to stdout.
+func run(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	n := fs.Int("n", 500000, "records in the generated input")
+	runs := fs.Int("runs", 5, "runs of each side of a pair (alternating)")
+	only := fs.String("only", "", "run one pair: file, sqlite, postgres, postgres-copy, benthos")
+	mqbc := fs.String("mqbc", "", "the mqbc binary (default: build ./cmd/mqbc)")
+	pg := fs.String("pg", "", "a PostgreSQL URL for the postgres pair (a table bench_orders is created and dropped)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	dir, err := os.MkdirTemp("", "mqb-compare")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if *mqbc == "" {
+		*mqbc = filepath.Join(dir, "mqbc")
+		root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+		if err != nil {
+			return fmt.Errorf("find the module root: %v", err)
+		}
+		build := exec.Command("go", "build", "-o", *mqbc, "./cmd/mqbc")
+		build.Dir = strings.TrimSpace(string(root))
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build mqbc: %v", err)
+		}
+	}
+	input := filepath.Join(dir, "orders.jsonl")
+	if err := orders.Generate(input, *n); err != nil {
+		return err
+	}
+	st, _ := os.Stat(input)
+	fmt.Fprintf(stdout, "input: %d records, %.1f MB; %d runs per side, alternating\n\n", *n, float64(st.Size())/1e6, *runs)
+
+	pairs := []pair{filePair(*mqbc, input), sqlitePair(*mqbc, input)}
+	if *pg != "" {
+		pairs = append(pairs, pgPairs(*mqbc, input, *pg)...)
+	}
+	if b := os.Getenv("BENTHOS"); b != "" {
+		pairs = append(pairs, benthosPair(*mqbc, input, b))
+	}
+	fmt.Fprintf(stdout, "%-18s %14s %14s %8s %12s %12s\n", "pair", "mqb rec/s", "ref rec/s", "ratio", "mqb RSS", "ref RSS")
+	for _, p := range pairs {
+		if *only != "" && p.key != *only {
+			continue
+		}
+		if missing := missingProgram(p.ref); missing != "" {
+			fmt.Fprintf(stdout, "%-18s skipped: %s is not installed\n", p.name, missing)
+			continue
+		}
+		var ms, rs []sample
+		for r := range *runs {
+			m, err := timeRun(dir, fmt.Sprintf("%s-mqb-%d", p.name, r), p.mqb, *n)
+			if err != nil {
+				return fmt.Errorf("%s, mqb: %v", p.name, err)
+			}
+			ref, err := timeRun(dir, fmt.Sprintf("%s-ref-%d", p.name, r), p.ref, *n)
+			if err != nil {
+				return fmt.Errorf("%s, %s: %v", p.name, p.ref.name, err)
+			}
+			ms, rs = append(ms, m), append(rs, ref)
+		}
+		m, ref := median(ms), median(rs)
+		fmt.Fprintf(stdout, "%-18s %14.0f %14.0f %7.2fx %9d MiB %9d MiB   (vs %s)\n",
+			p.name, m.rate, ref.rate, m.rate/ref.rate, m.rss/1024, ref.rss/1024, p.ref.name)
+	}
+	return nil
+}
+
+// timeRun runs spec once in a fresh directory and returns its rate over n
+// records and its peak RSS.
+func timeRun(root, name string, spec cmdSpec, n int) (sample, error) {
+	dir := filepath.Join(root, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return sample{}, err
+	}
+	defer os.RemoveAll(dir)
+	if spec.setup != nil {
+		if err := spec.setup(dir); err != nil {
+			return sample{}, fmt.Errorf("setup: %w", err)
+		}
+	}
+	argv := spec.argv(dir)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if spec.stdin != "" {
+		f, err := os.Open(spec.stdin)
+		if err != nil {
+			return sample{}, err
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
+	if spec.out != "" {
+		f, err := os.Create(filepath.Join(dir, spec.out))
+		if err != nil {
+			return sample{}, err
+		}
+		defer f.Close()
+		cmd.Stdout = f
+	}
+	start := time.Now()
+	err := cmd.Run()
+	el := time.Since(start)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, tail(stderr.String(), 2000))
+	}
+	var rss int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = ru.Maxrss
+	}
+	return sample{rate: float64(n) / el.Seconds(), rss: rss}, nil
+}
+
+func median(s []sample) sample {
+	rates := make([]float64, len(s))
+	rss := make([]int64, len(s))
+	for i, x := range s {
+		rates[i], rss[i] = x.rate, x.rss
+	}
+	slices.Sort(rates)
+	slices.Sort(rss)
+	return sample{rate: rates[len(rates)/2], rss: rss[len(rss)/2]}
+}
+
+// missingProgram names the reference's program when it is not on PATH.
+func missingProgram(spec cmdSpec) string {
+	prog := spec.argv("/")[0]
+	if filepath.IsAbs(prog) {
+		if _, err := os.Stat(prog); err != nil {
+			return prog
+		}
+		return ""
+	}
+	if _, err := exec.LookPath(prog); err != nil {
+		return prog
+	}
+	return ""
+}
+
+// writeMQB writes a pipeline file into dir and returns mqbc's argv to run it.
+func writeMQB(mqbc, dir, src string) []string {
+	path := filepath.Join(dir, "bench.mqb")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	return []string{mqbc, "run", "--log-level", "warn", "--progress", "off", path}
+}
+
+func filePair(mqbc, input string) pair {
+	return pair{
+		key:  "file",
+		name: "file→file",
+		mqb: cmdSpec{name: "mqb", argv: func(dir string) []string {
+			return writeMQB(mqbc, dir, fmt.Sprintf(`route bench {
+  from file { path = %q, format = text }
+  to file { path = "out", name_by = write_time }
+}
+`, input))
+		}},
+		ref: cmdSpec{name: "cat", argv: func(string) []string { return []string{"cat", input} }, out: "out.jsonl"},
+	}
+}
+
+func sqlitePair(mqbc, input string) pair {
+	return pair{
+		key:  "sqlite",
+		name: "file→SQLite",
+		mqb: cmdSpec{name: "mqb", argv: func(dir string) []string {
+			return writeMQB(mqbc, dir, fmt.Sprintf(`route bench {
+  from file { path = %q }
+  id payload.order_id
+  dedup { key = meta["mqb.id"], ttl = 1h }
+  dlq { to file { path = "dlq.jsonl" } }
+  to sql {
+    url          = "sqlite://orders.db"
+    create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER, body TEXT)"
+    insert_query = "INSERT INTO orders (id, amount, body) VALUES (${meta[\"mqb.id\"]}, ${payload.amount}, ${payload.body}) ON CONFLICT (id) DO NOTHING"
+  }
+}
+`, input))
+		}},
+		ref: cmdSpec{name: "a Python loop", argv: func(string) []string { return []string{"python3", "-c", pythonSQLite, input} }},
+	}
+}
+
+// pythonSQLite is the loop a user writes instead: parse each line, skip a
+// seen id, dead-letter what does not parse, insert in batches.
+const pythonSQLite = `
+import json, sqlite3, sys
+db = sqlite3.connect("orders.db")
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER, body TEXT)")
+seen, rows, dlq = set(), [], open("dlq.jsonl", "w")
+def flush():
+    db.executemany("INSERT INTO orders (id, amount, body) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING", rows)
+    db.commit()
+    rows.clear()
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+        k = r["order_id"]
+    except Exception:
+        dlq.write(line)
+        continue
+    if k in seen:
+        continue
+    seen.add(k)
+    rows.append((k, r.get("amount"), r.get("body")))
+    if len(rows) >= 1024:
+        flush()
+flush()
+`
+
+func pgPairs(mqbc, input, url string) []pair {
+	psql := func(sql string) error {
+		out, err := exec.Command("psql", url, "-q", "-c", sql).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("psql: %v: %s", err, out)
+		}
+		return nil
+	}
+	reset := func(string) error {
+		return psql("DROP TABLE IF EXISTS bench_orders; CREATE TABLE bench_orders (id TEXT PRIMARY KEY, amount INTEGER, body TEXT)")
+	}
+	resetPlain := func(string) error {
+		return psql("DROP TABLE IF EXISTS bench_orders; CREATE TABLE bench_orders (id TEXT, amount INTEGER, body TEXT)")
+	}
+	route := func(extra, attrs string) func(dir string) []string {
+		return func(dir string) []string {
+			return writeMQB(mqbc, dir, fmt.Sprintf(`route bench {
+  from file { path = %q }
+  dlq { to file { path = "dlq.jsonl" } }
+  to sql {
+    url          = %q
+    insert_query = "INSERT INTO bench_orders (id, amount, body) VALUES (${payload.order_id}, ${payload.amount}, ${payload.body})%s"%s
+  }
+}
+`, input, url, extra, attrs))
+		}
+	}
+	// \copy reads the same lines as one-column text and splits them in the
+	// server, so both sides parse the JSON.
+	copyRef := cmdSpec{name: `psql \copy`, setup: func(string) error {
+		return psql("DROP TABLE IF EXISTS bench_lines; CREATE TABLE bench_lines (l TEXT)")
+	}, argv: func(string) []string {
+		return []string{"psql", url, "-q", "-c", `\copy bench_lines (l) FROM '` + input + `' WITH (FORMAT text)`}
+	}}
+	return []pair{
+		{key: "postgres", name: "file→PostgreSQL", mqb: cmdSpec{name: "mqb", setup: reset, argv: route(" ON CONFLICT (id) DO NOTHING", "")}, ref: copyRef},
+		{key: "postgres-copy", name: "file→PG bulk_copy", mqb: cmdSpec{name: "mqb", setup: resetPlain, argv: route("", "\n    bulk_copy    = true")}, ref: copyRef},
+	}
+}
+
+func benthosPair(mqbc, input, benthos string) pair {
+	p := filePair(mqbc, input)
+	p.key, p.name = "benthos", "file→file/benthos"
+	p.ref = cmdSpec{name: "Benthos", argv: func(dir string) []string {
+		cfg := filepath.Join(dir, "benthos.yaml")
+		yaml := fmt.Sprintf("input:\n  file:\n    paths: [%q]\n    scanner:\n      lines: {}\noutput:\n  file:\n    path: out.jsonl\n    codec: lines\n", input)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+			log.Fatal(err)
+		}
+		return []string{benthos, "-c", cfg, "--log.level", "warn"}
+	}}
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
