@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,15 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-func testOptions(t testing.TB) Options {
-	lvl := slog.LevelError
-	if testing.Verbose() {
-		lvl = slog.LevelInfo
-	}
-	return Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))}
+func testOptions(testing.TB) Options {
+	return Options{Logger: plantest.Logger()}
 }
 
 func checkCounts(t testing.TB, st RouteStats) {

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,18 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-func strV(s string) plan.Value  { return plan.Value{Type: plan.TString, Str: s} }
-func enumV(s string) plan.Value { return plan.Value{Type: plan.TEnum, Str: s} }
-func intV(n int64) plan.Value   { return plan.Value{Type: plan.TInt, Int: n} }
-func exprV(s string) plan.Value { return plan.Value{Type: plan.TExpr, Expr: s} }
-func tmplV(parts ...plan.Part) plan.Value {
-	return plan.Value{Type: plan.TTemplate, Template: parts}
-}
-func lit(s string) plan.Part { return plan.Part{Lit: s} }
-func ex(s string) plan.Part  { return plan.Part{Expr: s} }
+var (
+	strV  = plantest.Str
+	enumV = plantest.Enum
+	intV  = plantest.Int
+	exprV = plantest.Expr
+	tmplV = plantest.Tmpl
+	lit   = plantest.Lit
+	ex    = plantest.Ex
+)
 
 // testEnv is the set of paths a test pipeline uses, all under one temp dir.
 type testEnv struct {
@@ -175,38 +175,7 @@ func checkSQLite(t *testing.T, dbPath string, ds dataset) {
 	checkOrderRows(t, sqlQuery(t, sqliteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
 }
 
-// dlqLine is one line of a DLQ file (the envelope).
-type dlqLine struct {
-	Error    string            `json:"error"`
-	Position uint64            `json:"position"`
-	Meta     map[string]string `json:"meta"`
-	Payload  json.RawMessage   `json:"payload"`
-}
-
-// readDLQLines reads the envelopes of the DLQ file at path (none when it
-// does not exist).
-func readDLQLines(t testing.TB, path string) []dlqLine {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []dlqLine
-	for l := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
-		if l == "" {
-			continue
-		}
-		var d dlqLine
-		if err := json.Unmarshal([]byte(l), &d); err != nil {
-			t.Fatalf("DLQ line %q: %v", l, err)
-		}
-		out = append(out, d)
-	}
-	return out
-}
+var readDLQLines = plantest.ReadDLQLines
 
 // readDLQ returns how many times each position appears in the DLQ file,
 // checking every line carries a reason.

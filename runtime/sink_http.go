@@ -17,8 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mqb-dev/mqb/internal/jsonvalue"
 	"github.com/mqb-dev/mqb/plan"
-	"github.com/mqb-dev/mqb/runtime/internal/jsonvalue"
 )
 
 // httpSink sends each record as one request (POST or PUT) to url, a
@@ -185,8 +185,8 @@ func newHTTPSink(a nodeAttrs, cfg *httpSinkConfig, c *compiler, rt *route) (*htt
 	return s, nil
 }
 
-// respondAsCall makes the sink a request's call: see httpSink.
-func (s *httpSink) respondAsCall() { s.call = true }
+// RespondAsCall makes the sink a request's call: see httpSink.
+func (s *httpSink) RespondAsCall() { s.call = true }
 
 // envValues evaluates the url's placeholders that call env() and read no
 // record data, for the values to be scrubbed from errors.

@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -30,21 +30,7 @@ func brokerPlan(e testEnv, batch int, sink plan.Node) plan.Plan {
 		Nodes: nodes, Edges: chain(nodes)}}}
 }
 
-// writeOrders writes n JSON lines {"order_id": "o-i", "amount": i}.
-func writeOrders(t testing.TB, path string, n int) []string {
-	t.Helper()
-	lines := make([]string, n)
-	var b strings.Builder
-	for i := range n {
-		lines[i] = fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i)
-		b.WriteString(lines[i])
-		b.WriteByte('\n')
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return lines
-}
+var writeOrders = plantest.WriteOrders
 
 func TestKafkaSink(t *testing.T) {
 	brokers := testsrv.Kafka(t, "orders:3")

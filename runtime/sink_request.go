@@ -91,8 +91,8 @@ func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("request (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
-		if r, ok := out.(callResponder); ok && br.Label == plan.BranchCall {
-			r.respondAsCall()
+		if r, ok := out.(CallResponder); ok && br.Label == plan.BranchCall {
+			r.RespondAsCall()
 		}
 		*slot = out
 		progs = append(progs, p...)
@@ -104,13 +104,6 @@ func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
 		return nil, nil, fmt.Errorf("route %s: request (%s): no forward endpoint", rt.name, s.pos)
 	}
 	return s, progs, nil
-}
-
-// callResponder is a sink that answers differently as a request's call
-// than as a plain `to`: the http sink, whose response body becomes the
-// payload.
-type callResponder interface {
-	respondAsCall()
 }
 
 func (s *requestSink) branches() []sink { return []sink{s.call, s.fwd} }

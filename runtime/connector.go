@@ -1,0 +1,210 @@
+package runtime
+
+// The connector API: what a connector package outside runtime (see
+// connector/) builds a sink with. This file is the whole of it; the
+// engine's own code keeps its unexported names (sink, program,
+// recordTemplate, buildEnv), and each exported type here is the same type
+// under its public name.
+//
+// A connector package registers its kind in init:
+//
+//	func init() {
+//		runtime.RegisterSink("http", func(b *runtime.BuildEnv, cfg *config) (runtime.Sink, []*runtime.Program, error) {
+//			…
+//		})
+//	}
+//
+// and is linked into a binary by a blank import (connector/all imports
+// every one), as database/sql drivers are. The contract a sink keeps:
+//
+//   - Write gets a batch. When it returns nil, every record it did not
+//     Refuse is durable in the target: the engine acks it and the route's
+//     position moves past it at the next commit.
+//   - A record the target refuses on its own (a constraint, a value of the
+//     wrong type) is marked with Record.Refuse and the rest of the batch is
+//     written: the engine dead-letters it with the reason, or, with no
+//     dlq, stops the route before committing past it.
+//   - An error a new attempt can fix (a lost connection, a timeout) is
+//     returned wrapped in Retryable: the route's retry step writes the
+//     whole batch again. Any other error stops the route.
+//   - Close releases the sink's connections; the engine calls it once.
+//
+// Programs a builder returns are the expressions the sink evaluates per
+// record: they decide which parts of a record (its payload, its
+// message_id) the route decodes or mints before the sink sees it.
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// Sink writes batches of live records; see the contract above.
+type Sink interface {
+	Write(ctx context.Context, recs []*Record) error
+	Close() error
+}
+
+// RegisterSink registers the sink of kind, the stdlib kind name: build
+// gets the node's attributes decoded into a fresh C (fields tagged
+// `attr:"name"`; the plan's value, or else the default stdlib declares).
+// It panics when kind already has a sink.
+func RegisterSink[C any](kind string, build func(b *BuildEnv, cfg *C) (Sink, []*Program, error)) {
+	registerSink(kind, func(b *buildEnv, cfg *C) (sink, []*program, error) {
+		s, progs, err := build((*BuildEnv)(b), cfg)
+		out := make([]*program, len(progs))
+		for i, p := range progs {
+			out[i] = (*program)(p)
+		}
+		return s, out, err
+	})
+}
+
+// BuildEnv is what a builder gets besides its config: the route being
+// built, the node's attributes and the expression compiler.
+type BuildEnv buildEnv
+
+// Route is the name of the route being built.
+func (b *BuildEnv) Route() string { return b.rt.name }
+
+// Logger is the route's logger.
+func (b *BuildEnv) Logger() *slog.Logger { return b.rt.log }
+
+// SourceFormat is how the route's payloads decode: "json", "text" or
+// "raw" ("" when the route has no source yet, which reads as json).
+func (b *BuildEnv) SourceFormat() string { return b.rt.srcFormat }
+
+// Errorf is an error about attribute attr of the node being built, naming
+// the route, the node and its position.
+func (b *BuildEnv) Errorf(attr, format string, args ...any) error {
+	return b.a.errorf(attr, format, args...)
+}
+
+// Compile compiles an expression against stdlib's environment (env()
+// resolves through the run's Options.Env).
+func (b *BuildEnv) Compile(src string) (*Program, error) {
+	p, err := b.c.compile(src)
+	return (*Program)(p), err
+}
+
+// Template compiles template attribute attr (a plain string is a template
+// of one literal); nil, and no error, when the node does not set it.
+func (b *BuildEnv) Template(attr string) (*Template, error) {
+	t, err := compileTemplate(b.a, b.c, attr)
+	return (*Template)(t), err
+}
+
+// Program is an expression compiled once per route.
+type Program program
+
+// UsesPayload reports whether the expression reads the payload.
+func (p *Program) UsesPayload() bool { return p.usesPayload }
+
+// UsesMessageID reports whether the expression reads message_id.
+func (p *Program) UsesMessageID() bool { return p.usesMessageID }
+
+// Evaluator runs programs; the zero value is ready. It is not safe for
+// concurrent use: one per goroutine.
+type Evaluator struct{ ev evaluator }
+
+// Run evaluates p against r. present is false when p is a bare meta lookup
+// of a key r does not have, or the value is null.
+func (e *Evaluator) Run(p *Program, r *Record) (v any, present bool, err error) {
+	return e.ev.run((*program)(p), r)
+}
+
+// Template is a template attribute compiled once: literal text and
+// expressions rendered per record. It is safe for concurrent use.
+type Template recordTemplate
+
+// Parts are the template's parts as the plan holds them.
+func (t *Template) Parts() []plan.Part { return t.parts }
+
+// Programs are the template's expressions, one per expression part, in
+// order.
+func (t *Template) Programs() []*Program {
+	out := make([]*Program, len(t.progs))
+	for i, p := range t.progs {
+		out[i] = (*Program)(p)
+	}
+	return out
+}
+
+// IsStatic reports whether the template has no expression: it renders
+// the same text for every record.
+func (t *Template) IsStatic() bool { return (*recordTemplate)(t).isStatic() }
+
+// Render renders t for r (any record, nil included, when t is static). A
+// placeholder with no value is an error: a partial render would give
+// every such record the same key or address.
+func (t *Template) Render(r *Record) (string, error) {
+	return (*recordTemplate)(t).render(r)
+}
+
+// RenderWith renders like Render, passing each placeholder's value through
+// rewrite with the placeholder's index and the text rendered before it
+// (to escape a value for where it lands).
+func (t *Template) RenderWith(r *Record, rewrite func(i int, prefix, v string) (string, error)) (string, error) {
+	return (*recordTemplate)(t).renderWith(r, rewrite)
+}
+
+// Stringify renders an expression value as meta and keys hold it.
+func Stringify(v any) (string, error) { return stringify(v) }
+
+// Retryable marks err as one a new attempt can fix (nil stays nil).
+func Retryable(err error) error { return retryable(err) }
+
+// IsRetryable reports whether err, or one it wraps, was marked Retryable.
+func IsRetryable(err error) bool { return isRetryable(err) }
+
+// HeaderMessageID is the header that carries a record's message_id on
+// the wire (its canonical UUID text), so a hop through another system
+// keeps the record's identity.
+const HeaderMessageID = headerMessageID
+
+// ForwardedMeta returns the keys of r's metadata a sink forwards (every
+// key outside the mqb.src.* provenance namespace), sorted.
+func ForwardedMeta(r *Record) []string { return forwardedMeta(r) }
+
+// CallResponder is a sink that answers differently as a request's call
+// than as a plain `to` (the http sink, whose response becomes the
+// payload): the request step calls RespondAsCall once, after building it.
+type CallResponder interface {
+	RespondAsCall()
+}
+
+// Refuse marks r as refused by the target on its own, for reason: the
+// engine dead-letters it (see the contract above).
+func (r *Record) Refuse(reason string) { r.sinkErr = reason }
+
+// Refused is the reason r was refused in the last write ("" if it was not).
+func (r *Record) Refused() string { return r.sinkErr }
+
+// SetMeta sets r's metadata key k to v.
+func (r *Record) SetMeta(k, v string) { r.setMeta(k, v) }
+
+// EncodePayload brings r.Payload up to date with r's decoded value when a
+// step changed it; a sink calls it before it reads r.Payload.
+func (r *Record) EncodePayload() error { return encodePayload(r) }
+
+// SetPayload replaces r's payload: raw is its bytes, value what
+// expressions see (the decoded JSON, or the text).
+func (r *Record) SetPayload(raw []byte, value any) {
+	r.Payload, r.dirty, r.value = raw, false, value
+}
+
+// BuildSink builds node's sink from the registry the way a route does,
+// for a route named routeName whose payloads decode as srcFormat, under opts
+// (its Logger, nil for none, and Env): a connector's tests drive one sink
+// without running a route.
+func BuildSink(ctx context.Context, routeName, srcFormat string, node *plan.Node, opts Options) (Sink, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rt := &route{name: routeName, log: log, srcFormat: srcFormat}
+	b := &buildEnv{ctx: ctx, rt: rt, a: nodeAttrs{route: routeName, node: node}, c: &compiler{lookup: opts.Env}, o: &opts}
+	s, _, err := rt.buildSinkOf(b)
+	return s, err
+}
