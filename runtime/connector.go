@@ -36,8 +36,12 @@ package runtime
 import (
 	"context"
 	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/stdlib"
 )
 
 // Sink writes batches of live records; see the contract above.
@@ -207,4 +211,29 @@ func BuildSink(ctx context.Context, routeName, srcFormat string, node *plan.Node
 	b := &buildEnv{ctx: ctx, rt: rt, a: nodeAttrs{route: routeName, node: node}, c: &compiler{lookup: opts.Env}, o: &opts}
 	s, _, err := rt.buildSinkOf(b)
 	return s, err
+}
+
+// Registered is one registered end: its kind, its end (stdlib.EndSource
+// or stdlib.EndSink), its config struct and the attributes that struct
+// reads. The check that every connector agrees with stdlib reads these
+// (connector/all's tests, which link every connector).
+type Registered struct {
+	Kind, End string
+	Config    reflect.Type
+	Attrs     []string
+}
+
+// Registrations lists every registered end, by kind, the source first.
+func Registrations() []Registered {
+	var out []Registered
+	for _, kind := range sortedKeys(registry.sources) {
+		c := registry.sources[kind].config
+		out = append(out, Registered{Kind: kind, End: stdlib.EndSource, Config: c, Attrs: configAttrs(c)})
+	}
+	for _, kind := range sortedKeys(registry.sinks) {
+		c := registry.sinks[kind].config
+		out = append(out, Registered{Kind: kind, End: stdlib.EndSink, Config: c, Attrs: configAttrs(c)})
+	}
+	slices.SortStableFunc(out, func(a, b Registered) int { return strings.Compare(a.Kind, b.Kind) })
+	return out
 }

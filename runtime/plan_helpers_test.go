@@ -103,13 +103,7 @@ func withRetryAt(p plan.Plan, at int, attempts int64) plan.Plan {
 	return p
 }
 
-func chain(ns []plan.Node) []plan.Edge {
-	var es []plan.Edge
-	for i := 1; i < len(ns); i++ {
-		es = append(es, plan.Edge{From: ns[i-1].ID, To: ns[i].ID})
-	}
-	return es
-}
+var chain = plantest.Chain
 
 // dataset is a generated input with what a correct run must produce.
 type dataset struct {

@@ -17,17 +17,7 @@ import (
 
 // brokerPlan is file → id payload.order_id → sink (a broker).
 func brokerPlan(e testEnv, batch int, sink plan.Node) plan.Plan {
-	sink.ID, sink.Role, sink.Side = "n2", plan.RoleSink, plan.SideOutput
-	nodes := []plan.Node{
-		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
-			"path": strV(e.input), "mode": enumV("consume"),
-			"checkpoint_store": strV("pebble://" + e.state)}},
-		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
-		sink,
-	}
-	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
-		Name: "publish", Guarantee: plan.AtLeastOnce, Concurrency: 2, BatchSize: batch,
-		Nodes: nodes, Edges: chain(nodes)}}}
+	return plantest.SinkPlan(e.input, e.state, batch, sink)
 }
 
 var writeOrders = plantest.WriteOrders

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	_ "github.com/mqb-dev/mqb/connector/all"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )

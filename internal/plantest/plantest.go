@@ -119,6 +119,33 @@ func Tmpl(parts ...plan.Part) plan.Value {
 func Lit(s string) plan.Part { return plan.Part{Lit: s} }
 func Ex(s string) plan.Part  { return plan.Part{Expr: s} }
 
+// Chain links nodes in order: an edge from each to the next.
+func Chain(ns []plan.Node) []plan.Edge {
+	var es []plan.Edge
+	for i := 1; i < len(ns); i++ {
+		es = append(es, plan.Edge{From: ns[i-1].ID, To: ns[i].ID})
+	}
+	return es
+}
+
+// SinkPlan is one at-least-once route "publish" (concurrency 2, batch
+// records a batch): the JSON lines of file input, consumed with the
+// checkpoint under state, their id payload.order_id, into sink (whose ID,
+// role and side it sets).
+func SinkPlan(input, state string, batch int, sink plan.Node) plan.Plan {
+	sink.ID, sink.Role, sink.Side = "n2", plan.RoleSink, plan.SideOutput
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
+			"path": Str(input), "mode": Enum("consume"),
+			"checkpoint_store": Str("pebble://" + state)}},
+		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
+		sink,
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
+		Name: "publish", Guarantee: plan.AtLeastOnce, Concurrency: 2, BatchSize: batch,
+		Nodes: nodes, Edges: Chain(nodes)}}}
+}
+
 // BenchInput writes n JSON order lines with some padding to a file under
 // b's temporary directory, returning its path and size.
 func BenchInput(b *testing.B, n int) (string, int64) {
