@@ -40,6 +40,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/stdlib"
 )
@@ -69,11 +71,19 @@ func RegisterSink[C any](kind string, build func(b *BuildEnv, cfg *C) (Sink, []*
 // built, the node's attributes and the expression compiler.
 type BuildEnv buildEnv
 
+// Context is the build's context: a builder that connects to check its
+// server bounds its wait with it.
+func (b *BuildEnv) Context() context.Context { return b.ctx }
+
 // Route is the name of the route being built.
 func (b *BuildEnv) Route() string { return b.rt.name }
 
 // Logger is the route's logger.
 func (b *BuildEnv) Logger() *slog.Logger { return b.rt.log }
+
+// NodeID is the ID of the plan node being built: premises name their
+// node by it (see PremiseTarget).
+func (b *BuildEnv) NodeID() string { return b.a.node.ID }
 
 // SourceFormat is how the route's payloads decode: "json", "text" or
 // "raw" ("" when the route has no source yet, which reads as json).
@@ -97,6 +107,12 @@ func (b *BuildEnv) Compile(src string) (*Program, error) {
 func (b *BuildEnv) Template(attr string) (*Template, error) {
 	t, err := compileTemplate(b.a, b.c, attr)
 	return (*Template)(t), err
+}
+
+// RenderStatic renders template attribute attr, which may call env() but
+// read no record (a connection url); a missing attr is an error.
+func (b *BuildEnv) RenderStatic(attr string) (string, error) {
+	return b.c.renderStatic(b.a, attr)
 }
 
 // Program is an expression compiled once per route.
@@ -185,6 +201,10 @@ func (r *Record) Refuse(reason string) { r.sinkErr = reason }
 // Refused is the reason r was refused in the last write ("" if it was not).
 func (r *Record) Refused() string { return r.sinkErr }
 
+// MessageUUID is r's message_id as a UUID, minted on first use as
+// MessageID mints it.
+func (r *Record) MessageUUID() uuid.UUID { return r.msgIDValue() }
+
 // SetMeta sets r's metadata key k to v.
 func (r *Record) SetMeta(k, v string) { r.setMeta(k, v) }
 
@@ -197,6 +217,39 @@ func (r *Record) EncodePayload() error { return encodePayload(r) }
 func (r *Record) SetPayload(raw []byte, value any) {
 	r.Payload, r.dirty, r.value = raw, false, value
 }
+
+// PremiseTarget is a sink that checks start-up premises about itself
+// (plan.Premise: what the compiler's proof assumes about the target, such
+// as a unique index). Before the first record the engine finds the sink
+// built from the premise's node, possibly inside a switch, fanout,
+// request or handler, and calls CheckPremise; a failed premise refuses
+// the route. Which kinds may check which premise is the engine's
+// allow-list (premise.go).
+type PremiseTarget interface {
+	// PremiseNode is the ID of the plan node the sink was built from
+	// (BuildEnv.NodeID).
+	PremiseNode() string
+	// CheckPremise checks p against the live system: nil when it holds,
+	// a *PremiseFailure when it does not, another error when it could not
+	// be checked.
+	CheckPremise(ctx context.Context, p plan.Premise) error
+}
+
+// RecordPremiseTarget is a sink that enforces a per-record premise (a key
+// that must be present) on every record it writes: ArmPremise accepts p,
+// or says why this sink cannot enforce it.
+type RecordPremiseTarget interface {
+	PremiseNode() string
+	ArmPremise(p plan.Premise) error
+}
+
+// PremiseFailure says why a premise does not hold and how to make it hold.
+type PremiseFailure struct {
+	Found string // what the live system has instead
+	Fix   string // a statement or step that makes it hold
+}
+
+func (f *PremiseFailure) Error() string { return f.Found }
 
 // BuildSink builds node's sink from the registry the way a route does,
 // for a route named routeName whose payloads decode as srcFormat, under opts

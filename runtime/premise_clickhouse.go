@@ -16,7 +16,7 @@ import (
 // key is not empty (that would collapse every row into one) and reads only
 // columns bound to stable values, and so does its partition key.
 
-func (s *clickhouseSink) premiseNode() string { return s.node }
+func (s *clickhouseSink) PremiseNode() string { return s.node }
 
 // chKeys is what system.tables and system.columns say about a table's keys.
 type chKeys struct {
@@ -55,7 +55,7 @@ func (s *clickhouseSink) readKeys(ctx context.Context) (chKeys, error) {
 	return k, rows.Err()
 }
 
-func (s *clickhouseSink) checkPremise(ctx context.Context, p plan.Premise) error {
+func (s *clickhouseSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 	if p.Kind != plan.PremiseReplacingMergeTree {
 		return fmt.Errorf("the clickhouse sink cannot check a %s premise", p.Kind)
 	}
@@ -90,14 +90,14 @@ func chPremiseHolds(table string, k chKeys, cols []string) error {
 	fix := fmt.Sprintf("create the table with ENGINE = ReplacingMergeTree(version) ORDER BY (%s) (and a PARTITION BY on those columns only, or none), then move the rows over with INSERT INTO … SELECT", list)
 	if !strings.HasSuffix(k.engine, "ReplacingMergeTree") {
 		return &premiseFailure{
-			found: fmt.Sprintf("table %s has engine %s, not ReplacingMergeTree: nothing collapses a replayed row, so it is stored twice", table, k.engine),
-			fix:   fix,
+			Found: fmt.Sprintf("table %s has engine %s, not ReplacingMergeTree: nothing collapses a replayed row, so it is stored twice", table, k.engine),
+			Fix:   fix,
 		}
 	}
 	if len(k.sortingCols) == 0 {
 		return &premiseFailure{
-			found: fmt.Sprintf("table %s has an empty sorting key (ORDER BY %q): a ReplacingMergeTree would collapse every row into one", table, k.sortingKey),
-			fix:   fix,
+			Found: fmt.Sprintf("table %s has an empty sorting key (ORDER BY %q): a ReplacingMergeTree would collapse every row into one", table, k.sortingKey),
+			Fix:   fix,
 		}
 	}
 	var off []string
@@ -108,8 +108,8 @@ func chPremiseHolds(table string, k chKeys, cols []string) error {
 	}
 	if len(off) > 0 {
 		return &premiseFailure{
-			found: fmt.Sprintf("table %s is sorted by (%s), which reads %s, not among the columns bound to stable values (%s): a replayed row gets another sorting key and is never collapsed", table, k.sortingKey, strings.Join(off, ", "), list),
-			fix:   fix,
+			Found: fmt.Sprintf("table %s is sorted by (%s), which reads %s, not among the columns bound to stable values (%s): a replayed row gets another sorting key and is never collapsed", table, k.sortingKey, strings.Join(off, ", "), list),
+			Fix:   fix,
 		}
 	}
 	for _, c := range k.partitionCols {
@@ -119,17 +119,17 @@ func chPremiseHolds(table string, k chKeys, cols []string) error {
 	}
 	if len(off) > 0 {
 		return &premiseFailure{
-			found: fmt.Sprintf("table %s is partitioned by %s, which reads %s, not among the columns bound to stable values (%s): a replayed row can land in another partition, and rows are only collapsed within one", table, k.partitionKey, strings.Join(off, ", "), list),
-			fix:   fix,
+			Found: fmt.Sprintf("table %s is partitioned by %s, which reads %s, not among the columns bound to stable values (%s): a replayed row can land in another partition, and rows are only collapsed within one", table, k.partitionKey, strings.Join(off, ", "), list),
+			Fix:   fix,
 		}
 	}
 	return nil
 }
 
-// armPremise arms PremiseKeyPresent: a record that leaves one of the
+// ArmPremise arms PremiseKeyPresent: a record that leaves one of the
 // premise's columns without a value fails, even when the column is
 // Nullable.
-func (s *clickhouseSink) armPremise(p plan.Premise) error {
+func (s *clickhouseSink) ArmPremise(p plan.Premise) error {
 	if p.Kind != plan.PremiseKeyPresent {
 		return fmt.Errorf("the clickhouse sink cannot check a per-record %s premise", p.Kind)
 	}

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -70,50 +69,10 @@ func sqliteIDs(t testing.TB, dbPath, table string) []string {
 	return ids
 }
 
-// fileIDs returns payload field "id" of every JSON line in path, sorted
-// (nil when the file does not exist).
-func fileIDs(t testing.TB, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var ids []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var v struct {
-			ID      any             `json:"id"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("%s: %q: %v", path, sc.Text(), err)
-		}
-		if v.ID == nil && v.Payload != nil { // a DLQ envelope
-			if err := json.Unmarshal(v.Payload, &v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ids = append(ids, fmt.Sprint(v.ID))
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-func seqIDs(prefix string, from, to int) []string {
-	var ids []string
-	for i := from; i <= to; i++ {
-		ids = append(ids, fmt.Sprintf("%s%03d", prefix, i))
-	}
-	sort.Strings(ids)
-	return ids
-}
+var (
+	fileIDs = plantest.FileIDs
+	seqIDs  = plantest.SeqIDs
+)
 
 var sameIDs = plantest.SameIDs
 

@@ -10,5 +10,6 @@
 package all
 
 import (
-	_ "github.com/mqb-dev/mqb/connector/http" // to http, call http
+	_ "github.com/mqb-dev/mqb/connector/http"    // to http, call http
+	_ "github.com/mqb-dev/mqb/connector/mongodb" // to mongodb
 )

@@ -52,6 +52,16 @@ func RunIn(t testing.TB, dir string, p plan.Plan) runtime.Stats {
 	return st
 }
 
+// InsertedExisted is plantest.InsertedExisted run with RunIn: a
+// report_outcome route's inserted and existed branches over two runs.
+func InsertedExisted(t *testing.T, dir string, compile func(input string) plan.Plan, bad string) {
+	t.Helper()
+	plantest.InsertedExisted(t, dir, compile, bad, func(dir string, p plan.Plan) plantest.Counts {
+		st := RunIn(t, dir, p).Route("upsert_branch")
+		return plantest.Counts{In: st.In, Out: st.Out, Failed: st.DeadLettered + st.Errors}
+	})
+}
+
 // Bench runs the plan mkPlan makes once per iteration, with a fresh state
 // directory, and reports records/s and the input's size per second; the
 // first route must deliver n records.
