@@ -124,6 +124,13 @@ func (p *Program) UsesPayload() bool { return p.usesPayload }
 // UsesMessageID reports whether the expression reads message_id.
 func (p *Program) UsesMessageID() bool { return p.usesMessageID }
 
+// FieldProgram is a program reading payload.<field>, a top-level field:
+// a sink that reads fields itself (with Record.Value) returns one per
+// field from its builder, so the route decodes payloads for it.
+func FieldProgram(field string) *Program {
+	return &Program{src: "payload." + field, usesPayload: true, payloadPath: []string{field}}
+}
+
 // Evaluator runs programs; the zero value is ready. It is not safe for
 // concurrent use: one per goroutine.
 type Evaluator struct{ ev evaluator }
@@ -169,6 +176,14 @@ func (t *Template) RenderWith(r *Record, rewrite func(i int, prefix, v string) (
 	return (*recordTemplate)(t).renderWith(r, rewrite)
 }
 
+// Literal is the value a payload holds for a plan value that is not an
+// expression (a string, number, bool, list or block).
+func Literal(v plan.Value) (any, error) { return literal(v) }
+
+// UnquoteIdent strips one layer of SQL identifier quotes ("x", `x`, [x])
+// from a column name as a premise names it.
+func UnquoteIdent(name string) string { return unquoteIdent(name) }
+
 // Stringify renders an expression value as meta and keys hold it.
 func Stringify(v any) (string, error) { return stringify(v) }
 
@@ -205,6 +220,11 @@ func (r *Record) Refused() string { return r.sinkErr }
 // MessageID mints it.
 func (r *Record) MessageUUID() uuid.UUID { return r.msgIDValue() }
 
+// Value is r's decoded payload, what expressions see as payload: nil
+// until the route decodes it, which it does when a program the route was
+// built with reads the payload (see FieldProgram).
+func (r *Record) Value() any { return r.value }
+
 // SetMeta sets r's metadata key k to v.
 func (r *Record) SetMeta(k, v string) { r.setMeta(k, v) }
 
@@ -216,6 +236,13 @@ func (r *Record) EncodePayload() error { return encodePayload(r) }
 // expressions see (the decoded JSON, or the text).
 func (r *Record) SetPayload(raw []byte, value any) {
 	r.Payload, r.dirty, r.value = raw, false, value
+}
+
+// GuaranteeVerifier is a sink that checks at start-up, against its
+// server, that it honours the route's planned guarantee (plan.EffectivelyOnce
+// or plan.AtLeastOnce): an error refuses the route.
+type GuaranteeVerifier interface {
+	VerifyGuarantee(guarantee string) error
 }
 
 // PremiseTarget is a sink that checks start-up premises about itself

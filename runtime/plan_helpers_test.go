@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
@@ -29,10 +27,8 @@ type testEnv struct {
 }
 
 func newTestEnv(t *testing.T) testEnv {
-	d := t.TempDir()
-	return testEnv{dir: d, input: filepath.Join(d, "orders.jsonl"), db: filepath.Join(d, "orders.db"),
-		dlq: filepath.Join(d, "dlq.jsonl"), state: filepath.Join(d, "state"), dedup: filepath.Join(d, "dedup"),
-		parts: filepath.Join(d, "parts")}
+	e := plantest.NewEnv(t)
+	return testEnv{dir: e.Dir, input: e.Input, db: e.DB, dlq: e.DLQ, state: e.State, dedup: e.Dedup, parts: e.Parts}
 }
 
 const testMaxRecord = 2048
@@ -75,33 +71,14 @@ func partsPlan(e testEnv, batch, concurrency int) plan.Plan {
 		Nodes: nodes, Edges: chain(nodes)}}}
 }
 
-// dlqFile is a dlq step whose branch writes to the file at path, named by
-// nameBy (the file sink's default when "").
-func dlqFile(id, path, nameBy string) plan.Node {
-	attrs := map[string]plan.Value{"path": strV(path)}
-	if nameBy != "" {
-		attrs["name_by"] = enumV(nameBy)
-	}
-	return plan.Node{ID: id, Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
-		Label: plan.BranchTo, Node: plan.Node{ID: id + ".0", Role: plan.RoleSink, Kind: "file", Attrs: attrs}}}}
-}
+var dlqFile = plantest.DLQFile
 
 // withRetry inserts a retry step right before the sink.
 func withRetry(p plan.Plan, attempts int64) plan.Plan {
 	return withRetryAt(p, len(p.Routes[0].Nodes)-1, attempts)
 }
 
-// withRetryAt inserts a retry step (backoff 100ms up to 1s) at index at of
-// the first route's nodes.
-func withRetryAt(p plan.Plan, at int, attempts int64) plan.Plan {
-	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-		"attempts": intV(attempts), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
-		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = append(append(nodes[:at:at], retry), nodes[at:]...)
-	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
-	return p
-}
+var withRetryAt = plantest.WithRetryAt
 
 var chain = plantest.Chain
 

@@ -108,7 +108,7 @@ func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
 
 func (s *requestSink) branches() []sink { return []sink{s.call, s.fwd} }
 
-func (s *requestSink) verifyGuarantee(g string) error {
+func (s *requestSink) VerifyGuarantee(g string) error {
 	return verifyBranches(s.branches(), g)
 }
 

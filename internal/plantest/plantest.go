@@ -12,12 +12,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	mqbc "github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/plan"
@@ -278,4 +281,75 @@ func InsertedExisted(t *testing.T, dir string, compile func(input string) plan.P
 	}
 	SameIDs(t, "inserted", FileIDs(t, filepath.Join(dir, "new.jsonl")), SeqIDs("o", 1, 50))
 	SameIDs(t, "existed", FileIDs(t, filepath.Join(dir, "existed.jsonl")), append(SeqIDs("o", 31, 40), "o045"))
+}
+
+// Env is the set of paths a test pipeline uses, all under one temporary
+// directory.
+type Env struct {
+	Dir, Input, DB, DLQ, State, Dedup, Parts string
+}
+
+// NewEnv lays out an Env under a fresh temporary directory of t.
+func NewEnv(t testing.TB) Env {
+	d := t.TempDir()
+	return Env{Dir: d, Input: filepath.Join(d, "orders.jsonl"), DB: filepath.Join(d, "orders.db"),
+		DLQ: filepath.Join(d, "dlq.jsonl"), State: filepath.Join(d, "state"), Dedup: filepath.Join(d, "dedup"),
+		Parts: filepath.Join(d, "parts")}
+}
+
+// DLQFile is a dlq step (node id) writing to the file at path, its parts
+// named by nameBy when set.
+func DLQFile(id, path, nameBy string) plan.Node {
+	attrs := map[string]plan.Value{"path": Str(path)}
+	if nameBy != "" {
+		attrs["name_by"] = Enum(nameBy)
+	}
+	return plan.Node{ID: id, Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
+		Label: plan.BranchTo, Node: plan.Node{ID: id + ".0", Role: plan.RoleSink, Kind: "file", Attrs: attrs}}}}
+}
+
+// WithRetryAt inserts a retry step (backoff 100ms up to 1s) at index at of
+// the first route's nodes.
+func WithRetryAt(p plan.Plan, at int, attempts int64) plan.Plan {
+	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+		"attempts": Int(attempts), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
+		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
+	nodes := p.Routes[0].Nodes
+	p.Routes[0].Nodes = append(append(nodes[:at:at], retry), nodes[at:]...)
+	p.Routes[0].Edges = Chain(p.Routes[0].Nodes)
+	return p
+}
+
+// FirstWrite is a writer that calls f once, with the first text written
+// to it (trimmed): a run's Progress, to act when the run is under way.
+func FirstWrite(f func(text string)) io.Writer {
+	var once sync.Once
+	return writerFunc(func(b []byte) (int, error) {
+		once.Do(func() { f(strings.TrimSpace(string(b))) })
+		return len(b), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// CheckRefused fails the test unless err, a run's error, names every one
+// of names and shows none of secrets.
+func CheckRefused(t testing.TB, err error, names []string, secrets ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("the run succeeded, want an error naming %q", names)
+	}
+	for _, s := range secrets {
+		if strings.Contains(err.Error(), s) {
+			t.Fatalf("err %v shows %q", err, s)
+		}
+	}
+	for _, name := range names {
+		if !strings.Contains(err.Error(), name) {
+			t.Fatalf("err %v, want it to name %q", err, name)
+		}
+	}
+	t.Log(err)
 }

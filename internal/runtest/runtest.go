@@ -35,6 +35,27 @@ func CheckCounts(t testing.TB, st runtime.RouteStats) {
 	}
 }
 
+// RunRoute runs p under opts to its end and returns route's stats,
+// whose counts must add up.
+func RunRoute(t testing.TB, ctx context.Context, p plan.Plan, opts runtime.Options, route string) runtime.RouteStats {
+	t.Helper()
+	st, err := runtime.Run(ctx, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.Route(route)
+	CheckCounts(t, rs)
+	return rs
+}
+
+// RunRefused runs p and fails the test unless the run fails with an error
+// naming every one of names and showing none of secrets.
+func RunRefused(t *testing.T, p plan.Plan, names []string, secrets ...string) {
+	t.Helper()
+	_, err := runtime.Run(context.Background(), p, Options())
+	plantest.CheckRefused(t, err, names, secrets...)
+}
+
 // RunIn runs p with relative paths resolved in dir and state under
 // dir/state, as `mqbc run` in dir would, and checks each route's counts.
 func RunIn(t testing.TB, dir string, p plan.Plan) runtime.Stats {

@@ -1,4 +1,4 @@
-package runtime
+package clickhouse
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // The ClickHouse sink's premises. ClickHouse has no unique constraint: a
@@ -84,18 +85,18 @@ func (s *clickhouseSink) CheckPremise(ctx context.Context, p plan.Premise) error
 func chPremiseHolds(table string, k chKeys, cols []string) error {
 	stable := map[string]bool{}
 	for _, c := range cols {
-		stable[unquoteIdent(c)] = true
+		stable[runtime.UnquoteIdent(c)] = true
 	}
 	list := strings.Join(cols, ", ")
 	fix := fmt.Sprintf("create the table with ENGINE = ReplacingMergeTree(version) ORDER BY (%s) (and a PARTITION BY on those columns only, or none), then move the rows over with INSERT INTO … SELECT", list)
 	if !strings.HasSuffix(k.engine, "ReplacingMergeTree") {
-		return &premiseFailure{
+		return &runtime.PremiseFailure{
 			Found: fmt.Sprintf("table %s has engine %s, not ReplacingMergeTree: nothing collapses a replayed row, so it is stored twice", table, k.engine),
 			Fix:   fix,
 		}
 	}
 	if len(k.sortingCols) == 0 {
-		return &premiseFailure{
+		return &runtime.PremiseFailure{
 			Found: fmt.Sprintf("table %s has an empty sorting key (ORDER BY %q): a ReplacingMergeTree would collapse every row into one", table, k.sortingKey),
 			Fix:   fix,
 		}
@@ -107,7 +108,7 @@ func chPremiseHolds(table string, k chKeys, cols []string) error {
 		}
 	}
 	if len(off) > 0 {
-		return &premiseFailure{
+		return &runtime.PremiseFailure{
 			Found: fmt.Sprintf("table %s is sorted by (%s), which reads %s, not among the columns bound to stable values (%s): a replayed row gets another sorting key and is never collapsed", table, k.sortingKey, strings.Join(off, ", "), list),
 			Fix:   fix,
 		}
@@ -118,7 +119,7 @@ func chPremiseHolds(table string, k chKeys, cols []string) error {
 		}
 	}
 	if len(off) > 0 {
-		return &premiseFailure{
+		return &runtime.PremiseFailure{
 			Found: fmt.Sprintf("table %s is partitioned by %s, which reads %s, not among the columns bound to stable values (%s): a replayed row can land in another partition, and rows are only collapsed within one", table, k.partitionKey, strings.Join(off, ", "), list),
 			Fix:   fix,
 		}
@@ -134,7 +135,7 @@ func (s *clickhouseSink) ArmPremise(p plan.Premise) error {
 		return fmt.Errorf("the clickhouse sink cannot check a per-record %s premise", p.Kind)
 	}
 	for _, c := range p.Columns {
-		name := unquoteIdent(c)
+		name := runtime.UnquoteIdent(c)
 		found := false
 		for i := range s.cols {
 			if s.cols[i].name == name {
