@@ -1,10 +1,11 @@
 package runtime
 
 // The connector API: what a connector package outside runtime (see
-// connector/) builds a sink with. This file is the whole of it; the
-// engine's own code keeps its unexported names (sink, program,
-// recordTemplate, buildEnv), and each exported type here is the same type
-// under its public name.
+// connector/) builds a sink with. This file is the whole of it. The
+// engine's own code keeps its unexported names: sink, premiseTarget and
+// the like are aliases of the interfaces here, and Program, Template and
+// BuildEnv are defined on the engine's program, recordTemplate and
+// buildEnv, so converting between the two names costs nothing.
 //
 // A connector package registers its kind in init:
 //
@@ -27,7 +28,7 @@ package runtime
 //   - An error a new attempt can fix (a lost connection, a timeout) is
 //     returned wrapped in Retryable: the route's retry step writes the
 //     whole batch again. Any other error stops the route.
-//   - Close releases the sink's connections; the engine calls it once.
+//   - Close releases the sink's connections when the route is done.
 //
 // Programs a builder returns are the expressions the sink evaluates per
 // record: they decide which parts of a record (its payload, its
@@ -86,7 +87,7 @@ func (b *BuildEnv) Logger() *slog.Logger { return b.rt.log }
 func (b *BuildEnv) NodeID() string { return b.a.node.ID }
 
 // SourceFormat is how the route's payloads decode: "json", "text" or
-// "raw" ("" when the route has no source yet, which reads as json).
+// "raw", as its source reads them.
 func (b *BuildEnv) SourceFormat() string { return b.rt.srcFormat }
 
 // Errorf is an error about attribute attr of the node being built, naming

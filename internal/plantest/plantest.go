@@ -297,8 +297,8 @@ func NewEnv(t testing.TB) Env {
 		Parts: filepath.Join(d, "parts")}
 }
 
-// DLQFile is a dlq step (node id) writing to the file at path, its parts
-// named by nameBy when set.
+// DLQFile is a dlq step whose branch writes to the file at path, named by
+// nameBy (the file sink's default when "").
 func DLQFile(id, path, nameBy string) plan.Node {
 	attrs := map[string]plan.Value{"path": Str(path)}
 	if nameBy != "" {
