@@ -174,8 +174,8 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		h.after = rt.outSteps
 		rt.sink, rt.sinkProgs = h, append(progs, rt.sinkProgs...)
 	}
-	if v, ok := rt.sink.(guaranteeVerifier); ok {
-		if err := v.verifyGuarantee(pr.Guarantee); err != nil {
+	if v, ok := rt.sink.(GuaranteeVerifier); ok {
+		if err := v.VerifyGuarantee(pr.Guarantee); err != nil {
 			return rt, err
 		}
 	}

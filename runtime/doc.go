@@ -4,4 +4,12 @@
 // reports success; the source commits only the highest contiguous acked
 // position, so a crash replays and never skips. Dedup state and checkpoints
 // live in Pebble. Run is the entry point; `mqbc run` wires it to the CLI.
+//
+// The package is the engine, and still holds most connectors as a file
+// per end. Connectors outside it (connector/http, connector/mongodb,
+// connector/clickhouse) build on the connector API in connector.go —
+// RegisterSink, BuildEnv, Sink, Record's sink-side methods, Program,
+// Template, the premise and guarantee hooks — and register their kinds in
+// init, so a program that runs plans links them with a blank import of
+// connector/all. docs/connectors.md describes how to write one.
 package runtime

@@ -2,24 +2,19 @@ package runtime
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-func testOptions(t testing.TB) Options {
-	lvl := slog.LevelError
-	if testing.Verbose() {
-		lvl = slog.LevelInfo
-	}
-	return Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))}
+func testOptions(testing.TB) Options {
+	return Options{Logger: plantest.Logger()}
 }
 
 func checkCounts(t testing.TB, st RouteStats) {
@@ -63,20 +58,7 @@ func runCancelled(t testing.TB, p plan.Plan, route string, every time.Duration) 
 func runRefused(t *testing.T, p plan.Plan, names []string, secrets ...string) {
 	t.Helper()
 	_, err := Run(context.Background(), p, testOptions(t))
-	if err == nil {
-		t.Fatalf("the run succeeded, want an error naming %q", names)
-	}
-	for _, s := range secrets {
-		if strings.Contains(err.Error(), s) {
-			t.Fatalf("err %v shows %q", err, s)
-		}
-	}
-	for _, name := range names {
-		if !strings.Contains(err.Error(), name) {
-			t.Fatalf("err %v, want it to name %q", err, name)
-		}
-	}
-	t.Log(err)
+	plantest.CheckRefused(t, err, names, secrets...)
 }
 
 // backgroundRun is a run going on while the test acts on its route.
@@ -120,17 +102,9 @@ func (r *backgroundRun) stop(t testing.TB) Stats {
 // reports progress (every interval): the moment a test breaks something
 // mid-run.
 func onFirstProgress(opts *Options, every time.Duration, f func(progress string)) {
-	var once sync.Once
-	opts.Progress = writerFunc(func(b []byte) (int, error) {
-		once.Do(func() { f(strings.TrimSpace(string(b))) })
-		return len(b), nil
-	})
+	opts.Progress = plantest.FirstWrite(f)
 	opts.ProgressInterval = every
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func TestFileToSQLite(t *testing.T) {
 	for _, tc := range []struct {

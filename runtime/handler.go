@@ -72,7 +72,7 @@ func (rt *route) buildHandler(ctx context.Context, n *plan.Node, next sink, c *c
 
 func (s *handlerSink) branches() []sink { return []sink{s.handler, s.next} }
 
-func (s *handlerSink) verifyGuarantee(g string) error { return verifyBranches(s.branches(), g) }
+func (s *handlerSink) VerifyGuarantee(g string) error { return verifyBranches(s.branches(), g) }
 
 func (s *handlerSink) Close() error { return closeSinks(s.branches()) }
 

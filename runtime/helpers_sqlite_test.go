@@ -2,24 +2,15 @@ package runtime
 
 import (
 	"database/sql"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-// idAmountLines are the JSON lines {"id":"<prefix>NNN","amount":N} for N
-// from from to to.
-func idAmountLines(prefix string, from, to int) []string {
-	var lines []string
-	for i := from; i <= to; i++ {
-		lines = append(lines, fmt.Sprintf(`{"id":"%s%03d","amount":%d}`, prefix, i, i))
-	}
-	return lines
-}
+var idAmountLines = plantest.IDAmountLines
 
 // sqlQuery runs query on a fresh database/sql connection and hands its
 // rows to scan.
@@ -98,31 +89,13 @@ func lockOutcomeTable(t *testing.T, dbPath, table string) {
 	}()
 }
 
-// runInsertedExisted is the spec's insert-vs-duplicate branch, run twice
-// in dir: first o001..o040, then o031..o050 with o045 repeated and bad, a
-// record the call fails. compile gives the route upsert_branch reading the
-// named input file; the route's switch writes the inserted records to
-// new.jsonl, the existing ones to existed.jsonl and the rest to
-// unrouted.jsonl. It checks both runs' stats and the inserted and existed
-// files; the caller checks unrouted.jsonl and the store.
+// runInsertedExisted is plantest.InsertedExisted run with runIn.
 func runInsertedExisted(t *testing.T, dir string, compile func(input string) plan.Plan, bad string) {
 	t.Helper()
-	writeLines(t, filepath.Join(dir, "first.jsonl"), idAmountLines("o", 1, 40)...)
-	st := runIn(t, dir, compile("first.jsonl")).Route("upsert_branch")
-	if st.In != 40 || st.Out != 40 {
-		t.Errorf("first run %+v, want in 40 out 40", st)
-	}
-	sameIDs(t, "first run: inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 40))
-	sameIDs(t, "first run: existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), nil)
-
-	second := append(idAmountLines("o", 31, 50), `{"id":"o045","amount":45}`, bad)
-	writeLines(t, filepath.Join(dir, "second.jsonl"), second...)
-	st = runIn(t, dir, compile("second.jsonl")).Route("upsert_branch")
-	if st.In != 22 || st.Out != 22 || st.DeadLettered+st.Errors != 0 {
-		t.Errorf("second run %+v, want in 22 out 22", st)
-	}
-	sameIDs(t, "inserted", fileIDs(t, filepath.Join(dir, "new.jsonl")), seqIDs("o", 1, 50))
-	sameIDs(t, "existed", fileIDs(t, filepath.Join(dir, "existed.jsonl")), append(seqIDs("o", 31, 40), "o045"))
+	plantest.InsertedExisted(t, dir, compile, bad, func(dir string, p plan.Plan) plantest.Counts {
+		st := runIn(t, dir, p).Route("upsert_branch")
+		return plantest.Counts{In: st.In, Out: st.Out, Failed: st.DeadLettered + st.Errors}
+	})
 }
 
 // tableExists reports whether the SQLite database at dbPath has table

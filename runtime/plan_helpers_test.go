@@ -1,27 +1,25 @@
 package runtime
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-func strV(s string) plan.Value  { return plan.Value{Type: plan.TString, Str: s} }
-func enumV(s string) plan.Value { return plan.Value{Type: plan.TEnum, Str: s} }
-func intV(n int64) plan.Value   { return plan.Value{Type: plan.TInt, Int: n} }
-func exprV(s string) plan.Value { return plan.Value{Type: plan.TExpr, Expr: s} }
-func tmplV(parts ...plan.Part) plan.Value {
-	return plan.Value{Type: plan.TTemplate, Template: parts}
-}
-func lit(s string) plan.Part { return plan.Part{Lit: s} }
-func ex(s string) plan.Part  { return plan.Part{Expr: s} }
+var (
+	strV  = plantest.Str
+	enumV = plantest.Enum
+	intV  = plantest.Int
+	exprV = plantest.Expr
+	tmplV = plantest.Tmpl
+	lit   = plantest.Lit
+	ex    = plantest.Ex
+)
 
 // testEnv is the set of paths a test pipeline uses, all under one temp dir.
 type testEnv struct {
@@ -29,10 +27,8 @@ type testEnv struct {
 }
 
 func newTestEnv(t *testing.T) testEnv {
-	d := t.TempDir()
-	return testEnv{dir: d, input: filepath.Join(d, "orders.jsonl"), db: filepath.Join(d, "orders.db"),
-		dlq: filepath.Join(d, "dlq.jsonl"), state: filepath.Join(d, "state"), dedup: filepath.Join(d, "dedup"),
-		parts: filepath.Join(d, "parts")}
+	e := plantest.NewEnv(t)
+	return testEnv{dir: e.Dir, input: e.Input, db: e.DB, dlq: e.DLQ, state: e.State, dedup: e.Dedup, parts: e.Parts}
 }
 
 const testMaxRecord = 2048
@@ -75,41 +71,16 @@ func partsPlan(e testEnv, batch, concurrency int) plan.Plan {
 		Nodes: nodes, Edges: chain(nodes)}}}
 }
 
-// dlqFile is a dlq step whose branch writes to the file at path, named by
-// nameBy (the file sink's default when "").
-func dlqFile(id, path, nameBy string) plan.Node {
-	attrs := map[string]plan.Value{"path": strV(path)}
-	if nameBy != "" {
-		attrs["name_by"] = enumV(nameBy)
-	}
-	return plan.Node{ID: id, Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput, Children: []plan.Branch{{
-		Label: plan.BranchTo, Node: plan.Node{ID: id + ".0", Role: plan.RoleSink, Kind: "file", Attrs: attrs}}}}
-}
+var dlqFile = plantest.DLQFile
 
 // withRetry inserts a retry step right before the sink.
 func withRetry(p plan.Plan, attempts int64) plan.Plan {
 	return withRetryAt(p, len(p.Routes[0].Nodes)-1, attempts)
 }
 
-// withRetryAt inserts a retry step (backoff 100ms up to 1s) at index at of
-// the first route's nodes.
-func withRetryAt(p plan.Plan, at int, attempts int64) plan.Plan {
-	retry := plan.Node{ID: "r", Role: plan.RoleStep, Kind: "retry", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-		"attempts": intV(attempts), "backoff": {Type: plan.TDuration, Str: "100ms", Int: int64(100 * time.Millisecond)},
-		"max_backoff": {Type: plan.TDuration, Str: "1s", Int: int64(time.Second)}}}
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = append(append(nodes[:at:at], retry), nodes[at:]...)
-	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
-	return p
-}
+var withRetryAt = plantest.WithRetryAt
 
-func chain(ns []plan.Node) []plan.Edge {
-	var es []plan.Edge
-	for i := 1; i < len(ns); i++ {
-		es = append(es, plan.Edge{From: ns[i-1].ID, To: ns[i].ID})
-	}
-	return es
-}
+var chain = plantest.Chain
 
 // dataset is a generated input with what a correct run must produce.
 type dataset struct {
@@ -175,38 +146,7 @@ func checkSQLite(t *testing.T, dbPath string, ds dataset) {
 	checkOrderRows(t, sqlQuery(t, sqliteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
 }
 
-// dlqLine is one line of a DLQ file (the envelope).
-type dlqLine struct {
-	Error    string            `json:"error"`
-	Position uint64            `json:"position"`
-	Meta     map[string]string `json:"meta"`
-	Payload  json.RawMessage   `json:"payload"`
-}
-
-// readDLQLines reads the envelopes of the DLQ file at path (none when it
-// does not exist).
-func readDLQLines(t testing.TB, path string) []dlqLine {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []dlqLine
-	for l := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
-		if l == "" {
-			continue
-		}
-		var d dlqLine
-		if err := json.Unmarshal([]byte(l), &d); err != nil {
-			t.Fatalf("DLQ line %q: %v", l, err)
-		}
-		out = append(out, d)
-	}
-	return out
-}
+var readDLQLines = plantest.ReadDLQLines
 
 // readDLQ returns how many times each position appears in the DLQ file,
 // checking every line carries a reason.

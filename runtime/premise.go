@@ -22,23 +22,15 @@ import (
 // this runtime does not know how to check refuses the route, since a
 // verdict resting on an unchecked assumption is not a promise.
 
-// premiseTarget is an endpoint (a sink, possibly inside a switch, fanout,
-// request or handler) that checks start-up premises about itself.
-type premiseTarget interface {
-	// premiseNode is the ID of the plan node the endpoint was built from.
-	premiseNode() string
-	// checkPremise checks p against the live system: nil when it holds,
-	// a *premiseFailure when it does not, another error when it could not
-	// be checked.
-	checkPremise(ctx context.Context, p plan.Premise) error
-}
-
-// recordPremiseTarget is an endpoint that enforces a per-record premise on
-// every record it writes.
-type recordPremiseTarget interface {
-	premiseNode() string
-	armPremise(p plan.Premise) error
-}
+// premiseTarget and recordPremiseTarget are the engine's names for
+// PremiseTarget and RecordPremiseTarget (connector.go): an endpoint (a
+// sink, possibly inside a switch, fanout, request or handler) that checks
+// start-up premises about itself, and one that enforces a per-record
+// premise on every record it writes.
+type (
+	premiseTarget       = PremiseTarget
+	recordPremiseTarget = RecordPremiseTarget
+)
 
 // producerIDSource is a source that can tell a record whose producer
 // stamped its id from one whose id it derived or minted.
@@ -46,13 +38,8 @@ type producerIDSource interface {
 	requireProducerID(reason string)
 }
 
-// premiseFailure says why a premise does not hold and how to make it hold.
-type premiseFailure struct {
-	found string // what the live system has instead
-	fix   string // a statement or step that makes it hold
-}
-
-func (f *premiseFailure) Error() string { return f.found }
+// premiseFailure is the engine's name for PremiseFailure (connector.go).
+type premiseFailure = PremiseFailure
 
 // PremiseResult is the outcome of one premise, as `mqbc check` prints it.
 type PremiseResult struct {
@@ -130,7 +117,7 @@ func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premis
 		if t == nil {
 			return premiseError(p, fmt.Errorf("%s %s (%s) was not built as an endpoint that can check it", n.Role, n.Kind, n.ID))
 		}
-		return premiseError(p, t.checkPremise(ctx, p))
+		return premiseError(p, t.CheckPremise(ctx, p))
 	case plan.CheckPerRecord:
 		return premiseError(p, rt.armPremise(n, p))
 	}
@@ -171,7 +158,7 @@ func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
 			}
 		case "sql", "clickhouse", "mongodb":
 			if t := findRecordPremiseTarget(rt.sink, p.Node); t != nil {
-				return t.armPremise(p)
+				return t.ArmPremise(p)
 			}
 		}
 		return fmt.Errorf("this runtime cannot check that a key is present on %s %s", n.Role, n.Kind)
@@ -206,15 +193,15 @@ func premiseError(p plan.Premise, err error) error {
 	var f *premiseFailure
 	var msg string
 	if errors.As(err, &f) {
-		msg = fmt.Sprintf("premise not met%s: %s", at, f.found)
+		msg = fmt.Sprintf("premise not met%s: %s", at, f.Found)
 	} else {
 		msg = fmt.Sprintf("premise %s%s cannot be checked (%s): %v", p.Kind, at, p.Holds, err)
 	}
 	if p.Reason != "" {
 		msg += "; the verdict needs it for: " + p.Reason
 	}
-	if f != nil && f.fix != "" {
-		msg += "; fix: " + f.fix + ", or plan the route at-least-once"
+	if f != nil && f.Fix != "" {
+		msg += "; fix: " + f.Fix + ", or plan the route at-least-once"
 	}
 	return &premiseErr{msg: msg, err: err}
 }
@@ -266,7 +253,7 @@ func findNodeIn(n *plan.Node, id string) *plan.Node {
 func findPremiseTarget(s sink, id string) premiseTarget {
 	var found premiseTarget
 	walkSinks(s, func(s sink) bool {
-		if t, ok := s.(premiseTarget); ok && t.premiseNode() == id {
+		if t, ok := s.(premiseTarget); ok && t.PremiseNode() == id {
 			found = t
 			return false
 		}
@@ -278,7 +265,7 @@ func findPremiseTarget(s sink, id string) premiseTarget {
 func findRecordPremiseTarget(s sink, id string) recordPremiseTarget {
 	var found recordPremiseTarget
 	walkSinks(s, func(s sink) bool {
-		if t, ok := s.(recordPremiseTarget); ok && t.premiseNode() == id {
+		if t, ok := s.(recordPremiseTarget); ok && t.PremiseNode() == id {
 			found = t
 			return false
 		}

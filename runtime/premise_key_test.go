@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/mqb-dev/mqb/internal/jsonvalue"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
-	"github.com/mqb-dev/mqb/runtime/internal/jsonvalue"
 )
 
 // TestKeyStringOfNil: a template part that is missing fails the

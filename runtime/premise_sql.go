@@ -113,7 +113,7 @@ func uniqueKeyFailure(p plan.Premise, keys []uniqueKey) *premiseFailure {
 		found += "; its unique indexes are " + strings.Join(names, ", ")
 	}
 	found += " — without one a replayed record is inserted again (an ON CONFLICT / INSERT IGNORE clause has nothing to conflict on)"
-	return &premiseFailure{found: found, fix: createUniqueIndexSQL(p.Target, p.Columns)}
+	return &premiseFailure{Found: found, Fix: createUniqueIndexSQL(p.Target, p.Columns)}
 }
 
 var nonIdentRE = regexp.MustCompile(`[^A-Za-z0-9_]+`)
@@ -130,9 +130,9 @@ func createUniqueIndexSQL(table string, cols []string) string {
 	return fmt.Sprintf("CREATE UNIQUE INDEX %s ON %s (%s)", name, table, strings.Join(cols, ", "))
 }
 
-func (s *sqlSink) premiseNode() string { return s.node }
+func (s *sqlSink) PremiseNode() string { return s.node }
 
-func (s *sqlSink) checkPremise(ctx context.Context, p plan.Premise) error {
+func (s *sqlSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 	switch p.Kind {
 	case plan.PremiseUniqueKey:
 	case plan.PremiseReplaceStableColumns:
@@ -164,8 +164,8 @@ func (s *sqlSink) checkPremise(ctx context.Context, p plan.Premise) error {
 	}
 	if !exists {
 		return &premiseFailure{
-			found: fmt.Sprintf("table %s does not exist", p.Target),
-			fix:   fmt.Sprintf("create it with a PRIMARY KEY or UNIQUE constraint on (%s) (create_table does so before the check)", strings.Join(p.Columns, ", ")),
+			Found: fmt.Sprintf("table %s does not exist", p.Target),
+			Fix:   fmt.Sprintf("create it with a PRIMARY KEY or UNIQUE constraint on (%s) (create_table does so before the check)", strings.Join(p.Columns, ", ")),
 		}
 	}
 	k, ok := uniqueKeyHolds(keys, p.Columns, fold, dbFold)
@@ -427,8 +427,8 @@ func (s *sqlSink) checkReplaceColumns(ctx context.Context, p plan.Premise) error
 	}
 	if !exists {
 		return &premiseFailure{
-			found: fmt.Sprintf("table %s does not exist", p.Target),
-			fix:   "create it (create_table does so before the check) with no column the REPLACE leaves out that has a DEFAULT other than a literal or is auto-increment",
+			Found: fmt.Sprintf("table %s does not exist", p.Target),
+			Fix:   "create it (create_table does so before the check) with no column the REPLACE leaves out that has a DEFAULT other than a literal or is auto-increment",
 		}
 	}
 	written := map[string]bool{}
@@ -440,9 +440,9 @@ func (s *sqlSink) checkReplaceColumns(ctx context.Context, p plan.Premise) error
 			continue
 		}
 		return &premiseFailure{
-			found: fmt.Sprintf("table %s has column %s, which the REPLACE leaves out (it writes %s), and %s, so every replay deletes the row and inserts it with a new %s",
+			Found: fmt.Sprintf("table %s has column %s, which the REPLACE leaves out (it writes %s), and %s, so every replay deletes the row and inserts it with a new %s",
 				p.Target, c.name, strings.Join(p.Columns, ", "), c.volatile, c.name),
-			fix: fmt.Sprintf("write %s in insert_query from a stable value (a payload field), or use INSERT … ON CONFLICT DO NOTHING (INSERT IGNORE on MySQL) instead of REPLACE", c.name),
+			Fix: fmt.Sprintf("write %s in insert_query from a stable value (a payload field), or use INSERT … ON CONFLICT DO NOTHING (INSERT IGNORE on MySQL) instead of REPLACE", c.name),
 		}
 	}
 	return nil
@@ -825,9 +825,9 @@ func (s *sqlScanner) group() ([][2]int, bool) {
 	return nil, false
 }
 
-// armPremise arms PremiseKeyPresent: every parameter bound into one of the
+// ArmPremise arms PremiseKeyPresent: every parameter bound into one of the
 // premise's columns must not be NULL.
-func (s *sqlSink) armPremise(p plan.Premise) error {
+func (s *sqlSink) ArmPremise(p plan.Premise) error {
 	if p.Kind != plan.PremiseKeyPresent {
 		return fmt.Errorf("the sql sink cannot check a per-record %s premise", p.Kind)
 	}

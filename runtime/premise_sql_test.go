@@ -7,37 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-// sinkNodeID returns the ID of route r's sink node.
-func sinkNodeID(t testing.TB, r plan.Route) string {
-	t.Helper()
-	for _, n := range r.Nodes {
-		if n.Role == plan.RoleSink {
-			return n.ID
-		}
-	}
-	t.Fatal("no sink node")
-	return ""
-}
-
-// withPremise adds a premise about route 0's sink.
-func withPremise(t testing.TB, p plan.Plan, pr plan.Premise) plan.Plan {
-	t.Helper()
-	if pr.Node == "" {
-		pr.Node = sinkNodeID(t, p.Routes[0])
-	}
-	if pr.Holds == "" {
-		pr.Holds = fmt.Sprintf("%s %s on (%s)", pr.Kind, pr.Target, strings.Join(pr.Columns, ", "))
-	}
-	if pr.Reason == "" {
-		pr.Reason = "write: the conflict clause absorbs a replay"
-	}
-	p.Routes[0].Premises = append(p.Routes[0].Premises, pr)
-	return p
-}
+var withPremise = plantest.WithPremise
 
 type sqlPremiseBackend struct {
 	name   string

@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/jsonvalue"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 	"github.com/mqb-dev/mqb/runtime/dedup"
-	"github.com/mqb-dev/mqb/runtime/internal/jsonvalue"
 )
 
 // metaError is the metadata key a dead-lettered record carries its reason in.

@@ -7,15 +7,12 @@ import (
 	"time"
 )
 
-// sink writes batches of live records. Write marks a record that fails on
-// its own — a constraint violation, a value it cannot bind — by setting
-// rec.sinkErr, and carries on with the others; it returns an error only when
-// the whole batch failed (nothing of it may be acked). Such an error is
-// retried by the route's retry step when it is retryable.
-type sink interface {
-	Write(ctx context.Context, recs []*Record) error
-	Close() error
-}
+// sink is the engine's name for Sink (connector.go). Write marks a record
+// that fails on its own — a constraint violation, a value it cannot bind —
+// by setting rec.sinkErr, and carries on with the others; it returns an
+// error only when the whole batch failed (nothing of it may be acked).
+// Such an error is retried by the route's retry step when it is retryable.
+type sink = Sink
 
 // retryableError marks an error worth retrying (busy database, I/O).
 type retryableError struct{ err error }

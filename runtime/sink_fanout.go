@@ -65,7 +65,7 @@ func newFanoutSink(b *buildEnv) (_ *fanoutSink, progs []*program, err error) {
 
 func (s *fanoutSink) branches() []sink { return s.targets }
 
-func (s *fanoutSink) verifyGuarantee(g string) error { return verifyBranches(s.targets, g) }
+func (s *fanoutSink) VerifyGuarantee(g string) error { return verifyBranches(s.targets, g) }
 
 func (s *fanoutSink) Close() error { return closeSinks(s.targets) }
 

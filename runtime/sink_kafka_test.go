@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,40 +10,17 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
 )
 
 // brokerPlan is file → id payload.order_id → sink (a broker).
 func brokerPlan(e testEnv, batch int, sink plan.Node) plan.Plan {
-	sink.ID, sink.Role, sink.Side = "n2", plan.RoleSink, plan.SideOutput
-	nodes := []plan.Node{
-		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
-			"path": strV(e.input), "mode": enumV("consume"),
-			"checkpoint_store": strV("pebble://" + e.state)}},
-		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
-		sink,
-	}
-	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
-		Name: "publish", Guarantee: plan.AtLeastOnce, Concurrency: 2, BatchSize: batch,
-		Nodes: nodes, Edges: chain(nodes)}}}
+	return plantest.SinkPlan(e.input, e.state, batch, sink)
 }
 
-// writeOrders writes n JSON lines {"order_id": "o-i", "amount": i}.
-func writeOrders(t testing.TB, path string, n int) []string {
-	t.Helper()
-	lines := make([]string, n)
-	var b strings.Builder
-	for i := range n {
-		lines[i] = fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i)
-		b.WriteString(lines[i])
-		b.WriteByte('\n')
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return lines
-}
+var writeOrders = plantest.WriteOrders
 
 func TestKafkaSink(t *testing.T) {
 	brokers := testsrv.Kafka(t, "orders:3")

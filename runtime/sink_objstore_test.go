@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -328,20 +329,7 @@ func TestCrashObjectStoreExactlyOnce(t *testing.T) {
 	}
 }
 
-// benchInput writes n order lines (~110 bytes each) and returns the path
-// and its size.
-func benchInput(b *testing.B, n int) (string, int64) {
-	b.Helper()
-	path := filepath.Join(b.TempDir(), "orders.jsonl")
-	var sb strings.Builder
-	for i := range n {
-		fmt.Fprintf(&sb, `{"order_id":"o-%d","amount":%d,"body":"order number %d with some padding text"}`+"\n", i, i, i)
-	}
-	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return path, int64(sb.Len())
-}
+var benchInput = plantest.BenchInput
 
 // benchRun runs p once per iteration with a fresh checkpoint and reports
 // records/s and MB/s of input.

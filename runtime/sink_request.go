@@ -91,8 +91,8 @@ func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("request (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
-		if r, ok := out.(callResponder); ok && br.Label == plan.BranchCall {
-			r.respondAsCall()
+		if r, ok := out.(CallResponder); ok && br.Label == plan.BranchCall {
+			r.RespondAsCall()
 		}
 		*slot = out
 		progs = append(progs, p...)
@@ -106,16 +106,9 @@ func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
 	return s, progs, nil
 }
 
-// callResponder is a sink that answers differently as a request's call
-// than as a plain `to`: the http sink, whose response body becomes the
-// payload.
-type callResponder interface {
-	respondAsCall()
-}
-
 func (s *requestSink) branches() []sink { return []sink{s.call, s.fwd} }
 
-func (s *requestSink) verifyGuarantee(g string) error {
+func (s *requestSink) VerifyGuarantee(g string) error {
 	return verifyBranches(s.branches(), g)
 }
 

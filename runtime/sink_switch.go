@@ -95,7 +95,7 @@ func newSwitchSink(b *buildEnv, cfg *switchConfig) (_ *switchSink, progs []*prog
 
 func (s *switchSink) branches() []sink { return s.outs }
 
-func (s *switchSink) verifyGuarantee(g string) error { return verifyBranches(s.outs, g) }
+func (s *switchSink) VerifyGuarantee(g string) error { return verifyBranches(s.outs, g) }
 
 func (s *switchSink) Close() error { return closeSinks(s.outs) }
 

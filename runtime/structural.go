@@ -74,8 +74,8 @@ func closeSinks(ss []sink) error {
 // one (a ClickHouse table's engine, say).
 func verifyBranches(ss []sink, guarantee string) error {
 	for _, s := range ss {
-		if v, ok := s.(guaranteeVerifier); ok {
-			if err := v.verifyGuarantee(guarantee); err != nil {
+		if v, ok := s.(GuaranteeVerifier); ok {
+			if err := v.VerifyGuarantee(guarantee); err != nil {
 				return err
 			}
 		}

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -15,22 +14,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	mqbc "github.com/mqb-dev/mqb/compiler"
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-// compileMQB compiles .mqb source the way `mqbc run` does; it fails the
-// test on any error diagnostic.
-func compileMQB(t testing.TB, src string) plan.Plan {
-	t.Helper()
-	p, ds := mqbc.CompileSources([]mqbc.Source{{Name: "test.mqb", Src: []byte(src)}})
-	if ds.HasErrors() {
-		t.Fatalf("compile:\n%v\n%s", ds, src)
-	}
-	return *p
-}
+// compileMQB compiles .mqb source the way `mqbc run` does.
+var compileMQB = plantest.Compile
 
 // runIn runs p with relative paths resolved in dir and state under dir.
+// (runtest.RunIn is the same for tests outside the package, which may
+// import runtime.)
 func runIn(t testing.TB, dir string, p plan.Plan) Stats {
 	t.Helper()
 	opts := testOptions(t)
@@ -46,12 +39,7 @@ func runIn(t testing.TB, dir string, p plan.Plan) Stats {
 	return st
 }
 
-func writeLines(t testing.TB, path string, lines ...string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+var writeLines = plantest.WriteLines
 
 // sqliteIDs returns the sorted ids of table (id TEXT PRIMARY KEY) and
 // fails on a duplicate (impossible with the key, but it says what we check).
@@ -81,57 +69,12 @@ func sqliteIDs(t testing.TB, dbPath, table string) []string {
 	return ids
 }
 
-// fileIDs returns payload field "id" of every JSON line in path, sorted
-// (nil when the file does not exist).
-func fileIDs(t testing.TB, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var ids []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var v struct {
-			ID      any             `json:"id"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("%s: %q: %v", path, sc.Text(), err)
-		}
-		if v.ID == nil && v.Payload != nil { // a DLQ envelope
-			if err := json.Unmarshal(v.Payload, &v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ids = append(ids, fmt.Sprint(v.ID))
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(ids)
-	return ids
-}
+var (
+	fileIDs = plantest.FileIDs
+	seqIDs  = plantest.SeqIDs
+)
 
-func seqIDs(prefix string, from, to int) []string {
-	var ids []string
-	for i := from; i <= to; i++ {
-		ids = append(ids, fmt.Sprintf("%s%03d", prefix, i))
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-func sameIDs(t testing.TB, what string, got, want []string) {
-	t.Helper()
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("%s: got %d ids %v\nwant %d ids %v", what, len(got), got, len(want), want)
-	}
-}
+var sameIDs = plantest.SameIDs
 
 const switchSrc = `
 route split {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	_ "github.com/mqb-dev/mqb/connector/all"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mqb-dev/mqb/bench/internal/orders"
+	_ "github.com/mqb-dev/mqb/connector/all"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )

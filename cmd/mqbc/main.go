@@ -12,6 +12,9 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	// Every connector outside package runtime registers its kinds.
+	_ "github.com/mqb-dev/mqb/connector/all"
 )
 
 // Exit codes shared by every subcommand.

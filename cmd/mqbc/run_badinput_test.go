@@ -158,7 +158,7 @@ func TestRunBadInputCorpus(t *testing.T) {
 		{"depth_bomb.jsonl", map[string]string{"d-1": okBody("d-1"), "d-2": okBody("d-2")}, 0,
 			[]string{"nesting deeper than"}},
 		{"wrong_types.jsonl", map[string]string{"w-1": okBody("w-1"), "w-2": okBody("w-2")}, 0,
-			[]string{"cannot store", "NOT NULL constraint", "CHECK constraint"}},
+			[]string{"cannot store", "NOT NULL constraint", "CHECK constraint", "does not fit column qty"}},
 		{"missing_key.jsonl", map[string]string{"m-1": okBody("m-1"), "m-2": okBody("m-2")}, 0,
 			[]string{"no identity", "invalid JSON"}},
 		{"sql_injection.jsonl", map[string]string{

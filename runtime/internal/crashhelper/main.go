@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	_ "github.com/mqb-dev/mqb/connector/all"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )

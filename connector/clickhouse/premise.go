@@ -1,4 +1,4 @@
-package runtime
+package clickhouse
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // The ClickHouse sink's premises. ClickHouse has no unique constraint: a
@@ -16,7 +17,7 @@ import (
 // key is not empty (that would collapse every row into one) and reads only
 // columns bound to stable values, and so does its partition key.
 
-func (s *clickhouseSink) premiseNode() string { return s.node }
+func (s *clickhouseSink) PremiseNode() string { return s.node }
 
 // chKeys is what system.tables and system.columns say about a table's keys.
 type chKeys struct {
@@ -55,7 +56,7 @@ func (s *clickhouseSink) readKeys(ctx context.Context) (chKeys, error) {
 	return k, rows.Err()
 }
 
-func (s *clickhouseSink) checkPremise(ctx context.Context, p plan.Premise) error {
+func (s *clickhouseSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 	if p.Kind != plan.PremiseReplacingMergeTree {
 		return fmt.Errorf("the clickhouse sink cannot check a %s premise", p.Kind)
 	}
@@ -84,20 +85,20 @@ func (s *clickhouseSink) checkPremise(ctx context.Context, p plan.Premise) error
 func chPremiseHolds(table string, k chKeys, cols []string) error {
 	stable := map[string]bool{}
 	for _, c := range cols {
-		stable[unquoteIdent(c)] = true
+		stable[runtime.UnquoteIdent(c)] = true
 	}
 	list := strings.Join(cols, ", ")
 	fix := fmt.Sprintf("create the table with ENGINE = ReplacingMergeTree(version) ORDER BY (%s) (and a PARTITION BY on those columns only, or none), then move the rows over with INSERT INTO … SELECT", list)
 	if !strings.HasSuffix(k.engine, "ReplacingMergeTree") {
-		return &premiseFailure{
-			found: fmt.Sprintf("table %s has engine %s, not ReplacingMergeTree: nothing collapses a replayed row, so it is stored twice", table, k.engine),
-			fix:   fix,
+		return &runtime.PremiseFailure{
+			Found: fmt.Sprintf("table %s has engine %s, not ReplacingMergeTree: nothing collapses a replayed row, so it is stored twice", table, k.engine),
+			Fix:   fix,
 		}
 	}
 	if len(k.sortingCols) == 0 {
-		return &premiseFailure{
-			found: fmt.Sprintf("table %s has an empty sorting key (ORDER BY %q): a ReplacingMergeTree would collapse every row into one", table, k.sortingKey),
-			fix:   fix,
+		return &runtime.PremiseFailure{
+			Found: fmt.Sprintf("table %s has an empty sorting key (ORDER BY %q): a ReplacingMergeTree would collapse every row into one", table, k.sortingKey),
+			Fix:   fix,
 		}
 	}
 	var off []string
@@ -107,9 +108,9 @@ func chPremiseHolds(table string, k chKeys, cols []string) error {
 		}
 	}
 	if len(off) > 0 {
-		return &premiseFailure{
-			found: fmt.Sprintf("table %s is sorted by (%s), which reads %s, not among the columns bound to stable values (%s): a replayed row gets another sorting key and is never collapsed", table, k.sortingKey, strings.Join(off, ", "), list),
-			fix:   fix,
+		return &runtime.PremiseFailure{
+			Found: fmt.Sprintf("table %s is sorted by (%s), which reads %s, not among the columns bound to stable values (%s): a replayed row gets another sorting key and is never collapsed", table, k.sortingKey, strings.Join(off, ", "), list),
+			Fix:   fix,
 		}
 	}
 	for _, c := range k.partitionCols {
@@ -118,23 +119,23 @@ func chPremiseHolds(table string, k chKeys, cols []string) error {
 		}
 	}
 	if len(off) > 0 {
-		return &premiseFailure{
-			found: fmt.Sprintf("table %s is partitioned by %s, which reads %s, not among the columns bound to stable values (%s): a replayed row can land in another partition, and rows are only collapsed within one", table, k.partitionKey, strings.Join(off, ", "), list),
-			fix:   fix,
+		return &runtime.PremiseFailure{
+			Found: fmt.Sprintf("table %s is partitioned by %s, which reads %s, not among the columns bound to stable values (%s): a replayed row can land in another partition, and rows are only collapsed within one", table, k.partitionKey, strings.Join(off, ", "), list),
+			Fix:   fix,
 		}
 	}
 	return nil
 }
 
-// armPremise arms PremiseKeyPresent: a record that leaves one of the
+// ArmPremise arms PremiseKeyPresent: a record that leaves one of the
 // premise's columns without a value fails, even when the column is
 // Nullable.
-func (s *clickhouseSink) armPremise(p plan.Premise) error {
+func (s *clickhouseSink) ArmPremise(p plan.Premise) error {
 	if p.Kind != plan.PremiseKeyPresent {
 		return fmt.Errorf("the clickhouse sink cannot check a per-record %s premise", p.Kind)
 	}
 	for _, c := range p.Columns {
-		name := unquoteIdent(c)
+		name := runtime.UnquoteIdent(c)
 		found := false
 		for i := range s.cols {
 			if s.cols[i].name == name {

@@ -1,4 +1,4 @@
-package runtime
+package mongodb
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // The MongoDB sink's premise: the collection has a unique index on fields
 // among the premise's columns. _id always has one (id_field writes the key
 // there), so a premise on _id holds on every collection.
 
-func (s *mongoSink) premiseNode() string { return s.node }
+func (s *mongoSink) PremiseNode() string { return s.node }
 
 // mongoIndex is one index as listIndexes describes it.
 type mongoIndex struct {
@@ -25,7 +26,7 @@ type mongoIndex struct {
 	Partial bson.Raw `bson:"partialFilterExpression,omitempty"`
 }
 
-func (s *mongoSink) checkPremise(ctx context.Context, p plan.Premise) error {
+func (s *mongoSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 	if p.Kind != plan.PremiseUniqueIndex {
 		return fmt.Errorf("the mongodb sink cannot check a %s premise", p.Kind)
 	}
@@ -82,16 +83,16 @@ func mongoUniqueIndexHolds(coll string, idx []mongoIndex, cols []string) error {
 		found += "; its unique indexes are " + strings.Join(unique, ", ")
 	}
 	_, name, _ := strings.Cut(coll, ".")
-	return &premiseFailure{
-		found: found + " — a replayed document would be inserted again",
-		fix:   fmt.Sprintf("db.%s.createIndex({%s}, {unique: true}), or set id_field so the key is the _id", name, strings.Join(keys, ", ")),
+	return &runtime.PremiseFailure{
+		Found: found + " — a replayed document would be inserted again",
+		Fix:   fmt.Sprintf("db.%s.createIndex({%s}, {unique: true}), or set id_field so the key is the _id", name, strings.Join(keys, ", ")),
 	}
 }
 
-// armPremise accepts PremiseKeyPresent: document already dead-letters a
+// ArmPremise accepts PremiseKeyPresent: document already dead-letters a
 // record whose id_field is missing or null, or whose id_field template
 // has a ${…} without a value, so no record is written under a made-up _id.
-func (s *mongoSink) armPremise(p plan.Premise) error {
+func (s *mongoSink) ArmPremise(p plan.Premise) error {
 	if p.Kind != plan.PremiseKeyPresent {
 		return fmt.Errorf("the mongodb sink cannot check a per-record %s premise", p.Kind)
 	}

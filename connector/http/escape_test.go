@@ -1,4 +1,4 @@
-package runtime
+package http
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // TestHTTPURLEscapesRecordValues: a value read from the record is escaped
@@ -15,8 +17,8 @@ import (
 // that would end the host fails the record.
 func TestHTTPURLEscapesRecordValues(t *testing.T) {
 	srv := newHTTPServer(t, nil)
-	s := newTestHTTPSink(t, map[string]plan.Value{"url": tmplV(
-		lit(srv.URL+"/orders/"), ex("payload.id"), lit("/items?tag="), ex("payload.tag"), lit("&x=1"),
+	s := newTestHTTPSink(t, map[string]plan.Value{"url": plantest.Tmpl(
+		plantest.Lit(srv.URL+"/orders/"), plantest.Ex("payload.id"), plantest.Lit("/items?tag="), plantest.Ex("payload.tag"), plantest.Lit("&x=1"),
 	)}, nil)
 	for _, tc := range []struct {
 		id, tag  string
@@ -31,8 +33,8 @@ func TestHTTPURLEscapesRecordValues(t *testing.T) {
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			before := len(srv.received())
-			rec := &Record{Payload: []byte(`{}`), value: map[string]any{"id": tc.id, "tag": tc.tag}}
-			if err := s.Write(context.Background(), []*Record{rec}); err != nil {
+			rec := testRecord(`{}`, map[string]any{"id": tc.id, "tag": tc.tag})
+			if err := s.Write(context.Background(), []*runtime.Record{rec}); err != nil {
 				t.Fatal(err)
 			}
 			hits := srv.received()
@@ -48,11 +50,11 @@ func TestHTTPURLEscapesRecordValues(t *testing.T) {
 	}
 
 	// In the host, a record value that would end the host fails the record.
-	host := newTestHTTPSink(t, map[string]plan.Value{"url": tmplV(lit("http://"), ex("payload.host"), lit("/x"))}, nil)
-	if _, err := host.request(&Record{Payload: []byte(`{}`), value: map[string]any{"host": "127.0.0.1/admin?"}}); err == nil || !strings.Contains(err.Error(), "would change the url's host") {
+	host := newTestHTTPSink(t, map[string]plan.Value{"url": plantest.Tmpl(plantest.Lit("http://"), plantest.Ex("payload.host"), plantest.Lit("/x"))}, nil)
+	if _, err := host.request(testRecord(`{}`, map[string]any{"host": "127.0.0.1/admin?"})); err == nil || !strings.Contains(err.Error(), "would change the url's host") {
 		t.Errorf("host with a path: err %v", err)
 	}
-	if q, err := host.request(&Record{Payload: []byte(`{}`), value: map[string]any{"host": "127.0.0.1:8080"}}); err != nil || q.raw != "http://127.0.0.1:8080/x" {
+	if q, err := host.request(testRecord(`{}`, map[string]any{"host": "127.0.0.1:8080"})); err != nil || q.raw != "http://127.0.0.1:8080/x" {
 		t.Errorf("host:port: %v", err)
 	}
 }
@@ -62,9 +64,9 @@ func TestHTTPURLEscapesRecordValues(t *testing.T) {
 func TestHTTPURLConfigValuesVerbatim(t *testing.T) {
 	srv := newHTTPServer(t, nil)
 	t.Setenv("MQB_TEST_HOOK_URL", srv.URL+"/services/T0/B0")
-	s := newTestHTTPSink(t, map[string]plan.Value{"url": tmplV(ex(`env("MQB_TEST_HOOK_URL")`), lit("/"), ex("payload.id"))}, nil)
-	rec := &Record{Payload: []byte(`{}`), value: map[string]any{"id": "a/b"}}
-	if err := s.Write(context.Background(), []*Record{rec}); err != nil {
+	s := newTestHTTPSink(t, map[string]plan.Value{"url": plantest.Tmpl(plantest.Ex(`env("MQB_TEST_HOOK_URL")`), plantest.Lit("/"), plantest.Ex("payload.id"))}, nil)
+	rec := testRecord(`{}`, map[string]any{"id": "a/b"})
+	if err := s.Write(context.Background(), []*runtime.Record{rec}); err != nil {
 		t.Fatal(err)
 	}
 	if h := srv.received(); len(h) != 1 || h[0].rawPath != "/services/T0/B0/a%2Fb" {

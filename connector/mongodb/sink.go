@@ -1,4 +1,4 @@
-package runtime
+package mongodb
 
 import (
 	"bytes"
@@ -18,11 +18,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // mongoSinkConfig is a mongodb sink's attributes (stdlib declares them).
 type mongoSinkConfig struct {
-	// URL may call env(): renderStatic renders it from the node, naming
+	// URL may call env(): RenderStatic renders it from the node, naming
 	// the attribute in its errors.
 	URL           []plan.Part `attr:"url"`
 	Database      string      `attr:"database"`
@@ -34,8 +35,8 @@ type mongoSinkConfig struct {
 }
 
 func init() {
-	registerSink("mongodb", func(b *buildEnv, cfg *mongoSinkConfig) (sink, []*program, error) {
-		s, err := newMongoSink(b.ctx, b.a, cfg, b.c, b.rt)
+	runtime.RegisterSink("mongodb", func(b *runtime.BuildEnv, cfg *mongoSinkConfig) (runtime.Sink, []*runtime.Program, error) {
+		s, err := newMongoSink(b, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -61,9 +62,9 @@ type mongoSink struct {
 	url     string // redacted, for messages
 	client  *mongo.Client
 	coll    *mongo.Collection
-	idField string          // plain id_field: a top-level payload field
-	idTmpl  *recordTemplate // template id_field: rendered to a string
-	outcome bool            // report_outcome: meta["mongodb.outcome"]
+	idField string            // plain id_field: a top-level payload field
+	idTmpl  *runtime.Template // template id_field: rendered to a string
+	outcome bool              // report_outcome: meta["mongodb.outcome"]
 }
 
 const metaMongoOutcome = "mongodb.outcome"
@@ -80,36 +81,37 @@ const (
 	mongoMaxDepth = 1000
 )
 
-func newMongoSink(ctx context.Context, a nodeAttrs, cfg *mongoSinkConfig, c *compiler, rt *route) (*mongoSink, error) {
-	raw, err := c.renderStatic(a, "url")
+func newMongoSink(b *runtime.BuildEnv, cfg *mongoSinkConfig) (*mongoSink, error) {
+	ctx := b.Context()
+	raw, err := b.RenderStatic("url")
 	if err != nil {
 		return nil, err
 	}
-	s := &mongoSink{route: a.route, node: a.node.ID, url: plan.RedactURLs(raw), outcome: cfg.ReportOutcome}
+	s := &mongoSink{route: b.Route(), node: b.NodeID(), url: plan.RedactURLs(raw), outcome: cfg.ReportOutcome}
 	if !strings.HasPrefix(raw, "mongodb://") && !strings.HasPrefix(raw, "mongodb+srv://") {
-		return nil, a.errorf("url", "%s: want mongodb://host:27017 or mongodb+srv://host", s.url)
+		return nil, b.Errorf("url", "%s: want mongodb://host:27017 or mongodb+srv://host", s.url)
 	}
 	database, collection := cfg.Database, cfg.Collection
 	if database == "" {
-		return nil, a.errorf("database", "required")
+		return nil, b.Errorf("database", "required")
 	}
 	if collection == "" {
-		return nil, a.errorf("collection", "required")
+		return nil, b.Errorf("collection", "required")
 	}
 	if f := cfg.Format; f != "json" {
-		return nil, a.errorf("format", "format %q is not supported by the mongodb sink yet: a payload must be a JSON object, stored as the document", f)
+		return nil, b.Errorf("format", "format %q is not supported by the mongodb sink yet: a payload must be a JSON object, stored as the document", f)
 	}
 	if cfg.RequestReply {
-		return nil, a.errorf("request_reply", "not supported by the mongodb sink yet")
+		return nil, b.Errorf("request_reply", "not supported by the mongodb sink yet")
 	}
 	if parts := cfg.IDField; parts != nil {
 		static := len(parts) == 1 && parts[0].Expr == ""
 		if static {
 			s.idField = parts[0].Lit
 			if s.idField == "" {
-				return nil, a.errorf("id_field", "empty: name a top-level payload field, or leave id_field out")
+				return nil, b.Errorf("id_field", "empty: name a top-level payload field, or leave id_field out")
 			}
-		} else if s.idTmpl, err = compileTemplate(a, c, "id_field"); err != nil {
+		} else if s.idTmpl, err = b.Template("id_field"); err != nil {
 			return nil, err
 		}
 	}
@@ -126,11 +128,11 @@ func newMongoSink(ctx context.Context, a nodeAttrs, cfg *mongoSinkConfig, c *com
 		opts.SetAppName("mqb")
 	}
 	if err := opts.Validate(); err != nil {
-		return nil, a.errorf("url", "%s: %s", s.url, plan.RedactURLs(err.Error()))
+		return nil, b.Errorf("url", "%s: %s", s.url, plan.RedactURLs(err.Error()))
 	}
 	s.client, err = mongo.Connect(opts)
 	if err != nil {
-		return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+		return nil, b.Errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
 	}
 	// Fail at start-up, not on the first batch, when the server cannot be
 	// reached or the credentials are wrong.
@@ -138,7 +140,7 @@ func newMongoSink(ctx context.Context, a nodeAttrs, cfg *mongoSinkConfig, c *com
 	defer cancel()
 	if err := s.client.Ping(pctx, nil); err != nil {
 		s.client.Disconnect(context.Background())
-		return nil, a.errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+		return nil, b.Errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
 	}
 	s.coll = s.client.Database(database).Collection(collection)
 	idDesc := "message_id (UUID)"
@@ -146,9 +148,9 @@ func newMongoSink(ctx context.Context, a nodeAttrs, cfg *mongoSinkConfig, c *com
 	case s.idField != "":
 		idDesc = "payload." + s.idField
 	case s.idTmpl != nil:
-		idDesc = mongoIDText(s.idTmpl.parts)
+		idDesc = mongoIDText(s.idTmpl.Parts())
 	}
-	rt.log.Info("mongodb sink", "url", s.url, "collection", database+"."+collection, "_id", idDesc)
+	b.Logger().Info("mongodb sink", "url", s.url, "collection", database+"."+collection, "_id", idDesc)
 	return s, nil
 }
 
@@ -165,20 +167,20 @@ func mongoIDText(parts []plan.Part) string {
 	return b.String()
 }
 
-func (s *mongoSink) programs() []*program {
+func (s *mongoSink) programs() []*runtime.Program {
 	if s.idTmpl == nil {
 		return nil
 	}
-	return s.idTmpl.progs
+	return s.idTmpl.Programs()
 }
 
-func (s *mongoSink) Write(ctx context.Context, recs []*Record) error {
+func (s *mongoSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	docs := make([]any, 0, len(recs))
-	idx := make([]*Record, 0, len(recs)) // the record of each document
+	idx := make([]*runtime.Record, 0, len(recs)) // the record of each document
 	for _, r := range recs {
 		doc, err := s.document(r)
 		if err != nil {
-			r.sinkErr = "mongodb: " + err.Error()
+			r.Refuse("mongodb: " + err.Error())
 			continue
 		}
 		docs = append(docs, doc)
@@ -230,14 +232,14 @@ func (s *mongoSink) Write(ctx context.Context, recs []*Record) error {
 	}
 	for i, r := range idx {
 		if why, ok := failed[i]; ok {
-			r.sinkErr = why
+			r.Refuse(why)
 			continue
 		}
 		if s.outcome {
 			if existed[i] {
-				r.setMeta(metaMongoOutcome, "existed")
+				r.SetMeta(metaMongoOutcome, "existed")
 			} else {
-				r.setMeta(metaMongoOutcome, "inserted")
+				r.SetMeta(metaMongoOutcome, "inserted")
 			}
 		}
 	}
@@ -331,7 +333,7 @@ func idKey(v bson.RawValue) string {
 func (s *mongoSink) batchError(err error) error {
 	e := fmt.Errorf("mongodb insert into %s.%s on %s: %s", s.coll.Database().Name(), s.coll.Name(), s.url, plan.RedactURLs(err.Error()))
 	if mongoTransient(err) {
-		return retryable(e)
+		return runtime.Retryable(e)
 	}
 	return e
 }
@@ -365,8 +367,8 @@ func mongoTransient(err error) bool {
 }
 
 // document builds r's BSON document: the payload's fields with _id first.
-func (s *mongoSink) document(r *Record) (bson.Raw, error) {
-	if err := encodePayload(r); err != nil {
+func (s *mongoSink) document(r *runtime.Record) (bson.Raw, error) {
+	if err := r.EncodePayload(); err != nil {
 		return nil, err
 	}
 	fields, err := jsonToBSON(r.Payload)
@@ -400,22 +402,22 @@ func (s *mongoSink) document(r *Record) (bson.Raw, error) {
 			return nil, fmt.Errorf("payload has its own _id besides %s (id_field): set id_field = \"_id\" to keep it, or drop it with a map step", s.idField)
 		}
 	case s.idTmpl != nil:
-		v, err := s.idTmpl.render(r)
+		v, err := s.idTmpl.Render(r)
 		if err != nil {
 			return nil, err
 		}
 		if v == "" {
-			return nil, fmt.Errorf("id_field %s renders empty: not written, since every such record would share one _id", mongoIDText(s.idTmpl.parts))
+			return nil, fmt.Errorf("id_field %s renders empty: not written, since every such record would share one _id", mongoIDText(s.idTmpl.Parts()))
 		}
 		if own >= 0 {
-			return nil, fmt.Errorf("payload has its own _id besides id_field %s: drop it with a map step, or set id_field = \"_id\"", mongoIDText(s.idTmpl.parts))
+			return nil, fmt.Errorf("payload has its own _id besides id_field %s: drop it with a map step, or set id_field = \"_id\"", mongoIDText(s.idTmpl.Parts()))
 		}
 		id = v
 	default:
 		if own >= 0 {
 			return nil, errors.New("payload has its own _id, and without id_field _id is the message_id: set id_field = \"_id\" to keep the payload's")
 		}
-		u := r.msgIDValue()
+		u := r.MessageUUID()
 		id = bson.Binary{Subtype: bson.TypeBinaryUUID, Data: u[:]}
 	}
 	doc := make(bson.D, 0, len(fields)+1)

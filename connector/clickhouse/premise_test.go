@@ -1,4 +1,4 @@
-package runtime
+package clickhouse
 
 import (
 	"context"
@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // TestPremiseReplacingMergeTree: the ClickHouse premise holds only for a
@@ -37,16 +40,16 @@ func TestPremiseReplacingMergeTree(t *testing.T) {
 			if err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (order_id UInt64, region String, v UInt64) ENGINE = %s", table, tc.engine)); err != nil {
 				t.Fatal(err)
 			}
-			e := newTestEnv(t)
-			writeLines(t, e.input, `{"order_id": 1, "region": "eu", "v": 1}`, `{"order_id": 2, "region": "us", "v": 1}`)
-			p := clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": strV(table)})
-			p = withPremise(t, p, plan.Premise{Kind: plan.PremiseReplacingMergeTree, When: plan.CheckStartup, Target: table, Columns: tc.cols})
-			opts := testOptions(t)
-			res := Check(ctx, p, opts)
+			e := plantest.NewEnv(t)
+			plantest.WriteLines(t, e.Input, `{"order_id": 1, "region": "eu", "v": 1}`, `{"order_id": 2, "region": "us", "v": 1}`)
+			p := clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": plantest.Str(table)})
+			p = plantest.WithPremise(t, p, plan.Premise{Kind: plan.PremiseReplacingMergeTree, When: plan.CheckStartup, Target: table, Columns: tc.cols})
+			opts := runtest.Options()
+			res := runtime.Check(ctx, p, opts)
 			if len(res) != 1 || res[0].OK != tc.ok {
 				t.Fatalf("check = %v, want ok %v", res, tc.ok)
 			}
-			st, err := Run(ctx, p, opts)
+			st, err := runtime.Run(ctx, p, opts)
 			if tc.ok {
 				if err != nil || st.Route("analytics").Out != 2 {
 					t.Fatalf("run: %+v, %v", st, err)

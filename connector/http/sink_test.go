@@ -1,4 +1,4 @@
-package runtime
+package http
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
+	nethttp "net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -18,14 +18,17 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // httpHit is one request an httpServer received.
 type httpHit struct {
 	method, path, query string
 	rawPath             string // the path as sent, escapes kept
-	header              http.Header
+	header              nethttp.Header
 	body                string
 }
 
@@ -37,13 +40,13 @@ type httpServer struct {
 	hits []httpHit
 }
 
-func newHTTPServer(t *testing.T, respond func(n int, h httpHit, w http.ResponseWriter)) *httpServer {
+func newHTTPServer(t *testing.T, respond func(n int, h httpHit, w nethttp.ResponseWriter)) *httpServer {
 	t.Helper()
 	s := &httpServer{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
+			w.WriteHeader(nethttp.StatusBadRequest)
 			return
 		}
 		h := httpHit{method: r.Method, path: r.URL.Path, rawPath: r.URL.EscapedPath(), query: r.URL.RawQuery, header: r.Header.Clone(), body: string(body)}
@@ -102,8 +105,8 @@ func TestHTTPSinkDelivers(t *testing.T) {
 			srv := newHTTPServer(t, nil)
 			dir := t.TempDir()
 			const n = 300
-			lines := writeOrders(t, filepath.Join(dir, "orders.jsonl"), n)
-			st := runIn(t, dir, compileMQB(t, fmt.Sprintf(httpRouteSrc, 1, srv.URL, method, "5s"))).Route("post_orders")
+			lines := plantest.WriteOrders(t, filepath.Join(dir, "orders.jsonl"), n)
+			st := runtest.RunIn(t, dir, plantest.Compile(t, fmt.Sprintf(httpRouteSrc, 1, srv.URL, method, "5s"))).Route("post_orders")
 			if st.In != n || st.Out != n || st.DeadLettered != 0 {
 				t.Fatalf("stats %+v, want in = out = %d", st, n)
 			}
@@ -134,9 +137,9 @@ func TestHTTPSinkDelivers(t *testing.T) {
 				if got := h.header.Get("Mqb-Meta-mqb.id"); got != id {
 					t.Errorf("header Mqb-Meta-mqb.id = %q, want %s", got, id)
 				}
-				mid := h.header.Get(headerMessageID)
+				mid := h.header.Get(runtime.HeaderMessageID)
 				if u, err := uuid.Parse(mid); err != nil || len(mid) != 36 {
-					t.Errorf("header %s = %q: want a UUID (%v)", headerMessageID, mid, err)
+					t.Errorf("header %s = %q: want a UUID (%v)", runtime.HeaderMessageID, mid, err)
 				} else if ids[u.String()] {
 					t.Errorf("message_id %s on two requests", u)
 				} else {
@@ -161,15 +164,15 @@ func TestHTTPSinkDelivers(t *testing.T) {
 func TestHTTPSinkResponses(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		respond func(n int, h httpHit, w http.ResponseWriter)
+		respond func(n int, h httpHit, w nethttp.ResponseWriter)
 		dead    map[string]string // order id → text its DLQ reason must hold
 		retried bool              // some requests were answered with a retryable status
 	}{
 		{
 			name: "400 dead-letters one record",
-			respond: func(_ int, h httpHit, w http.ResponseWriter) {
+			respond: func(_ int, h httpHit, w nethttp.ResponseWriter) {
 				if h.path == "/orders/o-7" {
-					w.WriteHeader(http.StatusBadRequest)
+					w.WriteHeader(nethttp.StatusBadRequest)
 					io.WriteString(w, `{"error": "amount must be positive"}`)
 				}
 			},
@@ -177,13 +180,13 @@ func TestHTTPSinkResponses(t *testing.T) {
 		},
 		{
 			name: "404 and a redirect dead-letter their records",
-			respond: func(_ int, h httpHit, w http.ResponseWriter) {
+			respond: func(_ int, h httpHit, w nethttp.ResponseWriter) {
 				switch h.path {
 				case "/orders/o-3":
-					http.Error(w, "no such order", http.StatusNotFound)
+					nethttp.Error(w, "no such order", nethttp.StatusNotFound)
 				case "/orders/o-4":
 					w.Header().Set("Location", "/elsewhere?token=abcdefghijkl")
-					w.WriteHeader(http.StatusFound)
+					w.WriteHeader(nethttp.StatusFound)
 				}
 			},
 			dead: map[string]string{
@@ -193,21 +196,21 @@ func TestHTTPSinkResponses(t *testing.T) {
 		},
 		{
 			name: "503 then 200 is retried",
-			respond: func(n int, _ httpHit, w http.ResponseWriter) {
+			respond: func(n int, _ httpHit, w nethttp.ResponseWriter) {
 				if n <= 20 {
-					http.Error(w, "try later", http.StatusServiceUnavailable)
+					nethttp.Error(w, "try later", nethttp.StatusServiceUnavailable)
 				}
 			},
 			retried: true,
 		},
 		{
 			name: "429 and 408 are retried",
-			respond: func(n int, _ httpHit, w http.ResponseWriter) {
+			respond: func(n int, _ httpHit, w nethttp.ResponseWriter) {
 				switch {
 				case n <= 3:
-					w.WriteHeader(http.StatusTooManyRequests)
+					w.WriteHeader(nethttp.StatusTooManyRequests)
 				case n <= 6:
-					w.WriteHeader(http.StatusRequestTimeout)
+					w.WriteHeader(nethttp.StatusRequestTimeout)
 				}
 			},
 			retried: true,
@@ -217,8 +220,8 @@ func TestHTTPSinkResponses(t *testing.T) {
 			srv := newHTTPServer(t, tc.respond)
 			dir := t.TempDir()
 			const n = 120
-			lines := writeOrders(t, filepath.Join(dir, "orders.jsonl"), n)
-			st := runIn(t, dir, compileMQB(t, fmt.Sprintf(httpRouteSrc, 10, srv.URL, "POST", "5s"))).Route("post_orders")
+			lines := plantest.WriteOrders(t, filepath.Join(dir, "orders.jsonl"), n)
+			st := runtest.RunIn(t, dir, plantest.Compile(t, fmt.Sprintf(httpRouteSrc, 10, srv.URL, "POST", "5s"))).Route("post_orders")
 			if st.In != n || st.Out != int64(n-len(tc.dead)) || st.DeadLettered != int64(len(tc.dead)) {
 				t.Errorf("stats %+v, want in %d, out %d, dead-lettered %d", st, n, n-len(tc.dead), len(tc.dead))
 			}
@@ -239,7 +242,7 @@ func TestHTTPSinkResponses(t *testing.T) {
 			if tc.retried && len(srv.received()) <= n {
 				t.Errorf("%d requests: the retryable answers were not retried", len(srv.received()))
 			}
-			dlq := readDLQLines(t, filepath.Join(dir, "dlq.jsonl"))
+			dlq := plantest.ReadDLQLines(t, filepath.Join(dir, "dlq.jsonl"))
 			if len(dlq) != len(tc.dead) {
 				t.Errorf("%d DLQ lines, want %d: %v", len(dlq), len(tc.dead), dlq)
 			}
@@ -258,39 +261,39 @@ func TestHTTPSinkResponses(t *testing.T) {
 	}
 }
 
-// newTestHTTPSink builds an http sink for a JSON route from attributes.
+// newTestHTTPSink builds an http sink for a JSON route from attributes,
+// through the registry as a route does.
 func newTestHTTPSink(t *testing.T, attrs map[string]plan.Value, log *slog.Logger) *httpSink {
 	t.Helper()
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	rt := &route{name: "post", log: log, srcFormat: "json"}
-	a := nodeAttrs{route: "post", node: &plan.Node{ID: "n1", Role: plan.RoleSink, Kind: "http", Attrs: attrs}}
-	var cfg httpSinkConfig
-	if err := decodeConfig(a, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	s, err := newHTTPSink(a, &cfg, &compiler{}, rt)
+	node := &plan.Node{ID: "n1", Role: plan.RoleSink, Kind: "http", Attrs: attrs}
+	s, err := runtime.BuildSink(context.Background(), "post", "json", node, runtime.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s.(*httpSink)
+}
+
+// testRecord is a record read as payload, decoded as value.
+func testRecord(payload string, value any) *runtime.Record {
+	r := &runtime.Record{}
+	r.SetPayload([]byte(payload), value)
+	return r
 }
 
 // TestHTTPSinkTimeout: a server slower than timeout fails the write
 // retryably, and the route's retry then delivers everything.
 func TestHTTPSinkTimeout(t *testing.T) {
 	var slow sync.Map // path → already slowed once
-	srv := newHTTPServer(t, func(_ int, h httpHit, w http.ResponseWriter) {
+	srv := newHTTPServer(t, func(_ int, h httpHit, w nethttp.ResponseWriter) {
 		if _, done := slow.LoadOrStore(h.path, true); !done {
 			time.Sleep(400 * time.Millisecond)
 		}
 	})
-	s := newTestHTTPSink(t, map[string]plan.Value{"url": tmplV(lit(srv.URL+"/slow/"), ex("payload.i")), "timeout": strV("100ms")}, nil)
-	recs := []*Record{{Payload: []byte(`{"i":1}`), value: map[string]any{"i": int64(1)}}, {Payload: []byte(`{"i":2}`), value: map[string]any{"i": int64(2)}}}
+	s := newTestHTTPSink(t, map[string]plan.Value{"url": plantest.Tmpl(plantest.Lit(srv.URL+"/slow/"), plantest.Ex("payload.i")), "timeout": plantest.Str("100ms")}, nil)
+	recs := []*runtime.Record{testRecord(`{"i":1}`, map[string]any{"i": int64(1)}), testRecord(`{"i":2}`, map[string]any{"i": int64(2)})}
 	err := s.Write(context.Background(), recs)
-	if err == nil || !isRetryable(err) {
+	if err == nil || !runtime.IsRetryable(err) {
 		t.Fatalf("err %v, want a retryable error", err)
 	}
 	if !strings.Contains(err.Error(), "no response within the 100ms timeout") || !strings.Contains(err.Error(), "POST "+srv.URL+"/slow/") {
@@ -303,13 +306,13 @@ func TestHTTPSinkTimeout(t *testing.T) {
 
 	// Through a route: the first request of each order is too slow.
 	dir := t.TempDir()
-	srv2 := newHTTPServer(t, func(_ int, h httpHit, w http.ResponseWriter) {
+	srv2 := newHTTPServer(t, func(_ int, h httpHit, w nethttp.ResponseWriter) {
 		if _, done := slow.LoadOrStore("route"+h.path, true); !done && h.path == "/orders/o-2" {
 			time.Sleep(400 * time.Millisecond)
 		}
 	})
-	writeOrders(t, filepath.Join(dir, "orders.jsonl"), 10)
-	st := runIn(t, dir, compileMQB(t, fmt.Sprintf(httpRouteSrc, 3, srv2.URL, "POST", "100ms"))).Route("post_orders")
+	plantest.WriteOrders(t, filepath.Join(dir, "orders.jsonl"), 10)
+	st := runtest.RunIn(t, dir, plantest.Compile(t, fmt.Sprintf(httpRouteSrc, 3, srv2.URL, "POST", "100ms"))).Route("post_orders")
 	if st.Out != 10 {
 		t.Errorf("stats %+v, want out 10", st)
 	}
@@ -320,25 +323,25 @@ func TestHTTPSinkTimeout(t *testing.T) {
 func TestHTTPSinkSecretURL(t *testing.T) {
 	const password, token, pathToken = "pa55-w0rd-secret", "t0ken-very-secret", "h00k-path-secret"
 	t.Setenv("MQB_TEST_HOOK_TOKEN", pathToken)
-	for _, status := range []int{http.StatusServiceUnavailable, http.StatusForbidden} {
-		t.Run(http.StatusText(status), func(t *testing.T) {
-			srv := newHTTPServer(t, func(_ int, h httpHit, w http.ResponseWriter) {
+	for _, status := range []int{nethttp.StatusServiceUnavailable, nethttp.StatusForbidden} {
+		t.Run(nethttp.StatusText(status), func(t *testing.T) {
+			srv := newHTTPServer(t, func(_ int, h httpHit, w nethttp.ResponseWriter) {
 				w.WriteHeader(status)
 				fmt.Fprintf(w, "denied %s?%s auth=%s", h.path, h.query, h.header.Get("Authorization"))
 			})
 			dir := t.TempDir()
-			writeOrders(t, filepath.Join(dir, "orders.jsonl"), 5)
+			plantest.WriteOrders(t, filepath.Join(dir, "orders.jsonl"), 5)
 			secretURL := strings.Replace(srv.URL, "http://", "http://mqb:"+password+"@", 1) + `/hook/${env("MQB_TEST_HOOK_TOKEN")}`
 			src := fmt.Sprintf(httpRouteSrc, 2, secretURL, "POST", "5s")
 			src = strings.Replace(src, "/orders/${payload.order_id}", "/orders/${payload.order_id}?token="+token, 1)
 			var logs bytes.Buffer
-			opts := testOptions(t)
+			opts := runtest.Options()
 			opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-			_, err := Run(context.Background(), compileMQB(t, src), opts)
+			_, err := runtime.Run(context.Background(), plantest.Compile(t, src), opts)
 			dlq, _ := os.ReadFile(filepath.Join(dir, "dlq.jsonl"))
 			var shown string
-			if status == http.StatusServiceUnavailable {
+			if status == nethttp.StatusServiceUnavailable {
 				if err == nil {
 					t.Fatal("run succeeded against a server answering 503")
 				}
@@ -397,15 +400,15 @@ route enrich {
 // forwarded as it was; a 204 keeps the payload; 503s retry the call, and
 // the records then go out as they were read, not as answered.
 func TestHTTPRequestCallForwardsResponse(t *testing.T) {
-	srv := newHTTPServer(t, func(n int, h httpHit, w http.ResponseWriter) {
+	srv := newHTTPServer(t, func(n int, h httpHit, w nethttp.ResponseWriter) {
 		id := strings.TrimPrefix(h.path, "/enrich/")
 		switch {
 		case n <= 3:
-			http.Error(w, "warming up", http.StatusServiceUnavailable)
+			nethttp.Error(w, "warming up", nethttp.StatusServiceUnavailable)
 		case id == "o-5":
-			http.Error(w, "unknown order", http.StatusNotFound)
+			nethttp.Error(w, "unknown order", nethttp.StatusNotFound)
 		case id == "o-6":
-			w.WriteHeader(http.StatusNoContent)
+			w.WriteHeader(nethttp.StatusNoContent)
 		default:
 			tier := "silver"
 			if strings.HasSuffix(id, "0") {
@@ -417,8 +420,8 @@ func TestHTTPRequestCallForwardsResponse(t *testing.T) {
 	})
 	dir := t.TempDir()
 	const n = 60
-	lines := writeOrders(t, filepath.Join(dir, "orders.jsonl"), n)
-	st := runIn(t, dir, compileMQB(t, fmt.Sprintf(httpCallSrc, srv.URL))).Route("enrich")
+	lines := plantest.WriteOrders(t, filepath.Join(dir, "orders.jsonl"), n)
+	st := runtest.RunIn(t, dir, plantest.Compile(t, fmt.Sprintf(httpCallSrc, srv.URL))).Route("enrich")
 	if st.In != n || st.Out != n {
 		t.Errorf("stats %+v, want in = out = %d", st, n)
 	}
@@ -451,8 +454,8 @@ func TestHTTPRequestCallForwardsResponse(t *testing.T) {
 	}
 	// 204: answered, nothing to replace the payload with; 404: the call
 	// refused the record, forwarded as it was, with no status.
-	sameIDs(t, "204", read("nocontent.jsonl"), []string{lines[6]})
-	sameIDs(t, "404", read("unanswered.jsonl"), []string{lines[5]})
+	plantest.SameIDs(t, "204", read("nocontent.jsonl"), []string{lines[6]})
+	plantest.SameIDs(t, "404", read("unanswered.jsonl"), []string{lines[5]})
 	if len(srv.received()) <= n {
 		t.Errorf("%d requests: the 503s were not retried", len(srv.received()))
 	}
@@ -484,10 +487,10 @@ func TestHTTPHeaderMapping(t *testing.T) {
 	}
 	// Through a real request: the server reads back what was sent.
 	srv := newHTTPServer(t, nil)
-	s := newTestHTTPSink(t, map[string]plan.Value{"url": strV(srv.URL)}, nil)
-	r := &Record{Payload: []byte(`{}`), Meta: map[string]string{"a b": "two\nlines", "Host": "evil", "mqb.src.path": "in.jsonl"}}
-	if err := s.Write(context.Background(), []*Record{r}); err != nil || r.sinkErr != "" {
-		t.Fatalf("write: %v %s", err, r.sinkErr)
+	s := newTestHTTPSink(t, map[string]plan.Value{"url": plantest.Str(srv.URL)}, nil)
+	r := &runtime.Record{Payload: []byte(`{}`), Meta: map[string]string{"a b": "two\nlines", "Host": "evil", "mqb.src.path": "in.jsonl"}}
+	if err := s.Write(context.Background(), []*runtime.Record{r}); err != nil || r.Refused() != "" {
+		t.Fatalf("write: %v %s", err, r.Refused())
 	}
 	h := srv.received()[0].header
 	if got := h.Get("Mqb-Meta-a%20b"); got != "two%0Alines" {

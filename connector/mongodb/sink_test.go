@@ -1,4 +1,4 @@
-package runtime
+package mongodb
 
 import (
 	"context"
@@ -16,8 +16,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // mongoDB starts (or shares) the MongoDB-protocol server (FerretDB) and
@@ -64,7 +67,7 @@ func mongoDocs(t testing.TB, coll *mongo.Collection) map[string]bson.D {
 // dlqReasons returns the reason of every DLQ line by the payload's field.
 func dlqReasons(t testing.TB, path, field string) map[string]string {
 	t.Helper()
-	lines := readDLQLines(t, path)
+	lines := plantest.ReadDLQLines(t, path)
 	if lines == nil {
 		return nil
 	}
@@ -120,10 +123,10 @@ func TestMongoSinkIDField(t *testing.T) {
 		`{"order_id":"own","_id":"x","note":"own id"}`,
 		`[1,2,3]`,
 	)
-	writeLines(t, filepath.Join(dir, "in.jsonl"), lines...)
+	plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), lines...)
 	src := fmt.Sprintf(mongoIDFieldSrc, db.DSN, db.Name)
 
-	st := runIn(t, dir, compileMQB(t, src)).Route("orders_to_mongo")
+	st := runtest.RunIn(t, dir, plantest.Compile(t, src)).Route("orders_to_mongo")
 	if st.In != 61 || st.Out != 57 || st.DeadLettered != 4 {
 		t.Errorf("first run %+v, want in 61 out 57 dead-lettered 4", st)
 	}
@@ -174,7 +177,7 @@ func TestMongoSinkIDField(t *testing.T) {
 	}
 
 	// The same state: nothing new to read, nothing written.
-	st = runIn(t, dir, compileMQB(t, src)).Route("orders_to_mongo")
+	st = runtest.RunIn(t, dir, plantest.Compile(t, src)).Route("orders_to_mongo")
 	if st.In != 0 || st.Out != 0 {
 		t.Errorf("second run %+v, want nothing read", st)
 	}
@@ -184,7 +187,7 @@ func TestMongoSinkIDField(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
 		t.Fatal(err)
 	}
-	st = runIn(t, dir, compileMQB(t, src)).Route("orders_to_mongo")
+	st = runtest.RunIn(t, dir, plantest.Compile(t, src)).Route("orders_to_mongo")
 	if st.In != 61 || st.Out != 57 || st.DeadLettered != 4 {
 		t.Errorf("replay %+v, want in 61 out 57 dead-lettered 4", st)
 	}
@@ -245,15 +248,15 @@ func TestMongoSinkReplayTemplateID(t *testing.T) {
 	for i := range 2000 {
 		all = append(all, fmt.Sprintf(`{"customer":"c%d","n":"%d","body":"%s"}`, i%7, i, strings.Repeat("x", i%50)))
 	}
-	writeLines(t, filepath.Join(dir, "half.jsonl"), all[:1100]...)
-	writeLines(t, filepath.Join(dir, "all.jsonl"), all...)
+	plantest.WriteLines(t, filepath.Join(dir, "half.jsonl"), all[:1100]...)
+	plantest.WriteLines(t, filepath.Join(dir, "all.jsonl"), all...)
 
-	st := runIn(t, dir, compileMQB(t, fmt.Sprintf(mongoTemplateSrc, "half.jsonl", db.DSN, db.Name))).Route("orders_to_mongo")
+	st := runtest.RunIn(t, dir, plantest.Compile(t, fmt.Sprintf(mongoTemplateSrc, "half.jsonl", db.DSN, db.Name))).Route("orders_to_mongo")
 	if st.In != 1100 || st.Out != 1100 {
 		t.Errorf("first run %+v, want in 1100 out 1100", st)
 	}
 	// Another file: its own checkpoint, the first 1100 records replayed.
-	st = runIn(t, dir, compileMQB(t, fmt.Sprintf(mongoTemplateSrc, "all.jsonl", db.DSN, db.Name))).Route("orders_to_mongo")
+	st = runtest.RunIn(t, dir, plantest.Compile(t, fmt.Sprintf(mongoTemplateSrc, "all.jsonl", db.DSN, db.Name))).Route("orders_to_mongo")
 	if st.In != 2000 || st.Out != 2000 || st.DeadLettered != 0 {
 		t.Errorf("replay %+v, want in 2000 out 2000", st)
 	}
@@ -294,8 +297,8 @@ route upsert_branch {
 func TestMongoSinkReportOutcome(t *testing.T) {
 	db, mdb := mongoDB(t)
 	dir := t.TempDir()
-	runInsertedExisted(t, dir, func(input string) plan.Plan {
-		return compileMQB(t, fmt.Sprintf(mongoOutcomeSrc, input, db.DSN, db.Name))
+	runtest.InsertedExisted(t, dir, func(input string) plan.Plan {
+		return plantest.Compile(t, fmt.Sprintf(mongoOutcomeSrc, input, db.DSN, db.Name))
 	}, `{"amount":99}`)
 	b, _ := os.ReadFile(filepath.Join(dir, "unrouted.jsonl"))
 	if !strings.Contains(string(b), `"amount":99`) || strings.Count(string(b), "\n") != 1 {
@@ -312,7 +315,7 @@ func TestMongoSinkReportOutcome(t *testing.T) {
 func TestMongoSinkMessageID(t *testing.T) {
 	db, mdb := mongoDB(t)
 	dir := t.TempDir()
-	writeLines(t, filepath.Join(dir, "in.jsonl"), `{"a":1}`, `{"a":2}`, `{"a":3,"_id":"mine"}`)
+	plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"a":1}`, `{"a":2}`, `{"a":3,"_id":"mine"}`)
 	src := fmt.Sprintf(`
 route events {
   from file { path = "in.jsonl" }
@@ -320,7 +323,7 @@ route events {
   to mongodb { url = "%s", database = "%s", collection = "events" }
 }
 `, db.DSN, db.Name)
-	st := runIn(t, dir, compileMQB(t, src)).Route("events")
+	st := runtest.RunIn(t, dir, plantest.Compile(t, src)).Route("events")
 	if st.In != 3 || st.Out != 2 || st.DeadLettered != 1 {
 		t.Errorf("%+v, want in 3 out 2 dead-lettered 1", st)
 	}
@@ -347,7 +350,7 @@ route events {
 // a server that cannot be reached.
 func TestMongoSinkSecretURL(t *testing.T) {
 	dir := t.TempDir()
-	writeLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"a"}`)
+	plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"a"}`)
 	src := `
 route secret {
   from file { path = "in.jsonl" }
@@ -359,9 +362,9 @@ route secret {
   }
 }
 `
-	opts := testOptions(t)
+	opts := runtest.Options()
 	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-	_, err := Run(context.Background(), compileMQB(t, src), opts)
+	_, err := runtime.Run(context.Background(), plantest.Compile(t, src), opts)
 	if err == nil {
 		t.Fatal("run against a closed port succeeded")
 	}
@@ -384,10 +387,10 @@ func TestMongoSinkServerDown(t *testing.T) {
 	}
 	defer c.Disconnect(context.Background())
 	s := &mongoSink{route: "down", url: srv.DSN(), client: c, coll: c.Database("shop").Collection("orders"), idField: "id", outcome: true}
-	recs := func(ids ...string) []*Record {
-		var out []*Record
+	recs := func(ids ...string) []*runtime.Record {
+		var out []*runtime.Record
 		for _, id := range ids {
-			out = append(out, &Record{Payload: []byte(`{"id":"` + id + `"}`)})
+			out = append(out, &runtime.Record{Payload: []byte(`{"id":"` + id + `"}`)})
 		}
 		return out
 	}
@@ -397,7 +400,7 @@ func TestMongoSinkServerDown(t *testing.T) {
 	}
 	srv.Kill(t)
 	err = s.Write(ctx, recs("a", "b"))
-	if err == nil || !isRetryable(err) {
+	if err == nil || !runtime.IsRetryable(err) {
 		t.Fatalf("write to a stopped server: %v, want a retryable error", err)
 	}
 	srv.Start(t)
@@ -424,10 +427,10 @@ func TestMongoSinkOtherUniqueIndex(t *testing.T) {
 	}
 	c := coll.Database().Client()
 	s := &mongoSink{route: "users", url: db.DSN, client: c, coll: coll, idField: "id", outcome: true}
-	payloads := func(ps ...string) []*Record {
-		var out []*Record
+	payloads := func(ps ...string) []*runtime.Record {
+		var out []*runtime.Record
 		for _, p := range ps {
-			out = append(out, &Record{Payload: []byte(p)})
+			out = append(out, &runtime.Record{Payload: []byte(p)})
 		}
 		return out
 	}
@@ -446,8 +449,8 @@ func TestMongoSinkOtherUniqueIndex(t *testing.T) {
 	}
 	for i, w := range want {
 		r := rs[i]
-		if r.Meta[metaMongoOutcome] != w.outcome || (w.err == "") != (r.sinkErr == "") || !strings.Contains(r.sinkErr, w.err) {
-			t.Errorf("record %d (%s): outcome %q error %q, want %q %q", i, r.Payload, r.Meta[metaMongoOutcome], r.sinkErr, w.outcome, w.err)
+		if r.Meta[metaMongoOutcome] != w.outcome || (w.err == "") != (r.Refused() == "") || !strings.Contains(r.Refused(), w.err) {
+			t.Errorf("record %d (%s): outcome %q error %q, want %q %q", i, r.Payload, r.Meta[metaMongoOutcome], r.Refused(), w.outcome, w.err)
 		}
 	}
 	if n := len(mongoDocs(t, coll)); n != 3 {
@@ -465,7 +468,7 @@ func TestMongoSinkConfigErrors(t *testing.T) {
 	} {
 		t.Run(tc.attrs, func(t *testing.T) {
 			dir := t.TempDir()
-			writeLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"a"}`)
+			plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"a"}`)
 			src := fmt.Sprintf(`
 route bad {
   from file { path = "in.jsonl" }
@@ -477,9 +480,9 @@ route bad {
   }
 }
 `, tc.attrs)
-			opts := testOptions(t)
+			opts := runtest.Options()
 			opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-			_, err := Run(context.Background(), compileMQB(t, src), opts)
+			_, err := runtime.Run(context.Background(), plantest.Compile(t, src), opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}

@@ -1,4 +1,4 @@
-package runtime
+package clickhouse
 
 import (
 	"context"
@@ -15,11 +15,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
+	chgo "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // clickhouseSink inserts each write as one native-protocol batch with an
@@ -43,18 +44,12 @@ type clickhouseSink struct {
 type chColumn struct {
 	name    string
 	typ     string
-	prog    *program // columns block or version: an expression
-	field   string   // default: the payload's top-level field of the column's name
+	prog    *runtime.Program // columns block or version: an expression
+	field   string           // default: the payload's top-level field of the column's name
 	isConst bool
 	constV  any
 	conv    func(any) (any, error)
 	key     bool // armed by PremiseKeyPresent: never without a value
-}
-
-// guaranteeVerifier is a sink that can check, against its server, that it
-// honours the route's planned guarantee.
-type guaranteeVerifier interface {
-	verifyGuarantee(guarantee string) error
 }
 
 const (
@@ -96,7 +91,7 @@ type clickhouseSinkConfig struct {
 }
 
 func init() {
-	registerSink("clickhouse", func(b *buildEnv, cfg *clickhouseSinkConfig) (sink, []*program, error) {
+	runtime.RegisterSink("clickhouse", func(b *runtime.BuildEnv, cfg *clickhouseSinkConfig) (runtime.Sink, []*runtime.Program, error) {
 		s, err := newClickHouseSink(b, cfg)
 		if err != nil {
 			return nil, nil, err
@@ -105,22 +100,22 @@ func init() {
 	})
 }
 
-func newClickHouseSink(b *buildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink, error) {
-	a, c, ctx := b.a, b.c, b.ctx
-	raw, err := c.renderStatic(a, "url") // the node's url: env() is rendered
+func newClickHouseSink(b *runtime.BuildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink, error) {
+	ctx := b.Context()
+	raw, err := b.RenderStatic("url") // the node's url: env() is rendered
 	if err != nil {
 		return nil, err
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "clickhouse" && u.Scheme != "tcp") || u.Host == "" {
-		return nil, a.errorf("url", "%s: want clickhouse://user:pass@host:9000/db", plan.RedactURLs(raw))
+		return nil, b.Errorf("url", "%s: want clickhouse://user:pass@host:9000/db", plan.RedactURLs(raw))
 	}
-	s := &clickhouseSink{route: a.route, node: a.node.ID, db: strings.Trim(u.Path, "/"), table: cfg.Table}
+	s := &clickhouseSink{route: b.Route(), node: b.NodeID(), db: strings.Trim(u.Path, "/"), table: cfg.Table}
 	if s.db == "" {
 		s.db = "default"
 	}
 	if s.table == "" {
-		return nil, a.errorf("table", "required")
+		return nil, b.Errorf("table", "required")
 	}
 	if db, tbl, ok := strings.Cut(s.table, "."); ok {
 		s.db, s.table = db, tbl
@@ -135,9 +130,9 @@ func newClickHouseSink(b *buildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink,
 		host = net.JoinHostPort(u.Hostname(), "9000")
 	}
 	dialer := &net.Dialer{Timeout: chDialTimeout}
-	s.conn, err = clickhouse.Open(&clickhouse.Options{
+	s.conn, err = chgo.Open(&chgo.Options{
 		Addr:        []string{host},
-		Auth:        clickhouse.Auth{Database: s.db, Username: user, Password: pass},
+		Auth:        chgo.Auth{Database: s.db, Username: user, Password: pass},
 		DialTimeout: chDialTimeout,
 		ReadTimeout: chReadTimeout,
 		DialContext: func(ctx context.Context, addr string) (net.Conn, error) {
@@ -149,11 +144,11 @@ func newClickHouseSink(b *buildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink,
 		},
 	})
 	if err != nil {
-		return nil, a.errorf("url", "open %s: %s", plan.RedactURLs(raw), plan.RedactURLs(err.Error()))
+		return nil, b.Errorf("url", "open %s: %s", plan.RedactURLs(raw), plan.RedactURLs(err.Error()))
 	}
 	fail := func(attr, format string, args ...any) (*clickhouseSink, error) {
 		s.conn.Close()
-		return nil, a.errorf(attr, format, args...)
+		return nil, b.Errorf(attr, format, args...)
 	}
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -189,11 +184,11 @@ func newClickHouseSink(b *buildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink,
 	addColumn := func(attr string, col chColumn) error {
 		typ, ok := types[col.name]
 		if !ok {
-			return a.errorf(attr, "table %s.%s has no column %s", s.db, s.table, col.name)
+			return b.Errorf(attr, "table %s.%s has no column %s", s.db, s.table, col.name)
 		}
 		conv, err := chConverter(typ)
 		if err != nil {
-			return a.errorf(attr, "column %s: %v", col.name, err)
+			return b.Errorf(attr, "column %s: %v", col.name, err)
 		}
 		col.typ, col.conv = typ, conv
 		s.cols = append(s.cols, col)
@@ -208,7 +203,7 @@ func newClickHouseSink(b *buildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink,
 			return fail("version", "table %s.%s has engine %s, which has no version column to write", s.db, s.table, engineFull)
 		}
 		versionCol = m[1]
-		prog, err := c.compile(src)
+		prog, err := b.Compile(src)
 		if err != nil {
 			return fail("version", "%v", err)
 		}
@@ -234,10 +229,10 @@ func newClickHouseSink(b *buildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink,
 				src = cv.Template[0].Expr
 			}
 			if src != "" {
-				if col.prog, err = c.compile(src); err != nil {
+				if col.prog, err = b.Compile(src); err != nil {
 					return fail("columns", "%s: %v", name, err)
 				}
-			} else if col.constV, err = literal(cv); err != nil {
+			} else if col.constV, err = runtime.Literal(cv); err != nil {
 				return fail("columns", "%s: %v", name, err)
 			} else {
 				col.isConst = true
@@ -273,7 +268,7 @@ func newClickHouseSink(b *buildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink,
 	if s.replacing() {
 		verdict = plan.EffectivelyOnce
 	}
-	b.rt.log.Info("clickhouse table verified", "table", s.db+"."+s.table, "engine", s.engine,
+	b.Logger().Info("clickhouse table verified", "table", s.db+"."+s.table, "engine", s.engine,
 		"verdict", verdict, "insert", s.insert)
 	return s, nil
 }
@@ -283,7 +278,7 @@ func (s *clickhouseSink) replacing() bool {
 	return strings.HasSuffix(s.engine, "ReplacingMergeTree")
 }
 
-func (s *clickhouseSink) verifyGuarantee(guarantee string) error {
+func (s *clickhouseSink) VerifyGuarantee(guarantee string) error {
 	if guarantee == plan.EffectivelyOnce && !s.replacing() {
 		return fmt.Errorf("route %s: clickhouse table %s.%s has engine %s, not ReplacingMergeTree: a replayed record would be stored twice, so the route cannot be effectively-once; create the table with ENGINE = ReplacingMergeTree(version), or plan the route at-least-once",
 			s.route, s.db, s.table, s.engine)
@@ -291,29 +286,29 @@ func (s *clickhouseSink) verifyGuarantee(guarantee string) error {
 	return nil
 }
 
-func (s *clickhouseSink) programs() []*program {
-	var ps []*program
+func (s *clickhouseSink) programs() []*runtime.Program {
+	var ps []*runtime.Program
 	for _, c := range s.cols {
 		if c.prog != nil {
 			ps = append(ps, c.prog)
 		}
 		if c.field != "" {
 			// Not run: it tells the route to decode payloads.
-			ps = append(ps, &program{src: "payload." + c.field, usesPayload: true, payloadPath: []string{c.field}})
+			ps = append(ps, runtime.FieldProgram(c.field))
 		}
 	}
 	return ps
 }
 
 // row renders r's values in column order.
-func (s *clickhouseSink) row(ev *evaluator, r *Record, out []any) error {
+func (s *clickhouseSink) row(ev *runtime.Evaluator, r *runtime.Record, out []any) error {
 	for i, col := range s.cols {
 		var v any
 		switch {
 		case col.isConst:
 			v = col.constV
 		case col.prog != nil:
-			x, present, err := ev.run(col.prog, r)
+			x, present, err := ev.Run(col.prog, r)
 			if err != nil {
 				return fmt.Errorf("column %s: %w", col.name, err)
 			}
@@ -321,7 +316,7 @@ func (s *clickhouseSink) row(ev *evaluator, r *Record, out []any) error {
 				v = x
 			}
 		default:
-			m, ok := r.value.(map[string]any)
+			m, ok := r.Value().(map[string]any)
 			if !ok {
 				return fmt.Errorf("payload is not a JSON object")
 			}
@@ -339,13 +334,13 @@ func (s *clickhouseSink) row(ev *evaluator, r *Record, out []any) error {
 	return nil
 }
 
-func (s *clickhouseSink) Write(ctx context.Context, recs []*Record) error {
-	var ev evaluator
+func (s *clickhouseSink) Write(ctx context.Context, recs []*runtime.Record) error {
+	var ev runtime.Evaluator
 	rows := make([][]any, 0, len(recs))
 	for _, r := range recs {
 		row := make([]any, len(s.cols))
 		if err := s.row(&ev, r, row); err != nil {
-			r.sinkErr = "clickhouse: " + err.Error()
+			r.Refuse("clickhouse: " + err.Error())
 			continue
 		}
 		rows = append(rows, row)
@@ -378,15 +373,15 @@ func (s *clickhouseSink) Write(ctx context.Context, recs []*Record) error {
 // for a reason a retry will not change.
 func (s *clickhouseSink) batchError(op string, err error) error {
 	werr := fmt.Errorf("route %s: clickhouse %s.%s: %s: %s", s.route, s.db, s.table, op, plan.RedactURLs(err.Error()))
-	var ex *clickhouse.Exception
+	var ex *chgo.Exception
 	if errors.As(err, &ex) {
 		switch ex.Code {
 		case 159, 202, 209, 210, 252: // timeout, too many queries, socket timeout, network, too many parts
-			return retryable(werr)
+			return runtime.Retryable(werr)
 		}
 		return werr
 	}
-	return retryable(werr)
+	return runtime.Retryable(werr)
 }
 
 func (s *clickhouseSink) Close() error { return s.conn.Close() }
@@ -538,7 +533,7 @@ func chConverter(typ string) (func(any) (any, error), error) {
 				b, err := json.Marshal(x)
 				return string(b), err
 			}
-			return stringify(v)
+			return runtime.Stringify(v)
 		}), nil
 	case "UUID":
 		return notNull(func(v any) (any, error) {

@@ -1,4 +1,4 @@
-package runtime
+package clickhouse
 
 import (
 	"context"
@@ -8,11 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
+	chgo "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // clickhouseDB starts (or shares) the ClickHouse server and returns a
@@ -29,8 +32,8 @@ func clickhouseDB(t *testing.T) (string, driver.Conn) {
 // native port, closed when the test ends.
 func clickhouseConn(t *testing.T, addr, name string) driver.Conn {
 	t.Helper()
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr},
-		Auth:        clickhouse.Auth{Database: name, Username: "default"},
+	conn, err := chgo.Open(&chgo.Options{Addr: []string{addr},
+		Auth:        chgo.Auth{Database: name, Username: "default"},
 		DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -39,18 +42,18 @@ func clickhouseConn(t *testing.T, addr, name string) driver.Conn {
 	return conn
 }
 
-func clickhousePlan(e testEnv, url, guarantee string, sinkAttrs map[string]plan.Value) plan.Plan {
-	sinkAttrs["url"] = strV(url)
+func clickhousePlan(e plantest.Env, url, guarantee string, sinkAttrs map[string]plan.Value) plan.Plan {
+	sinkAttrs["url"] = plantest.Str(url)
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
-			"path": strV(e.input), "mode": enumV("consume"), "checkpoint_store": strV("pebble://" + e.state)}},
+			"path": plantest.Str(e.Input), "mode": plantest.Enum("consume"), "checkpoint_store": plantest.Str("pebble://" + e.State)}},
 		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
-		dlqFile("n2", e.dlq, ""),
+		plantest.DLQFile("n2", e.DLQ, ""),
 		{ID: "n3", Role: plan.RoleSink, Kind: "clickhouse", Side: plan.SideOutput, Attrs: sinkAttrs},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
 		Name: "analytics", Guarantee: guarantee, Concurrency: 2, BatchSize: 100,
-		Nodes: nodes, Edges: chain(nodes)}}}
+		Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 }
 
 // A full replay into a ReplacingMergeTree table stores every row again,
@@ -62,33 +65,33 @@ func TestClickHouseSinkReplacingMergeTree(t *testing.T) {
 		ENGINE = ReplacingMergeTree(version) ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n, keys = 2000, 300
 	var b strings.Builder
 	for i := range n {
 		fmt.Fprintf(&b, `{"order_id":"o-%d","amount":%d,"body":{"n":%d},"at":"2026-01-02T03:04:05Z","version":%d}`+"\n", i%keys, i, i, i+1)
 	}
 	b.WriteString(`{"order_id":"bad","amount":"not a number","at":"2026-01-02T03:04:05Z","version":1}` + "\n")
-	if err := os.WriteFile(e.input, []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(e.Input, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	attrs := func() map[string]plan.Value {
-		return map[string]plan.Value{"table": strV("orders"), "version": exprV("payload.version"),
+		return map[string]plan.Value{"table": plantest.Str("orders"), "version": plantest.Expr("payload.version"),
 			"columns": {Type: plan.TBlock, Block: map[string]plan.Value{
-				"id": exprV(`meta["mqb.id"]`), "amount": exprV("payload.amount"),
-				"body": exprV("payload.body"), "at": exprV("payload.at")}}}
+				"id": plantest.Expr(`meta["mqb.id"]`), "amount": plantest.Expr("payload.amount"),
+				"body": plantest.Expr("payload.body"), "at": plantest.Expr("payload.at")}}}
 	}
 	for run := range 2 {
-		st, err := Run(ctx, clickhousePlan(e, url, plan.EffectivelyOnce, attrs()), testOptions(t))
+		st, err := runtime.Run(ctx, clickhousePlan(e, url, plan.EffectivelyOnce, attrs()), runtest.Options())
 		if err != nil {
 			t.Fatal(err)
 		}
 		rs := st.Route("analytics")
-		checkCounts(t, rs)
+		runtest.CheckCounts(t, rs)
 		if rs.Out != n || rs.DeadLettered != 1 {
 			t.Errorf("run %d: %+v, want out %d and the bad row dead-lettered", run, rs, n)
 		}
-		os.RemoveAll(e.state) // the next run replays the whole file
+		os.RemoveAll(e.State) // the next run replays the whole file
 	}
 	var total uint64
 	if err := conn.QueryRow(ctx, `SELECT count() FROM orders`).Scan(&total); err != nil {
@@ -139,7 +142,7 @@ func TestClickHouseSinkPayloadColumns(t *testing.T) {
 		ENGINE = MergeTree ORDER BY order_id`); err != nil {
 		t.Fatal(err)
 	}
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	var b strings.Builder
 	const n = 500
 	for i := range n {
@@ -149,10 +152,10 @@ func TestClickHouseSinkPayloadColumns(t *testing.T) {
 		}
 		fmt.Fprintf(&b, `{"order_id":"o-%d","amount":%s,"ok":%v,"extra":"ignored"}`+"\n", i, amount, i%2 == 0)
 	}
-	if err := os.WriteFile(e.input, []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(e.Input, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := Run(ctx, clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": strV("events")}), testOptions(t))
+	st, err := runtime.Run(ctx, clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": plantest.Str("events")}), runtest.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,22 +179,22 @@ func TestClickHouseSinkRefusesNonReplacing(t *testing.T) {
 	if err := conn.Exec(context.Background(), `CREATE TABLE plain (order_id String) ENGINE = MergeTree ORDER BY order_id`); err != nil {
 		t.Fatal(err)
 	}
-	e := newTestEnv(t)
-	writeOrders(t, e.input, 3)
-	runRefused(t, clickhousePlan(e, url, plan.EffectivelyOnce, map[string]plan.Value{"table": strV("plain")}),
+	e := plantest.NewEnv(t)
+	plantest.WriteOrders(t, e.Input, 3)
+	runtest.RunRefused(t, clickhousePlan(e, url, plan.EffectivelyOnce, map[string]plan.Value{"table": plantest.Str("plain")}),
 		[]string{"route analytics", ".plain has engine MergeTree"})
 	// At-least-once, the same table is fine.
-	if _, err := Run(context.Background(), clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": strV("plain")}), testOptions(t)); err != nil {
+	if _, err := runtime.Run(context.Background(), clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": plantest.Str("plain")}), runtest.Options()); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // A password in the url appears in no error.
 func TestClickHouseSinkRedactsPassword(t *testing.T) {
-	e := newTestEnv(t)
-	writeOrders(t, e.input, 1)
-	runRefused(t, clickhousePlan(e, "clickhouse://default:s3cret@127.0.0.1:1/db", plan.AtLeastOnce,
-		map[string]plan.Value{"table": strV("t")}), []string{"route analytics"}, "s3cret")
+	e := plantest.NewEnv(t)
+	plantest.WriteOrders(t, e.Input, 1)
+	runtest.RunRefused(t, clickhousePlan(e, "clickhouse://default:s3cret@127.0.0.1:1/db", plan.AtLeastOnce,
+		map[string]plan.Value{"table": plantest.Str("t")}), []string{"route analytics"}, "s3cret")
 }
 
 // The server is killed mid-run and started again: the retry step repeats
@@ -208,20 +211,21 @@ func TestClickHouseSinkServerKilled(t *testing.T) {
 		ENGINE = ReplacingMergeTree(version) ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 200000
-	writeOrders(t, e.input, n)
-	p := clickhousePlan(e, db.URL, plan.EffectivelyOnce, map[string]plan.Value{"table": strV("orders"),
-		"version": exprV("payload.amount"),
-		"columns": {Type: plan.TBlock, Block: map[string]plan.Value{"id": exprV(`meta["mqb.id"]`), "amount": exprV("payload.amount")}}})
-	p = withRetryAt(p, 2, 200) // before the DLQ
-	opts := testOptions(t)
-	onFirstProgress(&opts, 50*time.Millisecond, func(progress string) {
+	plantest.WriteOrders(t, e.Input, n)
+	p := clickhousePlan(e, db.URL, plan.EffectivelyOnce, map[string]plan.Value{"table": plantest.Str("orders"),
+		"version": plantest.Expr("payload.amount"),
+		"columns": {Type: plan.TBlock, Block: map[string]plan.Value{"id": plantest.Expr(`meta["mqb.id"]`), "amount": plantest.Expr("payload.amount")}}})
+	p = plantest.WithRetryAt(p, 2, 200) // before the DLQ
+	opts := runtest.Options()
+	opts.Progress = plantest.FirstWrite(func(progress string) {
 		t.Logf("killing the server: %s", progress)
 		srv.Kill(t)
 		srv.Start(t)
 	})
-	rs := runRouteWith(t, ctx, p, opts, "analytics")
+	opts.ProgressInterval = 50 * time.Millisecond
+	rs := runtest.RunRoute(t, ctx, p, opts, "analytics")
 	if rs.Out != n {
 		t.Errorf("%+v, want out %d", rs, n)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package clickhouse
 
 import (
 	"context"
@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // BenchmarkClickHouseVsClient loads the same 200k-row JSONEachRow file
@@ -66,7 +69,7 @@ func BenchmarkClickHouseVsClient(b *testing.B) {
 		b.Fatal(err)
 	}
 	size := int64(sb.Len())
-	opts := Options{Logger: testOptions(b).Logger}
+	opts := runtest.Options()
 
 	var mqbT, clientT []time.Duration
 	b.ResetTimer()
@@ -75,19 +78,19 @@ func BenchmarkClickHouseVsClient(b *testing.B) {
 		mt, ct := fmt.Sprintf("mqb_%d", i), fmt.Sprintf("client_%d", i)
 		create(mt)
 		create(ct)
-		e := testEnv{input: input, state: filepath.Join(dir, fmt.Sprint("state", i)), dlq: filepath.Join(dir, "dlq.jsonl")}
+		e := plantest.Env{Input: input, State: filepath.Join(dir, fmt.Sprint("state", i)), DLQ: filepath.Join(dir, "dlq.jsonl")}
 		nodes := []plan.Node{
 			{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
-				"path": strV(e.input), "mode": enumV("consume"), "checkpoint_store": strV("pebble://" + e.state)}},
+				"path": plantest.Str(e.Input), "mode": plantest.Enum("consume"), "checkpoint_store": plantest.Str("pebble://" + e.State)}},
 			{ID: "n1", Role: plan.RoleSink, Kind: "clickhouse", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-				"url": strV(db.URL), "table": strV(mt), "version": exprV("payload.version")}},
+				"url": plantest.Str(db.URL), "table": plantest.Str(mt), "version": plantest.Expr("payload.version")}},
 		}
 		p := plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "bench", Guarantee: plan.EffectivelyOnce,
-			Concurrency: 2, BatchSize: 8192, Nodes: nodes, Edges: chain(nodes)}}}
+			Concurrency: 2, BatchSize: 8192, Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 		b.StartTimer()
 
 		start := time.Now()
-		st, err := Run(context.Background(), p, opts)
+		st, err := runtime.Run(context.Background(), p, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package runtime
+package http
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	nethttp "net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -17,8 +17,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mqb-dev/mqb/internal/jsonvalue"
 	"github.com/mqb-dev/mqb/plan"
-	"github.com/mqb-dev/mqb/runtime/internal/jsonvalue"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // httpSink sends each record as one request (POST or PUT) to url, a
@@ -54,13 +55,13 @@ import (
 type httpSink struct {
 	route       string
 	method      string
-	url         *recordTemplate
+	url         *runtime.Template
 	shown       string // the url template as logs may show it
 	timeout     time.Duration
 	contentType string
 	json        bool // the route's payloads are JSON
-	client      *http.Client
-	transport   *http.Transport
+	client      *nethttp.Client
+	transport   *nethttp.Transport
 
 	// envSecrets are the values of the url's env() placeholders: a token
 	// may sit anywhere in the url (a webhook's path), so they are scrubbed
@@ -107,55 +108,58 @@ type httpSinkConfig struct {
 }
 
 func init() {
-	registerSink("http", func(b *buildEnv, cfg *httpSinkConfig) (sink, []*program, error) {
-		s, err := newHTTPSink(b.a, cfg, b.c, b.rt)
+	runtime.RegisterSink("http", func(b *runtime.BuildEnv, cfg *httpSinkConfig) (runtime.Sink, []*runtime.Program, error) {
+		s, err := newHTTPSink(b, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
-		return s, s.url.progs, nil
+		return s, s.url.Programs(), nil
 	})
 }
 
-func newHTTPSink(a nodeAttrs, cfg *httpSinkConfig, c *compiler, rt *route) (*httpSink, error) {
-	tmpl, err := compileTemplate(a, c, "url")
+func newHTTPSink(b *runtime.BuildEnv, cfg *httpSinkConfig) (*httpSink, error) {
+	tmpl, err := b.Template("url")
 	if err != nil {
 		return nil, err
 	}
 	if tmpl == nil {
-		return nil, a.errorf("url", "required")
+		return nil, b.Errorf("url", "required")
 	}
 	s := &httpSink{
-		route:  a.route,
+		route:  b.Route(),
 		method: cfg.Method,
 		url:    tmpl,
-		shown:  redactTemplateURL(tmpl.parts),
+		shown:  redactTemplateURL(tmpl.Parts()),
 	}
-	if s.envSecrets, err = envValues(a, c, tmpl.parts); err != nil {
+	if s.envSecrets, err = envValues(b, tmpl.Parts()); err != nil {
 		return nil, err
 	}
 	i := 0
-	for _, p := range tmpl.parts {
+	progs := tmpl.Programs()
+	for _, p := range tmpl.Parts() {
 		if p.Expr == "" {
 			continue
 		}
-		prog := tmpl.progs[i]
+		prog := progs[i]
 		i++
-		s.fromRecord = append(s.fromRecord, prog.usesPayload || prog.usesMessageID || prog.isMeta || strings.Contains(p.Expr, "meta"))
+		// A bare meta lookup (meta["k"]) reads the record: its text holds "meta".
+		s.fromRecord = append(s.fromRecord, prog.UsesPayload() || prog.UsesMessageID() || strings.Contains(p.Expr, "meta"))
 	}
 	switch s.method {
-	case http.MethodPost, http.MethodPut:
+	case nethttp.MethodPost, nethttp.MethodPut:
 	default:
-		return nil, a.errorf("method", "want POST or PUT, got %q", s.method)
+		return nil, b.Errorf("method", "want POST or PUT, got %q", s.method)
 	}
 	if s.timeout = cfg.Timeout; s.timeout <= 0 {
-		return nil, a.errorf("timeout", "must be positive, got %v", s.timeout)
+		return nil, b.Errorf("timeout", "must be positive, got %v", s.timeout)
 	}
-	if tmpl.isStatic() {
-		if _, err := checkHTTPURL(tmpl.static); err != nil {
-			return nil, a.errorf("url", "%s", err)
+	if tmpl.IsStatic() {
+		static, _ := tmpl.Render(nil)
+		if _, err := checkHTTPURL(static); err != nil {
+			return nil, b.Errorf("url", "%s", err)
 		}
 	}
-	switch rt.srcFormat {
+	switch b.SourceFormat() {
 	case "json", "":
 		s.contentType, s.json = "application/json", true
 	case "text":
@@ -164,8 +168,8 @@ func newHTTPSink(a nodeAttrs, cfg *httpSinkConfig, c *compiler, rt *route) (*htt
 		s.contentType = "application/octet-stream"
 	}
 	dialer := &net.Dialer{Timeout: min(s.timeout, 10*time.Second), KeepAlive: 30 * time.Second}
-	s.transport = &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
+	s.transport = &nethttp.Transport{
+		Proxy:                 nethttp.ProxyFromEnvironment,
 		DialContext:           dialer.DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          4 * httpInFlight,
@@ -175,40 +179,40 @@ func newHTTPSink(a nodeAttrs, cfg *httpSinkConfig, c *compiler, rt *route) (*htt
 		ResponseHeaderTimeout: s.timeout,
 		ExpectContinueTimeout: time.Second,
 	}
-	s.client = &http.Client{
+	s.client = &nethttp.Client{
 		Transport: s.transport,
 		// A redirect is the endpoint's answer, not a delivery: following a
 		// 301/302 would turn the POST into a body-less GET.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		CheckRedirect: func(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse },
 	}
-	rt.log.Info("http sink", "url", s.shown, "method", s.method, "timeout", s.timeout)
+	b.Logger().Info("http sink", "url", s.shown, "method", s.method, "timeout", s.timeout)
 	return s, nil
 }
 
-// respondAsCall makes the sink a request's call: see httpSink.
-func (s *httpSink) respondAsCall() { s.call = true }
+// RespondAsCall makes the sink a request's call: see httpSink.
+func (s *httpSink) RespondAsCall() { s.call = true }
 
 // envValues evaluates the url's placeholders that call env() and read no
 // record data, for the values to be scrubbed from errors.
-func envValues(a nodeAttrs, c *compiler, parts []plan.Part) ([]string, error) {
+func envValues(b *runtime.BuildEnv, parts []plan.Part) ([]string, error) {
 	var out []string
-	var ev evaluator
+	var ev runtime.Evaluator
 	for _, p := range parts {
 		if !strings.Contains(p.Expr, "env(") {
 			continue
 		}
-		prog, err := c.compile(p.Expr)
+		prog, err := b.Compile(p.Expr)
 		if err != nil {
-			return nil, a.errorf("url", "${%s}: %v", p.Expr, err)
+			return nil, b.Errorf("url", "${%s}: %v", p.Expr, err)
 		}
-		if prog.usesPayload || prog.usesMessageID || strings.Contains(p.Expr, "meta") {
+		if prog.UsesPayload() || prog.UsesMessageID() || strings.Contains(p.Expr, "meta") {
 			continue
 		}
-		v, present, err := ev.run(prog, &Record{})
+		v, present, err := ev.Run(prog, &runtime.Record{})
 		if err != nil || !present {
 			continue // the record's render reports it
 		}
-		if str, err := stringify(v); err == nil && len(str) >= 3 {
+		if str, err := runtime.Stringify(v); err == nil && len(str) >= 3 {
 			out = append(out, str)
 		}
 	}
@@ -221,8 +225,8 @@ func envValues(a nodeAttrs, c *compiler, parts []plan.Part) ([]string, error) {
 // (url.QueryEscape). In the scheme or host a record value may not hold
 // characters that end the host; before "://" (the value is the whole url)
 // it is spliced as written.
-func (s *httpSink) renderURL(r *Record) (string, error) {
-	return s.url.renderWith(r, func(i int, prefix, v string) (string, error) {
+func (s *httpSink) renderURL(r *runtime.Record) (string, error) {
+	return s.url.RenderWith(r, func(i int, prefix, v string) (string, error) {
 		if !s.fromRecord[i] {
 			return v, nil
 		}
@@ -271,8 +275,8 @@ func checkHTTPURL(raw string) (*url.URL, error) {
 
 // httpRequest is one record's request, ready to send.
 type httpRequest struct {
-	rec *Record
-	req *http.Request
+	rec *runtime.Record
+	req *nethttp.Request
 	raw string   // the rendered url
 	env []string // values of the url's env() placeholders
 }
@@ -295,7 +299,7 @@ type httpResult struct {
 
 // request builds r's request: the rendered url, the payload as the body,
 // the message_id and forwarded meta headers.
-func (s *httpSink) request(r *Record) (*httpRequest, error) {
+func (s *httpSink) request(r *runtime.Record) (*httpRequest, error) {
 	raw, err := s.renderURL(r)
 	if err != nil {
 		return nil, errors.New(scrubSecrets(err.Error(), s.envSecrets))
@@ -304,10 +308,10 @@ func (s *httpSink) request(r *Record) (*httpRequest, error) {
 	if _, err := checkHTTPURL(raw); err != nil {
 		return nil, fmt.Errorf("url %s: %v", q.shown(), err)
 	}
-	if err := encodePayload(r); err != nil {
+	if err := r.EncodePayload(); err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequest(s.method, raw, bytes.NewReader(r.Payload))
+	req, err := nethttp.NewRequest(s.method, raw, bytes.NewReader(r.Payload))
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -315,12 +319,12 @@ func (s *httpSink) request(r *Record) (*httpRequest, error) {
 		}
 		return nil, fmt.Errorf("url %s: %s", q.shown(), scrubSecrets(err.Error(), q.secrets()))
 	}
-	keys := forwardedMeta(r)
-	h := make(http.Header, len(keys)+3)
+	keys := runtime.ForwardedMeta(r)
+	h := make(nethttp.Header, len(keys)+3)
 	// Assigned directly: Header.Set would canonicalise the names.
 	h["Content-Type"] = []string{s.contentType}
 	h["User-Agent"] = []string{"mqb"}
-	h[headerMessageID] = []string{r.MessageID()}
+	h[runtime.HeaderMessageID] = []string{r.MessageID()}
 	for _, k := range keys {
 		h[httpMetaHeaderName(k)] = []string{httpHeaderValue(r.Meta[k])}
 	}
@@ -363,7 +367,7 @@ func (s *httpSink) do(ctx context.Context, q *httpRequest) (res httpResult) {
 			}
 			res.body = body
 		}
-	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+	case resp.StatusCode == nethttp.StatusRequestTimeout, resp.StatusCode == nethttp.StatusTooManyRequests, resp.StatusCode >= 500:
 		res.retry = errors.New(httpStatusText(what(), resp, body, q.secrets()))
 	default:
 		res.refuse = "http: " + httpStatusText(what(), resp, body, q.secrets())
@@ -386,7 +390,7 @@ func (s *httpSink) transportError(rctx context.Context, what string, err error, 
 
 // httpStatusText is a refusing response: the request, the status and the
 // start of the body, on one line.
-func httpStatusText(what string, resp *http.Response, body []byte, secrets []string) string {
+func httpStatusText(what string, resp *nethttp.Response, body []byte, secrets []string) string {
 	msg := what + ": " + resp.Status
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		msg += " (redirects are not followed"
@@ -421,12 +425,12 @@ func bodySnippet(body []byte) string {
 	return s
 }
 
-func (s *httpSink) Write(ctx context.Context, recs []*Record) error {
+func (s *httpSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	reqs := make([]*httpRequest, len(recs))
 	for i, r := range recs {
 		q, err := s.request(r)
 		if err != nil {
-			r.sinkErr = "http: " + err.Error()
+			r.Refuse("http: " + err.Error())
 			continue
 		}
 		reqs[i] = q
@@ -488,7 +492,7 @@ send:
 		if unsent > 0 {
 			notSent = fmt.Sprintf(" (%d not sent)", unsent)
 		}
-		return retryable(fmt.Errorf("route %s: http sink: %d of %d requests failed%s, first: %w",
+		return runtime.Retryable(fmt.Errorf("route %s: http sink: %d of %d requests failed%s, first: %w",
 			s.route, failed, total, notSent, first))
 	}
 	// Every request was answered: only now may a call's answers change the
@@ -500,26 +504,26 @@ send:
 		}
 		r, res := recs[i], &results[i]
 		if res.refuse != "" {
-			r.sinkErr = res.refuse
+			r.Refuse(res.refuse)
 			continue
 		}
 		if !s.call {
 			continue
 		}
-		r.setMeta(metaHTTPStatus, strconv.Itoa(res.status))
+		r.SetMeta(metaHTTPStatus, strconv.Itoa(res.status))
 		if len(res.body) == 0 {
 			continue // nothing to replace the payload with (204 No Content)
 		}
-		r.Payload, r.dirty = res.body, false
-		r.value = string(res.body)
+		var value any = string(res.body)
 		if s.json {
 			if dec == nil {
 				dec = jsonvalue.NewDecoder()
 			}
 			if v, err := dec.Decode(res.body); err == nil {
-				r.value = v
+				value = v
 			}
 		}
+		r.SetPayload(res.body, value)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package runtime
+package mongodb
 
 import (
 	"context"
@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -42,8 +45,8 @@ func TestPremiseMongoUniqueIndex(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
 		}
-		var f *premiseFailure
-		if err != nil && (!errors.As(err, &f) || !strings.Contains(f.fix, "db.orders.createIndex({order_id: 1") || !strings.Contains(f.found, "shop.orders")) {
+		var f *runtime.PremiseFailure
+		if err != nil && (!errors.As(err, &f) || !strings.Contains(f.Fix, "db.orders.createIndex({order_id: 1") || !strings.Contains(f.Found, "shop.orders")) {
 			t.Errorf("%s: failure %+v does not name the collection and the fix", tc.name, f)
 		}
 	}
@@ -78,15 +81,15 @@ func TestPremiseMongoUniqueIndexServer(t *testing.T) {
 				}
 			}
 			dir := t.TempDir()
-			writeLines(t, filepath.Join(dir, "in.jsonl"), `{"order_id": "o-1"}`)
+			plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"order_id": "o-1"}`)
 			src := strings.ReplaceAll(fmt.Sprintf(mongoIDFieldSrc, db.DSN, db.Name), `collection = "orders"`, fmt.Sprintf("collection = %q", tc.coll))
-			p := compileMQB(t, src)
+			p := plantest.Compile(t, src)
 			p.Routes[0].Premises = nil // the compiler's own (on _id, which always holds): this test checks a hand-made one
-			p = withPremise(t, p, plan.Premise{Kind: plan.PremiseUniqueIndex, When: plan.CheckStartup, Target: db.Name + "." + tc.coll, Columns: []string{"order_id"}})
-			opts := testOptions(t)
+			p = plantest.WithPremise(t, p, plan.Premise{Kind: plan.PremiseUniqueIndex, When: plan.CheckStartup, Target: db.Name + "." + tc.coll, Columns: []string{"order_id"}})
+			opts := runtest.Options()
 			opts.BaseDir = dir
 			opts.StateDir = filepath.Join(dir, "state")
-			res := Check(context.Background(), p, opts)
+			res := runtime.Check(context.Background(), p, opts)
 			if len(res) != 1 || res[0].OK != tc.ok {
 				t.Fatalf("check = %v, want one result, ok %v", res, tc.ok)
 			}
@@ -97,7 +100,7 @@ func TestPremiseMongoUniqueIndexServer(t *testing.T) {
 						t.Errorf("refusal %q does not say %q", msg, want)
 					}
 				}
-				st, err := Run(context.Background(), p, opts)
+				st, err := runtime.Run(context.Background(), p, opts)
 				if err == nil || st.Route("orders_to_mongo").In != 0 {
 					t.Errorf("a route whose premise failed ran: %+v, %v", st, err)
 				}

@@ -1,0 +1,16 @@
+// Package all links every connector that lives outside package runtime.
+// Each connector package registers its kinds with the runtime in init, so
+// a binary that runs plans imports this package for its side effects, as
+// database/sql drivers are imported:
+//
+//	import _ "github.com/mqb-dev/mqb/connector/all"
+//
+// A new connector package is added to the import block below, and only
+// here; cmd/mqbc, the benchmarks and the crash helper import this package.
+package all
+
+import (
+	_ "github.com/mqb-dev/mqb/connector/clickhouse" // to clickhouse
+	_ "github.com/mqb-dev/mqb/connector/http"       // to http, call http
+	_ "github.com/mqb-dev/mqb/connector/mongodb"    // to mongodb
+)
