@@ -1,7 +1,8 @@
 // Command pipeline times whole routes through runtime.Run on generated
 // input: file → id → Pebble dedup → DLQ → SQLite ON CONFLICT DO NOTHING, and
-// file → file (write_time passthrough). It prints the median of several runs
-// and the process's peak RSS.
+// file → file (write_time passthrough). It prints the median of several runs,
+// records per CPU-second, heap allocations per record and the process's
+// peak RSS.
 //
 //	go run ./bench/pipeline -n 200000 -runs 5 [-cpuprofile cpu.out] [-only sqlite|file]
 package main
@@ -13,6 +14,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -77,13 +79,16 @@ func main() {
 		if *only != "" && *only != sc.name {
 			continue
 		}
-		var rates, cpuRates []float64
+		var rates, cpuRates, allocs []float64
 		for r := 0; r < *runs; r++ {
 			run := fmt.Sprintf("%s-%d", sc.name, r)
 			os.MkdirAll(filepath.Join(dir, run), 0o755)
+			var m0, m1 goruntime.MemStats
+			goruntime.ReadMemStats(&m0)
 			start, cpu0 := time.Now(), cpuTime()
 			stats, err := runtime.Run(context.Background(), sc.plan(run), runtime.Options{})
 			el, cpu := time.Since(start), cpuTime()-cpu0
+			goruntime.ReadMemStats(&m1)
 			if err != nil {
 				log.Fatalf("%s: %v", sc.name, err)
 			}
@@ -93,6 +98,7 @@ func main() {
 			}
 			rates = append(rates, float64(rs.In)/el.Seconds())
 			cpuRates = append(cpuRates, float64(rs.In)/cpu.Seconds())
+			allocs = append(allocs, float64(m1.Mallocs-m0.Mallocs)/float64(rs.In))
 			if r == 0 {
 				fmt.Printf("%-7s stats: %+v\n", sc.name, rs)
 			}
@@ -105,8 +111,9 @@ func main() {
 			each = append(each, fmt.Sprintf("%.0f", r))
 		}
 		slices.Sort(cpuRates)
-		fmt.Printf("%-7s median %9.0f rec/s  runs [%s]; median %.0f records per CPU-second\n",
-			sc.name, sorted[len(sorted)/2], strings.Join(each, " "), cpuRates[len(cpuRates)/2])
+		slices.Sort(allocs)
+		fmt.Printf("%-7s median %9.0f rec/s  runs [%s]; median %.0f records per CPU-second, %.1f allocations per record\n",
+			sc.name, sorted[len(sorted)/2], strings.Join(each, " "), cpuRates[len(cpuRates)/2], allocs[len(allocs)/2])
 	}
 	fmt.Printf("peak RSS: %s\n", peakRSS())
 }
