@@ -16,12 +16,9 @@
 // process can no longer be in flight, and waiting 5 s for it to expire would
 // drop the records the crash left unacknowledged if the restart is quick.
 //
-// Almost every key of a stream is new, so a lookup first asks an in-memory
-// Bloom filter of every key the store holds (filter.go): a key it never
-// heard of is new without touching Pebble. The rest of a batch goes
-// through one Pebble iterator over the sorted keys rather than a Get per
-// key: forward seeks over sorted keys reuse the blocks the previous seek
-// loaded.
+// Lookups of a batch go through one Pebble iterator over the sorted keys
+// rather than a Get per key: almost every key of a stream is new, and
+// forward seeks over sorted keys reuse the blocks the previous seek loaded.
 //
 // Keys live in namespaces: a Store sees only the keys of the namespace it
 // was opened with (the runtime names one per route and dedup step, so two
