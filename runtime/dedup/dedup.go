@@ -125,9 +125,6 @@ func ValidNamespace(ns string) string {
 type reservations struct {
 	mu   sync.Mutex
 	keys map[string]int64 // database key → expiry, unix nanos
-	// filter holds every key of the database (nil: none, seek them all);
-	// Promote adds to it under mu, before promoted moves.
-	filter *keyFilter
 	// promoted counts the promotions whose reservations were dropped
 	// (under mu). Reserve reads the database before it takes mu; when a
 	// promotion landed in between it read neither the processed key nor
@@ -201,13 +198,7 @@ func OpenNamespace(dir, ns string) (*Store, error) {
 	sharedMu.Lock()
 	res := shared[h.DB]
 	if res == nil {
-		f, err := loadFilter(h.DB, h.Dir)
-		if err != nil {
-			sharedMu.Unlock()
-			h.Close()
-			return nil, err
-		}
-		res = &reservations{keys: make(map[string]int64), filter: f, nextSweep: time.Now().Add(SweepEvery).UnixNano()}
+		res = &reservations{keys: make(map[string]int64), nextSweep: time.Now().Add(SweepEvery).UnixNano()}
 		shared[h.DB] = res
 	}
 	sharedMu.Unlock()
@@ -298,12 +289,8 @@ func (s *Store) lookupProcessed(keys []string, nowNs int64) error {
 	if err != nil {
 		return fmt.Errorf("dedup store %s: lookup: %w", s.h.Dir, err)
 	}
-	f := s.res.filter
 	for _, i := range s.sorted {
 		s.lookBuf = s.dbKey(s.lookBuf, keys[i])
-		if f != nil && !f.mayContain(s.lookBuf) {
-			continue // never written: new
-		}
 		if !it.SeekGE(s.lookBuf) || !bytes.Equal(it.Key(), s.lookBuf) {
 			continue
 		}
@@ -352,9 +339,6 @@ func (s *Store) Promote(keys []string, now time.Time, ttl time.Duration) error {
 	s.res.mu.Lock()
 	for _, k := range keys {
 		s.keyBuf = s.dbKey(s.keyBuf, k)
-		if s.res.filter != nil {
-			s.res.filter.add(s.keyBuf)
-		}
 		delete(s.res.keys, string(s.keyBuf))
 	}
 	s.res.promoted++
@@ -549,9 +533,6 @@ func (s *Store) AdoptLegacy(now time.Time) (int, error) {
 		val := it.Value()
 		if len(val) == valueLen && int64(binary.LittleEndian.Uint64(val[1:9])) > nowNs {
 			key = append(append(key[:0], s.lower...), it.Key()[len(legacyPrefix):]...)
-			if s.res.filter != nil {
-				s.res.filter.add(key) // before the write: a lookup may then seek it, never miss it
-			}
 			if err := b.Set(key, val, nil); err != nil {
 				it.Close()
 				return 0, fmt.Errorf("dedup store %s: adopt legacy keys: %w", s.h.Dir, err)
