@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -69,9 +70,18 @@ func (s *sqlSink) armNumericColumns(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// A STRICT table's ANY column keeps a value as it was bound (text
+	// stays text); elsewhere ANY is a type name like any other (NUMERIC).
+	strict := false
+	if err := s.conn.QueryRowContext(ctx, "SELECT strict FROM "+prefix+"pragma_table_list WHERE name = ?", unquoteIdent(name)).Scan(&strict); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
 	var numeric []string
 	for _, c := range cols {
 		typ, ok := types[foldCaseless(c)]
+		if strict && strings.EqualFold(strings.TrimSpace(typ), "ANY") {
+			continue
+		}
 		if ok && sqliteAffinity(typ) != "TEXT" && sqliteAffinity(typ) != "BLOB" {
 			numeric = append(numeric, c)
 		}

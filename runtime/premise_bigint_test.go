@@ -65,16 +65,19 @@ func TestBigIntIntoNumericColumnDeadLettered(t *testing.T) {
 	tests := []struct {
 		col      string
 		rows, dl int
+		options  string // table options after the column list
 	}{
-		{"id INTEGER NOT NULL UNIQUE", 2, 2},
-		{"id BIGINT PRIMARY KEY", 2, 2},
-		{"id NUMERIC PRIMARY KEY", 2, 2},
-		{"id DOUBLE PRECISION PRIMARY KEY", 1, 3}, // past 2^53 (…993) a float rounds too
-		{"id TEXT PRIMARY KEY", 4, 0},
-		{"id PRIMARY KEY", 4, 0},
+		{"id INTEGER NOT NULL UNIQUE", 2, 2, ""},
+		{"id BIGINT PRIMARY KEY", 2, 2, ""},
+		{"id NUMERIC PRIMARY KEY", 2, 2, ""},
+		{"id DOUBLE PRECISION PRIMARY KEY", 1, 3, ""}, // past 2^53 (…993) a float rounds too
+		{"id TEXT PRIMARY KEY", 4, 0, ""},
+		{"id ANY PRIMARY KEY", 4, 0, " STRICT"}, // a STRICT table's ANY keeps the text
+		{"id ANY PRIMARY KEY", 2, 2, ""},        // elsewhere ANY is NUMERIC
+		{"id PRIMARY KEY", 4, 0, ""},
 	}
 	for _, tc := range tests {
-		t.Run(tc.col, func(t *testing.T) {
+		t.Run(tc.col+tc.options, func(t *testing.T) {
 			dir := t.TempDir()
 			writeLines(t, filepath.Join(dir, "in.jsonl"),
 				`{"id": 12345678901234567890}`,
@@ -88,7 +91,7 @@ route big {
   dlq { to file { path = "dlq.jsonl" } }
   to sql {
     url = "sqlite://out.db"
-    create_table = "CREATE TABLE t (`+tc.col+`)"
+    create_table = "CREATE TABLE t (`+tc.col+`)`+tc.options+`"
     insert_query = "INSERT INTO t AS x (id) VALUES (${payload.id}) ON CONFLICT (id) DO NOTHING"
   }
 }`)
