@@ -22,21 +22,18 @@ import (
 // this runtime does not know how to check refuses the route, since a
 // verdict resting on an unchecked assumption is not a promise.
 
-// premiseTarget and recordPremiseTarget are the engine's names for
-// PremiseTarget and RecordPremiseTarget (connector.go): an endpoint (a
-// sink, possibly inside a switch, fanout, request or handler) that checks
-// start-up premises about itself, and one that enforces a per-record
-// premise on every record it writes.
+// premiseTarget, recordPremiseTarget and producerIDSource are the
+// engine's names for PremiseTarget, RecordPremiseTarget and
+// ProducerIDSource (connector.go): an endpoint (a sink, possibly inside a
+// switch, fanout, request or handler) that checks start-up premises about
+// itself, one that enforces a per-record premise on every record it
+// writes, and a source that can tell a record whose producer stamped its
+// id from one whose id it derived or minted.
 type (
 	premiseTarget       = PremiseTarget
 	recordPremiseTarget = RecordPremiseTarget
+	producerIDSource    = ProducerIDSource
 )
-
-// producerIDSource is a source that can tell a record whose producer
-// stamped its id from one whose id it derived or minted.
-type producerIDSource interface {
-	requireProducerID(reason string)
-}
 
 // premiseFailure is the engine's name for PremiseFailure (connector.go).
 type premiseFailure = PremiseFailure
@@ -140,7 +137,7 @@ func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
 		if n.Role != plan.RoleSource || !ok {
 			return fmt.Errorf("this runtime cannot check a producer-stamped id on %s %s", n.Role, n.Kind)
 		}
-		src.requireProducerID(p.Reason)
+		src.RequireProducerID(p.Reason)
 		return nil
 	case plan.PremiseKeyPresent:
 		switch n.Kind {

@@ -7,8 +7,8 @@ import "fmt"
 // that carries none, instead of letting an id minted per read (or derived
 // from the offset) stand in for it.
 
-func (s *natsSource) requireProducerID(reason string)  { s.producerIDReason = reason }
-func (s *kafkaSource) requireProducerID(reason string) { s.producerIDReason = reason }
+func (s *natsSource) RequireProducerID(reason string)  { s.producerIDReason = reason }
+func (s *kafkaSource) RequireProducerID(reason string) { s.producerIDReason = reason }
 
 func missingProducerID(header, reason string) string {
 	return fmt.Sprintf("the record has no producer-stamped id (%s): an id minted for this read would let a redelivery through as a new record (the verdict rests on it: %s)", header, reason)

@@ -28,7 +28,7 @@ func TestPremiseProducerIDKafka(t *testing.T) {
 		}
 	}
 	s := &kafkaSource{}
-	s.requireProducerID("dedup: key message_id")
+	s.RequireProducerID("dedup: key message_id")
 	var b batch
 	s.add(&b, kafkaMsg{m: kafka.Message{Value: []byte(`{}`), Offset: 5}})
 	s.add(&b, kafkaMsg{m: kafka.Message{Value: []byte(`{}`), Offset: 6, Headers: []kafka.Header{{Key: headerMessageID, Value: id[:]}}}})

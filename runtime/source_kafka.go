@@ -161,7 +161,7 @@ func buildKafkaSource(b *buildEnv, cfg *kafkaSourceConfig) (source, error) {
 	return s, nil
 }
 
-func (s *kafkaSource) sourceName() string {
+func (s *kafkaSource) Name() string {
 	name := strings.ReplaceAll(unsafeName.ReplaceAllString(s.topic, "_"), "-", "_")
 	if name == "" {
 		return "kafka"
@@ -169,24 +169,24 @@ func (s *kafkaSource) sourceName() string {
 	return name
 }
 
-func (s *kafkaSource) replayable() bool     { return true }
-func (s *kafkaSource) recordFormat() string { return s.format }
-func (s *kafkaSource) seqGaps() bool        { return true }
+func (s *kafkaSource) Replayable() bool     { return true }
+func (s *kafkaSource) RecordFormat() string { return s.format }
+func (s *kafkaSource) SeqGaps() bool        { return true }
 
-// position keeps every partition's next offset, unless a consumer group
+// Position keeps every partition's next offset, unless a consumer group
 // keeps them.
-func (s *kafkaSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+func (s *kafkaSource) Position(committed map[int32]ackPos) (checkpoint.Position, bool) {
 	if s.groupID != "" {
 		return checkpoint.Position{}, false
 	}
 	pos := checkpoint.Position{Source: "kafka:" + s.topic, Mode: "partitions", Partitions: map[int32]int64{}}
 	for part, c := range committed {
-		pos.Partitions[part] = int64(c.next)
+		pos.Partitions[part] = int64(c.Next)
 	}
 	return pos, true
 }
 
-func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, host sourceHost) error {
+func (s *kafkaSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, host sourceHost) error {
 	s.host = host
 	fctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -206,7 +206,7 @@ func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP b
 		if haveCP && cp.Source == "kafka:"+s.topic {
 			if o, ok := cp.Partitions[int32(p)]; ok {
 				off = o
-				s.resumed[int32(p)] = ackPos{next: uint64(o), offset: o}
+				s.resumed[int32(p)] = ackPos{Next: uint64(o), Offset: o}
 			}
 		}
 		s.startFetch(fctx, p, off, 0)
@@ -217,9 +217,9 @@ func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP b
 }
 
 // partitions lists the topic's partitions; the topic must exist.
-// resumeAt seeds the route's tracking with the checkpointed offsets, so a
+// ResumeAt seeds the route's tracking with the checkpointed offsets, so a
 // partition with nothing new keeps its position in the next checkpoint.
-func (s *kafkaSource) resumeAt() map[int32]ackPos { return s.resumed }
+func (s *kafkaSource) ResumeAt() map[int32]ackPos { return s.resumed }
 
 func (s *kafkaSource) partitions(ctx context.Context) ([]int, error) {
 	tr := s.sec.transport()
@@ -375,7 +375,7 @@ func (s *kafkaSource) startGeneration(gen *kafka.Generation) {
 	gen.Start(func(ctx context.Context) {
 		<-ctx.Done()
 		s.draining.Store(true) // what is still buffered is the next owner's
-		if err := s.host.revoke(parts, kafkaRevokeWait); err != nil {
+		if err := s.host.Revoke(parts, kafkaRevokeWait); err != nil {
 			s.log.Warn("kafka source: commit on revoke failed", "group_id", s.groupID, "err", plan.RedactURLs(err.Error()))
 		}
 		s.genMu.Lock()
@@ -385,13 +385,13 @@ func (s *kafkaSource) startGeneration(gen *kafka.Generation) {
 	})
 }
 
-// commit commits the group offsets of partitions that moved, each the
+// Commit commits the group offsets of partitions that moved, each the
 // offset after its contiguous acked prefix. Only partitions of the current
 // generation that were read under it are committed: a partition revoked in
 // between belongs to another member now. A failed commit is logged and
 // retried with the next one; the records stay uncommitted (read again
 // after a restart), never skipped.
-func (s *kafkaSource) commit(_ context.Context, changed map[int32]ackPos) error {
+func (s *kafkaSource) Commit(_ context.Context, changed map[int32]ackPos) error {
 	if s.groupID == "" {
 		return nil
 	}
@@ -402,8 +402,8 @@ func (s *kafkaSource) commit(_ context.Context, changed map[int32]ackPos) error 
 	}
 	id := s.genID.Load()
 	for part, pos := range changed {
-		if pos.gen == id && s.assigned[part] {
-			s.unsent[part] = int64(pos.next)
+		if pos.Gen == id && s.assigned[part] {
+			s.unsent[part] = int64(pos.Next)
 		}
 	}
 	if len(s.unsent) == 0 {
@@ -421,8 +421,8 @@ func (s *kafkaSource) commit(_ context.Context, changed map[int32]ackPos) error 
 	return nil
 }
 
-// next returns the messages fetched so far, waiting for the first.
-func (s *kafkaSource) next(ctx context.Context, max int) (*batch, bool, error) {
+// Next returns the messages fetched so far, waiting for the first.
+func (s *kafkaSource) Next(ctx context.Context, max int) (*batch, bool, error) {
 	b := &batch{recs: make([]Record, 0, min(max, 256))}
 	for len(b.recs) == 0 {
 		select {
@@ -521,7 +521,7 @@ func kafkaStamped(m *kafka.Message) bool {
 	return false
 }
 
-func (s *kafkaSource) close() error {
+func (s *kafkaSource) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}

@@ -136,22 +136,22 @@ func buildNATSSource(b *buildEnv, cfg *natsSourceConfig) (source, error) {
 	return s, nil
 }
 
-func (s *natsSource) sourceName() string {
+func (s *natsSource) Name() string {
 	if s.durable != "" {
 		return unsafeName.ReplaceAllString(s.durable, "_")
 	}
 	return "nats"
 }
-func (s *natsSource) replayable() bool     { return false }
-func (s *natsSource) recordFormat() string { return s.format }
-func (s *natsSource) seqGaps() bool        { return false }
+func (s *natsSource) Replayable() bool     { return false }
+func (s *natsSource) RecordFormat() string { return s.format }
+func (s *natsSource) SeqGaps() bool        { return false }
 
-// position: the server keeps the durable consumer's position.
-func (s *natsSource) position(map[int32]ackPos) (checkpoint.Position, bool) {
+// Position: the server keeps the durable consumer's position.
+func (s *natsSource) Position(map[int32]ackPos) (checkpoint.Position, bool) {
 	return checkpoint.Position{}, false
 }
 
-func (s *natsSource) open(ctx context.Context, _ checkpoint.Position, _ bool, _ sourceHost) error {
+func (s *natsSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ sourceHost) error {
 	var err error
 	s.nc, err = nats.Connect(s.url,
 		nats.Name("mqb route "+s.route),
@@ -215,8 +215,8 @@ func (s *natsSource) deliver(m *natsMsg) {
 	}
 }
 
-// next returns the messages received so far, waiting for the first.
-func (s *natsSource) next(ctx context.Context, max int) (*batch, bool, error) {
+// Next returns the messages received so far, waiting for the first.
+func (s *natsSource) Next(ctx context.Context, max int) (*batch, bool, error) {
 	b := &batch{recs: make([]Record, 0, min(max, 256))}
 	select {
 	case <-ctx.Done():
@@ -299,16 +299,16 @@ func natsMessageID(h nats.Header) (uuid.UUID, bool) {
 	return uuid.UUID{}, false
 }
 
-// commit acks, on JetStream, every message up to the route's committed
+// Commit acks, on JetStream, every message up to the route's committed
 // position: each of them was written (or dead-lettered, filtered, found a
 // duplicate) before the ack.
-func (s *natsSource) commit(_ context.Context, changed map[int32]ackPos) error {
+func (s *natsSource) Commit(_ context.Context, changed map[int32]ackPos) error {
 	pos, ok := changed[0]
 	if !ok || s.core {
 		return nil
 	}
 	s.mu.Lock()
-	n := int(pos.next - s.base)
+	n := int(pos.Next - s.base)
 	n = min(max(n, 0), len(s.unacked))
 	acks := s.unacked[:n]
 	s.unacked = s.unacked[n:]
@@ -324,7 +324,7 @@ func (s *natsSource) commit(_ context.Context, changed map[int32]ackPos) error {
 	return nil
 }
 
-func (s *natsSource) close() error {
+func (s *natsSource) Close() error {
 	close(s.done)
 	if s.cc != nil {
 		s.cc.Stop()

@@ -25,17 +25,17 @@ func TestPartitionAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed, all := p.advance()
-	if len(changed) != 1 || changed[1] != (ackPos{next: 6, offset: 6, gen: 1}) {
+	if len(changed) != 1 || changed[1] != (ackPos{Next: 6, Offset: 6, Gen: 1}) {
 		t.Fatalf("changed %v, want partition 1 at 6", changed)
 	}
-	if all[0] != (ackPos{next: 10, offset: 10, gen: 1}) {
+	if all[0] != (ackPos{Next: 10, Offset: 10, Gen: 1}) {
 		t.Fatalf("partition 0 committed %v, want its resumed position 10", all[0])
 	}
 	// 10 acked: the gap at 11 counts as acked, so 0 commits through 12.
 	if err := p.ack([]ackRef{refOf(&recs[0])}); err != nil {
 		t.Fatal(err)
 	}
-	if changed, _ = p.advance(); changed[0] != (ackPos{next: 13, offset: 13, gen: 1}) {
+	if changed, _ = p.advance(); changed[0] != (ackPos{Next: 13, Offset: 13, Gen: 1}) {
 		t.Fatalf("changed %v, want partition 0 at 13", changed)
 	}
 	// Partition 1 is revoked and comes back under generation 2 at 6: the
@@ -57,7 +57,7 @@ func TestPartitionAcks(t *testing.T) {
 	if err := p.ack([]ackRef{refOf(&again[0])}); err != nil {
 		t.Fatal(err)
 	}
-	if changed, _ = p.advance(); changed[1] != (ackPos{next: 7, offset: 7, gen: 2}) {
+	if changed, _ = p.advance(); changed[1] != (ackPos{Next: 7, Offset: 7, Gen: 2}) {
 		t.Fatalf("changed %v, want partition 1 at 7 under generation 2", changed)
 	}
 }
