@@ -62,8 +62,9 @@ type Sink interface {
 // RegisterSink registers the sink of kind, the stdlib kind name: build
 // gets the node's attributes decoded into a fresh C (fields tagged
 // `attr:"name"`; the plan's value, or else the default stdlib declares).
-// It panics when kind already has a sink.
-func RegisterSink[C any](kind string, build func(b *BuildEnv, cfg *C) (Sink, []*Program, error)) {
+// It panics when kind already has a sink. opts declare the premises the
+// sink checks (ChecksPremises, ArmsPremises, HoldsPremises).
+func RegisterSink[C any](kind string, build func(b *BuildEnv, cfg *C) (Sink, []*Program, error), opts ...RegisterOption) {
 	registerSink(kind, func(b *buildEnv, cfg *C) (sink, []*program, error) {
 		s, progs, err := build((*BuildEnv)(b), cfg)
 		out := make([]*program, len(progs))
@@ -71,7 +72,45 @@ func RegisterSink[C any](kind string, build func(b *BuildEnv, cfg *C) (Sink, []*
 			out[i] = (*program)(p)
 		}
 		return s, out, err
-	})
+	}, opts...)
+}
+
+// A RegisterOption declares, with a registration, which of the premises a
+// route's proof may rest on (plan.Premise) the end checks. The engine
+// names no kind: a premise on a node whose kind declares no check for it
+// refuses the route, since a verdict resting on an unchecked assumption
+// is not a promise.
+type RegisterOption func(*registration)
+
+// ChecksPremises declares the start-up premise kinds the end checks
+// before the first record: the engine finds the endpoint built from the
+// premise's node, a PremiseTarget, and calls CheckPremise.
+func ChecksPremises(kinds ...string) RegisterOption {
+	return func(r *registration) { r.startupPremises = addKinds(r.startupPremises, kinds) }
+}
+
+// ArmsPremises declares the per-record premise kinds the sink enforces
+// once armed: the engine finds the endpoint built from the premise's
+// node, a RecordPremiseTarget, and calls ArmPremise.
+func ArmsPremises(kinds ...string) RegisterOption {
+	return func(r *registration) { r.armsPremises = addKinds(r.armsPremises, kinds) }
+}
+
+// HoldsPremises declares the per-record premise kinds the sink keeps by
+// construction, with nothing to arm (a key or subject template fails a
+// record whose ${…} has no value).
+func HoldsPremises(kinds ...string) RegisterOption {
+	return func(r *registration) { r.holdsPremises = addKinds(r.holdsPremises, kinds) }
+}
+
+func addKinds(m map[string]bool, kinds []string) map[string]bool {
+	if m == nil {
+		m = make(map[string]bool, len(kinds))
+	}
+	for _, k := range kinds {
+		m[k] = true
+	}
+	return m
 }
 
 // BuildEnv is what a builder gets besides its config: the route being
@@ -257,8 +296,8 @@ type GuaranteeVerifier interface {
 // as a unique index). Before the first record the engine finds the sink
 // built from the premise's node, possibly inside a switch, fanout,
 // request or handler, and calls CheckPremise; a failed premise refuses
-// the route. Which kinds may check which premise is the engine's
-// allow-list (premise.go).
+// the route. Which kinds may check which premise is what their
+// registrations declare (ChecksPremises).
 type PremiseTarget interface {
 	// PremiseNode is the ID of the plan node the sink was built from
 	// (BuildEnv.NodeID).
@@ -301,25 +340,26 @@ func BuildSink(ctx context.Context, routeName, srcFormat string, node *plan.Node
 }
 
 // Registered is one registered end: its kind, its end (stdlib.EndSource
-// or stdlib.EndSink), its config struct and the attributes that struct
-// reads. The check that every connector agrees with stdlib reads these
-// (connector/all's tests, which link every connector).
+// or stdlib.EndSink), its config struct, the attributes that struct reads
+// and the premise kinds it declared (ChecksPremises, ArmsPremises,
+// HoldsPremises), sorted. The check that every connector agrees with
+// stdlib reads these (connector/all's tests, which link every connector).
 type Registered struct {
 	Kind, End string
 	Config    reflect.Type
 	Attrs     []string
+
+	ChecksPremises, ArmsPremises, HoldsPremises []string
 }
 
 // Registrations lists every registered end, by kind, the source first.
 func Registrations() []Registered {
 	var out []Registered
 	for _, kind := range sortedKeys(registry.sources) {
-		c := registry.sources[kind].config
-		out = append(out, Registered{Kind: kind, End: stdlib.EndSource, Config: c, Attrs: configAttrs(c)})
+		out = append(out, registered(kind, stdlib.EndSource, registry.sources[kind]))
 	}
 	for _, kind := range sortedKeys(registry.sinks) {
-		c := registry.sinks[kind].config
-		out = append(out, Registered{Kind: kind, End: stdlib.EndSink, Config: c, Attrs: configAttrs(c)})
+		out = append(out, registered(kind, stdlib.EndSink, registry.sinks[kind]))
 	}
 	slices.SortStableFunc(out, func(a, b Registered) int { return strings.Compare(a.Kind, b.Kind) })
 	return out
@@ -386,10 +426,10 @@ type Source interface {
 
 // RegisterSource registers the source of kind, the stdlib kind name, as
 // RegisterSink registers a sink. It panics when kind already has a source.
-func RegisterSource[C any](kind string, build func(b *BuildEnv, cfg *C) (Source, error)) {
+func RegisterSource[C any](kind string, build func(b *BuildEnv, cfg *C) (Source, error), opts ...RegisterOption) {
 	registerSource(kind, func(b *buildEnv, cfg *C) (source, error) {
 		return build((*BuildEnv)(b), cfg)
-	})
+	}, opts...)
 }
 
 // SourceHost is what a route offers its source.
@@ -501,3 +541,16 @@ const MetaSourcePrefix = metaSourcePrefix
 // SafeName is s with every run of characters unsafe in a part name
 // replaced by an underscore.
 func SafeName(s string) string { return unsafeName.ReplaceAllString(s, "_") }
+
+func registered(kind, end string, r registration) Registered {
+	set := func(m map[string]bool) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return Registered{Kind: kind, End: end, Config: r.config, Attrs: configAttrs(r.config),
+		ChecksPremises: set(r.startupPremises), ArmsPremises: set(r.armsPremises), HoldsPremises: set(r.holdsPremises)}
+}

@@ -113,7 +113,7 @@ func init() {
 			return nil, nil, err
 		}
 		return s, s.programs(), nil
-	})
+	}, HoldsPremises(plan.PremiseKeyPresent))
 }
 
 // kafkaBrokersOf renders a kafka endpoint's url into its broker list.

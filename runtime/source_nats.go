@@ -89,7 +89,7 @@ func init() {
 			return nil, nil, err
 		}
 		return s, s.programs(), nil
-	})
+	}, HoldsPremises(plan.PremiseKeyPresent))
 }
 
 func buildNATSSource(b *buildEnv, cfg *natsSourceConfig) (source, error) {

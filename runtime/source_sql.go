@@ -97,7 +97,7 @@ func init() {
 		}
 		s.warnAbsent(b.rt.log)
 		return s, s.programs(), nil
-	})
+	}, ChecksPremises(plan.PremiseUniqueKey, plan.PremiseReplaceStableColumns), ArmsPremises(plan.PremiseKeyPresent))
 }
 
 func (rt *route) buildSQLSource(a nodeAttrs, cfg *sqlSourceConfig, c *compiler) error {
