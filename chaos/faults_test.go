@@ -23,11 +23,11 @@ import (
 // backoff, nothing lost, progress resumes), are not repeated here:
 //
 //	Postgres, MariaDB   runtime.TestSQLServerSinkServerRestart
-//	NATS JetStream      runtime.TestNATSSinkServerRestart
+//	NATS JetStream      connector/nats.TestNATSSinkServerRestart
 //	Kafka broker        runtime.TestKafkaSinkBrokerRestart (in-process);
 //	                    TestKafkaBrokerProcessRestart below (both processes)
 //	GCS emulator        runtime.TestObjectStoreGCSOutage
-//	ClickHouse          runtime.TestClickHouseSinkServerKilled
+//	ClickHouse          connector/clickhouse.TestClickHouseSinkServerKilled
 //
 // Added here: the broker as a process of its own, and the disk under the
 // Pebble stores.

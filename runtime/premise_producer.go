@@ -5,9 +5,8 @@ import "fmt"
 // PremiseProducerID: a route whose proof rests on ids its producers stamp
 // (a dedup keyed on message_id over NATS or Kafka) dead-letters a record
 // that carries none, instead of letting an id minted per read (or derived
-// from the offset) stand in for it.
+// from the offset) stand in for it. The nats source's is in connector/nats.
 
-func (s *natsSource) RequireProducerID(reason string)  { s.producerIDReason = reason }
 func (s *kafkaSource) RequireProducerID(reason string) { s.producerIDReason = reason }
 
 func missingProducerID(header, reason string) string {

@@ -47,7 +47,7 @@ const kafkaRevokeWait = 10 * time.Second
 // ignored and nothing is committed for them again.
 type kafkaSource struct {
 	// producerIDReason, set by a PremiseProducerID, dead-letters every
-	// record without a producer-stamped id (premise_producer.go).
+	// record without a producer-stamped id (RequireProducerID, premise_producer.go).
 	producerIDReason string
 
 	route    string

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -80,23 +79,5 @@ func TestKafkaMessageID(t *testing.T) {
 		if !ok || got.String() != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
-	}
-}
-
-func TestNATSMessageID(t *testing.T) {
-	id := uuid.MustParse("0190f3a4-5b6c-7d8e-9f00-112233445566")
-	h := nats.Header{}
-	if _, ok := natsMessageID(h); ok {
-		t.Error("no header: want no id (minted per read)")
-	}
-	h.Set(nats.MsgIdHdr, "order-17")
-	a, _ := natsMessageID(h)
-	b, _ := natsMessageID(h)
-	if a != b || a == (uuid.UUID{}) {
-		t.Errorf("a non-UUID Nats-Msg-Id must hash to one stable id: %s, %s", a, b)
-	}
-	h.Set(headerMessageID, id.String())
-	if got, _ := natsMessageID(h); got != id {
-		t.Errorf("mq_bridge.message_id wins: %s, want %s", got, id)
 	}
 }
