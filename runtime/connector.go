@@ -131,6 +131,10 @@ func (b *BuildEnv) Logger() *slog.Logger { return b.rt.log }
 // node by it (see PremiseTarget).
 func (b *BuildEnv) NodeID() string { return b.a.node.ID }
 
+// BaseDir is the directory a relative file path in the node's attributes
+// resolves against (the .mqb file's; "" for the working directory).
+func (b *BuildEnv) BaseDir() string { return b.o.BaseDir }
+
 // SourceFormat is how the route's payloads decode: "json", "text" or
 // "raw", as its source reads them.
 func (b *BuildEnv) SourceFormat() string { return b.rt.srcFormat }
@@ -518,6 +522,12 @@ func (b *Batch) Records() []Record { return b.recs }
 // derived from a stable source position) instead of the one minted on
 // first use.
 func (r *Record) SetMessageID(id uuid.UUID) { r.msgID, r.hasMsgID = id, true }
+
+// SetGeneration records the generation of the partition's assignment r
+// was read under (a consumer group's): the engine ignores an ack of r
+// once the partition was revoked and assigned again, and AckPos.Gen
+// carries the generation a committed position was reached under.
+func (r *Record) SetGeneration(gen uint32) { r.gen = gen }
 
 // DeadLetter marks r, as its source read it, as failed for good for
 // reason: the engine sends it to the DLQ (or, with no dlq, stops the

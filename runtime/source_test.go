@@ -1,11 +1,6 @@
 package runtime
 
-import (
-	"testing"
-
-	"github.com/google/uuid"
-	"github.com/segmentio/kafka-go"
-)
+import "testing"
 
 func TestPartitionAcks(t *testing.T) {
 	p := newPartitionAcks(true)
@@ -58,26 +53,5 @@ func TestPartitionAcks(t *testing.T) {
 	}
 	if changed, _ = p.advance(); changed[1] != (ackPos{Next: 7, Offset: 7, Gen: 2}) {
 		t.Fatalf("changed %v, want partition 1 at 7 under generation 2", changed)
-	}
-}
-
-func TestKafkaMessageID(t *testing.T) {
-	id := uuid.MustParse("0190f3a4-5b6c-7d8e-9f00-112233445566")
-	key16 := []byte("0123456789abcdef")
-	for _, tc := range []struct {
-		name string
-		m    kafka.Message
-		want string
-	}{
-		{"header text", kafka.Message{Key: key16, Headers: []kafka.Header{{Key: headerMessageID, Value: []byte(id.String())}}}, id.String()},
-		{"header raw", kafka.Message{Headers: []kafka.Header{{Key: headerMessageID, Value: id[:]}}}, id.String()},
-		{"16-byte key", kafka.Message{Key: key16, Partition: 3, Offset: 9}, uuid.UUID(key16).String()},
-		{"bad header, short key", kafka.Message{Key: []byte("k"), Partition: 3, Offset: 9,
-			Headers: []kafka.Header{{Key: headerMessageID, Value: []byte("nope")}}}, "00000000-0000-0003-0000-000000000009"},
-	} {
-		got, ok := kafkaMessageID(&tc.m)
-		if !ok || got.String() != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
-		}
 	}
 }
