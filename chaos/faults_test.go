@@ -23,11 +23,11 @@ import (
 // backoff, nothing lost, progress resumes), are not repeated here:
 //
 //	Postgres, MariaDB   runtime.TestSQLServerSinkServerRestart
-//	NATS JetStream      runtime.TestNATSSinkServerRestart
-//	Kafka broker        runtime.TestKafkaSinkBrokerRestart (in-process);
+//	NATS JetStream      connector/nats.TestNATSSinkServerRestart
+//	Kafka broker        connector/kafka.TestKafkaSinkBrokerRestart (in-process);
 //	                    TestKafkaBrokerProcessRestart below (both processes)
 //	GCS emulator        runtime.TestObjectStoreGCSOutage
-//	ClickHouse          runtime.TestClickHouseSinkServerKilled
+//	ClickHouse          connector/clickhouse.TestClickHouseSinkServerKilled
 //
 // Added here: the broker as a process of its own, and the disk under the
 // Pebble stores.
@@ -195,7 +195,7 @@ func tail(s string, n int) string {
 // and is stopped for three seconds while mqbc — also a real process — is
 // writing to it: the route retries with backoff, resumes when the broker is
 // back, and every order is in the topic (at-least-once: repeats allowed).
-// runtime.TestKafkaSinkBrokerRestart does the same with the in-process
+// connector/kafka.TestKafkaSinkBrokerRestart does the same with the in-process
 // broker; here neither side shares a process with the test.
 func TestKafkaBrokerProcessRestart(t *testing.T) {
 	k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:2"}})

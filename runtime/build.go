@@ -225,7 +225,7 @@ func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
 	if err := rt.buildSourceEndpoint(a, c, o); err != nil {
 		return err
 	}
-	if _, ok := rt.src.position(nil); !ok {
+	if _, ok := rt.src.Position(nil); !ok {
 		return nil // the broker keeps the position: no checkpoint store
 	}
 	cp, err := openCheckpointStore(a, o)
@@ -244,7 +244,7 @@ func (rt *route) buildSourceEndpoint(a nodeAttrs, c *compiler, o *Options) error
 		return err
 	}
 	rt.src = src
-	rt.srcFormat = rt.src.recordFormat()
+	rt.srcFormat = rt.src.RecordFormat()
 	return nil
 }
 

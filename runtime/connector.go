@@ -1,11 +1,12 @@
 package runtime
 
 // The connector API: what a connector package outside runtime (see
-// connector/) builds a sink with. This file is the whole of it. The
-// engine's own code keeps its unexported names: sink, premiseTarget and
-// the like are aliases of the interfaces here, and Program, Template and
-// BuildEnv are defined on the engine's program, recordTemplate and
-// buildEnv, so converting between the two names costs nothing.
+// connector/) builds a source or a sink with. This file is the whole of
+// it. The engine's own code keeps its unexported names: source, sink,
+// premiseTarget and the like are aliases of the interfaces here, and
+// Program, Template and BuildEnv are defined on the engine's program,
+// recordTemplate and buildEnv, so converting between the two names costs
+// nothing.
 //
 // A connector package registers its kind in init:
 //
@@ -15,8 +16,9 @@ package runtime
 //		})
 //	}
 //
-// and is linked into a binary by a blank import (connector/all imports
-// every one), as database/sql drivers are. The contract a sink keeps:
+// (RegisterSource for a source), and is linked into a binary by a blank
+// import (connector/all imports every one), as database/sql drivers are.
+// The contract a sink keeps:
 //
 //   - Write gets a batch. When it returns nil, every record it did not
 //     Refuse is durable in the target: the engine acks it and the route's
@@ -33,6 +35,8 @@ package runtime
 // Programs a builder returns are the expressions the sink evaluates per
 // record: they decide which parts of a record (its payload, its
 // message_id) the route decodes or mints before the sink sees it.
+//
+// The contract a source keeps is Source's, below.
 
 import (
 	"context"
@@ -40,10 +44,12 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
 	"github.com/mqb-dev/mqb/stdlib"
 )
 
@@ -56,8 +62,9 @@ type Sink interface {
 // RegisterSink registers the sink of kind, the stdlib kind name: build
 // gets the node's attributes decoded into a fresh C (fields tagged
 // `attr:"name"`; the plan's value, or else the default stdlib declares).
-// It panics when kind already has a sink.
-func RegisterSink[C any](kind string, build func(b *BuildEnv, cfg *C) (Sink, []*Program, error)) {
+// It panics when kind already has a sink. opts declare the premises the
+// sink checks (ChecksPremises, ArmsPremises, HoldsPremises).
+func RegisterSink[C any](kind string, build func(b *BuildEnv, cfg *C) (Sink, []*Program, error), opts ...RegisterOption) {
 	registerSink(kind, func(b *buildEnv, cfg *C) (sink, []*program, error) {
 		s, progs, err := build((*BuildEnv)(b), cfg)
 		out := make([]*program, len(progs))
@@ -65,7 +72,45 @@ func RegisterSink[C any](kind string, build func(b *BuildEnv, cfg *C) (Sink, []*
 			out[i] = (*program)(p)
 		}
 		return s, out, err
-	})
+	}, opts...)
+}
+
+// A RegisterOption declares, with a registration, which of the premises a
+// route's proof may rest on (plan.Premise) the end checks. The engine
+// names no kind: a premise on a node whose kind declares no check for it
+// refuses the route, since a verdict resting on an unchecked assumption
+// is not a promise.
+type RegisterOption func(*registration)
+
+// ChecksPremises declares the start-up premise kinds the end checks
+// before the first record: the engine finds the endpoint built from the
+// premise's node, a PremiseTarget, and calls CheckPremise.
+func ChecksPremises(kinds ...string) RegisterOption {
+	return func(r *registration) { r.startupPremises = addKinds(r.startupPremises, kinds) }
+}
+
+// ArmsPremises declares the per-record premise kinds the sink enforces
+// once armed: the engine finds the endpoint built from the premise's
+// node, a RecordPremiseTarget, and calls ArmPremise.
+func ArmsPremises(kinds ...string) RegisterOption {
+	return func(r *registration) { r.armsPremises = addKinds(r.armsPremises, kinds) }
+}
+
+// HoldsPremises declares the per-record premise kinds the sink keeps by
+// construction, with nothing to arm (a key or subject template fails a
+// record whose ${…} has no value).
+func HoldsPremises(kinds ...string) RegisterOption {
+	return func(r *registration) { r.holdsPremises = addKinds(r.holdsPremises, kinds) }
+}
+
+func addKinds(m map[string]bool, kinds []string) map[string]bool {
+	if m == nil {
+		m = make(map[string]bool, len(kinds))
+	}
+	for _, k := range kinds {
+		m[k] = true
+	}
+	return m
 }
 
 // BuildEnv is what a builder gets besides its config: the route being
@@ -85,6 +130,10 @@ func (b *BuildEnv) Logger() *slog.Logger { return b.rt.log }
 // NodeID is the ID of the plan node being built: premises name their
 // node by it (see PremiseTarget).
 func (b *BuildEnv) NodeID() string { return b.a.node.ID }
+
+// BaseDir is the directory a relative file path in the node's attributes
+// resolves against (the .mqb file's; "" for the working directory).
+func (b *BuildEnv) BaseDir() string { return b.o.BaseDir }
 
 // SourceFormat is how the route's payloads decode: "json", "text" or
 // "raw", as its source reads them.
@@ -251,8 +300,8 @@ type GuaranteeVerifier interface {
 // as a unique index). Before the first record the engine finds the sink
 // built from the premise's node, possibly inside a switch, fanout,
 // request or handler, and calls CheckPremise; a failed premise refuses
-// the route. Which kinds may check which premise is the engine's
-// allow-list (premise.go).
+// the route. Which kinds may check which premise is what their
+// registrations declare (ChecksPremises).
 type PremiseTarget interface {
 	// PremiseNode is the ID of the plan node the sink was built from
 	// (BuildEnv.NodeID).
@@ -295,26 +344,223 @@ func BuildSink(ctx context.Context, routeName, srcFormat string, node *plan.Node
 }
 
 // Registered is one registered end: its kind, its end (stdlib.EndSource
-// or stdlib.EndSink), its config struct and the attributes that struct
-// reads. The check that every connector agrees with stdlib reads these
-// (connector/all's tests, which link every connector).
+// or stdlib.EndSink), its config struct, the attributes that struct reads
+// and the premise kinds it declared (ChecksPremises, ArmsPremises,
+// HoldsPremises), sorted. The check that every connector agrees with
+// stdlib reads these (connector/all's tests, which link every connector).
 type Registered struct {
 	Kind, End string
 	Config    reflect.Type
 	Attrs     []string
+
+	ChecksPremises, ArmsPremises, HoldsPremises []string
 }
 
 // Registrations lists every registered end, by kind, the source first.
 func Registrations() []Registered {
 	var out []Registered
 	for _, kind := range sortedKeys(registry.sources) {
-		c := registry.sources[kind].config
-		out = append(out, Registered{Kind: kind, End: stdlib.EndSource, Config: c, Attrs: configAttrs(c)})
+		out = append(out, registered(kind, stdlib.EndSource, registry.sources[kind]))
 	}
 	for _, kind := range sortedKeys(registry.sinks) {
-		c := registry.sinks[kind].config
-		out = append(out, Registered{Kind: kind, End: stdlib.EndSink, Config: c, Attrs: configAttrs(c)})
+		out = append(out, registered(kind, stdlib.EndSink, registry.sinks[kind]))
 	}
 	slices.SortStableFunc(out, func(a, b Registered) int { return strings.Compare(a.Kind, b.Kind) })
 	return out
+}
+
+// Source is what a route reads from. The contract it keeps:
+//
+//   - The route's reader goroutine is the only caller of Next; Position
+//     and Commit are called by the committer goroutine (or, for a
+//     partition being revoked, by SourceHost.Revoke), one at a time, and
+//     may run while Next is waiting.
+//   - Each record carries its Partition (0 for a source that has one)
+//     and, within it, a Seq that grows with every record read (a file's
+//     record index, a Kafka offset; with SeqGaps, an offset that may skip
+//     positions), and Next, the source offset just after it. The engine
+//     acks records out of order, once each was written, dead-lettered,
+//     filtered or found a repeat, and tracks acks per partition: only the
+//     contiguous acked prefix of each partition is ever committed, so a
+//     record's position is never committed before it was delivered or
+//     dead-lettered.
+//   - Commit is called only with positions already durable in the
+//     checkpoint store (when the source keeps one there, see Position),
+//     and with every dedup store synced: a consumer group commits its
+//     offsets there, a JetStream consumer acks. After a crash, Open gets
+//     the last position saved, which may be past the last one Commit was
+//     handed (the route stopped between the two); whatever was read past
+//     it is read again.
+//   - A record the source cannot read as a record (a line too long, a
+//     missing producer-stamped id the route's proof rests on) is still
+//     handed out, marked with Record.DeadLetter, so its position is acked
+//     with the others and the reason reaches the DLQ.
+type Source interface {
+	// Open positions the source at cp (haveCP false: nothing committed
+	// yet). host lets a source whose partitions come and go (a consumer
+	// group rebalancing) flush them. A source cancelled while waiting to
+	// open returns nil; the route then sees ctx done and ends.
+	Open(ctx context.Context, cp checkpoint.Position, haveCP bool, host SourceHost) error
+	// Next reads the next batch, at most max records. eof is true when a
+	// finite source has nothing more; an endless one returns an empty
+	// batch when ctx is done.
+	Next(ctx context.Context, max int) (b *Batch, eof bool, err error)
+	// Position turns the committed positions of every partition into what
+	// the checkpoint store keeps. ok false: the source keeps no checkpoint
+	// of its own (its broker holds the position).
+	Position(committed map[int32]AckPos) (pos checkpoint.Position, ok bool)
+	// Commit hands the source the positions that moved since the last
+	// commit, once they are durable in the checkpoint store: a consumer
+	// group commits its offsets here, a JetStream consumer acks. An error
+	// stops the route.
+	Commit(ctx context.Context, changed map[int32]AckPos) error
+	// Close releases the source's connections when the route is done.
+	Close() error
+
+	// Name is a short name safe in a part name (see SafeName).
+	Name() string
+	// Replayable reports whether a re-read yields the same records at the
+	// same positions (name_by = source_position relies on it).
+	Replayable() bool
+	// RecordFormat is how payloads decode: json, text or raw.
+	RecordFormat() string
+	// SeqGaps reports whether Seq is an offset that may skip positions.
+	SeqGaps() bool
+}
+
+// RegisterSource registers the source of kind, the stdlib kind name, as
+// RegisterSink registers a sink. It panics when kind already has a source.
+func RegisterSource[C any](kind string, build func(b *BuildEnv, cfg *C) (Source, error), opts ...RegisterOption) {
+	registerSource(kind, func(b *buildEnv, cfg *C) (source, error) {
+		return build((*BuildEnv)(b), cfg)
+	}, opts...)
+}
+
+// SourceHost is what a route offers its source.
+type SourceHost interface {
+	// Revoke is called when partitions stop being the source's (a
+	// rebalance): it waits up to wait for the records already read from
+	// them to be acked, commits their contiguous acked position through
+	// the source's Commit, and stops tracking them, so an ack arriving
+	// later is ignored and nothing is committed for them twice.
+	Revoke(parts []int32, wait time.Duration) error
+}
+
+// ResumingSource is a source that knows, once open, the committed
+// position of its partitions: tracking starts there, and the route's
+// Committed count with it.
+type ResumingSource interface {
+	ResumeAt() map[int32]AckPos
+}
+
+// FiniteSource is a source that may end: read to the end, its route
+// stops by itself. Finite reports whether this one will.
+type FiniteSource interface {
+	Finite() bool
+}
+
+// ProgressSource is a source that can tell how far through its input it is.
+type ProgressSource interface {
+	Progress() (read, size int64, ok bool)
+}
+
+// ProducerIDSource is a source that can tell a record whose producer
+// stamped its id from one whose id it derived or minted: under a
+// plan.PremiseProducerID premise the engine calls RequireProducerID
+// before the first record, and from then on the source dead-letters
+// every record without a producer-stamped id, with MissingProducerID's
+// reason.
+type ProducerIDSource interface {
+	RequireProducerID(reason string)
+}
+
+// MissingProducerID is the reason a record without a producer-stamped id
+// is dead-lettered under a producer-id premise: header names where the
+// id would have been, reason is the premise's.
+func MissingProducerID(header, reason string) string { return missingProducerID(header, reason) }
+
+// AckPos is a committed position in one partition.
+type AckPos struct {
+	// Next is the Seq of the first record not committed: a file's next
+	// record index, a Kafka partition's next offset.
+	Next uint64
+	// Offset is the source offset just after the last committed record
+	// (a file's byte offset).
+	Offset int64
+	// Gen is the generation of the partition's assignment the position
+	// was reached under: a source whose partitions move between consumers
+	// commits only positions of the generation it holds.
+	Gen uint32
+}
+
+// Batch is a run of consecutive records from one source, what Next
+// returns.
+type Batch struct {
+	recs []Record
+	// arena backs the payloads of recs, one allocation per batch.
+	arena []byte
+	// reserved lists the dedup keys reserved for the batch: promoted when
+	// it is acked, released when it fails.
+	reserved []reservation
+	// seq numbers the batches a route reads, in order (see turnGate).
+	seq uint64
+}
+
+// NewBatch is an empty batch with room for n records.
+func NewBatch(n int) *Batch { return &Batch{recs: make([]Record, 0, n)} }
+
+// Add appends r, the next record read, to b.
+func (b *Batch) Add(r Record) { b.recs = append(b.recs, r) }
+
+// Len is the number of records in b.
+func (b *Batch) Len() int { return len(b.recs) }
+
+// Records are b's records, in read order.
+func (b *Batch) Records() []Record { return b.recs }
+
+// SetMessageID gives r the identity id (one its producer stamped, or one
+// derived from a stable source position) instead of the one minted on
+// first use.
+func (r *Record) SetMessageID(id uuid.UUID) { r.msgID, r.hasMsgID = id, true }
+
+// SetGeneration records the generation of the partition's assignment r
+// was read under (a consumer group's): the engine ignores an ack of r
+// once the partition was revoked and assigned again, and AckPos.Gen
+// carries the generation a committed position was reached under.
+func (r *Record) SetGeneration(gen uint32) { r.gen = gen }
+
+// DeadLetter marks r, as its source read it, as failed for good for
+// reason: the engine sends it to the DLQ (or, with no dlq, stops the
+// route before committing past it).
+func (r *Record) DeadLetter(reason string) { r.kill(reason) }
+
+// DeadLettered is the reason r was marked with DeadLetter ("" when it
+// was not, or when a step since failed it otherwise).
+func (r *Record) DeadLettered() string {
+	if r.state != stDead {
+		return ""
+	}
+	return r.reason
+}
+
+// MetaSourcePrefix is the metadata namespace of a record's provenance
+// (mqb.src.subject, mqb.src.partition…): what a source sets when asked
+// for its source_metadata, and what a sink does not forward.
+const MetaSourcePrefix = metaSourcePrefix
+
+// SafeName is s with every run of characters unsafe in a part name
+// replaced by an underscore.
+func SafeName(s string) string { return unsafeName.ReplaceAllString(s, "_") }
+
+func registered(kind, end string, r registration) Registered {
+	set := func(m map[string]bool) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return Registered{Kind: kind, End: end, Config: r.config, Attrs: configAttrs(r.config),
+		ChecksPremises: set(r.startupPremises), ArmsPremises: set(r.armsPremises), HoldsPremises: set(r.holdsPremises)}
 }

@@ -132,9 +132,3 @@ func (r *helperRun) finish(t *testing.T) Stats {
 	}
 	return st
 }
-
-// kill ends a run that must not go on (the test has failed).
-func (r *helperRun) kill() {
-	r.cmd.Process.Kill()
-	<-r.exited
-}

@@ -82,6 +82,8 @@ var withRetryAt = plantest.WithRetryAt
 
 var chain = plantest.Chain
 
+var writeOrders = plantest.WriteOrders
+
 // dataset is a generated input with what a correct run must produce.
 type dataset struct {
 	lines   []string

@@ -18,25 +18,24 @@ import (
 // premise is armed on the node that checks it, which dead-letters a record
 // that breaks it with the reason.
 //
-// Which node kinds can check which premise is an allow-list: a premise
-// this runtime does not know how to check refuses the route, since a
-// verdict resting on an unchecked assumption is not a promise.
+// Which node kinds can check which premise is an allow-list, made of what
+// each kind's registration declares (ChecksPremises, ArmsPremises,
+// HoldsPremises): a premise this runtime does not know how to check
+// refuses the route, since a verdict resting on an unchecked assumption
+// is not a promise.
 
-// premiseTarget and recordPremiseTarget are the engine's names for
-// PremiseTarget and RecordPremiseTarget (connector.go): an endpoint (a
-// sink, possibly inside a switch, fanout, request or handler) that checks
-// start-up premises about itself, and one that enforces a per-record
-// premise on every record it writes.
+// premiseTarget, recordPremiseTarget and producerIDSource are the
+// engine's names for PremiseTarget, RecordPremiseTarget and
+// ProducerIDSource (connector.go): an endpoint (a sink, possibly inside a
+// switch, fanout, request or handler) that checks start-up premises about
+// itself, one that enforces a per-record premise on every record it
+// writes, and a source that can tell a record whose producer stamped its
+// id from one whose id it derived or minted.
 type (
 	premiseTarget       = PremiseTarget
 	recordPremiseTarget = RecordPremiseTarget
+	producerIDSource    = ProducerIDSource
 )
-
-// producerIDSource is a source that can tell a record whose producer
-// stamped its id from one whose id it derived or minted.
-type producerIDSource interface {
-	requireProducerID(reason string)
-}
 
 // premiseFailure is the engine's name for PremiseFailure (connector.go).
 type premiseFailure = PremiseFailure
@@ -110,7 +109,7 @@ func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premis
 	}
 	switch p.When {
 	case plan.CheckStartup:
-		if !startupPremiseKinds[p.Kind][n.Kind] {
+		if !checksAtStartup(n.Kind, p.Kind) {
 			return premiseError(p, fmt.Errorf("this runtime cannot check a %s premise on %s %s", p.Kind, n.Role, n.Kind))
 		}
 		t := findPremiseTarget(rt.sink, p.Node)
@@ -124,14 +123,6 @@ func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premis
 	return premiseError(p, fmt.Errorf("unknown check time %q", p.When))
 }
 
-// startupPremiseKinds lists, per premise kind, the node kinds that check it.
-var startupPremiseKinds = map[string]map[string]bool{
-	plan.PremiseUniqueKey:            {"sql": true},
-	plan.PremiseReplaceStableColumns: {"sql": true},
-	plan.PremiseReplacingMergeTree:   {"clickhouse": true},
-	plan.PremiseUniqueIndex:          {"mongodb": true},
-}
-
 // armPremise sets up a per-record premise on the node that checks it.
 func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
 	switch p.Kind {
@@ -140,7 +131,7 @@ func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
 		if n.Role != plan.RoleSource || !ok {
 			return fmt.Errorf("this runtime cannot check a producer-stamped id on %s %s", n.Role, n.Kind)
 		}
-		src.requireProducerID(p.Reason)
+		src.RequireProducerID(p.Reason)
 		return nil
 	case plan.PremiseKeyPresent:
 		switch n.Kind {
@@ -150,13 +141,17 @@ func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
 			// A dedup key that is missing, empty or fails to evaluate
 			// dead-letters its record already (dedupStep).
 			return nil
-		case "kafka", "nats":
-			// Their key and subject templates fail a record whose ${…}
-			// has no value (recordTemplate.render).
+		}
+		reg := registry.sinks[n.Kind]
+		switch {
+		case reg.holdsPremises[p.Kind]:
+			// Kept by the sink itself (HoldsPremises): a key or subject
+			// template fails a record whose ${…} has no value
+			// (recordTemplate.render).
 			if n.Role == plan.RoleSink {
 				return nil
 			}
-		case "sql", "clickhouse", "mongodb":
+		case reg.armsPremises[p.Kind]:
 			if t := findRecordPremiseTarget(rt.sink, p.Node); t != nil {
 				return t.ArmPremise(p)
 			}

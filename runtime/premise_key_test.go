@@ -1,20 +1,13 @@
 package runtime
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/mqb-dev/mqb/internal/jsonvalue"
-	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
 )
 
@@ -53,46 +46,6 @@ func TestKeyStringOfNil(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("%s on %s = %v, %v; want %s", tc.src, tc.payload, got, err, tc.want)
-		}
-	}
-}
-
-// TestPremiseProducerIDNATS: with a producer_id premise, a JetStream
-// message without Nats-Msg-Id goes to the DLQ with the reason; the
-// stamped ones are written.
-func TestPremiseProducerIDNATS(t *testing.T) {
-	url := testsrv.NATS(t)
-	_, js, _ := natsStream(t, url)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for i := range 6 {
-		m := nats.NewMsg("orders.new")
-		m.Data = []byte(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))
-		if i%2 == 0 {
-			m.Header.Set(nats.MsgIdHdr, uuid.NewString())
-		}
-		if _, err := js.PublishMsg(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d := t.TempDir()
-	db, dlq := filepath.Join(d, "orders.db"), filepath.Join(d, "dlq.jsonl")
-	p := natsSQLitePlan(url, db, 16, 1, 30*time.Second)
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = []plan.Node{nodes[0], dlqFile("d", dlq, ""), nodes[1]}
-	p.Routes[0].Edges = chain(p.Routes[0].Nodes)
-	p = withPremise(t, p, plan.Premise{Kind: plan.PremiseProducerID, When: plan.CheckPerRecord, Node: "n0",
-		Holds: "every message carries a Nats-Msg-Id", Reason: "dedup: key message_id"})
-	st := runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, db) == 3 && len(readDLQLines(t, dlq)) == 3 })
-	checkCounts(t, st.Route("consume"))
-	for id := range sqliteMap[string](t, db, `SELECT id, msgid FROM orders`) {
-		if n, _ := strconv.Atoi(strings.TrimPrefix(id, "o-")); n%2 != 0 {
-			t.Errorf("order %s has no Nats-Msg-Id but was written", id)
-		}
-	}
-	for _, l := range readDLQLines(t, dlq) {
-		if !strings.Contains(l.Error, "no producer-stamped id") || !strings.Contains(l.Error, "dedup: key message_id") {
-			t.Errorf("DLQ reason %q", l.Error)
 		}
 	}
 }

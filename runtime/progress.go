@@ -34,7 +34,7 @@ func startProgress(ctx context.Context, w io.Writer, every time.Duration, routes
 				last[i] = n
 				line := fmt.Sprintf("%s: %d records, %.0f rec/s", rt.name, n, rate)
 				if ps, ok := rt.src.(progressSource); ok {
-					if read, size, ok := ps.progress(); ok {
+					if read, size, ok := ps.Progress(); ok {
 						line += fmt.Sprintf(", %.1f%%", 100*float64(read)/float64(size))
 					}
 				}

@@ -80,14 +80,5 @@ func (r *Record) kill(reason string) {
 	r.reason = reason
 }
 
-// batch is a run of consecutive records from one source.
-type batch struct {
-	recs []Record
-	// arena backs the payloads of recs, one allocation per batch.
-	arena []byte
-	// reserved lists the dedup keys reserved for the batch: promoted when
-	// it is acked, released when it fails.
-	reserved []reservation
-	// seq numbers the batches a route reads, in order (see turnGate).
-	seq uint64
-}
+// batch is the engine's name for Batch (connector.go).
+type batch = Batch

@@ -22,11 +22,26 @@ type buildEnv struct {
 	dlq bool
 }
 
-// registration is one kind's source or sink builder.
+// registration is one kind's source or sink builder, and the premises
+// the end it builds checks (see RegisterOption).
 type registration struct {
 	config reflect.Type // the config struct the builder decodes
 	source func(b *buildEnv) (source, error)
 	sink   func(b *buildEnv) (sink, []*program, error)
+
+	// startupPremises are the start-up premise kinds the end checks
+	// (through PremiseTarget); armsPremises the per-record ones it
+	// enforces once armed (through RecordPremiseTarget); holdsPremises
+	// the per-record ones a sink keeps by construction, with nothing to arm.
+	startupPremises, armsPremises, holdsPremises map[string]bool
+}
+
+// with applies opts to r.
+func (r registration) with(opts []RegisterOption) registration {
+	for _, o := range opts {
+		o(&r)
+	}
+	return r
 }
 
 // registry holds every kind's source and sink builders, keyed by the
@@ -38,8 +53,9 @@ var registry = struct {
 }{sources: map[string]registration{}, sinks: map[string]registration{}}
 
 // registerSource registers the source of kind: build gets the node's
-// attributes decoded into a fresh C (see decodeConfig).
-func registerSource[C any](kind string, build func(b *buildEnv, cfg *C) (source, error)) {
+// attributes decoded into a fresh C (see decodeConfig); opts declare the
+// premises it checks.
+func registerSource[C any](kind string, build func(b *buildEnv, cfg *C) (source, error), opts ...RegisterOption) {
 	if _, dup := registry.sources[kind]; dup {
 		panic("runtime: source " + kind + " registered twice")
 	}
@@ -52,13 +68,13 @@ func registerSource[C any](kind string, build func(b *buildEnv, cfg *C) (source,
 			}
 			return build(b, cfg)
 		},
-	}
+	}.with(opts)
 }
 
 // registerSink registers the sink of kind, as registerSource does. The
 // programs it returns are the expressions the sink evaluates per record
 // (they decide which payload fields a route decodes).
-func registerSink[C any](kind string, build func(b *buildEnv, cfg *C) (sink, []*program, error)) {
+func registerSink[C any](kind string, build func(b *buildEnv, cfg *C) (sink, []*program, error), opts ...RegisterOption) {
 	if _, dup := registry.sinks[kind]; dup {
 		panic("runtime: sink " + kind + " registered twice")
 	}
@@ -75,7 +91,13 @@ func registerSink[C any](kind string, build func(b *buildEnv, cfg *C) (sink, []*
 			}
 			return s, progs, nil
 		},
-	}
+	}.with(opts)
+}
+
+// checksAtStartup reports whether an end of kind declared that it checks
+// start-up premises of kind premise (ChecksPremises).
+func checksAtStartup(kind, premise string) bool {
+	return registry.sources[kind].startupPremises[premise] || registry.sinks[kind].startupPremises[premise]
 }
 
 // sourceKinds and sinkKinds list the registered kinds, sorted.

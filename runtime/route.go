@@ -98,7 +98,7 @@ type reservation struct {
 func (rt *route) close() error {
 	var errs []error
 	if rt.src != nil {
-		errs = append(errs, rt.src.close())
+		errs = append(errs, rt.src.Close())
 	}
 	if rt.sink != nil {
 		errs = append(errs, rt.sink.Close())
@@ -143,8 +143,8 @@ func (rt *route) run(ctx context.Context) error {
 			return err
 		}
 	}
-	rt.acks = newPartitionAcks(rt.src.seqGaps())
-	if err := rt.src.open(ctx, cp, haveCP, rt); err != nil {
+	rt.acks = newPartitionAcks(rt.src.SeqGaps())
+	if err := rt.src.Open(ctx, cp, haveCP, rt); err != nil {
 		if ctx.Err() != nil {
 			// A drain (SIGTERM) while the source was still opening, e.g.
 			// asking a broker for metadata: nothing was read, nothing is
@@ -158,8 +158,8 @@ func (rt *route) run(ctx context.Context) error {
 		return nil
 	}
 	if rs, ok := rt.src.(resumingSource); ok {
-		for part, pos := range rs.resumeAt() {
-			rt.acks.start(part, 0, pos.next, pos.offset)
+		for part, pos := range rs.ResumeAt() {
+			rt.acks.start(part, 0, pos.Next, pos.Offset)
 		}
 	}
 	rt.stats.committed.Store(rt.acks.committedRecords())
@@ -182,7 +182,7 @@ func (rt *route) run(ctx context.Context) error {
 		defer wg.Done()
 		defer close(procCh)
 		for {
-			b, eof, err := rt.src.next(readCtx, rt.batchSize)
+			b, eof, err := rt.src.Next(readCtx, rt.batchSize)
 			if err != nil {
 				rt.fail(err)
 				return
@@ -529,7 +529,7 @@ func (rt *route) lostError(lost []*Record) error {
 	}
 	first := lost[0]
 	where := fmt.Sprintf("record %d", first.Seq)
-	if rt.src.seqGaps() || first.Partition != 0 {
+	if rt.src.SeqGaps() || first.Partition != 0 {
 		where = fmt.Sprintf("partition %d offset %d", first.Partition, first.Seq)
 	}
 	var why string
@@ -612,21 +612,21 @@ func (rt *route) commitLocked() error {
 			}
 		}
 	}
-	if pos, ok := rt.src.position(all); ok && rt.cp != nil {
+	if pos, ok := rt.src.Position(all); ok && rt.cp != nil {
 		if err := rt.cp.Save(rt.name, pos); err != nil {
 			return fmt.Errorf("route %s: %w", rt.name, err)
 		}
 	}
-	if err := rt.src.commit(context.Background(), changed); err != nil {
+	if err := rt.src.Commit(context.Background(), changed); err != nil {
 		return fmt.Errorf("route %s: %w", rt.name, err)
 	}
 	rt.stats.committed.Store(rt.acks.committedRecords())
 	return nil
 }
 
-// revoke implements sourceHost: partitions leaving the source are committed
+// Revoke implements SourceHost: partitions leaving the source are committed
 // as far as their acks go, then forgotten.
-func (rt *route) revoke(parts []int32, wait time.Duration) error {
+func (rt *route) Revoke(parts []int32, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for rt.acks.unacked(parts) > 0 && time.Now().Before(deadline) && !rt.failed.Load() {
 		time.Sleep(5 * time.Millisecond)

@@ -179,7 +179,7 @@ func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
 // without failing.
 func (rt *route) interrupted() bool {
 	fs, ok := rt.src.(finiteSource)
-	return ok && fs.finite() && !rt.ended.Load() && !rt.failed.Load()
+	return ok && fs.Finite() && !rt.ended.Load() && !rt.failed.Load()
 }
 
 func (rt *route) snapshot() RouteStats {
@@ -194,6 +194,6 @@ func (rt *route) snapshot() RouteStats {
 		Committed:    rt.stats.committed.Load(),
 		Unmatched:    unmatchedDropped(rt.sink),
 		Interrupted:  rt.interrupted(),
-		Unreplayable: rt.src != nil && !rt.src.replayable(),
+		Unreplayable: rt.src != nil && !rt.src.Replayable(),
 	}
 }

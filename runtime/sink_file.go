@@ -72,7 +72,7 @@ func init() {
 				return nil, nil, b.a.errorf("name_by", "a dead-letter file is written by time; source_position is not supported there")
 			}
 			epoch := ""
-			if !b.rt.src.replayable() {
+			if !b.rt.src.Replayable() {
 				epoch = fmt.Sprintf("%020d", time.Now().UnixNano())
 			}
 			s, err := newPartSink(b.a, b.o.BaseDir, b.rt.src, epoch)
@@ -335,7 +335,7 @@ func appendLine(buf []byte, r *Record, envelope bool) ([]byte, error) {
 type partSink struct {
 	route string
 	dir   string
-	src   source // names the parts (its sourceName), once it is open
+	src   source // names the parts (its Name), once it is open
 	epoch string // follow-mode sources: positions restart each run
 
 	mu     sync.Mutex
@@ -401,7 +401,7 @@ func (s *partSink) listLocked() error {
 	if s.source != "" || s.listErr != nil {
 		return s.listErr
 	}
-	source := s.src.sourceName()
+	source := s.src.Name()
 	if s.epoch != "" {
 		source += "-" + s.epoch
 	} else if l, ok := s.src.(legacyPartSource); ok {

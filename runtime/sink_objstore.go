@@ -140,7 +140,7 @@ func newObjectSink(ctx context.Context, a nodeAttrs, cfg *objectSinkConfig, c *c
 	}
 	switch nameBy {
 	case "auto":
-		s.positional = !dlq && rt.src != nil && rt.src.replayable()
+		s.positional = !dlq && rt.src != nil && rt.src.Replayable()
 	case "write_time":
 	case "source_position":
 		if dlq {
@@ -154,7 +154,7 @@ func newObjectSink(ctx context.Context, a nodeAttrs, cfg *objectSinkConfig, c *c
 		// The source's name is taken when the prefix is listed: a file
 		// source knows it (it names the file) only once open.
 		s.src = rt.src
-		if !rt.src.replayable() {
+		if !rt.src.Replayable() {
 			// Positions restart every run: an epoch keeps names distinct
 			// and in run order (at-least-once across a restart).
 			s.epoch = fmt.Sprintf("%020d", time.Now().UnixNano())
@@ -256,7 +256,7 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 	if s.listed {
 		return nil
 	}
-	source, legacy := s.src.sourceName(), []string(nil)
+	source, legacy := s.src.Name(), []string(nil)
 	if s.epoch != "" {
 		source += "-" + s.epoch
 	} else if l, ok := s.src.(legacyPartSource); ok {

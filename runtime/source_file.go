@@ -99,10 +99,10 @@ const rotateGrace = 2 * time.Second
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
-// sourceName is the name the file's part files carry: its base name, the
+// Name is the name the file's part files carry: its base name, the
 // route and a short key of the file's identity (see partsKey). Before open
 // it is worked out from the file as it is now.
-func (s *fileSource) sourceName() string {
+func (s *fileSource) Name() string {
 	if s.label != "" {
 		return s.label
 	}
@@ -181,52 +181,52 @@ func init() {
 	})
 }
 
-func (s *fileSource) replayable() bool { return s.mode == modeConsume }
+func (s *fileSource) Replayable() bool { return s.mode == modeConsume }
 
-// finite: a consumed file ends at its end; a subscribed one is followed.
-func (s *fileSource) finite() bool { return s.mode == modeConsume }
+// Finite: a consumed file ends at its end; a subscribed one is followed.
+func (s *fileSource) Finite() bool { return s.mode == modeConsume }
 
-func (s *fileSource) recordFormat() string { return s.format }
+func (s *fileSource) RecordFormat() string { return s.format }
 
-func (s *fileSource) seqGaps() bool { return false }
+func (s *fileSource) SeqGaps() bool { return false }
 
-func (s *fileSource) progress() (read, size int64, ok bool) {
+func (s *fileSource) Progress() (read, size int64, ok bool) {
 	size = s.size.Load()
 	return s.bytesRead.Load(), size, size > 0 && s.mode == modeConsume
 }
 
-// position is the file's one partition: the next record index, the byte
+// Position is the file's one partition: the next record index, the byte
 // offset it starts at, and which file that offset is in (the path and the
 // file's identity, see encodeFileSource). After a rotation the committed
 // position may still be in the old file.
-func (s *fileSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+func (s *fileSource) Position(committed map[int32]ackPos) (checkpoint.Position, bool) {
 	c := committed[0]
 	s.segMu.Lock()
 	defer s.segMu.Unlock()
 	if len(s.segs) == 0 {
-		return checkpoint.Position{Source: s.path, Mode: s.mode, NextIndex: c.next, Offset: c.offset}, true
+		return checkpoint.Position{Source: s.path, Mode: s.mode, NextIndex: c.Next, Offset: c.Offset}, true
 	}
 	i := 0
 	for j := range s.segs {
-		if s.segs[j].first <= c.next {
+		if s.segs[j].first <= c.Next {
 			i = j
 		}
 	}
-	seg, off := s.segs[i], c.offset
-	if i > 0 && c.next == seg.first {
+	seg, off := s.segs[i], c.Offset
+	if i > 0 && c.Next == seg.first {
 		off = seg.start // nothing of this file committed yet: every earlier file is
 	}
 	s.segs = s.segs[i:] // files before the committed one are done with
-	return checkpoint.Position{Source: encodeFileSource(s.path, seg.id), Mode: s.mode, NextIndex: c.next, Offset: off}, true
+	return checkpoint.Position{Source: encodeFileSource(s.path, seg.id), Mode: s.mode, NextIndex: c.Next, Offset: off}, true
 }
 
-// commit has nothing to do: the checkpoint store holds the position.
-func (s *fileSource) commit(context.Context, map[int32]ackPos) error { return nil }
+// Commit has nothing to do: the checkpoint store holds the position.
+func (s *fileSource) Commit(context.Context, map[int32]ackPos) error { return nil }
 
-// open positions the source: consume resumes after the committed record
+// Open positions the source: consume resumes after the committed record
 // index, group_subscribe at the committed byte offset, subscribe at the end.
 // Its one partition, 0, starts being tracked at the resumed record index.
-func (s *fileSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, host sourceHost) error {
+func (s *fileSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, host sourceHost) error {
 	s.state = stateLocation(host)
 	if err := s.openFile(ctx, cp, haveCP); err != nil || s.f == nil {
 		return err
@@ -237,8 +237,8 @@ func (s *fileSource) open(ctx context.Context, cp checkpoint.Position, haveCP bo
 	return nil
 }
 
-func (s *fileSource) resumeAt() map[int32]ackPos {
-	return map[int32]ackPos{0: {next: s.nextSeq, offset: s.offset}}
+func (s *fileSource) ResumeAt() map[int32]ackPos {
+	return map[int32]ackPos{0: {Next: s.nextSeq, Offset: s.offset}}
 }
 
 func (s *fileSource) openFile(ctx context.Context, cp checkpoint.Position, haveCP bool) error {
@@ -400,17 +400,17 @@ func stateLocation(host sourceHost) string {
 	return "the checkpoint store"
 }
 
-func (s *fileSource) close() error {
+func (s *fileSource) Close() error {
 	if s.f == nil {
 		return nil
 	}
 	return s.f.Close()
 }
 
-// next reads the next batch. eof is true when a consume-mode source has
+// Next reads the next batch. eof is true when a consume-mode source has
 // reached the end of the file; follow modes never end (they return an empty
 // batch when ctx is done).
-func (s *fileSource) next(ctx context.Context, size int) (b *batch, eof bool, err error) {
+func (s *fileSource) Next(ctx context.Context, size int) (b *batch, eof bool, err error) {
 	b = &batch{recs: make([]Record, 0, size), arena: make([]byte, 0, s.arenaHint)}
 	var payloadBytes int
 	for len(b.recs) < size && payloadBytes < maxBatchBytes {

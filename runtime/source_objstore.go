@@ -218,25 +218,25 @@ func objectSourceName(url string) string {
 	return base
 }
 
-func (s *objectSource) sourceName() string { return s.name }
-func (s *objectSource) replayable() bool   { return true }
+func (s *objectSource) Name() string     { return s.name }
+func (s *objectSource) Replayable() bool { return true }
 
-// finite: without poll_interval the listing is read once, to its end.
-func (s *objectSource) finite() bool         { return s.poll == 0 }
-func (s *objectSource) recordFormat() string { return s.format }
-func (s *objectSource) seqGaps() bool        { return false }
+// Finite: without poll_interval the listing is read once, to its end.
+func (s *objectSource) Finite() bool         { return s.poll == 0 }
+func (s *objectSource) RecordFormat() string { return s.format }
+func (s *objectSource) SeqGaps() bool        { return false }
 
-// progress is in objects: those opened of the listing.
-func (s *objectSource) progress() (read, size int64, ok bool) {
+// Progress is in objects: those opened of the listing.
+func (s *objectSource) Progress() (read, size int64, ok bool) {
 	size = s.total.Load()
 	return s.opened.Load(), size, size > 0
 }
 
 func (s *objectSource) checkpointSource() string { return "object_store:" + s.url }
 
-// open lists the prefix and, from a checkpoint of the same store, skips
+// Open lists the prefix and, from a checkpoint of the same store, skips
 // the objects before the committed one and the committed lines inside it.
-func (s *objectSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
+func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
 	var keys []string
 	for {
 		var err error
@@ -292,18 +292,18 @@ func (s *objectSource) open(ctx context.Context, cp checkpoint.Position, haveCP 
 	return nil
 }
 
-func (s *objectSource) resumeAt() map[int32]ackPos {
-	return map[int32]ackPos{0: {next: s.nextSeq, offset: s.skip}}
+func (s *objectSource) ResumeAt() map[int32]ackPos {
+	return map[int32]ackPos{0: {Next: s.nextSeq, Offset: s.skip}}
 }
 
-// position names the object holding the last committed record (found by
+// Position names the object holding the last committed record (found by
 // its Seq) and how many of that object's lines are committed.
-func (s *objectSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+func (s *objectSource) Position(committed map[int32]ackPos) (checkpoint.Position, bool) {
 	c, ok := committed[0]
-	if !ok || c.next == 0 {
+	if !ok || c.Next == 0 {
 		return checkpoint.Position{Source: s.checkpointSource()}, true
 	}
-	last := c.next - 1
+	last := c.Next - 1
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := 0
@@ -317,8 +317,8 @@ func (s *objectSource) position(committed map[int32]ackPos) (checkpoint.Position
 	}
 	sp := s.spans[i]
 	s.spans = s.spans[i:] // spans before the committed one are never asked for again
-	pos := checkpoint.Position{Source: s.checkpointSource(), NextIndex: c.next, Offset: c.offset}
-	if sp.complete && c.next == sp.end {
+	pos := checkpoint.Position{Source: s.checkpointSource(), NextIndex: c.Next, Offset: c.Offset}
+	if sp.complete && c.Next == sp.end {
 		pos.Mode = objectCheckpointDone + sp.key
 	} else {
 		pos.Mode = objectCheckpointAt + sp.key
@@ -326,9 +326,9 @@ func (s *objectSource) position(committed map[int32]ackPos) (checkpoint.Position
 	return pos, true
 }
 
-func (s *objectSource) commit(context.Context, map[int32]ackPos) error { return nil }
+func (s *objectSource) Commit(context.Context, map[int32]ackPos) error { return nil }
 
-func (s *objectSource) close() error {
+func (s *objectSource) Close() error {
 	err := s.closeObject()
 	if s.store != nil {
 		err = errors.Join(err, s.store.Close())
@@ -514,9 +514,9 @@ func (s *objectSource) finishObject() error {
 	return s.closeObject()
 }
 
-// next reads up to max records, moving through objects as they end; eof
+// Next reads up to max records, moving through objects as they end; eof
 // once the listing is exhausted.
-func (s *objectSource) next(ctx context.Context, max int) (*batch, bool, error) {
+func (s *objectSource) Next(ctx context.Context, max int) (*batch, bool, error) {
 	b := &batch{recs: make([]Record, 0, max), arena: make([]byte, 0, s.arenaHint)}
 	defer func() { s.arenaHint = min(len(b.arena)+len(b.arena)/8, maxBatchBytes) }()
 	var payloadBytes int

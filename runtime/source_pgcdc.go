@@ -136,37 +136,37 @@ func buildPGCDCSource(b *buildEnv, cfg *pgCDCSourceConfig) (source, error) {
 	return s, nil
 }
 
-func (s *pgCDCSource) sourceName() string { return s.slot }
+func (s *pgCDCSource) Name() string { return s.slot }
 
-// replayable is asked by a sink that names parts by source position (and
+// Replayable is asked by a sink that names parts by source position (and
 // only then): from then on changes are numbered by commit LSN and index.
-func (s *pgCDCSource) replayable() bool {
+func (s *pgCDCSource) Replayable() bool {
 	s.positional = true
 	return true
 }
-func (s *pgCDCSource) recordFormat() string { return "json" }
-func (s *pgCDCSource) seqGaps() bool        { return s.positional }
+func (s *pgCDCSource) RecordFormat() string { return "json" }
+func (s *pgCDCSource) SeqGaps() bool        { return s.positional }
 
-// position is the committed LSN, kept in the checkpoint store only when
+// Position is the committed LSN, kept in the checkpoint store only when
 // checkpoint_store is set (otherwise the slot alone holds it).
-func (s *pgCDCSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+func (s *pgCDCSource) Position(committed map[int32]ackPos) (checkpoint.Position, bool) {
 	if !s.keepCP {
 		return checkpoint.Position{}, false
 	}
-	lsn := committed[0].offset
+	lsn := committed[0].Offset
 	if a := int64(s.acked.Load()); a > lsn {
 		lsn = a
 	}
 	return checkpoint.Position{Source: "postgres_cdc:" + s.slot, Mode: "lsn", Offset: lsn}, true
 }
 
-// commit records how far the slot may be confirmed; the receive loop sends
+// Commit records how far the slot may be confirmed; the receive loop sends
 // it to the server.
-func (s *pgCDCSource) commit(_ context.Context, changed map[int32]ackPos) error {
-	if c, ok := changed[0]; ok && c.offset > 0 {
+func (s *pgCDCSource) Commit(_ context.Context, changed map[int32]ackPos) error {
+	if c, ok := changed[0]; ok && c.Offset > 0 {
 		for {
 			cur := s.acked.Load()
-			if uint64(c.offset) <= cur || s.acked.CompareAndSwap(cur, uint64(c.offset)) {
+			if uint64(c.Offset) <= cur || s.acked.CompareAndSwap(cur, uint64(c.Offset)) {
 				break
 			}
 		}
@@ -185,7 +185,7 @@ func (s *pgCDCSource) errorf(format string, args ...any) error {
 	return fmt.Errorf("route %s: postgres_cdc source %s: %s", s.route, s.url, plan.RedactURLs(fmt.Sprintf(format, args...)))
 }
 
-func (s *pgCDCSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
+func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// The publication and a permanent slot are created on a plain
@@ -478,7 +478,7 @@ func pgTextToJSON(oid uint32, data []byte) json.RawMessage {
 	return b
 }
 
-func (s *pgCDCSource) next(ctx context.Context, max int) (*batch, bool, error) {
+func (s *pgCDCSource) Next(ctx context.Context, max int) (*batch, bool, error) {
 	b := &batch{}
 	for len(s.pending) == 0 {
 		select {
@@ -506,11 +506,11 @@ func (s *pgCDCSource) next(ctx context.Context, max int) (*batch, bool, error) {
 	return b, false, nil
 }
 
-// close stops the stream; for a permanent slot it confirms the acked
+// Close stops the stream; for a permanent slot it confirms the acked
 // position, ends the replication connection and then advances the slot to
 // that position synchronously, so a graceful stop leaves nothing acked to
 // replay.
-func (s *pgCDCSource) close() error {
+func (s *pgCDCSource) Close() error {
 	if !s.closed.CompareAndSwap(false, true) || s.conn == nil {
 		return nil
 	}

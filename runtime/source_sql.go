@@ -97,7 +97,7 @@ func init() {
 		}
 		s.warnAbsent(b.rt.log)
 		return s, s.programs(), nil
-	})
+	}, ChecksPremises(plan.PremiseUniqueKey, plan.PremiseReplaceStableColumns), ArmsPremises(plan.PremiseKeyPresent))
 }
 
 func (rt *route) buildSQLSource(a nodeAttrs, cfg *sqlSourceConfig, c *compiler) error {
@@ -140,7 +140,7 @@ func (rt *route) buildSQLSource(a nodeAttrs, cfg *sqlSourceConfig, c *compiler) 
 	return nil
 }
 
-func (s *sqlCursorSource) sourceName() string {
+func (s *sqlCursorSource) Name() string {
 	name := strings.ReplaceAll(unsafeName.ReplaceAllString(s.name, "_"), "-", "_")
 	if name == "" || len(name) > 40 {
 		return "sql"
@@ -148,21 +148,21 @@ func (s *sqlCursorSource) sourceName() string {
 	return name
 }
 
-func (s *sqlCursorSource) replayable() bool     { return true }
-func (s *sqlCursorSource) recordFormat() string { return "json" }
-func (s *sqlCursorSource) seqGaps() bool        { return true }
+func (s *sqlCursorSource) Replayable() bool     { return true }
+func (s *sqlCursorSource) RecordFormat() string { return "json" }
+func (s *sqlCursorSource) SeqGaps() bool        { return true }
 
-func (s *sqlCursorSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
-	return checkpoint.Position{Source: "sql:" + s.name, Mode: "cursor:" + s.col, NextIndex: committed[0].next}, true
+func (s *sqlCursorSource) Position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+	return checkpoint.Position{Source: "sql:" + s.name, Mode: "cursor:" + s.col, NextIndex: committed[0].Next}, true
 }
 
-func (s *sqlCursorSource) commit(context.Context, map[int32]ackPos) error { return nil }
+func (s *sqlCursorSource) Commit(context.Context, map[int32]ackPos) error { return nil }
 
-func (s *sqlCursorSource) resumeAt() map[int32]ackPos {
-	return map[int32]ackPos{0: {next: s.nextVal}}
+func (s *sqlCursorSource) ResumeAt() map[int32]ackPos {
+	return map[int32]ackPos{0: {Next: s.nextVal}}
 }
 
-func (s *sqlCursorSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
+func (s *sqlCursorSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
 	if haveCP && cp.Source == "sql:"+s.name && cp.Mode == "cursor:"+s.col {
 		s.nextVal, s.resumed = cp.NextIndex, true
 		s.log.Info("resuming from checkpoint", "cursor_column", s.col, "next_value", s.nextVal)
@@ -301,10 +301,10 @@ type errCursor struct{ msg string }
 
 func (e *errCursor) Error() string { return e.msg }
 
-// next reads the next page. Once a run has read a row, the page starts at
+// Next reads the next page. Once a run has read a row, the page starts at
 // that row's value again, so a second row with the same value is seen and
 // refused instead of being paged past.
-func (s *sqlCursorSource) next(ctx context.Context, max int) (*batch, bool, error) {
+func (s *sqlCursorSource) Next(ctx context.Context, max int) (*batch, bool, error) {
 	for {
 		b := &batch{recs: make([]Record, 0, min(max, 1024))}
 		// A fresh start reads from the lowest value there is, so that a
@@ -394,7 +394,7 @@ func (s *sqlCursorSource) messageID(cur string) uuid.UUID {
 	return id
 }
 
-func (s *sqlCursorSource) close() error {
+func (s *sqlCursorSource) Close() error {
 	if s.pg != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -46,24 +46,24 @@ func init() {
 	})
 }
 
-func (s *stdinSource) sourceName() string   { return "stdin" }
-func (s *stdinSource) replayable() bool     { return false }
-func (s *stdinSource) recordFormat() string { return s.format }
-func (s *stdinSource) seqGaps() bool        { return false }
+func (s *stdinSource) Name() string         { return "stdin" }
+func (s *stdinSource) Replayable() bool     { return false }
+func (s *stdinSource) RecordFormat() string { return s.format }
+func (s *stdinSource) SeqGaps() bool        { return false }
 
-// finite: stdin ends; a drain before its end is an interrupted run (what
+// Finite: stdin ends; a drain before its end is an interrupted run (what
 // was read is delivered, the rest of the input is not read).
-func (s *stdinSource) finite() bool { return true }
+func (s *stdinSource) Finite() bool { return true }
 
-// position: nothing to keep; a rerun reads whatever its stdin holds.
-func (s *stdinSource) position(map[int32]ackPos) (checkpoint.Position, bool) {
+// Position: nothing to keep; a rerun reads whatever its stdin holds.
+func (s *stdinSource) Position(map[int32]ackPos) (checkpoint.Position, bool) {
 	return checkpoint.Position{}, false
 }
 
-func (s *stdinSource) commit(context.Context, map[int32]ackPos) error { return nil }
-func (s *stdinSource) close() error                                   { return nil }
+func (s *stdinSource) Commit(context.Context, map[int32]ackPos) error { return nil }
+func (s *stdinSource) Close() error                                   { return nil }
 
-func (s *stdinSource) open(context.Context, checkpoint.Position, bool, sourceHost) error {
+func (s *stdinSource) Open(context.Context, checkpoint.Position, bool, sourceHost) error {
 	s.lines = make(chan stdinLine, 1024)
 	s.errs = make(chan error, 1)
 	go s.read()
@@ -113,7 +113,7 @@ func (s *stdinSource) read() {
 	}
 }
 
-func (s *stdinSource) next(ctx context.Context, max int) (*batch, bool, error) {
+func (s *stdinSource) Next(ctx context.Context, max int) (*batch, bool, error) {
 	b := &batch{recs: make([]Record, 0, min(max, 256))}
 	select {
 	case <-ctx.Done():

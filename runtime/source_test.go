@@ -1,12 +1,6 @@
 package runtime
 
-import (
-	"testing"
-
-	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
-	"github.com/segmentio/kafka-go"
-)
+import "testing"
 
 func TestPartitionAcks(t *testing.T) {
 	p := newPartitionAcks(true)
@@ -25,17 +19,17 @@ func TestPartitionAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed, all := p.advance()
-	if len(changed) != 1 || changed[1] != (ackPos{next: 6, offset: 6, gen: 1}) {
+	if len(changed) != 1 || changed[1] != (ackPos{Next: 6, Offset: 6, Gen: 1}) {
 		t.Fatalf("changed %v, want partition 1 at 6", changed)
 	}
-	if all[0] != (ackPos{next: 10, offset: 10, gen: 1}) {
+	if all[0] != (ackPos{Next: 10, Offset: 10, Gen: 1}) {
 		t.Fatalf("partition 0 committed %v, want its resumed position 10", all[0])
 	}
 	// 10 acked: the gap at 11 counts as acked, so 0 commits through 12.
 	if err := p.ack([]ackRef{refOf(&recs[0])}); err != nil {
 		t.Fatal(err)
 	}
-	if changed, _ = p.advance(); changed[0] != (ackPos{next: 13, offset: 13, gen: 1}) {
+	if changed, _ = p.advance(); changed[0] != (ackPos{Next: 13, Offset: 13, Gen: 1}) {
 		t.Fatalf("changed %v, want partition 0 at 13", changed)
 	}
 	// Partition 1 is revoked and comes back under generation 2 at 6: the
@@ -57,46 +51,7 @@ func TestPartitionAcks(t *testing.T) {
 	if err := p.ack([]ackRef{refOf(&again[0])}); err != nil {
 		t.Fatal(err)
 	}
-	if changed, _ = p.advance(); changed[1] != (ackPos{next: 7, offset: 7, gen: 2}) {
+	if changed, _ = p.advance(); changed[1] != (ackPos{Next: 7, Offset: 7, Gen: 2}) {
 		t.Fatalf("changed %v, want partition 1 at 7 under generation 2", changed)
-	}
-}
-
-func TestKafkaMessageID(t *testing.T) {
-	id := uuid.MustParse("0190f3a4-5b6c-7d8e-9f00-112233445566")
-	key16 := []byte("0123456789abcdef")
-	for _, tc := range []struct {
-		name string
-		m    kafka.Message
-		want string
-	}{
-		{"header text", kafka.Message{Key: key16, Headers: []kafka.Header{{Key: headerMessageID, Value: []byte(id.String())}}}, id.String()},
-		{"header raw", kafka.Message{Headers: []kafka.Header{{Key: headerMessageID, Value: id[:]}}}, id.String()},
-		{"16-byte key", kafka.Message{Key: key16, Partition: 3, Offset: 9}, uuid.UUID(key16).String()},
-		{"bad header, short key", kafka.Message{Key: []byte("k"), Partition: 3, Offset: 9,
-			Headers: []kafka.Header{{Key: headerMessageID, Value: []byte("nope")}}}, "00000000-0000-0003-0000-000000000009"},
-	} {
-		got, ok := kafkaMessageID(&tc.m)
-		if !ok || got.String() != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestNATSMessageID(t *testing.T) {
-	id := uuid.MustParse("0190f3a4-5b6c-7d8e-9f00-112233445566")
-	h := nats.Header{}
-	if _, ok := natsMessageID(h); ok {
-		t.Error("no header: want no id (minted per read)")
-	}
-	h.Set(nats.MsgIdHdr, "order-17")
-	a, _ := natsMessageID(h)
-	b, _ := natsMessageID(h)
-	if a != b || a == (uuid.UUID{}) {
-		t.Errorf("a non-UUID Nats-Msg-Id must hash to one stable id: %s, %s", a, b)
-	}
-	h.Set(headerMessageID, id.String())
-	if got, _ := natsMessageID(h); got != id {
-		t.Errorf("mq_bridge.message_id wins: %s, want %s", got, id)
 	}
 }

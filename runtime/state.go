@@ -324,12 +324,12 @@ func (rs *routeStores) openCheckpoint(rt *route, a nodeAttrs, c *compiler, o *Op
 	rs.sourceKind = a.node.Kind
 	err := rt.buildSourceEndpoint(a, c, o)
 	if rt.src != nil {
-		defer rt.src.close()
+		defer rt.src.Close()
 	}
 	if err != nil {
 		return err
 	}
-	if _, ok := rt.src.position(nil); !ok {
+	if _, ok := rt.src.Position(nil); !ok {
 		return nil // the broker keeps the position
 	}
 	rs.hasCP = true

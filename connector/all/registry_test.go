@@ -1,9 +1,11 @@
 package all_test
 
 import (
+	"strings"
 	"testing"
 
 	_ "github.com/mqb-dev/mqb/connector/all"
+	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/stdlib"
 )
@@ -78,5 +80,32 @@ func TestRegistryAgreesWithStdlib(t *testing.T) {
 		if r.End == stdlib.EndSink && (!ok || !k.Sink) {
 			t.Errorf("sink %s is registered but stdlib declares no such sink", r.Kind)
 		}
+	}
+}
+
+// TestPremiseDeclarations: the premise kinds each end's registration
+// declares are the allow-list the engine checks premises against (a
+// premise on a node whose kind declares no check for it refuses the
+// route). This is the list as it stood when the engine still named the
+// kinds; a change to it changes which verdicts a route can be run under.
+func TestPremiseDeclarations(t *testing.T) {
+	type decl struct{ checks, arms, holds string }
+	want := map[string]decl{
+		"sql sink":        {checks: plan.PremiseReplaceStableColumns + " " + plan.PremiseUniqueKey, arms: plan.PremiseKeyPresent},
+		"clickhouse sink": {checks: plan.PremiseReplacingMergeTree, arms: plan.PremiseKeyPresent},
+		"mongodb sink":    {checks: plan.PremiseUniqueIndex, arms: plan.PremiseKeyPresent},
+		"kafka sink":      {holds: plan.PremiseKeyPresent},
+		"nats sink":       {holds: plan.PremiseKeyPresent},
+	}
+	for _, r := range runtime.Registrations() {
+		name := r.Kind + " " + r.End
+		got := decl{strings.Join(r.ChecksPremises, " "), strings.Join(r.ArmsPremises, " "), strings.Join(r.HoldsPremises, " ")}
+		if got != want[name] {
+			t.Errorf("%s declares %+v, want %+v", name, got, want[name])
+		}
+		delete(want, name)
+	}
+	for name := range want {
+		t.Errorf("%s is not registered", name)
 	}
 }

@@ -41,7 +41,7 @@ func init() {
 			return nil, nil, err
 		}
 		return s, s.programs(), nil
-	})
+	}, runtime.ChecksPremises(plan.PremiseUniqueIndex), runtime.ArmsPremises(plan.PremiseKeyPresent))
 }
 
 // mongoSink inserts each write into one collection with one unordered

@@ -1,11 +1,15 @@
 // Package runtest holds the helpers a connector's tests use to run plans
 // with the runtime: a run in a directory with its state under it, the
 // options a test run gets, the count check every run's stats must pass,
-// and a benchmark loop. The helpers that only build plans and read files
-// are in internal/plantest.
+// a benchmark loop, a run in the background (Start, RunUntil), readers of
+// the SQLite table a route wrote, and a crash loop that SIGKILLs the
+// crash helper (a plan run in a process of its own) at seeded moments.
+// The helpers that only build plans and read files are in
+// internal/plantest.
 //
 // Package runtime's own tests cannot import this package (it imports
-// runtime); they keep a twin of RunIn and CheckCounts.
+// runtime); they keep a twin of RunIn, CheckCounts, the background run
+// and the crash loop.
 package runtest
 
 import (

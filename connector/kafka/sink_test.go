@@ -1,4 +1,4 @@
-package runtime
+package kafka
 
 import (
 	"context"
@@ -8,29 +8,24 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/segmentio/kafka-go"
+	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
-
-// brokerPlan is file → id payload.order_id → sink (a broker).
-func brokerPlan(e testEnv, batch int, sink plan.Node) plan.Plan {
-	return plantest.SinkPlan(e.input, e.state, batch, sink)
-}
-
-var writeOrders = plantest.WriteOrders
 
 func TestKafkaSink(t *testing.T) {
 	brokers := testsrv.Kafka(t, "orders:3")
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 3000
-	lines := writeOrders(t, e.input, n)
+	lines := plantest.WriteOrders(t, e.Input, n)
 	sink := plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
-		"url": strV(brokers), "topic": strV("orders"),
-		"partition_key": tmplV(lit("key-"), ex(`meta["mqb.id"]`))}}
-	rs := runRoute(t, brokerPlan(e, 256, sink), "publish")
+		"url": plantest.Str(brokers), "topic": plantest.Str("orders"),
+		"partition_key": plantest.Tmpl(plantest.Lit("key-"), plantest.Ex(`meta["mqb.id"]`))}}
+	rs := runtest.RunRoute(t, context.Background(), plantest.SinkPlan(e.Input, e.State, 256, sink), runtest.Options(), "publish")
 	if rs.Out != n {
 		t.Fatalf("stats %+v, want out %d", rs, n)
 	}
@@ -41,7 +36,7 @@ func TestKafkaSink(t *testing.T) {
 	}
 	ids := map[string]bool{}
 	got := 0
-	var hash kafka.Hash
+	var hash kafkago.Hash
 	for p := range 3 {
 		for _, m := range readPartition(t, brokers, "orders", p) {
 			got++
@@ -58,7 +53,7 @@ func TestKafkaSink(t *testing.T) {
 				t.Errorf("key %q, want key-%s", m.Key, orderID)
 			}
 			// The partition other producers using sarama's hash pick.
-			if want := hash.Balance(kafka.Message{Key: m.Key}, 0, 1, 2); want != p {
+			if want := hash.Balance(kafkago.Message{Key: m.Key}, 0, 1, 2); want != p {
 				t.Errorf("key %s on partition %d, want %d", m.Key, p, want)
 			}
 			if d := time.Since(m.Time); d < 0 || d > time.Minute {
@@ -67,9 +62,9 @@ func TestKafkaSink(t *testing.T) {
 			if h["mqb.id"] != orderID {
 				t.Errorf("header mqb.id %q, want %s", h["mqb.id"], orderID)
 			}
-			id, err := uuid.Parse(h[headerMessageID])
-			if err != nil || len(h[headerMessageID]) != 36 {
-				t.Errorf("header %s = %q: want a UUID string (%v)", headerMessageID, h[headerMessageID], err)
+			id, err := uuid.Parse(h[runtime.HeaderMessageID])
+			if err != nil || len(h[runtime.HeaderMessageID]) != 36 {
+				t.Errorf("header %s = %q: want a UUID string (%v)", runtime.HeaderMessageID, h[runtime.HeaderMessageID], err)
 			} else if ids[id.String()] {
 				t.Errorf("message_id %s on two messages", id)
 			}
@@ -83,18 +78,18 @@ func TestKafkaSink(t *testing.T) {
 
 func TestKafkaSinkMissingTopic(t *testing.T) {
 	brokers := testsrv.Kafka(t, "orders")
-	e := newTestEnv(t)
-	writeOrders(t, e.input, 1)
-	sink := plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{"url": strV(brokers), "topic": strV("nosuch")}}
-	runRefused(t, brokerPlan(e, 16, sink), []string{"route publish", "topic"})
+	e := plantest.NewEnv(t)
+	plantest.WriteOrders(t, e.Input, 1)
+	sink := plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{"url": plantest.Str(brokers), "topic": plantest.Str("nosuch")}}
+	runtest.RunRefused(t, plantest.SinkPlan(e.Input, e.State, 16, sink), []string{"route publish", "topic"})
 }
 
 // readPartition reads every message of topic's partition p.
-func readPartition(t *testing.T, brokers, topic string, p int) []kafka.Message {
+func readPartition(t *testing.T, brokers, topic string, p int) []kafkago.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn, err := kafka.DialLeader(ctx, "tcp", strings.Split(brokers, ",")[0], topic, p)
+	conn, err := kafkago.DialLeader(ctx, "tcp", strings.Split(brokers, ",")[0], topic, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +98,10 @@ func readPartition(t *testing.T, brokers, topic string, p int) []kafka.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: strings.Split(brokers, ","), Topic: topic,
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: strings.Split(brokers, ","), Topic: topic,
 		Partition: p, MaxWait: 100 * time.Millisecond, MaxBytes: 4 << 20})
 	defer r.Close()
-	var out []kafka.Message
+	var out []kafkago.Message
 	for int64(len(out)) < last {
 		m, err := r.ReadMessage(ctx)
 		if err != nil {
@@ -129,17 +124,17 @@ func TestKafkaSinkChunksInOrder(t *testing.T) {
 	defer s.Close()
 	const n = 40
 	pad := strings.Repeat("x", 100<<10)
-	recs := make([]*Record, n)
+	recs := make([]*runtime.Record, n)
 	for i := range recs {
-		recs[i] = &Record{Payload: fmt.Appendf(nil, `{"i":%d,"pad":"%s"}`, i, pad)}
+		recs[i] = &runtime.Record{Payload: fmt.Appendf(nil, `{"i":%d,"pad":"%s"}`, i, pad)}
 	}
 	recs[17].Payload = fmt.Appendf(nil, `{"i":17,"pad":"%s"}`, strings.Repeat("y", kafkaMaxMessageBytes))
 	if err := s.Write(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range recs {
-		if (i == 17) != strings.Contains(r.sinkErr, "exceeds the 1048576-byte message limit") {
-			t.Errorf("record %d: sink error %q", i, r.sinkErr)
+		if (i == 17) != strings.Contains(r.Refused(), "exceeds the 1048576-byte message limit") {
+			t.Errorf("record %d: sink error %q", i, r.Refused())
 		}
 	}
 	msgs := readPartition(t, brokers, "big", 0)
@@ -169,17 +164,17 @@ func TestKafkaSinkRecountsPartitions(t *testing.T) {
 	}
 	defer s.Close()
 	write := func(n int) {
-		recs := make([]*Record, n)
+		recs := make([]*runtime.Record, n)
 		for i := range recs {
-			recs[i] = &Record{Payload: []byte(`{}`)}
+			recs[i] = &runtime.Record{Payload: []byte(`{}`)}
 		}
 		if err := s.Write(ctx, recs); err != nil {
 			t.Fatal(err)
 		}
 	}
 	write(30)
-	res, err := s.client.CreatePartitions(ctx, &kafka.CreatePartitionsRequest{
-		Topics: []kafka.TopicPartitionsConfig{{Name: "grow", Count: 3}}})
+	res, err := s.client.CreatePartitions(ctx, &kafkago.CreatePartitionsRequest{
+		Topics: []kafkago.TopicPartitionsConfig{{Name: "grow", Count: 3}}})
 	if err == nil && len(res.Errors) > 0 {
 		err = res.Errors["grow"]
 	}
@@ -200,23 +195,15 @@ func TestKafkaSinkRecountsPartitions(t *testing.T) {
 	}
 }
 
-func TestForwardedMeta(t *testing.T) {
-	r := &Record{Meta: map[string]string{"mqb.src.topic": "in", "mqb.src.offset": "4", "mqb.id": "A-1", "trace": "x"}}
-	if got := strings.Join(forwardedMeta(r), ","); got != "mqb.id,trace" {
-		t.Errorf("forwarded %s, want mqb.id,trace", got)
-	}
-}
-
 // BenchmarkKafkaSink: file → id → kafka (key = mqb.id) on the in-process
 // Kafka-protocol broker.
 func BenchmarkKafkaSink(b *testing.B) {
 	const n = 100000
 	brokers := testsrv.Kafka(b, "bench:3")
-	input, size := benchInput(b, n)
-	benchRun(b, n, size, func(i int, state string) plan.Plan {
-		e := testEnv{input: input, state: state}
-		p := brokerPlan(e, 1024, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
-			"url": strV(brokers), "topic": strV("bench"), "partition_key": tmplV(ex(`meta["mqb.id"]`))}})
+	input, size := plantest.BenchInput(b, n)
+	runtest.Bench(b, n, size, func(i int, state string) plan.Plan {
+		p := plantest.SinkPlan(input, state, 1024, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
+			"url": plantest.Str(brokers), "topic": plantest.Str("bench"), "partition_key": plantest.Tmpl(plantest.Ex(`meta["mqb.id"]`))}})
 		p.Routes[0].Concurrency = 1
 		return p
 	})
@@ -230,21 +217,21 @@ func BenchmarkKafkaSink(b *testing.B) {
 func publishThroughRestart(t *testing.T, n int, down time.Duration, retries int64) {
 	t.Helper()
 	k := testsrv.NewKafka(t, "orders:2")
-	e := newTestEnv(t)
-	lines := writeOrders(t, e.input, n)
-	p := brokerPlan(e, 256, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
-		"url": strV(k.Brokers()), "topic": strV("orders"), "partition_key": tmplV(ex(`meta["mqb.id"]`))}})
+	e := plantest.NewEnv(t)
+	lines := plantest.WriteOrders(t, e.Input, n)
+	p := plantest.SinkPlan(e.Input, e.State, 256, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
+		"url": plantest.Str(k.Brokers()), "topic": plantest.Str("orders"), "partition_key": plantest.Tmpl(plantest.Ex(`meta["mqb.id"]`))}})
 	if retries != 0 {
 		p = withRetry(p, retries)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	opts := testOptions(t)
+	opts := runtest.Options()
 	onFirstProgress(&opts, 30*time.Millisecond, func(progress string) {
 		t.Logf("restarting the broker: %s", progress)
 		k.Restart(t, down)
 	})
-	rs := runRouteWith(t, ctx, p, opts, "publish")
+	rs := runtest.RunRoute(t, ctx, p, opts, "publish")
 	total := checkTopicHasAll(t, k.Brokers(), "orders", 2, lines)
 	t.Logf("%d messages for %d records (%d repeats); %+v", total, n, total-n, rs)
 }
@@ -275,4 +262,17 @@ func checkTopicHasAll(t *testing.T, brokers, topic string, parts int, lines []st
 // topic at least once (a broker cannot absorb a repeat).
 func TestKafkaSinkBrokerRestart(t *testing.T) {
 	publishThroughRestart(t, 40000, 300*time.Millisecond, 100)
+}
+
+// withRetry inserts a retry step right before the sink.
+func withRetry(p plan.Plan, attempts int64) plan.Plan {
+	return plantest.WithRetryAt(p, len(p.Routes[0].Nodes)-1, attempts)
+}
+
+// onFirstProgress calls f, with the progress line, the first time the run
+// reports progress (every interval): the moment a test breaks something
+// mid-run.
+func onFirstProgress(opts *runtime.Options, every time.Duration, f func(progress string)) {
+	opts.Progress = plantest.FirstWrite(f)
+	opts.ProgressInterval = every
 }

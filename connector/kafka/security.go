@@ -1,4 +1,4 @@
-package runtime
+package kafka
 
 import (
 	"crypto/tls"
@@ -12,12 +12,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // kafkaSecurity is how a kafka endpoint connects to its brokers: TLS and a
@@ -48,28 +49,27 @@ type kafkaSecurityConfig struct {
 
 // kafkaSecurityFrom builds the TLS and SASL settings of cfg; relative file
 // paths resolve against the .mqb file's directory.
-func kafkaSecurityFrom(b *buildEnv, cfg *kafkaSecurityConfig) (kafkaSecurity, error) {
-	a := b.a
+func kafkaSecurityFrom(b *runtime.BuildEnv, cfg *kafkaSecurityConfig) (kafkaSecurity, error) {
 	var sec kafkaSecurity
 	user, pass := "", ""
 	var err error
 	if cfg.Username != nil {
-		if user, err = b.c.renderStatic(a, "username"); err != nil { // env() rendered
+		if user, err = b.RenderStatic("username"); err != nil { // env() rendered
 			return sec, err
 		}
 	}
 	if cfg.Password != nil {
-		if pass, err = b.c.renderStatic(a, "password"); err != nil {
+		if pass, err = b.RenderStatic("password"); err != nil {
 			return sec, err
 		}
 	}
 	switch {
 	case user == "" && pass != "":
-		return sec, a.errorf("password", "set without username")
+		return sec, b.Errorf("password", "set without username")
 	case user != "" && pass == "":
-		return sec, a.errorf("username", "set without password (an empty password is refused: set it, e.g. from env())")
+		return sec, b.Errorf("username", "set without password (an empty password is refused: set it, e.g. from env())")
 	case user == "" && cfg.SASLMechanism != "":
-		return sec, a.errorf("sasl_mechanism", "set without username and password")
+		return sec, b.Errorf("sasl_mechanism", "set without username and password")
 	case user != "":
 		switch mech := cfg.SASLMechanism; mech {
 		case "", "plain": // unset is plain (stdlib's doc says so)
@@ -81,17 +81,17 @@ func kafkaSecurityFrom(b *buildEnv, cfg *kafkaSecurityConfig) (kafkaSecurity, er
 			}
 			m, err := scram.Mechanism(algo, user, pass)
 			if err != nil {
-				return sec, a.errorf("sasl_mechanism", "%s: %v", mech, err)
+				return sec, b.Errorf("sasl_mechanism", "%s: %v", mech, err)
 			}
 			sec.sasl = m
 		default:
-			return sec, a.errorf("sasl_mechanism", "unknown mechanism %q", mech)
+			return sec, b.Errorf("sasl_mechanism", "unknown mechanism %q", mech)
 		}
 	}
 
 	path := func(p string) string {
-		if p != "" && !filepath.IsAbs(p) && b.o.BaseDir != "" {
-			p = filepath.Join(b.o.BaseDir, p)
+		if p != "" && !filepath.IsAbs(p) && b.BaseDir() != "" {
+			p = filepath.Join(b.BaseDir(), p)
 		}
 		return p
 	}
@@ -99,7 +99,7 @@ func kafkaSecurityFrom(b *buildEnv, cfg *kafkaSecurityConfig) (kafkaSecurity, er
 	skip := cfg.TLSSkipVerify
 	on := (cfg.TLS != nil && cfg.TLS.Bool) || ca != "" || cert != "" || key != "" || skip
 	if cfg.TLS != nil && !cfg.TLS.Bool && on {
-		return sec, a.errorf("tls", "tls = false, but a tls_* attribute is set")
+		return sec, b.Errorf("tls", "tls = false, but a tls_* attribute is set")
 	}
 	if !on {
 		return sec, nil
@@ -108,11 +108,11 @@ func kafkaSecurityFrom(b *buildEnv, cfg *kafkaSecurityConfig) (kafkaSecurity, er
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return sec, a.errorf("tls_ca_file", "%v", err)
+			return sec, b.Errorf("tls_ca_file", "%v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return sec, a.errorf("tls_ca_file", "%s holds no PEM certificate", ca)
+			return sec, b.Errorf("tls_ca_file", "%s holds no PEM certificate", ca)
 		}
 		tc.RootCAs = pool
 	}
@@ -120,26 +120,26 @@ func kafkaSecurityFrom(b *buildEnv, cfg *kafkaSecurityConfig) (kafkaSecurity, er
 	case cert != "" && key != "":
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
-			return sec, a.errorf("tls_cert_file", "%v", err)
+			return sec, b.Errorf("tls_cert_file", "%v", err)
 		}
 		tc.Certificates = []tls.Certificate{pair}
 	case cert != "":
-		return sec, a.errorf("tls_cert_file", "set without tls_key_file")
+		return sec, b.Errorf("tls_cert_file", "set without tls_key_file")
 	case key != "":
-		return sec, a.errorf("tls_key_file", "set without tls_cert_file")
+		return sec, b.Errorf("tls_key_file", "set without tls_cert_file")
 	}
 	sec.tls = tc
 	return sec, nil
 }
 
 // dialer is for kafka-go's Reader and ConsumerGroup.
-func (k kafkaSecurity) dialer() *kafka.Dialer {
-	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: k.tls, SASLMechanism: k.sasl}
+func (k kafkaSecurity) dialer() *kafkago.Dialer {
+	return &kafkago.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: k.tls, SASLMechanism: k.sasl}
 }
 
 // transport is for kafka-go's Client.
-func (k kafkaSecurity) transport() *kafka.Transport {
-	return &kafka.Transport{DialTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second, ClientID: "mqb", TLS: k.tls, SASL: k.sasl}
+func (k kafkaSecurity) transport() *kafkago.Transport {
+	return &kafkago.Transport{DialTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second, ClientID: "mqb", TLS: k.tls, SASL: k.sasl}
 }
 
 // kafkaAuthError rewrites the errors a broker gives a client that did not
@@ -147,10 +147,10 @@ func (k kafkaSecurity) transport() *kafka.Transport {
 // talking to a plaintext broker (and the reverse) as an EOF or a
 // malformed response.
 func kafkaAuthError(err error, sec kafkaSecurity) error {
-	var kerr kafka.Error
+	var kerr kafkago.Error
 	if errors.As(err, &kerr) {
 		switch kerr {
-		case kafka.SASLAuthenticationFailed, kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState:
+		case kafkago.SASLAuthenticationFailed, kafkago.UnsupportedSASLMechanism, kafkago.IllegalSASLState:
 			return fmt.Errorf("SASL authentication failed (check username, password and sasl_mechanism): %w", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package runtime
+package nats
 
 import (
 	"context"
@@ -8,11 +8,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // publishOrders publishes n orders to orders.new through JetStream, each
@@ -23,11 +26,11 @@ func publishOrders(t testing.TB, js jetstream.JetStream, n int, withID bool) map
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for i := range n {
-		m := nats.NewMsg("orders.new")
+		m := natsgo.NewMsg("orders.new")
 		m.Data = []byte(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))
 		if withID {
 			id := uuid.NewString()
-			m.Header.Set(nats.MsgIdHdr, id)
+			m.Header.Set(natsgo.MsgIdHdr, id)
 			ids[fmt.Sprintf("o-%d", i)] = id
 		}
 		if _, err := js.PublishMsgAsync(m); err != nil {
@@ -55,19 +58,19 @@ func waitPublished(ctx context.Context, t testing.TB, js jetstream.JetStream) {
 func natsSQLitePlan(url, db string, batch, concurrency int, ackWait time.Duration) plan.Plan {
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "nats", Attrs: map[string]plan.Value{
-			"url": strV(url), "subject": strV("orders.new"), "stream": strV("ORDERS"), "durable": strV("mqb-orders"),
+			"url": plantest.Str(url), "subject": plantest.Str("orders.new"), "stream": plantest.Str("ORDERS"), "durable": plantest.Str("mqb-orders"),
 			"source_metadata": {Type: plan.TBool, Bool: true},
 			"ack_wait":        {Type: plan.TDuration, Str: ackWait.String(), Int: int64(ackWait)}}},
 		{ID: "n1", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
-			"url":          tmplV(lit("sqlite://" + db)),
-			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, msgid TEXT, subject TEXT)`),
-			"insert_query": tmplV(lit("INSERT INTO orders (id, amount, msgid, subject) VALUES ("), ex(`payload.order_id`),
-				lit(", "), ex("payload.amount"), lit(", "), ex("message_id"), lit(", "), ex(`meta["mqb.src.subject"]`),
-				lit(") ON CONFLICT (id) DO NOTHING")),
+			"url":          plantest.Tmpl(plantest.Lit("sqlite://" + db)),
+			"create_table": plantest.Str(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, msgid TEXT, subject TEXT)`),
+			"insert_query": plantest.Tmpl(plantest.Lit("INSERT INTO orders (id, amount, msgid, subject) VALUES ("), plantest.Ex(`payload.order_id`),
+				plantest.Lit(", "), plantest.Ex("payload.amount"), plantest.Lit(", "), plantest.Ex("message_id"), plantest.Lit(", "), plantest.Ex(`meta["mqb.src.subject"]`),
+				plantest.Lit(") ON CONFLICT (id) DO NOTHING")),
 		}},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "consume", Guarantee: plan.EffectivelyOnce,
-		Concurrency: concurrency, BatchSize: batch, Nodes: nodes, Edges: chain(nodes)}}}
+		Concurrency: concurrency, BatchSize: batch, Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 }
 
 func TestNATSSourceToSQLite(t *testing.T) {
@@ -78,15 +81,15 @@ func TestNATSSourceToSQLite(t *testing.T) {
 	const n = 5000
 	ids := publishOrders(t, js, n, true)
 	p := natsSQLitePlan(url, db, 256, 2, 30*time.Second)
-	st := runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, db) == n })
-	checkCounts(t, st.Route("consume"))
-	checkOrders(t, db, n)
-	for id, mid := range sqliteMap[string](t, db, `SELECT id, msgid FROM orders`) {
+	st := runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == n })
+	runtest.CheckCounts(t, st.Route("consume"))
+	runtest.CheckOrders(t, db, n)
+	for id, mid := range runtest.SQLiteMap[string](t, db, `SELECT id, msgid FROM orders`) {
 		if ids[id] != mid {
 			t.Fatalf("%s: message_id %s, published with Nats-Msg-Id %s", id, mid, ids[id])
 		}
 	}
-	for id, subject := range sqliteMap[string](t, db, `SELECT id, subject FROM orders`) {
+	for id, subject := range runtest.SQLiteMap[string](t, db, `SELECT id, subject FROM orders`) {
 		if subject != "orders.new" {
 			t.Fatalf("%s: mqb.src.subject %q", id, subject)
 		}
@@ -97,7 +100,7 @@ func TestNATSSourceToSQLite(t *testing.T) {
 		t.Errorf("consumer after the run: ack pending %d, pending %d", info.NumAckPending, info.NumPending)
 	}
 	began := time.Now()
-	st = runUntil(t, p, testOptions(t), time.Minute, func() bool { return time.Since(began) > time.Second })
+	st = runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return time.Since(began) > time.Second })
 	if in := st.Route("consume").In; in != 0 {
 		t.Errorf("second run read %d records, want 0", in)
 	}
@@ -122,7 +125,7 @@ func consumerInfo(t testing.TB, js jetstream.JetStream) *jetstream.ConsumerInfo 
 // repeatedly (the server is in the test process and survives): every
 // message lands once, and at the end nothing is left unacked.
 func TestCrashNATSToSQLite(t *testing.T) {
-	bin := buildCrashHelper(t)
+	bin := runtest.BuildCrashHelper(t)
 	url := testsrv.NATS(t)
 	_, js, _ := natsStream(t, url)
 	d := t.TempDir()
@@ -133,19 +136,37 @@ func TestCrashNATSToSQLite(t *testing.T) {
 	// Done once every row is stored and the server has no message left
 	// to (re)deliver: what the killed runs held unacked comes back after
 	// ack_wait, and the final run must ack it (as a repeat) before it stops.
-	st := crashKafkaLoop(t, bin, natsSQLitePlan(url, db, 32, 1, 2*time.Second), d, 51, 4,
+	st := runtest.CrashUntil(t, bin, natsSQLitePlan(url, db, 32, 1, 2*time.Second), d, 51, 4,
 		func() bool {
-			if countRows(t, db) != n {
+			if runtest.CountRows(t, db) != n {
 				return false
 			}
 			info := consumerInfo(t, js)
 			return info.NumAckPending == 0 && info.NumPending == 0
 		})
 	rs := st.Route("consume")
-	checkCounts(t, rs)
+	runtest.CheckCounts(t, rs)
 	t.Logf("final run %+v", rs)
-	checkOrders(t, db, n)
+	runtest.CheckOrders(t, db, n)
 	if info := consumerInfo(t, js); info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Errorf("consumer after the final run: ack pending %d, pending %d", info.NumAckPending, info.NumPending)
+	}
+}
+
+func TestNATSMessageID(t *testing.T) {
+	id := uuid.MustParse("0190f3a4-5b6c-7d8e-9f00-112233445566")
+	h := natsgo.Header{}
+	if _, ok := natsMessageID(h); ok {
+		t.Error("no header: want no id (minted per read)")
+	}
+	h.Set(natsgo.MsgIdHdr, "order-17")
+	a, _ := natsMessageID(h)
+	b, _ := natsMessageID(h)
+	if a != b || a == (uuid.UUID{}) {
+		t.Errorf("a non-UUID Nats-Msg-Id must hash to one stable id: %s, %s", a, b)
+	}
+	h.Set(runtime.HeaderMessageID, id.String())
+	if got, _ := natsMessageID(h); got != id {
+		t.Errorf("mq_bridge.message_id wins: %s, want %s", got, id)
 	}
 }

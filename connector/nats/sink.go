@@ -1,14 +1,15 @@
-package runtime
+package nats
 
 import (
 	"context"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // natsSink publishes to a NATS subject (a template). With JetStream (the
@@ -19,9 +20,9 @@ import (
 // the messages, but nothing is persisted or acknowledged.
 type natsSink struct {
 	route   string
-	subject *recordTemplate
+	subject *runtime.Template
 	core    bool
-	nc      *nats.Conn
+	nc      *natsgo.Conn
 	js      jetstream.JetStream
 	stream  string
 }
@@ -34,36 +35,36 @@ type natsSinkConfig struct {
 	natsConfig
 }
 
-func newNATSSink(b *buildEnv, cfg *natsSinkConfig) (*natsSink, error) {
-	a, ctx, rt := b.a, b.ctx, b.rt
-	url, err := b.c.renderStatic(a, "url") // the node's url: env() is rendered
+func newNATSSink(b *runtime.BuildEnv, cfg *natsSinkConfig) (*natsSink, error) {
+	ctx, log := b.Context(), b.Logger()
+	url, err := b.RenderStatic("url") // the node's url: env() is rendered
 	if err != nil {
 		return nil, err
 	}
-	s := &natsSink{route: a.route, core: cfg.NoJetStream, stream: cfg.Stream}
-	if s.subject, err = compileTemplateParts(a, b.c, "subject", cfg.Subject); err != nil {
+	s := &natsSink{route: b.Route(), core: cfg.NoJetStream, stream: cfg.Stream}
+	if s.subject, err = b.Template("subject"); err != nil {
 		return nil, err
 	}
 	if s.subject == nil {
-		return nil, a.errorf("subject", "required")
+		return nil, b.Errorf("subject", "required")
 	}
-	s.nc, err = nats.Connect(url,
-		nats.Name("mqb route "+a.route),
-		nats.Timeout(10*time.Second),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+	s.nc, err = natsgo.Connect(url,
+		natsgo.Name("mqb route "+s.route),
+		natsgo.Timeout(10*time.Second),
+		natsgo.MaxReconnects(-1),
+		natsgo.ReconnectWait(250*time.Millisecond),
 	)
 	if err != nil {
-		return nil, a.errorf("url", "connect to %s: %s", plan.RedactURLs(url), plan.RedactURLs(err.Error()))
+		return nil, b.Errorf("url", "connect to %s: %s", plan.RedactURLs(url), plan.RedactURLs(err.Error()))
 	}
 	if s.core {
-		rt.log.Info("nats sink (core NATS: no persistence, no acknowledgements)", "url", plan.RedactURLs(url))
+		log.Info("nats sink (core NATS: no persistence, no acknowledgements)", "url", plan.RedactURLs(url))
 		return s, nil
 	}
 	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(1<<16),
 		jetstream.WithPublishAsyncTimeout(natsAckTimeout)); err != nil {
 		s.nc.Close()
-		return nil, a.errorf("url", "jetstream: %v", err)
+		return nil, b.Errorf("url", "jetstream: %v", err)
 	}
 	// The stream must exist: without one a JetStream publish is never
 	// acknowledged and every batch would time out.
@@ -73,54 +74,55 @@ func newNATSSink(b *buildEnv, cfg *natsSinkConfig) (*natsSink, error) {
 	case s.stream != "":
 		if _, err := s.js.Stream(sctx, s.stream); err != nil {
 			s.nc.Close()
-			return nil, a.errorf("stream", "JetStream stream %s: %v", s.stream, err)
+			return nil, b.Errorf("stream", "JetStream stream %s: %v", s.stream, err)
 		}
-	case s.subject.isStatic():
-		name, err := s.js.StreamNameBySubject(sctx, s.subject.static)
+	case s.subject.IsStatic():
+		subject, _ := s.subject.Render(nil) // static: renders without a record
+		name, err := s.js.StreamNameBySubject(sctx, subject)
 		if err != nil {
 			s.nc.Close()
-			return nil, a.errorf("subject", "no JetStream stream captures subject %s (%v); create one, or set no_jetstream = true", s.subject.static, err)
+			return nil, b.Errorf("subject", "no JetStream stream captures subject %s (%v); create one, or set no_jetstream = true", subject, err)
 		}
 		s.stream = name
 	default:
-		rt.log.Warn("nats sink: the subject is a template and no stream is named, so no stream was checked at start; set stream to check it")
+		log.Warn("nats sink: the subject is a template and no stream is named, so no stream was checked at start; set stream to check it")
 	}
-	rt.log.Info("nats sink (JetStream)", "url", plan.RedactURLs(url), "stream", s.stream)
+	log.Info("nats sink (JetStream)", "url", plan.RedactURLs(url), "stream", s.stream)
 	return s, nil
 }
 
-func (s *natsSink) programs() []*program { return s.subject.progs }
+func (s *natsSink) programs() []*runtime.Program { return s.subject.Programs() }
 
 // message builds r's NATS message: the payload, Nats-Msg-Id and
 // mq_bridge.message_id = message_id, and every forwarded meta entry.
-func (s *natsSink) message(r *Record) (*nats.Msg, error) {
-	subj, err := s.subject.render(r)
+func (s *natsSink) message(r *runtime.Record) (*natsgo.Msg, error) {
+	subj, err := s.subject.Render(r)
 	if err != nil {
 		return nil, err
 	}
-	if err := encodePayload(r); err != nil {
+	if err := r.EncodePayload(); err != nil {
 		return nil, err
 	}
-	keys := forwardedMeta(r)
-	h := make(nats.Header, len(keys)+2)
+	keys := runtime.ForwardedMeta(r)
+	h := make(natsgo.Header, len(keys)+2)
 	id := r.MessageID()
 	// Assigned directly: Header.Set would canonicalise the keys.
-	h[headerMessageID] = []string{id}
+	h[runtime.HeaderMessageID] = []string{id}
 	if !s.core {
 		h[jetstream.MsgIDHeader] = []string{id}
 	}
 	for _, k := range keys {
 		h[k] = []string{r.Meta[k]}
 	}
-	return &nats.Msg{Subject: subj, Data: r.Payload, Header: h}, nil
+	return &natsgo.Msg{Subject: subj, Data: r.Payload, Header: h}, nil
 }
 
-func (s *natsSink) Write(ctx context.Context, recs []*Record) error {
-	msgs := make([]*nats.Msg, 0, len(recs))
+func (s *natsSink) Write(ctx context.Context, recs []*runtime.Record) error {
+	msgs := make([]*natsgo.Msg, 0, len(recs))
 	for _, r := range recs {
 		m, err := s.message(r)
 		if err != nil {
-			r.sinkErr = err.Error()
+			r.Refuse(err.Error())
 			continue
 		}
 		msgs = append(msgs, m)
@@ -131,11 +133,11 @@ func (s *natsSink) Write(ctx context.Context, recs []*Record) error {
 	if s.core {
 		for _, m := range msgs {
 			if err := s.nc.PublishMsg(m); err != nil {
-				return retryable(fmt.Errorf("route %s: nats sink publish %s: %w", s.route, m.Subject, err))
+				return runtime.Retryable(fmt.Errorf("route %s: nats sink publish %s: %w", s.route, m.Subject, err))
 			}
 		}
 		if err := s.nc.FlushTimeout(natsAckTimeout); err != nil {
-			return retryable(fmt.Errorf("route %s: nats sink flush: %w", s.route, err))
+			return runtime.Retryable(fmt.Errorf("route %s: nats sink flush: %w", s.route, err))
 		}
 		return nil
 	}
@@ -145,7 +147,7 @@ func (s *natsSink) Write(ctx context.Context, recs []*Record) error {
 		if err != nil {
 			// The ones already sent are stored; a retry repeats them with
 			// the same Nats-Msg-Id and the stream drops the repeats.
-			return retryable(fmt.Errorf("route %s: nats sink publish %s: %w", s.route, m.Subject, err))
+			return runtime.Retryable(fmt.Errorf("route %s: nats sink publish %s: %w", s.route, m.Subject, err))
 		}
 		futures = append(futures, f)
 	}
@@ -160,13 +162,13 @@ func (s *natsSink) Write(ctx context.Context, recs []*Record) error {
 				first = err
 			}
 		case <-ctx.Done():
-			return retryable(fmt.Errorf("route %s: nats sink: %w", s.route, ctx.Err()))
+			return runtime.Retryable(fmt.Errorf("route %s: nats sink: %w", s.route, ctx.Err()))
 		}
 	}
 	if failed > 0 {
 		// Retried whatever the cause: the Nats-Msg-Id keeps the messages
 		// that did land from landing twice within the duplicate window.
-		return retryable(fmt.Errorf("route %s: nats sink: %d of %d publishes not acknowledged, first: %w", s.route, failed, len(futures), first))
+		return runtime.Retryable(fmt.Errorf("route %s: nats sink: %d of %d publishes not acknowledged, first: %w", s.route, failed, len(futures), first))
 	}
 	return nil
 }

@@ -1,22 +1,24 @@
-package runtime
+package nats
 
 import (
 	"context"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
-func natsStream(t *testing.T, url string) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
+func natsStream(t *testing.T, url string) (*natsgo.Conn, jetstream.JetStream, jetstream.Stream) {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := natsgo.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +40,12 @@ func natsStream(t *testing.T, url string) (*nats.Conn, jetstream.JetStream, jets
 func TestNATSSinkJetStream(t *testing.T) {
 	url := testsrv.NATS(t)
 	_, _, stream := natsStream(t, url)
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 2000
-	lines := writeOrders(t, e.input, n)
+	lines := plantest.WriteOrders(t, e.Input, n)
 	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{
-		"url": strV(url), "subject": tmplV(lit("orders."), ex(`meta["mqb.id"]`)), "stream": strV("ORDERS")}}
-	rs := runRoute(t, brokerPlan(e, 128, sink), "publish")
+		"url": plantest.Str(url), "subject": plantest.Tmpl(plantest.Lit("orders."), plantest.Ex(`meta["mqb.id"]`)), "stream": plantest.Str("ORDERS")}}
+	rs := runtest.RunRoute(t, context.Background(), plantest.SinkPlan(e.Input, e.State, 128, sink), runtest.Options(), "publish")
 	if rs.Out != n {
 		t.Fatalf("stats %+v, want out %d", rs, n)
 	}
@@ -74,8 +76,8 @@ func TestNATSSinkJetStream(t *testing.T) {
 		delete(want, string(m.Data()))
 		h := m.Headers()
 		id := h.Get(jetstream.MsgIDHeader)
-		if len(id) != 36 || h[headerMessageID][0] != id {
-			t.Errorf("Nats-Msg-Id %q, %s %q: want the same UUID", id, headerMessageID, h[headerMessageID])
+		if len(id) != 36 || h[runtime.HeaderMessageID][0] != id {
+			t.Errorf("Nats-Msg-Id %q, %s %q: want the same UUID", id, runtime.HeaderMessageID, h[runtime.HeaderMessageID])
 		}
 		mqbID := h["mqb.id"]
 		if len(mqbID) != 1 || m.Subject() != "orders."+mqbID[0] {
@@ -93,9 +95,8 @@ func TestNATSSinkDuplicateWindow(t *testing.T) {
 	url := testsrv.NATS(t)
 	_, _, stream := natsStream(t, url)
 	node := &plan.Node{Role: plan.RoleSink, Kind: "nats", Attrs: map[string]plan.Value{
-		"url": strV(url), "subject": strV("orders.new")}}
-	rt := &route{name: "dups", log: slog.New(slog.DiscardHandler)}
-	built, _, err := rt.buildSink(context.Background(), nodeAttrs{route: "dups", node: node}, &compiler{}, &Options{}, false)
+		"url": plantest.Str(url), "subject": plantest.Str("orders.new")}}
+	built, err := runtime.BuildSink(context.Background(), "dups", "", node, runtime.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestNATSSinkDuplicateWindow(t *testing.T) {
 	if s.stream != "ORDERS" {
 		t.Errorf("stream found by subject: %q, want ORDERS", s.stream)
 	}
-	recs := []*Record{{Payload: []byte(`{"a":1}`)}, {Payload: []byte(`{"a":2}`)}, {Payload: []byte(`{"a":3}`)}}
+	recs := []*runtime.Record{{Payload: []byte(`{"a":1}`)}, {Payload: []byte(`{"a":2}`)}, {Payload: []byte(`{"a":3}`)}}
 	for range 2 {
 		if err := s.Write(context.Background(), recs); err != nil {
 			t.Fatal(err)
@@ -121,22 +122,22 @@ func TestNATSSinkDuplicateWindow(t *testing.T) {
 
 func TestNATSSinkNoStream(t *testing.T) {
 	url := testsrv.NATS(t)
-	e := newTestEnv(t)
-	writeOrders(t, e.input, 1)
-	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{"url": strV(url), "subject": strV("nowhere")}}
-	runRefused(t, brokerPlan(e, 16, sink), []string{"route publish", "subject"})
+	e := plantest.NewEnv(t)
+	plantest.WriteOrders(t, e.Input, 1)
+	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{"url": plantest.Str(url), "subject": plantest.Str("nowhere")}}
+	runtest.RunRefused(t, plantest.SinkPlan(e.Input, e.State, 16, sink), []string{"route publish", "subject"})
 }
 
 func TestNATSSinkCore(t *testing.T) {
 	url := testsrv.NATS(t)
-	nc, err := nats.Connect(url)
+	nc, err := natsgo.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	var got atomic.Int64
-	sub, err := nc.Subscribe("core.>", func(m *nats.Msg) {
-		if m.Header.Get(jetstream.MsgIDHeader) == "" && len(m.Header[headerMessageID]) == 1 {
+	sub, err := nc.Subscribe("core.>", func(m *natsgo.Msg) {
+		if m.Header.Get(jetstream.MsgIDHeader) == "" && len(m.Header[runtime.HeaderMessageID]) == 1 {
 			got.Add(1)
 		}
 	})
@@ -145,12 +146,12 @@ func TestNATSSinkCore(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	nc.Flush()
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 500
-	writeOrders(t, e.input, n)
-	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{"url": strV(url),
-		"subject": tmplV(lit("core."), ex(`meta["mqb.id"]`)), "no_jetstream": {Type: plan.TBool, Bool: true}}}
-	if _, err := Run(context.Background(), brokerPlan(e, 64, sink), testOptions(t)); err != nil {
+	plantest.WriteOrders(t, e.Input, n)
+	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{"url": plantest.Str(url),
+		"subject": plantest.Tmpl(plantest.Lit("core."), plantest.Ex(`meta["mqb.id"]`)), "no_jetstream": {Type: plan.TBool, Bool: true}}}
+	if _, err := runtime.Run(context.Background(), plantest.SinkPlan(e.Input, e.State, 64, sink), runtest.Options()); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -163,10 +164,10 @@ func TestNATSSinkCore(t *testing.T) {
 }
 
 func TestNATSSinkRedactsPassword(t *testing.T) {
-	e := newTestEnv(t)
-	writeOrders(t, e.input, 1)
-	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{"url": strV("nats://user:s3cret@127.0.0.1:1"), "subject": strV("x")}}
-	runRefused(t, brokerPlan(e, 16, sink), []string{"route publish"}, "s3cret")
+	e := plantest.NewEnv(t)
+	plantest.WriteOrders(t, e.Input, 1)
+	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{"url": plantest.Str("nats://user:s3cret@127.0.0.1:1"), "subject": plantest.Str("x")}}
+	runtest.RunRefused(t, plantest.SinkPlan(e.Input, e.State, 16, sink), []string{"route publish"}, "s3cret")
 }
 
 // The server restarts mid-run: the retry step repeats the failed writes,
@@ -175,12 +176,13 @@ func TestNATSSinkRedactsPassword(t *testing.T) {
 func TestNATSSinkServerRestart(t *testing.T) {
 	srv := testsrv.NewNATS(t)
 	_, _, stream := natsStream(t, srv.URL())
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 60000
-	writeOrders(t, e.input, n)
+	plantest.WriteOrders(t, e.Input, n)
 	sink := plan.Node{Kind: "nats", Attrs: map[string]plan.Value{
-		"url": strV(srv.URL()), "subject": strV("orders.new"), "stream": strV("ORDERS")}}
-	p := withRetry(brokerPlan(e, 256, sink), 100)
+		"url": plantest.Str(srv.URL()), "subject": plantest.Str("orders.new"), "stream": plantest.Str("ORDERS")}}
+	p := plantest.SinkPlan(e.Input, e.State, 256, sink)
+	p = plantest.WithRetryAt(p, len(p.Routes[0].Nodes)-1, 100)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -191,15 +193,15 @@ func TestNATSSinkServerRestart(t *testing.T) {
 		}
 		return i.State.Msgs
 	}
-	r := startRun(ctx, p, testOptions(t))
+	r := runtest.Start(ctx, p, runtest.Options())
 	for info() < n/10 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	before := info()
 	srv.Restart(t, 300*time.Millisecond)
-	rs := r.wait(t).Route("publish")
-	checkCounts(t, rs)
-	waitFor(func() bool { return info() == n }, 10*time.Second, 50*time.Millisecond)
+	rs := r.Wait(t).Route("publish")
+	runtest.CheckCounts(t, rs)
+	runtest.WaitFor(func() bool { return info() == n }, 10*time.Second, 50*time.Millisecond)
 	if got := info(); got != n {
 		t.Errorf("stream holds %d messages, want %d (restart after %d)", got, n, before)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package kafka
 
 import (
 	"bytes"
@@ -19,8 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv/kafkabroker"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // testCA makes a CA and a certificate it signs for 127.0.0.1; it returns
@@ -88,14 +91,14 @@ func TestKafkaSecurity(t *testing.T) {
 		attrs map[string]plan.Value
 	}{
 		{name: "plain", mech: "PLAIN", attrs: map[string]plan.Value{
-			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword))}},
+			"username": plantest.Tmpl(plantest.Lit("mqb")), "password": plantest.Tmpl(plantest.Lit(testKafkaPassword))}},
 		{name: "scram256_tls", mech: "SCRAM-SHA-256", tls: true, attrs: map[string]plan.Value{
-			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword)),
-			"sasl_mechanism": enumV("scram_sha_256"), "tls_ca_file": strV(caFile)}},
+			"username": plantest.Tmpl(plantest.Lit("mqb")), "password": plantest.Tmpl(plantest.Lit(testKafkaPassword)),
+			"sasl_mechanism": plantest.Enum("scram_sha_256"), "tls_ca_file": plantest.Str(caFile)}},
 		{name: "scram512_tls_group", mech: "SCRAM-SHA-512", tls: true, group: "secure", attrs: map[string]plan.Value{
-			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword)),
-			"sasl_mechanism": enumV("scram_sha_512"), "tls": {Type: plan.TBool, Bool: true}, "tls_ca_file": strV(caFile)}},
-		{name: "tls_only", tls: true, attrs: map[string]plan.Value{"tls_ca_file": strV(caFile)}},
+			"username": plantest.Tmpl(plantest.Lit("mqb")), "password": plantest.Tmpl(plantest.Lit(testKafkaPassword)),
+			"sasl_mechanism": plantest.Enum("scram_sha_512"), "tls": {Type: plan.TBool, Bool: true}, "tls_ca_file": plantest.Str(caFile)}},
+		{name: "tls_only", tls: true, attrs: map[string]plan.Value{"tls_ca_file": plantest.Str(caFile)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var srvTLS *tls.Config
@@ -103,26 +106,26 @@ func TestKafkaSecurity(t *testing.T) {
 				srvTLS = serverTLS
 			}
 			brokers := securedBroker(t, tc.mech, srvTLS)
-			e := newTestEnv(t)
+			e := plantest.NewEnv(t)
 			const n = 2000
-			writeOrders(t, e.input, n)
-			sinkAttrs := map[string]plan.Value{"url": strV(brokers), "topic": strV("orders")}
+			plantest.WriteOrders(t, e.Input, n)
+			sinkAttrs := map[string]plan.Value{"url": plantest.Str(brokers), "topic": plantest.Str("orders")}
 			for k, v := range tc.attrs {
 				sinkAttrs[k] = v
 			}
-			st, err := Run(context.Background(), brokerPlan(e, 256, plan.Node{Kind: "kafka", Attrs: sinkAttrs}), testOptions(t))
+			st, err := runtime.Run(context.Background(), plantest.SinkPlan(e.Input, e.State, 256, plan.Node{Kind: "kafka", Attrs: sinkAttrs}), runtest.Options())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rs := st.Route("publish"); rs.Out != n {
 				t.Fatalf("published %+v, want %d", rs, n)
 			}
-			p := kafkaSQLitePlan(brokers, "orders", tc.group, e.state+"-r", e.db, 128, 1)
+			p := kafkaSQLitePlan(brokers, "orders", tc.group, e.State+"-r", e.DB, 128, 1)
 			for k, v := range tc.attrs {
 				p.Routes[0].Nodes[0].Attrs[k] = v
 			}
-			runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, e.db) == n })
-			checkOrders(t, e.db, n)
+			runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, e.DB) == n })
+			runtest.CheckOrders(t, e.DB, n)
 		})
 	}
 }
@@ -138,50 +141,50 @@ func TestKafkaSecurityRefused(t *testing.T) {
 		attrs               map[string]plan.Value
 	}{
 		{"wrong password", saslBroker, "SASL authentication failed", map[string]plan.Value{
-			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword + "x")), "sasl_mechanism": enumV("scram_sha_256")}},
+			"username": plantest.Tmpl(plantest.Lit("mqb")), "password": plantest.Tmpl(plantest.Lit(testKafkaPassword + "x")), "sasl_mechanism": plantest.Enum("scram_sha_256")}},
 		{"wrong mechanism", saslBroker, "SASL authentication failed", map[string]plan.Value{
-			"username": tmplV(lit("mqb")), "password": tmplV(lit(testKafkaPassword)), "sasl_mechanism": enumV("plain")}},
+			"username": plantest.Tmpl(plantest.Lit("mqb")), "password": plantest.Tmpl(plantest.Lit(testKafkaPassword)), "sasl_mechanism": plantest.Enum("plain")}},
 		{"untrusted certificate", tlsBroker, "not trusted (set tls_ca_file", map[string]plan.Value{
 			"tls": {Type: plan.TBool, Bool: true}}},
 		{"password without username", saslBroker, "password: set without username", map[string]plan.Value{
-			"password": tmplV(lit(testKafkaPassword))}},
+			"password": plantest.Tmpl(plantest.Lit(testKafkaPassword))}},
 		{"username without password", saslBroker, "username: set without password", map[string]plan.Value{
-			"username": tmplV(lit("mqb"))}},
+			"username": plantest.Tmpl(plantest.Lit("mqb"))}},
 		{"a mechanism without credentials", saslBroker, "sasl_mechanism: set without username and password", map[string]plan.Value{
-			"sasl_mechanism": enumV("plain")}},
+			"sasl_mechanism": plantest.Enum("plain")}},
 		{"tls off with a ca file", tlsBroker, "tls = false, but a tls_* attribute is set", map[string]plan.Value{
-			"tls": {Type: plan.TBool, Bool: false}, "tls_ca_file": strV(caFile)}},
+			"tls": {Type: plan.TBool, Bool: false}, "tls_ca_file": plantest.Str(caFile)}},
 		{"no credentials", saslBroker, "does it require SASL (username, password)?", map[string]plan.Value{}},
 		{"plaintext to a tls listener", tlsBroker, "does it require TLS (tls = true)?", map[string]plan.Value{}},
 		{"credentials in the url", saslBroker, "set username and password", map[string]plan.Value{}},
 	} {
 		for _, side := range []string{"sink", "source"} {
 			t.Run(tc.name+"/"+side, func(t *testing.T) {
-				e := newTestEnv(t)
-				writeOrders(t, e.input, 10)
+				e := plantest.NewEnv(t)
+				plantest.WriteOrders(t, e.Input, 10)
 				brokers := tc.brokers
 				if tc.name == "credentials in the url" {
 					brokers = "mqb:" + testKafkaPassword + "@" + brokers
 				}
 				var p plan.Plan
-				attrs := map[string]plan.Value{"url": strV(brokers), "topic": strV("orders")}
+				attrs := map[string]plan.Value{"url": plantest.Str(brokers), "topic": plantest.Str("orders")}
 				for k, v := range tc.attrs {
 					attrs[k] = v
 				}
 				if side == "sink" {
-					p = brokerPlan(e, 16, plan.Node{Kind: "kafka", Attrs: attrs})
+					p = plantest.SinkPlan(e.Input, e.State, 16, plan.Node{Kind: "kafka", Attrs: attrs})
 				} else {
-					p = kafkaSQLitePlan(tc.brokers, "orders", "g", e.state, e.db, 16, 1)
+					p = kafkaSQLitePlan(tc.brokers, "orders", "g", e.State, e.DB, 16, 1)
 					for k, v := range attrs {
 						p.Routes[0].Nodes[0].Attrs[k] = v
 					}
 				}
 				var logs bytes.Buffer
-				opts := Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+				opts := runtime.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 				ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 				defer cancel()
 				start := time.Now()
-				_, err := Run(ctx, p, opts)
+				_, err := runtime.Run(ctx, p, opts)
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("err %v, want %q", err, tc.want)
 				}

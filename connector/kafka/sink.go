@@ -1,4 +1,4 @@
-package runtime
+package kafka
 
 import (
 	"bytes"
@@ -8,129 +8,16 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/segmentio/kafka-go"
+	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
-
-// headerMessageID carries the record's message_id on broker sinks, so that
-// an mqb (or mq-bridge) → broker → mqb hop keeps its identity. The value is
-// the UUID's canonical 36-character text form (the same text NATS gets in
-// Nats-Msg-Id); a reader should also accept 16 raw bytes.
-const headerMessageID = "mq_bridge.message_id"
-
-// metaSourcePrefix is the provenance namespace a publisher does not forward:
-// it describes the hop a record arrived on, not the record.
-const metaSourcePrefix = "mqb.src."
-
-// recordTemplate is a template attribute compiled once: literal text and
-// expressions rendered per record.
-type recordTemplate struct {
-	attr   string
-	parts  []plan.Part
-	progs  []*program // one per expression part, in order
-	static string     // the text when there is no expression
-	evals  sync.Pool
-}
-
-func compileTemplate(a nodeAttrs, c *compiler, name string) (*recordTemplate, error) {
-	parts, ok := a.template(name)
-	if !ok {
-		return nil, nil
-	}
-	return compileTemplateParts(a, c, name, parts)
-}
-
-// compileTemplateParts compiles attribute name's parts, as a config
-// struct's []plan.Part field holds them; nil parts (the attribute unset)
-// give a nil template.
-func compileTemplateParts(a nodeAttrs, c *compiler, name string, parts []plan.Part) (*recordTemplate, error) {
-	if parts == nil {
-		return nil, nil
-	}
-	t := &recordTemplate{attr: name, parts: parts}
-	t.evals.New = func() any { return new(evaluator) }
-	var static strings.Builder
-	for _, p := range parts {
-		if p.Expr == "" {
-			static.WriteString(p.Lit)
-			continue
-		}
-		prog, err := c.compile(p.Expr)
-		if err != nil {
-			return nil, a.errorf(name, "${%s}: %v", p.Expr, err)
-		}
-		t.progs = append(t.progs, prog)
-	}
-	t.static = static.String()
-	return t, nil
-}
-
-func (t *recordTemplate) isStatic() bool { return len(t.progs) == 0 }
-
-// render renders t for r. A placeholder with no value fails the record: a
-// partial render would give every such record the same key or subject.
-func (t *recordTemplate) render(r *Record) (string, error) {
-	return t.renderWith(r, nil)
-}
-
-// renderWith renders like render; when rewrite is set, each placeholder's
-// value passes through it with the placeholder's index and the text
-// rendered so far (the http sink escapes values for their place in a url).
-func (t *recordTemplate) renderWith(r *Record, rewrite func(i int, prefix, v string) (string, error)) (string, error) {
-	if t.isStatic() {
-		return t.static, nil
-	}
-	ev := t.evals.Get().(*evaluator)
-	defer t.evals.Put(ev)
-	var b strings.Builder
-	i := 0
-	for _, p := range t.parts {
-		if p.Expr == "" {
-			b.WriteString(p.Lit)
-			continue
-		}
-		prog := t.progs[i]
-		i++
-		v, present, err := ev.run(prog, r)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", t.attr, err)
-		}
-		if !present {
-			return "", fmt.Errorf("%s: ${%s} has no value", t.attr, prog.src)
-		}
-		s, err := stringify(v)
-		if err != nil {
-			return "", fmt.Errorf("%s: ${%s}: %w", t.attr, prog.src, err)
-		}
-		if rewrite != nil {
-			if s, err = rewrite(i-1, b.String(), s); err != nil {
-				return "", fmt.Errorf("%s: ${%s}: %w", t.attr, prog.src, err)
-			}
-		}
-		b.WriteString(s)
-	}
-	return b.String(), nil
-}
-
-// forwardedMeta returns r's metadata a publisher forwards as headers (every
-// key outside mqb.src.*), sorted by key.
-func forwardedMeta(r *Record) []string {
-	keys := make([]string, 0, len(r.Meta))
-	for k := range r.Meta {
-		if !strings.HasPrefix(k, metaSourcePrefix) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // kafkaSink publishes each write with one Produce request per partition
 // chunk (acks from all in-sync replicas), the partitions in parallel and
@@ -144,11 +31,11 @@ func forwardedMeta(r *Record) []string {
 type kafkaSink struct {
 	route     string
 	topic     string
-	key       *recordTemplate
-	transport *kafka.Transport
-	client    *kafka.Client
+	key       *runtime.Template
+	transport *kafkago.Transport
+	client    *kafkago.Client
 	sec       kafkaSecurity
-	balancer  kafka.Hash // by key (sarama's FNV-1a); keyless records round-robin
+	balancer  kafkago.Hash // by key (sarama's FNV-1a); keyless records round-robin
 
 	mu         sync.Mutex
 	partitions []int     // 0..n-1, the balancer's argument
@@ -201,16 +88,15 @@ type kafkaSinkConfig struct {
 	PartitionKey []plan.Part `attr:"partition_key"`
 }
 
-func newKafkaSink(b *buildEnv, cfg *kafkaSinkConfig) (*kafkaSink, error) {
+func newKafkaSink(b *runtime.BuildEnv, cfg *kafkaSinkConfig) (*kafkaSink, error) {
 	brokers, err := kafkaBrokersOf(b)
 	if err != nil {
 		return nil, err
 	}
-	a := b.a
 	if cfg.Topic == "" {
-		return nil, a.errorf("topic", "required")
+		return nil, b.Errorf("topic", "required")
 	}
-	key, err := compileTemplateParts(a, b.c, "partition_key", cfg.PartitionKey)
+	key, err := b.Template("partition_key")
 	if err != nil {
 		return nil, err
 	}
@@ -218,16 +104,16 @@ func newKafkaSink(b *buildEnv, cfg *kafkaSinkConfig) (*kafkaSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := dialKafkaSink(b.ctx, a.route, brokers, cfg.Topic, sec)
+	s, err := dialKafkaSink(b.Context(), b.Route(), brokers, cfg.Topic, sec)
 	if err != nil {
 		attr := "url"
 		if errors.Is(err, errKafkaTopic) {
 			attr = "topic"
 		}
-		return nil, a.errorf(attr, "%s", plan.RedactURLs(err.Error()))
+		return nil, b.Errorf(attr, "%s", plan.RedactURLs(err.Error()))
 	}
 	s.key = key
-	b.rt.log.Info("kafka sink", "brokers", strings.Join(brokers, ","), "topic", cfg.Topic, "partitions", len(s.partitions))
+	b.Logger().Info("kafka sink", "brokers", strings.Join(brokers, ","), "topic", cfg.Topic, "partitions", len(s.partitions))
 	return s, nil
 }
 
@@ -237,7 +123,7 @@ func newKafkaSink(b *buildEnv, cfg *kafkaSinkConfig) (*kafkaSink, error) {
 func dialKafkaSink(ctx context.Context, route string, brokers []string, topic string, sec kafkaSecurity) (*kafkaSink, error) {
 	s := &kafkaSink{route: route, topic: topic, sec: sec}
 	s.transport = sec.transport()
-	s.client = &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second, Transport: s.transport}
+	s.client = &kafkago.Client{Addr: kafkago.TCP(brokers...), Timeout: 30 * time.Second, Transport: s.transport}
 	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	n, err := s.countPartitions(mctx)
@@ -251,7 +137,7 @@ func dialKafkaSink(ctx context.Context, route string, brokers []string, topic st
 
 // countPartitions reads the topic's partition count from the cluster.
 func (s *kafkaSink) countPartitions(ctx context.Context) (int, error) {
-	md, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
+	md, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{s.topic}})
 	if err != nil {
 		return 0, fmt.Errorf("metadata from %s: %w", s.client.Addr, kafkaAuthError(err, s.sec))
 	}
@@ -303,42 +189,42 @@ func (s *kafkaSink) currentPartitions(ctx context.Context) []int {
 	return ps
 }
 
-func (s *kafkaSink) programs() []*program {
+func (s *kafkaSink) programs() []*runtime.Program {
 	if s.key == nil {
 		return nil
 	}
-	return s.key.progs
+	return s.key.Programs()
 }
 
 // kafkaOut is one record ready to produce: its key and headers point into
 // the write's arena.
 type kafkaOut struct {
-	rec     *Record
+	rec     *runtime.Record
 	key     []byte
-	headers []kafka.Header
+	headers []kafkago.Header
 	size    int // bytes it adds to a record batch, an upper bound
 }
 
 // build fills m from r: key from partition_key, the payload, the
 // message_id header and every forwarded meta entry as a header. Text goes
 // into *arena, headers into *hdrs.
-func (s *kafkaSink) build(r *Record, m *kafkaOut, arena *[]byte, hdrs *[]kafka.Header) error {
-	if err := encodePayload(r); err != nil {
+func (s *kafkaSink) build(r *runtime.Record, m *kafkaOut, arena *[]byte, hdrs *[]kafkago.Header) error {
+	if err := r.EncodePayload(); err != nil {
 		return err
 	}
 	m.rec, m.key = r, nil
 	if s.key != nil {
-		k, err := s.key.render(r)
+		k, err := s.key.Render(r)
 		if err != nil {
 			return err
 		}
 		m.key = appendBytes(arena, k)
 	}
 	start := len(*hdrs)
-	*hdrs = append(*hdrs, kafka.Header{Key: headerMessageID, Value: appendUUIDText(arena, r.msgIDValue())})
+	*hdrs = append(*hdrs, kafkago.Header{Key: runtime.HeaderMessageID, Value: appendUUIDText(arena, r.MessageUUID())})
 	if len(r.Meta) > 0 {
-		for _, k := range forwardedMeta(r) {
-			*hdrs = append(*hdrs, kafka.Header{Key: k, Value: appendBytes(arena, r.Meta[k])})
+		for _, k := range runtime.ForwardedMeta(r) {
+			*hdrs = append(*hdrs, kafkago.Header{Key: k, Value: appendBytes(arena, r.Meta[k])})
 		}
 	}
 	m.headers = (*hdrs)[start:len(*hdrs):len(*hdrs)]
@@ -377,21 +263,21 @@ func appendUUIDText(arena *[]byte, u uuid.UUID) []byte {
 	return b
 }
 
-func (s *kafkaSink) Write(ctx context.Context, recs []*Record) error {
+func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	msgs := make([]kafkaOut, len(recs))
 	// Keys and header values are slices of one arena (capacity-clipped, so
 	// growing it never moves or overwrites what was handed out).
 	arena := make([]byte, 0, len(recs)*(36+16))
-	hdrs := make([]kafka.Header, 0, len(recs))
+	hdrs := make([]kafkago.Header, 0, len(recs))
 	ps := s.currentPartitions(ctx)
 	byPart := make([][]int32, len(ps))
 	for i, r := range recs {
 		m := &msgs[i]
 		if err := s.build(r, m, &arena, &hdrs); err != nil {
-			r.sinkErr = err.Error()
+			r.Refuse(err.Error())
 			continue
 		}
-		p := s.balancer.Balance(kafka.Message{Key: m.key}, ps...)
+		p := s.balancer.Balance(kafkago.Message{Key: m.key}, ps...)
 		byPart[p] = append(byPart[p], int32(i))
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -424,7 +310,7 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*Record) error {
 	if first != nil {
 		// A broker cannot tell a retried message from a new one, so a
 		// retry may publish part of the batch twice: at-least-once.
-		return retryable(fmt.Errorf("route %s: kafka sink topic %s: %d of %d messages failed, first: %w",
+		return runtime.Retryable(fmt.Errorf("route %s: kafka sink topic %s: %d of %d messages failed, first: %w",
 			s.route, s.topic, failed, total, first))
 	}
 	return nil
@@ -463,10 +349,10 @@ const (
 func (s *kafkaSink) produceChunk(ctx context.Context, p int, msgs []kafkaOut, idx []int32, now time.Time) error {
 	wait := kafkaProduceBackoff
 	for attempt := 1; ; attempt++ {
-		res, err := s.client.Produce(ctx, &kafka.ProduceRequest{
+		res, err := s.client.Produce(ctx, &kafkago.ProduceRequest{
 			Topic:        s.topic,
 			Partition:    p,
-			RequiredAcks: kafka.RequireAll,
+			RequiredAcks: kafkago.RequireAll,
 			Records:      &produceRecords{msgs: msgs, idx: idx, time: now},
 		})
 		if err == nil && res.Error != nil {
@@ -481,7 +367,7 @@ func (s *kafkaSink) produceChunk(ctx context.Context, p int, msgs []kafkaOut, id
 		if err == nil {
 			return nil
 		}
-		var kerr kafka.Error
+		var kerr kafkago.Error
 		if attempt >= kafkaProduceAttempts || ctx.Err() != nil || (errors.As(err, &kerr) && !kerr.Temporary()) {
 			if attempt > 1 {
 				return fmt.Errorf("after %d attempts: %w", attempt, err)
@@ -506,17 +392,17 @@ type produceRecords struct {
 	idx        []int32
 	time       time.Time
 	i          int
-	rec        kafka.Record
+	rec        kafkago.Record
 	key, value bytesReadCloser
 }
 
-func (r *produceRecords) ReadRecord() (*kafka.Record, error) {
+func (r *produceRecords) ReadRecord() (*kafkago.Record, error) {
 	if r.i >= len(r.idx) {
 		return nil, io.EOF
 	}
 	m := &r.msgs[r.idx[r.i]]
 	r.i++
-	r.rec = kafka.Record{Time: r.time, Headers: m.headers}
+	r.rec = kafkago.Record{Time: r.time, Headers: m.headers}
 	if m.key != nil {
 		r.key.Reset(m.key)
 		r.rec.Key = &r.key

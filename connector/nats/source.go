@@ -1,4 +1,4 @@
-package runtime
+package nats
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
 
@@ -39,9 +40,9 @@ type natsSource struct {
 	format   string
 	metadata bool
 
-	nc   *nats.Conn
+	nc   *natsgo.Conn
 	cc   jetstream.ConsumeContext
-	sub  *nats.Subscription
+	sub  *natsgo.Subscription
 	msgs chan *natsMsg
 	errs chan error
 	done chan struct{} // closed by close: a handler blocked on msgs gives up
@@ -49,7 +50,7 @@ type natsSource struct {
 	seq uint64 // Seq of the next record (a per-run count)
 
 	// producerIDReason, set by a PremiseProducerID, dead-letters every
-	// record without a producer-stamped id (premise_producer.go).
+	// record without a producer-stamped id (RequireProducerID).
 	producerIDReason string
 
 	mu      sync.Mutex
@@ -59,7 +60,7 @@ type natsSource struct {
 
 type natsMsg struct {
 	js   jetstream.Msg // JetStream; nil on core NATS
-	core *nats.Msg
+	core *natsgo.Msg
 }
 
 // natsConfig is what both ends of a nats endpoint read (stdlib declares
@@ -82,25 +83,24 @@ type natsSourceConfig struct {
 }
 
 func init() {
-	registerSource("nats", buildNATSSource)
-	registerSink("nats", func(b *buildEnv, cfg *natsSinkConfig) (sink, []*program, error) {
+	runtime.RegisterSource("nats", buildNATSSource)
+	runtime.RegisterSink("nats", func(b *runtime.BuildEnv, cfg *natsSinkConfig) (runtime.Sink, []*runtime.Program, error) {
 		s, err := newNATSSink(b, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
 		return s, s.programs(), nil
-	})
+	}, runtime.HoldsPremises(plan.PremiseKeyPresent))
 }
 
-func buildNATSSource(b *buildEnv, cfg *natsSourceConfig) (source, error) {
-	a := b.a
-	url, err := b.c.renderStatic(a, "url") // the node's url: env() is rendered
+func buildNATSSource(b *runtime.BuildEnv, cfg *natsSourceConfig) (runtime.Source, error) {
+	url, err := b.RenderStatic("url") // the node's url: env() is rendered
 	if err != nil {
 		return nil, err
 	}
 	s := &natsSource{
-		route:    b.rt.name,
-		log:      b.rt.log,
+		route:    b.Route(),
+		log:      b.Logger(),
 		url:      url,
 		stream:   cfg.Stream,
 		durable:  cfg.Durable,
@@ -115,55 +115,55 @@ func buildNATSSource(b *buildEnv, cfg *natsSourceConfig) (source, error) {
 	// The subject is a template attribute; a source needs it static.
 	for _, p := range cfg.Subject {
 		if p.Expr != "" {
-			return nil, a.errorf("subject", "a source subscribes to one subject: ${%s} has no record to render from", p.Expr)
+			return nil, b.Errorf("subject", "a source subscribes to one subject: ${%s} has no record to render from", p.Expr)
 		}
 		s.subject += p.Lit
 	}
 	if s.subject == "" {
-		return nil, a.errorf("subject", "required")
+		return nil, b.Errorf("subject", "required")
 	}
 	if s.ackWait <= 0 {
-		return nil, a.errorf("ack_wait", "must be positive, got %v", s.ackWait)
+		return nil, b.Errorf("ack_wait", "must be positive, got %v", s.ackWait)
 	}
 	if !s.core && s.durable == "" {
-		return nil, a.errorf("durable", "required with JetStream: the durable consumer keeps the route's position on the server (or set no_jetstream = true for an at-most-once core NATS subscription)")
+		return nil, b.Errorf("durable", "required with JetStream: the durable consumer keeps the route's position on the server (or set no_jetstream = true for an at-most-once core NATS subscription)")
 	}
 	switch s.format {
 	case "json", "text", "raw":
 	default:
-		return nil, a.errorf("format", "format %q is not supported by the nats source", s.format)
+		return nil, b.Errorf("format", "format %q is not supported by the nats source", s.format)
 	}
 	return s, nil
 }
 
-func (s *natsSource) sourceName() string {
+func (s *natsSource) Name() string {
 	if s.durable != "" {
-		return unsafeName.ReplaceAllString(s.durable, "_")
+		return runtime.SafeName(s.durable)
 	}
 	return "nats"
 }
-func (s *natsSource) replayable() bool     { return false }
-func (s *natsSource) recordFormat() string { return s.format }
-func (s *natsSource) seqGaps() bool        { return false }
+func (s *natsSource) Replayable() bool     { return false }
+func (s *natsSource) RecordFormat() string { return s.format }
+func (s *natsSource) SeqGaps() bool        { return false }
 
-// position: the server keeps the durable consumer's position.
-func (s *natsSource) position(map[int32]ackPos) (checkpoint.Position, bool) {
+// Position: the server keeps the durable consumer's position.
+func (s *natsSource) Position(map[int32]runtime.AckPos) (checkpoint.Position, bool) {
 	return checkpoint.Position{}, false
 }
 
-func (s *natsSource) open(ctx context.Context, _ checkpoint.Position, _ bool, _ sourceHost) error {
+func (s *natsSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ runtime.SourceHost) error {
 	var err error
-	s.nc, err = nats.Connect(s.url,
-		nats.Name("mqb route "+s.route),
-		nats.Timeout(10*time.Second),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+	s.nc, err = natsgo.Connect(s.url,
+		natsgo.Name("mqb route "+s.route),
+		natsgo.Timeout(10*time.Second),
+		natsgo.MaxReconnects(-1),
+		natsgo.ReconnectWait(250*time.Millisecond),
 	)
 	if err != nil {
 		return fmt.Errorf("route %s: nats source url: connect to %s: %s", s.route, plan.RedactURLs(s.url), plan.RedactURLs(err.Error()))
 	}
 	if s.core {
-		s.sub, err = s.nc.Subscribe(s.subject, func(m *nats.Msg) {
+		s.sub, err = s.nc.Subscribe(s.subject, func(m *natsgo.Msg) {
 			s.deliver(&natsMsg{core: m}) // blocks the subscription: slow consumer limits apply
 		})
 		if err != nil {
@@ -215,9 +215,9 @@ func (s *natsSource) deliver(m *natsMsg) {
 	}
 }
 
-// next returns the messages received so far, waiting for the first.
-func (s *natsSource) next(ctx context.Context, max int) (*batch, bool, error) {
-	b := &batch{recs: make([]Record, 0, min(max, 256))}
+// Next returns the messages received so far, waiting for the first.
+func (s *natsSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
+	b := runtime.NewBatch(min(max, 256))
 	select {
 	case <-ctx.Done():
 		return b, false, nil
@@ -226,7 +226,7 @@ func (s *natsSource) next(ctx context.Context, max int) (*batch, bool, error) {
 	case m := <-s.msgs:
 		s.add(b, m)
 	}
-	for len(b.recs) < max {
+	for b.Len() < max {
 		select {
 		case m := <-s.msgs:
 			s.add(b, m)
@@ -237,36 +237,39 @@ func (s *natsSource) next(ctx context.Context, max int) (*batch, bool, error) {
 	return b, false, nil
 }
 
-func (s *natsSource) add(b *batch, m *natsMsg) {
+func (s *natsSource) add(b *runtime.Batch, m *natsMsg) {
 	var data []byte
-	var hdr nats.Header
+	var hdr natsgo.Header
 	var subject string
 	if m.js != nil {
 		data, hdr, subject = m.js.Data(), m.js.Headers(), m.js.Subject()
 	} else {
 		data, hdr, subject = m.core.Data, m.core.Header, m.core.Subject
 	}
-	r := Record{Payload: data, Seq: s.seq, Next: int64(s.seq + 1)}
+	r := runtime.Record{Payload: data, Seq: s.seq, Next: int64(s.seq + 1)}
 	s.seq++
-	r.msgID, r.hasMsgID = natsMessageID(hdr)
-	if s.producerIDReason != "" && !r.hasMsgID {
-		r.kill(missingProducerID("a Nats-Msg-Id or "+headerMessageID+" header", s.producerIDReason))
+	id, stamped := natsMessageID(hdr)
+	if stamped {
+		r.SetMessageID(id)
+	}
+	if s.producerIDReason != "" && !stamped {
+		r.DeadLetter(runtime.MissingProducerID("a Nats-Msg-Id or "+runtime.HeaderMessageID+" header", s.producerIDReason))
 	}
 	if len(hdr) > 0 || s.metadata {
 		r.Meta = make(map[string]string, len(hdr)+3)
 	}
 	for k, vs := range hdr {
-		if k == headerMessageID || k == nats.MsgIdHdr || len(vs) == 0 {
+		if k == runtime.HeaderMessageID || k == natsgo.MsgIdHdr || len(vs) == 0 {
 			continue
 		}
 		r.Meta[k] = vs[0]
 	}
 	if s.metadata {
-		r.Meta[metaSourcePrefix+"subject"] = subject
+		r.Meta[runtime.MetaSourcePrefix+"subject"] = subject
 		if m.js != nil {
 			if md, err := m.js.Metadata(); err == nil {
-				r.Meta[metaSourcePrefix+"stream"] = md.Stream
-				r.Meta[metaSourcePrefix+"stream_sequence"] = strconv.FormatUint(md.Sequence.Stream, 10)
+				r.Meta[runtime.MetaSourcePrefix+"stream"] = md.Stream
+				r.Meta[runtime.MetaSourcePrefix+"stream_sequence"] = strconv.FormatUint(md.Sequence.Stream, 10)
 			}
 		}
 	}
@@ -275,7 +278,7 @@ func (s *natsSource) add(b *batch, m *natsMsg) {
 		s.unacked = append(s.unacked, m)
 		s.mu.Unlock()
 	}
-	b.recs = append(b.recs, r)
+	b.Add(r)
 }
 
 // natsIDSpace names the UUIDs derived from a Nats-Msg-Id that is not a UUID.
@@ -285,8 +288,8 @@ var natsIDSpace = uuid.MustParse("7c1d3a0e-2f55-4b8e-9a53-6f3c1e0b9d21")
 // else Nats-Msg-Id (our sinks write the same UUID to both; another
 // publisher's Nats-Msg-Id that is not a UUID is hashed into one, stable
 // across redeliveries). Without either, the id is minted per read.
-func natsMessageID(h nats.Header) (uuid.UUID, bool) {
-	for _, k := range []string{headerMessageID, nats.MsgIdHdr} {
+func natsMessageID(h natsgo.Header) (uuid.UUID, bool) {
+	for _, k := range []string{runtime.HeaderMessageID, natsgo.MsgIdHdr} {
 		v := h.Get(k)
 		if v == "" {
 			continue
@@ -299,16 +302,16 @@ func natsMessageID(h nats.Header) (uuid.UUID, bool) {
 	return uuid.UUID{}, false
 }
 
-// commit acks, on JetStream, every message up to the route's committed
+// Commit acks, on JetStream, every message up to the route's committed
 // position: each of them was written (or dead-lettered, filtered, found a
 // duplicate) before the ack.
-func (s *natsSource) commit(_ context.Context, changed map[int32]ackPos) error {
+func (s *natsSource) Commit(_ context.Context, changed map[int32]runtime.AckPos) error {
 	pos, ok := changed[0]
 	if !ok || s.core {
 		return nil
 	}
 	s.mu.Lock()
-	n := int(pos.next - s.base)
+	n := int(pos.Next - s.base)
 	n = min(max(n, 0), len(s.unacked))
 	acks := s.unacked[:n]
 	s.unacked = s.unacked[n:]
@@ -324,7 +327,7 @@ func (s *natsSource) commit(_ context.Context, changed map[int32]ackPos) error {
 	return nil
 }
 
-func (s *natsSource) close() error {
+func (s *natsSource) Close() error {
 	close(s.done)
 	if s.cc != nil {
 		s.cc.Stop()
@@ -339,3 +342,8 @@ func (s *natsSource) close() error {
 	}
 	return nil
 }
+
+// RequireProducerID: a route whose proof rests on ids its producers stamp
+// (a dedup keyed on message_id) dead-letters a record that carries none,
+// instead of letting an id minted per read stand in for it.
+func (s *natsSource) RequireProducerID(reason string) { s.producerIDReason = reason }

@@ -1,4 +1,4 @@
-package runtime
+package kafka
 
 import (
 	"context"
@@ -14,17 +14,18 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/segmentio/kafka-go"
+	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
 
 // Provenance keys a source adds under source_metadata.
 const (
-	metaSrcTopic     = metaSourcePrefix + "topic"
-	metaSrcPartition = metaSourcePrefix + "partition"
-	metaSrcOffset    = metaSourcePrefix + "offset"
+	metaSrcTopic     = runtime.MetaSourcePrefix + "topic"
+	metaSrcPartition = runtime.MetaSourcePrefix + "partition"
+	metaSrcOffset    = runtime.MetaSourcePrefix + "offset"
 )
 
 // kafkaRevokeWait bounds how long a rebalance waits for the records already
@@ -47,7 +48,7 @@ const kafkaRevokeWait = 10 * time.Second
 // ignored and nothing is committed for them again.
 type kafkaSource struct {
 	// producerIDReason, set by a PremiseProducerID, dead-letters every
-	// record without a producer-stamped id (premise_producer.go).
+	// record without a producer-stamped id (RequireProducerID).
 	producerIDReason string
 
 	route    string
@@ -59,19 +60,19 @@ type kafkaSource struct {
 	metadata bool // source_metadata: mqb.src.topic/partition/offset
 	sec      kafkaSecurity
 
-	host   sourceHost
+	host   runtime.SourceHost
 	msgs   chan kafkaMsg
 	errs   chan error
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
 
-	// Consumer-group state. genID numbers our generations (Record.gen); a
+	// Consumer-group state. genID numbers our generations (Record.SetGeneration); a
 	// message read under another generation, or while its generation is
 	// draining, is dropped before it becomes a record.
-	group    *kafka.ConsumerGroup
+	group    *kafkago.ConsumerGroup
 	genMu    sync.Mutex
-	gen      *kafka.Generation
+	gen      *kafkago.Generation
 	genID    atomic.Uint32
 	draining atomic.Bool
 	assigned map[int32]bool
@@ -80,11 +81,11 @@ type kafkaSource struct {
 	unsent map[int32]int64
 	// resumed holds, without a group, the checkpointed next offset of each
 	// partition the source resumed.
-	resumed map[int32]ackPos
+	resumed map[int32]runtime.AckPos
 }
 
 type kafkaMsg struct {
-	m   kafka.Message
+	m   kafkago.Message
 	gen uint32
 }
 
@@ -106,37 +107,37 @@ type kafkaSourceConfig struct {
 }
 
 func init() {
-	registerSource("kafka", buildKafkaSource)
-	registerSink("kafka", func(b *buildEnv, cfg *kafkaSinkConfig) (sink, []*program, error) {
+	runtime.RegisterSource("kafka", buildKafkaSource)
+	runtime.RegisterSink("kafka", func(b *runtime.BuildEnv, cfg *kafkaSinkConfig) (runtime.Sink, []*runtime.Program, error) {
 		s, err := newKafkaSink(b, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
 		return s, s.programs(), nil
-	})
+	}, runtime.HoldsPremises(plan.PremiseKeyPresent))
 }
 
 // kafkaBrokersOf renders a kafka endpoint's url into its broker list.
-func kafkaBrokersOf(b *buildEnv) ([]string, error) {
-	raw, err := b.c.renderStatic(b.a, "url") // the node's url: env() is rendered
+func kafkaBrokersOf(b *runtime.BuildEnv) ([]string, error) {
+	raw, err := b.RenderStatic("url") // the node's url: env() is rendered
 	if err != nil {
 		return nil, err
 	}
 	brokers, err := kafkaBrokers(raw)
 	if err != nil {
-		return nil, b.a.errorf("url", "%s", plan.RedactURLs(err.Error()))
+		return nil, b.Errorf("url", "%s", plan.RedactURLs(err.Error()))
 	}
 	return brokers, nil
 }
 
-func buildKafkaSource(b *buildEnv, cfg *kafkaSourceConfig) (source, error) {
+func buildKafkaSource(b *runtime.BuildEnv, cfg *kafkaSourceConfig) (runtime.Source, error) {
 	brokers, err := kafkaBrokersOf(b)
 	if err != nil {
 		return nil, err
 	}
 	s := &kafkaSource{
-		route:    b.rt.name,
-		log:      b.rt.log,
+		route:    b.Route(),
+		log:      b.Logger(),
 		brokers:  brokers,
 		topic:    cfg.Topic,
 		groupID:  cfg.GroupID,
@@ -148,7 +149,7 @@ func buildKafkaSource(b *buildEnv, cfg *kafkaSourceConfig) (source, error) {
 		unsent:   map[int32]int64{},
 	}
 	if s.topic == "" {
-		return nil, b.a.errorf("topic", "required")
+		return nil, b.Errorf("topic", "required")
 	}
 	if s.sec, err = kafkaSecurityFrom(b, &cfg.kafkaSecurityConfig); err != nil {
 		return nil, err
@@ -156,37 +157,37 @@ func buildKafkaSource(b *buildEnv, cfg *kafkaSourceConfig) (source, error) {
 	switch s.format {
 	case "json", "text", "raw":
 	default:
-		return nil, b.a.errorf("format", "format %q is not supported by the kafka source", s.format)
+		return nil, b.Errorf("format", "format %q is not supported by the kafka source", s.format)
 	}
 	return s, nil
 }
 
-func (s *kafkaSource) sourceName() string {
-	name := strings.ReplaceAll(unsafeName.ReplaceAllString(s.topic, "_"), "-", "_")
+func (s *kafkaSource) Name() string {
+	name := strings.ReplaceAll(runtime.SafeName(s.topic), "-", "_")
 	if name == "" {
 		return "kafka"
 	}
 	return name
 }
 
-func (s *kafkaSource) replayable() bool     { return true }
-func (s *kafkaSource) recordFormat() string { return s.format }
-func (s *kafkaSource) seqGaps() bool        { return true }
+func (s *kafkaSource) Replayable() bool     { return true }
+func (s *kafkaSource) RecordFormat() string { return s.format }
+func (s *kafkaSource) SeqGaps() bool        { return true }
 
-// position keeps every partition's next offset, unless a consumer group
+// Position keeps every partition's next offset, unless a consumer group
 // keeps them.
-func (s *kafkaSource) position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+func (s *kafkaSource) Position(committed map[int32]runtime.AckPos) (checkpoint.Position, bool) {
 	if s.groupID != "" {
 		return checkpoint.Position{}, false
 	}
 	pos := checkpoint.Position{Source: "kafka:" + s.topic, Mode: "partitions", Partitions: map[int32]int64{}}
 	for part, c := range committed {
-		pos.Partitions[part] = int64(c.next)
+		pos.Partitions[part] = int64(c.Next)
 	}
 	return pos, true
 }
 
-func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP bool, host sourceHost) error {
+func (s *kafkaSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, host runtime.SourceHost) error {
 	s.host = host
 	fctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -200,13 +201,13 @@ func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP b
 	if s.groupID != "" {
 		return s.openGroup(fctx)
 	}
-	s.resumed = map[int32]ackPos{}
+	s.resumed = map[int32]runtime.AckPos{}
 	for _, p := range parts {
-		off := kafka.FirstOffset
+		off := kafkago.FirstOffset
 		if haveCP && cp.Source == "kafka:"+s.topic {
 			if o, ok := cp.Partitions[int32(p)]; ok {
 				off = o
-				s.resumed[int32(p)] = ackPos{next: uint64(o), offset: o}
+				s.resumed[int32(p)] = runtime.AckPos{Next: uint64(o), Offset: o}
 			}
 		}
 		s.startFetch(fctx, p, off, 0)
@@ -217,17 +218,17 @@ func (s *kafkaSource) open(ctx context.Context, cp checkpoint.Position, haveCP b
 }
 
 // partitions lists the topic's partitions; the topic must exist.
-// resumeAt seeds the route's tracking with the checkpointed offsets, so a
+// ResumeAt seeds the route's tracking with the checkpointed offsets, so a
 // partition with nothing new keeps its position in the next checkpoint.
-func (s *kafkaSource) resumeAt() map[int32]ackPos { return s.resumed }
+func (s *kafkaSource) ResumeAt() map[int32]runtime.AckPos { return s.resumed }
 
 func (s *kafkaSource) partitions(ctx context.Context) ([]int, error) {
 	tr := s.sec.transport()
 	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(s.brokers...), Timeout: 10 * time.Second, Transport: tr}
+	client := &kafkago.Client{Addr: kafkago.TCP(s.brokers...), Timeout: 10 * time.Second, Transport: tr}
 	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	md, err := client.Metadata(mctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
+	md, err := client.Metadata(mctx, &kafkago.MetadataRequest{Topics: []string{s.topic}})
 	if err != nil {
 		return nil, fmt.Errorf("route %s: kafka source url: metadata from %s: %s", s.route, strings.Join(s.brokers, ","), plan.RedactURLs(kafkaAuthError(err, s.sec).Error()))
 	}
@@ -260,7 +261,7 @@ func (s *kafkaSource) startFetch(ctx context.Context, part int, offset int64, ge
 }
 
 func (s *kafkaSource) fetch(ctx context.Context, part int, offset int64, gen uint32) {
-	r := kafka.NewReader(kafka.ReaderConfig{
+	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Dialer:    s.sec.dialer(),
 		Brokers:   s.brokers,
 		Topic:     s.topic,
@@ -293,7 +294,7 @@ func (s *kafkaSource) fetch(ctx context.Context, part int, offset int64, gen uin
 			}
 			next := r.Offset()
 			r.Close()
-			r = kafka.NewReader(r.Config())
+			r = kafkago.NewReader(r.Config())
 			if err := r.SetOffset(next); err != nil {
 				s.fatal(fmt.Errorf("route %s: kafka source %s partition %d: %w", s.route, s.topic, part, err))
 				return
@@ -318,12 +319,12 @@ func (s *kafkaSource) fatal(err error) {
 // openGroup joins the consumer group; generations are handled in the
 // background as the group assigns and revokes partitions.
 func (s *kafkaSource) openGroup(ctx context.Context) error {
-	g, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+	g, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{
 		Dialer:            s.sec.dialer(),
 		ID:                s.groupID,
 		Brokers:           s.brokers,
 		Topics:            []string{s.topic},
-		StartOffset:       kafka.FirstOffset,
+		StartOffset:       kafkago.FirstOffset,
 		HeartbeatInterval: time.Second,
 		SessionTimeout:    10 * time.Second,
 		RebalanceTimeout:  2 * kafkaRevokeWait,
@@ -341,7 +342,7 @@ func (s *kafkaSource) openGroup(ctx context.Context) error {
 		for {
 			gen, err := g.Next(ctx)
 			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+				if ctx.Err() != nil || errors.Is(err, kafkago.ErrGroupClosed) {
 					return
 				}
 				s.log.Warn("kafka source: joining the consumer group failed, retrying", "group_id", s.groupID, "err", plan.RedactURLs(err.Error()))
@@ -355,7 +356,7 @@ func (s *kafkaSource) openGroup(ctx context.Context) error {
 
 // startGeneration starts fetching the partitions gen assigns and a watcher
 // that, when the generation ends, drains and commits them.
-func (s *kafkaSource) startGeneration(gen *kafka.Generation) {
+func (s *kafkaSource) startGeneration(gen *kafkago.Generation) {
 	s.genMu.Lock()
 	id := s.genID.Add(1)
 	s.gen = gen
@@ -375,7 +376,7 @@ func (s *kafkaSource) startGeneration(gen *kafka.Generation) {
 	gen.Start(func(ctx context.Context) {
 		<-ctx.Done()
 		s.draining.Store(true) // what is still buffered is the next owner's
-		if err := s.host.revoke(parts, kafkaRevokeWait); err != nil {
+		if err := s.host.Revoke(parts, kafkaRevokeWait); err != nil {
 			s.log.Warn("kafka source: commit on revoke failed", "group_id", s.groupID, "err", plan.RedactURLs(err.Error()))
 		}
 		s.genMu.Lock()
@@ -385,13 +386,13 @@ func (s *kafkaSource) startGeneration(gen *kafka.Generation) {
 	})
 }
 
-// commit commits the group offsets of partitions that moved, each the
+// Commit commits the group offsets of partitions that moved, each the
 // offset after its contiguous acked prefix. Only partitions of the current
 // generation that were read under it are committed: a partition revoked in
 // between belongs to another member now. A failed commit is logged and
 // retried with the next one; the records stay uncommitted (read again
 // after a restart), never skipped.
-func (s *kafkaSource) commit(_ context.Context, changed map[int32]ackPos) error {
+func (s *kafkaSource) Commit(_ context.Context, changed map[int32]runtime.AckPos) error {
 	if s.groupID == "" {
 		return nil
 	}
@@ -402,8 +403,8 @@ func (s *kafkaSource) commit(_ context.Context, changed map[int32]ackPos) error 
 	}
 	id := s.genID.Load()
 	for part, pos := range changed {
-		if pos.gen == id && s.assigned[part] {
-			s.unsent[part] = int64(pos.next)
+		if pos.Gen == id && s.assigned[part] {
+			s.unsent[part] = int64(pos.Next)
 		}
 	}
 	if len(s.unsent) == 0 {
@@ -421,10 +422,10 @@ func (s *kafkaSource) commit(_ context.Context, changed map[int32]ackPos) error 
 	return nil
 }
 
-// next returns the messages fetched so far, waiting for the first.
-func (s *kafkaSource) next(ctx context.Context, max int) (*batch, bool, error) {
-	b := &batch{recs: make([]Record, 0, min(max, 256))}
-	for len(b.recs) == 0 {
+// Next returns the messages fetched so far, waiting for the first.
+func (s *kafkaSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
+	b := runtime.NewBatch(min(max, 256))
+	for b.Len() == 0 {
 		select {
 		case <-ctx.Done():
 			return b, false, nil
@@ -434,7 +435,7 @@ func (s *kafkaSource) next(ctx context.Context, max int) (*batch, bool, error) {
 			s.add(b, km)
 		}
 	}
-	for len(b.recs) < max {
+	for b.Len() < max {
 		select {
 		case km := <-s.msgs:
 			s.add(b, km)
@@ -445,27 +446,29 @@ func (s *kafkaSource) next(ctx context.Context, max int) (*batch, bool, error) {
 	return b, false, nil
 }
 
-func (s *kafkaSource) add(b *batch, km kafkaMsg) {
+func (s *kafkaSource) add(b *runtime.Batch, km kafkaMsg) {
 	if s.groupID != "" && (km.gen != s.genID.Load() || s.draining.Load()) {
 		return // read under a generation that has ended
 	}
 	m := &km.m
-	r := Record{
+	r := runtime.Record{
 		Payload:   m.Value,
 		Partition: int32(m.Partition),
 		Seq:       uint64(m.Offset),
 		Next:      m.Offset + 1,
-		gen:       km.gen,
 	}
-	r.msgID, r.hasMsgID = kafkaMessageID(m)
+	r.SetGeneration(km.gen)
+	if id, ok := kafkaMessageID(m); ok {
+		r.SetMessageID(id)
+	}
 	if s.producerIDReason != "" && !kafkaStamped(m) {
-		r.kill(missingProducerID("an "+headerMessageID+" header", s.producerIDReason))
+		r.DeadLetter(runtime.MissingProducerID("an "+runtime.HeaderMessageID+" header", s.producerIDReason))
 	}
 	if len(m.Headers) > 0 || s.metadata {
 		r.Meta = make(map[string]string, len(m.Headers)+3)
 	}
 	for _, h := range m.Headers {
-		if h.Key != headerMessageID {
+		if h.Key != runtime.HeaderMessageID {
 			r.Meta[h.Key] = string(h.Value)
 		}
 	}
@@ -474,16 +477,16 @@ func (s *kafkaSource) add(b *batch, km kafkaMsg) {
 		r.Meta[metaSrcPartition] = strconv.Itoa(m.Partition)
 		r.Meta[metaSrcOffset] = strconv.FormatInt(m.Offset, 10)
 	}
-	b.recs = append(b.recs, r)
+	b.Add(r)
 }
 
 // kafkaMessageID is the identity the spec gives a Kafka record: the
 // mq_bridge.message_id header (UUID text, as our sinks write it, or 16 raw
 // bytes), else a 16-byte key, else partition<<64 | offset. Each is stable
 // across replays.
-func kafkaMessageID(m *kafka.Message) (uuid.UUID, bool) {
+func kafkaMessageID(m *kafkago.Message) (uuid.UUID, bool) {
 	for _, h := range m.Headers {
-		if h.Key != headerMessageID {
+		if h.Key != runtime.HeaderMessageID {
 			continue
 		}
 		if len(h.Value) == 16 {
@@ -506,9 +509,9 @@ func kafkaMessageID(m *kafka.Message) (uuid.UUID, bool) {
 // mq_bridge.message_id header that parses. An id derived from the key or
 // the offset is stable across replays of that offset, not across a
 // producer's retry that wrote the record twice.
-func kafkaStamped(m *kafka.Message) bool {
+func kafkaStamped(m *kafkago.Message) bool {
 	for _, h := range m.Headers {
-		if h.Key != headerMessageID {
+		if h.Key != runtime.HeaderMessageID {
 			continue
 		}
 		if len(h.Value) == 16 {
@@ -521,7 +524,7 @@ func kafkaStamped(m *kafka.Message) bool {
 	return false
 }
 
-func (s *kafkaSource) close() error {
+func (s *kafkaSource) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -535,3 +538,9 @@ func (s *kafkaSource) close() error {
 	s.wg.Wait()
 	return err
 }
+
+// RequireProducerID: a route whose proof rests on ids its producers stamp
+// (a dedup keyed on message_id) dead-letters a record that carries none,
+// instead of letting an id derived from the key or the offset stand in
+// for it (kafkaStamped).
+func (s *kafkaSource) RequireProducerID(reason string) { s.producerIDReason = reason }

@@ -1,4 +1,4 @@
-package runtime
+package kafka
 
 import (
 	"bytes"
@@ -9,18 +9,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
+	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/internal/testsrv/kafkabroker"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // produceOrders writes n records {"order_id":"o-i","amount":i} to topic,
@@ -34,14 +39,14 @@ func produceOrders(t testing.TB, brokers, topic string, from, n int) {
 // key (so a second copy of an order can land on another partition).
 func produceOrdersKeyed(t testing.TB, brokers, topic, keyPrefix string, from, n int) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(strings.Split(brokers, ",")...), Topic: topic,
-		Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchSize: 1000, BatchTimeout: time.Millisecond}
+	w := &kafkago.Writer{Addr: kafkago.TCP(strings.Split(brokers, ",")...), Topic: topic,
+		Balancer: &kafkago.Hash{}, RequiredAcks: kafkago.RequireAll, BatchSize: 1000, BatchTimeout: time.Millisecond}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	msgs := make([]kafka.Message, 0, 1000)
+	msgs := make([]kafkago.Message, 0, 1000)
 	for i := from; i < from+n; i++ {
-		msgs = append(msgs, kafka.Message{Key: []byte(fmt.Sprintf("%so-%d", keyPrefix, i)),
+		msgs = append(msgs, kafkago.Message{Key: []byte(fmt.Sprintf("%so-%d", keyPrefix, i)),
 			Value: []byte(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))})
 		if len(msgs) == cap(msgs) || i == from+n-1 {
 			if err := w.WriteMessages(ctx, msgs...); err != nil {
@@ -56,82 +61,24 @@ func produceOrdersKeyed(t testing.TB, brokers, topic, keyPrefix string, from, n 
 // the record's provenance and message_id kept beside it.
 func kafkaSQLitePlan(brokers, topic, group, state, db string, batch, concurrency int) plan.Plan {
 	src := map[string]plan.Value{
-		"url": strV(brokers), "topic": strV(topic), "source_metadata": {Type: plan.TBool, Bool: true},
-		"checkpoint_store": strV("pebble://" + state)}
+		"url": plantest.Str(brokers), "topic": plantest.Str(topic), "source_metadata": {Type: plan.TBool, Bool: true},
+		"checkpoint_store": plantest.Str("pebble://" + state)}
 	if group != "" {
-		src["group_id"] = strV(group)
+		src["group_id"] = plantest.Str(group)
 	}
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "kafka", Side: plan.SideInput, Attrs: src},
 		{ID: "n1", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-			"url":          tmplV(lit("sqlite://" + db)),
-			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, part INTEGER, off INTEGER, msgid TEXT, hop_id TEXT)`),
-			"insert_query": tmplV(lit("INSERT INTO orders (id, amount, part, off, msgid, hop_id) VALUES ("), ex(`payload.order_id`),
-				lit(", "), ex("payload.amount"), lit(", "), ex(`meta["mqb.src.partition"]`), lit(", "), ex(`meta["mqb.src.offset"]`),
-				lit(", "), ex("message_id"), lit(", "), ex(`meta["mqb.id"] ?? ""`), lit(") ON CONFLICT (id) DO NOTHING")),
+			"url":          plantest.Tmpl(plantest.Lit("sqlite://" + db)),
+			"create_table": plantest.Str(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, part INTEGER, off INTEGER, msgid TEXT, hop_id TEXT)`),
+			"insert_query": plantest.Tmpl(plantest.Lit("INSERT INTO orders (id, amount, part, off, msgid, hop_id) VALUES ("), plantest.Ex(`payload.order_id`),
+				plantest.Lit(", "), plantest.Ex("payload.amount"), plantest.Lit(", "), plantest.Ex(`meta["mqb.src.partition"]`), plantest.Lit(", "), plantest.Ex(`meta["mqb.src.offset"]`),
+				plantest.Lit(", "), plantest.Ex("message_id"), plantest.Lit(", "), plantest.Ex(`meta["mqb.id"] ?? ""`), plantest.Lit(") ON CONFLICT (id) DO NOTHING")),
 		}},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
 		Name: "consume", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
-		Nodes: nodes, Edges: chain(nodes)}}}
-}
-
-func countRows(t testing.TB, db string) int {
-	t.Helper()
-	conn, err := sql.Open(sqliteDriver, "file:"+db+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var n int
-	if err := conn.QueryRow(`SELECT count(*) FROM orders`).Scan(&n); err != nil {
-		return -1 // not created yet
-	}
-	return n
-}
-
-// runUntil runs p until cond holds (then drains it) or the time is up.
-func runUntil(t *testing.T, p plan.Plan, opts Options, limit time.Duration, cond func() bool) Stats {
-	t.Helper()
-	r := startRun(context.Background(), p, opts)
-	defer r.cancel()
-	deadline := time.After(limit)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.done:
-			return r.wait(t)
-		case <-deadline:
-			r.cancel()
-			<-r.done
-			t.Fatalf("condition not reached within %v (stats %+v, err %v)", limit, r.st, r.err)
-		case <-tick.C:
-			if cond() {
-				return r.stop(t)
-			}
-		}
-	}
-}
-
-// checkOrders asserts the table holds o-0 … o-(n-1) once each.
-func checkOrders(t *testing.T, db string, n int) {
-	t.Helper()
-	seen := sqlQuery(t, sqliteDriver, "file:"+db, `SELECT id, amount FROM orders`, scanOrderRows)
-	for id, amount := range seen {
-		if id != fmt.Sprintf("o-%d", amount) {
-			t.Errorf("row %s has amount %d", id, amount)
-		}
-	}
-	missing := 0
-	for i := range n {
-		if _, ok := seen[fmt.Sprintf("o-%d", i)]; !ok {
-			missing++
-		}
-	}
-	if missing > 0 || len(seen) != n {
-		t.Errorf("table holds %d distinct ids, %d of o-0…o-%d missing", len(seen), missing, n-1)
-	}
+		Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 }
 
 func TestKafkaSourceToSQLite(t *testing.T) {
@@ -141,17 +88,17 @@ func TestKafkaSourceToSQLite(t *testing.T) {
 	const n = 5000
 	produceOrders(t, brokers, "orders", 0, n)
 	p := kafkaSQLitePlan(brokers, "orders", "", state, db, 256, 2)
-	st := runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, db) == n })
+	st := runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == n })
 	rs := st.Route("consume")
-	checkCounts(t, rs)
+	runtest.CheckCounts(t, rs)
 	if rs.In < n || rs.Committed != n {
 		t.Errorf("first run: %+v, want in >= %d and committed %d", rs, n, n)
 	}
-	checkOrders(t, db, n)
+	runtest.CheckOrders(t, db, n)
 
 	// Provenance and identity: partition/offset from mqb.src.*, and the
 	// message_id partition<<64 | offset (no header, keys are not 16 bytes).
-	conn, err := sql.Open(sqliteDriver, "file:"+db)
+	conn, err := sql.Open("sqlite3", "file:"+db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,13 +124,13 @@ func TestKafkaSourceToSQLite(t *testing.T) {
 	// one partition) is read. A third reads nothing: the partitions the
 	// second run read nothing from kept their checkpointed offsets.
 	produceOrders(t, brokers, "orders", n, 1)
-	st = runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, db) == n+1 })
+	st = runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == n+1 })
 	if rs := st.Route("consume"); rs.In != 1 {
 		t.Errorf("second run read %d records, want the 1 new one: %+v", rs.In, rs)
 	}
-	checkOrders(t, db, n+1)
+	runtest.CheckOrders(t, db, n+1)
 	began := time.Now()
-	st = runUntil(t, p, testOptions(t), time.Minute, func() bool { return time.Since(began) > time.Second })
+	st = runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return time.Since(began) > time.Second })
 	if rs := st.Route("consume"); rs.In != 0 || rs.Committed != n+1 {
 		t.Errorf("third run: %+v, want nothing read and %d committed", rs, n+1)
 	}
@@ -194,11 +141,11 @@ func TestKafkaSourceToSQLite(t *testing.T) {
 // minted on the first hop is the message_id on the second.
 func TestKafkaIdentitySurvivesHop(t *testing.T) {
 	brokers := testsrv.Kafka(t, "hop:3")
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 2000
-	writeOrders(t, e.input, n)
-	sink := plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{"url": strV(brokers), "topic": strV("hop")}}
-	if _, err := Run(context.Background(), brokerPlan(e, 256, sink), testOptions(t)); err != nil {
+	plantest.WriteOrders(t, e.Input, n)
+	sink := plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{"url": plantest.Str(brokers), "topic": plantest.Str("hop")}}
+	if _, err := runtime.Run(context.Background(), plantest.SinkPlan(e.Input, e.State, 256, sink), runtest.Options()); err != nil {
 		t.Fatal(err)
 	}
 	// The ids the first hop published, read straight from the topic.
@@ -210,7 +157,7 @@ func TestKafkaIdentitySurvivesHop(t *testing.T) {
 				switch h.Key {
 				case "mqb.id":
 					id = string(h.Value)
-				case headerMessageID:
+				case runtime.HeaderMessageID:
 					mid = string(h.Value)
 				}
 			}
@@ -221,21 +168,21 @@ func TestKafkaIdentitySurvivesHop(t *testing.T) {
 		t.Fatalf("topic holds %d distinct mqb.id, want %d", len(published), n)
 	}
 
-	db := filepath.Join(e.dir, "hop.db")
+	db := filepath.Join(e.Dir, "hop.db")
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "kafka", Attrs: map[string]plan.Value{
-			"url": strV(brokers), "topic": strV("hop"), "group_id": strV("hop-readers")}},
+			"url": plantest.Str(brokers), "topic": plantest.Str("hop"), "group_id": plantest.Str("hop-readers")}},
 		{ID: "n1", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
-			"url":          tmplV(lit("sqlite://" + db)),
-			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, msgid TEXT NOT NULL)`),
-			"insert_query": tmplV(lit("INSERT INTO orders (id, msgid) VALUES ("), ex(`meta["mqb.id"]`),
-				lit(", "), ex("message_id"), lit(") ON CONFLICT (id) DO NOTHING")),
+			"url":          plantest.Tmpl(plantest.Lit("sqlite://" + db)),
+			"create_table": plantest.Str(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, msgid TEXT NOT NULL)`),
+			"insert_query": plantest.Tmpl(plantest.Lit("INSERT INTO orders (id, msgid) VALUES ("), plantest.Ex(`meta["mqb.id"]`),
+				plantest.Lit(", "), plantest.Ex("message_id"), plantest.Lit(") ON CONFLICT (id) DO NOTHING")),
 		}},
 	}
 	p := plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "hop", Guarantee: plan.EffectivelyOnce,
-		Concurrency: 2, BatchSize: 256, Nodes: nodes, Edges: chain(nodes)}}}
-	runUntil(t, p, testOptions(t), time.Minute, func() bool { return countRows(t, db) == n })
-	got := sqliteMap[string](t, db, `SELECT id, msgid FROM orders`)
+		Concurrency: 2, BatchSize: 256, Nodes: nodes, Edges: plantest.Chain(nodes)}}}
+	runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == n })
+	got := runtest.SQLiteMap[string](t, db, `SELECT id, msgid FROM orders`)
 	for id, mid := range got {
 		if published[id] != mid {
 			t.Errorf("mqb.id %s: message_id %s after the hop, published as %s", id, mid, published[id])
@@ -246,31 +193,12 @@ func TestKafkaIdentitySurvivesHop(t *testing.T) {
 	}
 }
 
-// crashKafkaLoop runs the plan in the crash helper, SIGKILLs it kills
-// times at seeded moments, then runs it until done() holds and stops it
-// with SIGTERM (a graceful drain), returning that run's stats.
-func crashKafkaLoop(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int, done func() bool) Stats {
-	t.Helper()
-	planPath := writeCrashPlan(t, p, dir)
-	killRuns(t, bin, planPath, crashSchedule{kills: kills, wait: killWaits(seed, 7, 150*time.Millisecond, 450*time.Millisecond)})
-	final := startHelper(t, bin, planPath)
-	// Killed members hold their partitions until their session times out
-	// (10 s) and the group rebalances, which on a loaded machine has taken
-	// over two minutes: the wait bounds the test, it is not what it checks.
-	if !waitFor(done, 4*time.Minute, 100*time.Millisecond) {
-		final.kill()
-		t.Fatalf("final run did not finish in time: %s", final.stderr.String())
-	}
-	time.Sleep(300 * time.Millisecond) // let the last commit happen
-	return final.stop(t)
-}
-
 // TestCrashKafkaToSQLite: a route reading a topic in a consumer group is
 // SIGKILLed repeatedly (the broker is a separate process that survives):
 // every record lands once, and the group's committed offsets never pass
 // what was written.
 func TestCrashKafkaToSQLite(t *testing.T) {
-	bin := buildCrashHelper(t)
+	bin := runtest.BuildCrashHelper(t)
 	for _, group := range []string{"", "crashers"} {
 		t.Run("group="+group, func(t *testing.T) {
 			k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:4"}})
@@ -279,20 +207,20 @@ func TestCrashKafkaToSQLite(t *testing.T) {
 			const n = 100000
 			produceOrders(t, k.Brokers(), "orders", 0, n)
 			p := kafkaSQLitePlan(k.Brokers(), "orders", group, state, db, 128, 2)
-			done := func() bool { return countRows(t, db) == n }
+			done := func() bool { return runtest.CountRows(t, db) == n }
 			if group != "" {
 				// The rows may all be in SQLite before the final run holds
 				// every partition: killed members keep theirs until their
 				// session times out. Done means the group committed the end.
 				done = func() bool {
-					return countRows(t, db) == n && groupCommitted(t, k.Brokers(), "orders", group, 4) == int64(n)
+					return runtest.CountRows(t, db) == n && groupCommitted(t, k.Brokers(), "orders", group, 4) == int64(n)
 				}
 			}
-			st := crashKafkaLoop(t, bin, p, d, 31, 4, done)
+			st := runtest.CrashUntil(t, bin, p, d, 31, 4, done)
 			rs := st.Route("consume")
-			checkCounts(t, rs)
+			runtest.CheckCounts(t, rs)
 			t.Logf("final run %+v", rs)
-			checkOrders(t, db, n)
+			runtest.CheckOrders(t, db, n)
 			if group != "" {
 				checkGroupCommitted(t, k.Brokers(), "orders", group, 4, n)
 			}
@@ -311,12 +239,12 @@ func checkGroupCommitted(t testing.TB, brokers, topic, group string, parts, n in
 // groupCommitted sums the group's committed offsets over the topic's partitions.
 func groupCommitted(t testing.TB, brokers, topic, group string, parts int) int64 {
 	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(brokers), Timeout: 10 * time.Second}
+	client := &kafkago.Client{Addr: kafkago.TCP(brokers), Timeout: 10 * time.Second}
 	ps := make([]int, parts)
 	for i := range ps {
 		ps[i] = i
 	}
-	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ps}})
+	resp, err := client.OffsetFetch(context.Background(), &kafkago.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ps}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +258,7 @@ func groupCommitted(t testing.TB, brokers, topic, group string, parts int) int64
 // TestCrashKafkaToParts: kafka → file (name_by = source_position) killed
 // repeatedly: every offset of every partition is in exactly one part.
 func TestCrashKafkaToParts(t *testing.T) {
-	bin := buildCrashHelper(t)
+	bin := runtest.BuildCrashHelper(t)
 	k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:3"}})
 	d := t.TempDir()
 	partsDir, state := filepath.Join(d, "parts"), filepath.Join(d, "state")
@@ -338,12 +266,12 @@ func TestCrashKafkaToParts(t *testing.T) {
 	produceOrders(t, k.Brokers(), "orders", 0, n)
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "kafka", Attrs: map[string]plan.Value{
-			"url": strV(k.Brokers()), "topic": strV("orders"), "checkpoint_store": strV("pebble://" + state)}},
+			"url": plantest.Str(k.Brokers()), "topic": plantest.Str("orders"), "checkpoint_store": plantest.Str("pebble://" + state)}},
 		{ID: "n1", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{
-			"path": strV(partsDir), "name_by": enumV("source_position")}},
+			"path": plantest.Str(partsDir), "name_by": plantest.Enum("source_position")}},
 	}
 	p := plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "parts", Guarantee: plan.EffectivelyOnce,
-		Concurrency: 2, BatchSize: 100, Nodes: nodes, Edges: chain(nodes)}}}
+		Concurrency: 2, BatchSize: 100, Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 	covered := func() (map[[2]uint64]int, int) {
 		seen := map[[2]uint64]int{}
 		entries, _ := os.ReadDir(partsDir)
@@ -370,9 +298,9 @@ func TestCrashKafkaToParts(t *testing.T) {
 		}
 		return seen, lines
 	}
-	st := crashKafkaLoop(t, bin, p, d, 41, 4, func() bool { _, l := covered(); return l >= n })
+	st := runtest.CrashUntil(t, bin, p, d, 41, 4, func() bool { _, l := covered(); return l >= n })
 	rs := st.Route("parts")
-	checkCounts(t, rs)
+	runtest.CheckCounts(t, rs)
 	t.Logf("final run %+v", rs)
 	seen, lines := covered()
 	if lines != n || len(seen) != n {
@@ -391,10 +319,10 @@ func TestCrashKafkaToParts(t *testing.T) {
 // waitGroupMembers waits until group has members members, each assigned.
 func waitGroupMembers(t testing.TB, brokers, group string, members int) {
 	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(brokers), Timeout: 10 * time.Second}
+	client := &kafkago.Client{Addr: kafkago.TCP(brokers), Timeout: 10 * time.Second}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		resp, err := client.DescribeGroups(context.Background(), &kafkago.DescribeGroupsRequest{GroupIDs: []string{group}})
 		if err == nil && len(resp.Groups) == 1 && resp.Groups[0].GroupState == "Stable" {
 			assigned := 0
 			for _, m := range resp.Groups[0].Members {
@@ -419,22 +347,22 @@ func waitGroupMembers(t testing.TB, brokers, group string, members int) {
 func kafkaPostgresPlan(brokers, topic, group, state, url, who string, batch int) plan.Plan {
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "kafka", Side: plan.SideInput, Attrs: map[string]plan.Value{
-			"url": strV(brokers), "topic": strV(topic), "group_id": strV(group),
-			"source_metadata": {Type: plan.TBool, Bool: true}, "checkpoint_store": strV("pebble://" + state)}},
+			"url": plantest.Str(brokers), "topic": plantest.Str(topic), "group_id": plantest.Str(group),
+			"source_metadata": {Type: plan.TBool, Bool: true}, "checkpoint_store": plantest.Str("pebble://" + state)}},
 		{ID: "n1", Role: plan.RoleStep, Kind: "dedup", Side: plan.SideInput, Attrs: map[string]plan.Value{
-			"key": exprV("payload.order_id"), "store": strV(url),
+			"key": plantest.Expr("payload.order_id"), "store": plantest.Str(url),
 			"ttl": {Type: plan.TDuration, Str: "1h", Int: int64(time.Hour)}}},
 		{ID: "n2", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-			"url":          tmplV(lit(url)),
-			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, part INTEGER, hop_id TEXT)`),
-			"insert_query": tmplV(lit("INSERT INTO orders (id, amount, part, hop_id) VALUES ("), ex(`payload.order_id`),
-				lit(", "), ex("payload.amount"), lit(", "), ex(`meta["mqb.src.partition"]`),
-				lit(", "), ex(strconv.Quote(who)), lit(") ON CONFLICT (id) DO NOTHING")),
+			"url":          plantest.Tmpl(plantest.Lit(url)),
+			"create_table": plantest.Str(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, part INTEGER, hop_id TEXT)`),
+			"insert_query": plantest.Tmpl(plantest.Lit("INSERT INTO orders (id, amount, part, hop_id) VALUES ("), plantest.Ex(`payload.order_id`),
+				plantest.Lit(", "), plantest.Ex("payload.amount"), plantest.Lit(", "), plantest.Ex(`meta["mqb.src.partition"]`),
+				plantest.Lit(", "), plantest.Ex(strconv.Quote(who)), plantest.Lit(") ON CONFLICT (id) DO NOTHING")),
 		}},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
 		Name: "consume", Guarantee: plan.EffectivelyOnce, Concurrency: 1, BatchSize: batch,
-		Nodes: nodes, Edges: chain(nodes)}}}
+		Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 }
 
 // TestKafkaGroupScaleOut: two processes in one consumer group share the
@@ -446,7 +374,7 @@ func kafkaPostgresPlan(brokers, topic, group, state, url, who string, batch int)
 // and the shared store is what drops the second. No order is lost, none
 // is stored twice, and the store remembers each order once.
 func TestKafkaGroupScaleOut(t *testing.T) {
-	bin := buildCrashHelper(t)
+	bin := runtest.BuildCrashHelper(t)
 	k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:4"}})
 	url := testsrv.Postgres(t)
 	d := t.TempDir()
@@ -493,7 +421,7 @@ func TestKafkaGroupScaleOut(t *testing.T) {
 	stopWatch := make(chan struct{})
 	watched := make(chan []string, 1)
 	go func() {
-		client := &kafka.Client{Addr: kafka.TCP(k.Brokers()), Timeout: 10 * time.Second}
+		client := &kafkago.Client{Addr: kafkago.TCP(k.Brokers()), Timeout: 10 * time.Second}
 		last := map[int]int64{}
 		var regressions []string
 		defer func() { watched <- regressions }()
@@ -503,7 +431,7 @@ func TestKafkaGroupScaleOut(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: "pair", Topics: map[string][]int{"orders": {0, 1, 2, 3}}})
+			resp, err := client.OffsetFetch(context.Background(), &kafkago.OffsetFetchRequest{GroupID: "pair", Topics: map[string][]int{"orders": {0, 1, 2, 3}}})
 			if err != nil {
 				continue
 			}
@@ -577,7 +505,7 @@ func TestKafkaGroupScaleOut(t *testing.T) {
 	}
 	var duplicates int64
 	for name, out := range map[string]*bytes.Buffer{"b": bOut, "c": cOut} {
-		var st Stats
+		var st runtime.Stats
 		if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 			t.Fatalf("%s stats %q: %v", name, out, err)
 		}
@@ -607,3 +535,29 @@ func TestKafkaGroupScaleOut(t *testing.T) {
 		t.Errorf("the two instances did not share the work: %v", writers)
 	}
 }
+
+func TestKafkaMessageID(t *testing.T) {
+	id := uuid.MustParse("0190f3a4-5b6c-7d8e-9f00-112233445566")
+	key16 := []byte("0123456789abcdef")
+	for _, tc := range []struct {
+		name string
+		m    kafkago.Message
+		want string
+	}{
+		{"header text", kafkago.Message{Key: key16, Headers: []kafkago.Header{{Key: runtime.HeaderMessageID, Value: []byte(id.String())}}}, id.String()},
+		{"header raw", kafkago.Message{Headers: []kafkago.Header{{Key: runtime.HeaderMessageID, Value: id[:]}}}, id.String()},
+		{"16-byte key", kafkago.Message{Key: key16, Partition: 3, Offset: 9}, uuid.UUID(key16).String()},
+		{"bad header, short key", kafkago.Message{Key: []byte("k"), Partition: 3, Offset: 9,
+			Headers: []kafkago.Header{{Key: runtime.HeaderMessageID, Value: []byte("nope")}}}, "00000000-0000-0003-0000-000000000009"},
+	} {
+		got, ok := kafkaMessageID(&tc.m)
+		if !ok || got.String() != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// partNameRE matches the name of a part the file sink writes under
+// name_by = source_position (runtime/sink_file.go): its source, partition,
+// and first and last Seq.
+var partNameRE = regexp.MustCompile(`^part-(.+?)(?:-(\d{10}))?-(\d{20})-(\d{20})\.jsonl$`)
