@@ -102,7 +102,7 @@ type Result struct {
 	Inconclusive []string
 	// Unfed says why the harness could not feed a run all of the input
 	// (then every route is inconclusive).
-	Unfed string
+	Unfed        string
 	Kills        int // SIGKILLs that landed
 	Runs         int
 	Clean, Final runResult
