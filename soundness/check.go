@@ -21,6 +21,11 @@ type Checker struct {
 	// to feed it); quietPolls how many unchanged 250 ms polls end a drain.
 	srcs       map[string]*srcHandle
 	quietPolls int
+
+	// feedFault, when set, is asked before each chunk is fed to a run
+	// directory; an error it returns is the feed's (a test's broker
+	// failing a write).
+	feedFault func(dir string) error
 }
 
 // prepare makes a run directory for source and starts what the case's
@@ -43,6 +48,11 @@ func (ck *Checker) prepare(tmp string, c *Case, source string) (string, func(), 
 
 // feed appends a chunk of the input where dir's routes read it.
 func (ck *Checker) feed(dir, chunk string) error {
+	if ck.feedFault != nil {
+		if err := ck.feedFault(dir); err != nil {
+			return err
+		}
+	}
 	if h := ck.srcs[dir]; h != nil && h.feed != nil {
 		return h.feed(chunk)
 	}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -250,4 +252,48 @@ func TestHarnessPassesSoundRoute(t *testing.T) {
 		t.Errorf("no kill landed: %s", summaryLine(res))
 	}
 	failOn(t, res)
+}
+
+// A run whose input could not be fed whole proves nothing: the harness
+// calls the case inconclusive instead of reporting the records it never
+// fed as lost. Before, a failed write to the killed run's broker was
+// ignored and reported as a false verdict (seed-1746).
+func TestUnfedInputIsInconclusive(t *testing.T) {
+	c := &Case{Name: "unfed", Seed: 11, Kills: 3, Mode: "group_subscribe"}
+	c.Input = genData(rand.New(rand.NewPCG(11, 11)), 600)
+	src := `route unfed {
+  batch_size = 4
+  from file { path = "in.jsonl", mode = group_subscribe }
+  dlq { to file { path = "out/unfed.dlq.jsonl" } }
+  to file { path = "out/unfed.jsonl" }
+}
+`
+	c.Source = src
+	c.Routes = []RouteShape{{Name: "unfed", Source: src, Artifacts: []Artifact{
+		{Kind: "dlq", Path: "out/unfed.dlq.jsonl", Group: "unfed/dlq", ByContent: true},
+		{Kind: "lines", Path: "out/unfed.jsonl", Group: "out/unfed.jsonl"},
+	}}}
+	ck := &Checker{Mqbc: checker.Mqbc, Tmp: checker.Tmp}
+	var mu sync.Mutex
+	fed := map[string]int{}
+	first := ""
+	ck.feedFault = func(dir string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == "" {
+			first = dir // the clean run's directory is prepared first
+		}
+		if fed[dir]++; dir != first && fed[dir] == 2 {
+			return errors.New("planted: the broker refused a write")
+		}
+		return nil
+	}
+	res, err := ck.Check(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unfed == "" || len(res.Findings) > 0 || !slices.Contains(res.Inconclusive, "unfed") {
+		t.Fatalf("a killed run that missed a chunk of its input: unfed %q, findings %d, inconclusive %v\n%s", res.Unfed, len(res.Findings), res.Inconclusive, report(res))
+	}
+	t.Log(summaryLine(res))
 }
