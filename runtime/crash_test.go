@@ -1,27 +1,16 @@
 package runtime
 
 import (
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-// buildCrashHelper compiles internal/crashhelper once per test binary.
-func buildCrashHelper(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("crash tests build and kill a real process")
-	}
-	bin := filepath.Join(t.TempDir(), "crashhelper")
-	cmd := exec.Command("go", "build", "-o", bin, "./internal/crashhelper")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build crashhelper: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildCrashHelper compiles the crash helper once per test.
+var buildCrashHelper = plantest.BuildCrashHelper
 
 // crashAndFinish runs the plan in a real process, SIGKILLs it at kills
 // seeded random moments, then lets a last run finish. It returns the last
@@ -30,7 +19,7 @@ func crashAndFinish(t *testing.T, bin string, p plan.Plan, dir string, seed uint
 	t.Helper()
 	planPath := writeCrashPlan(t, p, dir)
 	killRuns(t, bin, planPath, crashSchedule{kills: kills, wait: killWaits(seed, 5, 50*time.Millisecond, 450*time.Millisecond), mayEnd: true})
-	return startHelper(t, bin, planPath).finish(t)
+	return finishRun(t, startHelper(t, bin, planPath))
 }
 
 func TestCrashSQLiteExactlyOnce(t *testing.T) {

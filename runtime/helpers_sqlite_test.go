@@ -38,25 +38,7 @@ func sqliteMap[V any](t *testing.T, dbPath, query string) map[string]V {
 
 // scanPairs reads rows of (key, value) into a map, failing on a key seen
 // twice.
-func scanPairs[V any](t *testing.T, rows sqlRows) map[string]V {
-	t.Helper()
-	out := map[string]V{}
-	for rows.Next() {
-		var k string
-		var v V
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		if _, dup := out[k]; dup {
-			t.Errorf("id %s stored twice", k)
-		}
-		out[k] = v
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+func scanPairs[V any](t *testing.T, rows sqlRows) map[string]V { return plantest.ScanPairs[V](t, rows) }
 
 // lockOutcomeTable creates table (id TEXT PRIMARY KEY, outcome TEXT NOT
 // NULL) in the SQLite database at dbPath and holds its write lock for

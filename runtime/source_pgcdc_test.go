@@ -273,7 +273,7 @@ func TestCrashPostgresCDCConverges(t *testing.T) {
 	final := startHelper(t, bin, planPath)
 	waitConverged(t, url, time.Minute)
 	time.Sleep(500 * time.Millisecond)
-	st := final.stop(t)
+	st := stopRun(t, final)
 	rs := st.Route("cdc")
 	checkCounts(t, rs)
 	t.Logf("final run: %+v", rs)
@@ -326,7 +326,7 @@ func TestCrashPostgresCDCParts(t *testing.T) {
 	final := startHelper(t, bin, planPath)
 	waitFor(func() bool { return len(lines()) >= n }, time.Minute, 100*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
-	final.stop(t)
+	stopRun(t, final)
 	seen := lines()
 	twice := 0
 	for _, k := range seen {

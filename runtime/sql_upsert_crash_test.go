@@ -60,7 +60,7 @@ func TestCrashSQLiteUpsertVerdicts(t *testing.T) {
 			}
 			planPath := writeCrashPlan(t, *p, dir)
 			killRuns(t, bin, planPath, crashSchedule{kills: 3, wait: killWaits(31, 7, 250*time.Millisecond, 700*time.Millisecond), mayEnd: true})
-			startHelper(t, bin, planPath).finish(t)
+			finishRun(t, startHelper(t, bin, planPath))
 			afterKills := sqliteMap[int64](t, db, "SELECT sku, qty FROM stock")
 			t.Logf("after kills: %d rows, %d differ from a clean run", len(afterKills), differing(afterKills, clean))
 
@@ -69,7 +69,7 @@ func TestCrashSQLiteUpsertVerdicts(t *testing.T) {
 			if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
 				t.Fatal(err)
 			}
-			startHelper(t, bin, planPath).finish(t)
+			finishRun(t, startHelper(t, bin, planPath))
 			got := sqliteMap[int64](t, db, "SELECT sku, qty FROM stock")
 			n := differing(got, clean)
 			switch tt.want {

@@ -36,7 +36,7 @@ func TestCrashSQLOutboxExactlyOnce(t *testing.T) {
 			final := startHelper(t, bin, planPath)
 			waitFor(func() bool { return db.count("plain") >= n }, time.Minute, 50*time.Millisecond)
 			time.Sleep(300 * time.Millisecond)
-			st := final.stop(t)
+			st := stopRun(t, final)
 			t.Logf("final run: %+v", st.Route("cursor"))
 			if got, distinct := db.count("plain"), db.count("(SELECT DISTINCT id FROM plain) d"); got != n || distinct != n {
 				t.Errorf("target holds %d rows, %d distinct ids; want %d once each", got, distinct, n)

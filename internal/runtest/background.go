@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -74,16 +75,7 @@ func RunUntil(t *testing.T, p plan.Plan, opts runtime.Options, limit time.Durati
 
 // WaitFor polls done every interval until it holds or timeout has passed,
 // and says whether it held.
-func WaitFor(done func() bool, timeout, every time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for !done() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(every)
-	}
-	return true
-}
+var WaitFor = plantest.WaitFor
 
 // sqliteDriver is the SQLite driver the runtime's sql sink registers.
 const sqliteDriver = "sqlite3"
@@ -102,22 +94,7 @@ func SQLiteMap[V any](t testing.TB, db, query string) map[string]V {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := map[string]V{}
-	for rows.Next() {
-		var k string
-		var v V
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		if _, dup := out[k]; dup {
-			t.Errorf("id %s stored twice", k)
-		}
-		out[k] = v
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return plantest.ScanPairs[V](t, rows)
 }
 
 // CountRows is the number of rows of table orders in the SQLite database

@@ -1,0 +1,130 @@
+package plantest
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// The crash helper (runtime/internal/crashhelper) runs a plan in a process
+// of its own, linking every connector, for a crash test to SIGKILL. These
+// helpers start, kill and stop it; they decode the stats it prints into
+// whatever the caller passes (runtime.Stats), so that package runtime's own
+// tests and the connectors' can share them.
+
+// BuildCrashHelper compiles the crash helper once per test. It skips the
+// test under -short.
+func BuildCrashHelper(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("crash tests build and kill a real process")
+	}
+	bin := filepath.Join(t.TempDir(), "crashhelper")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/mqb-dev/mqb/runtime/internal/crashhelper")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build crashhelper: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// WriteCrashPlan stores p as dir/plan.json, the file the crash helper
+// runs, and returns its path.
+func WriteCrashPlan(t testing.TB, p plan.Plan, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "plan.json")
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// HelperRun is one run of the crash helper.
+type HelperRun struct {
+	Cmd            *exec.Cmd
+	Stdout, Stderr bytes.Buffer
+	Exited         chan error // the run's exit, once it has ended
+}
+
+// StartHelper starts the crash helper bin on the plan at planPath.
+func StartHelper(t testing.TB, bin, planPath string) *HelperRun {
+	t.Helper()
+	r := &HelperRun{Cmd: exec.Command(bin, "-plan", planPath), Exited: make(chan error, 1)}
+	r.Cmd.Stdout, r.Cmd.Stderr = &r.Stdout, &r.Stderr
+	if err := r.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.Exited <- r.Cmd.Wait() }()
+	return r
+}
+
+// Stop lets the run drain (SIGTERM) and decodes the stats it printed into
+// stats; a run that fails or prints no stats fails the test.
+func (r *HelperRun) Stop(t testing.TB, stats any) {
+	t.Helper()
+	r.Cmd.Process.Signal(syscall.SIGTERM)
+	r.Finish(t, stats)
+}
+
+// Finish waits for the run to end and decodes the stats it printed.
+func (r *HelperRun) Finish(t testing.TB, stats any) {
+	t.Helper()
+	if err := <-r.Exited; err != nil {
+		t.Fatalf("final run: %v\n%s", err, r.Stderr.String())
+	}
+	if err := json.Unmarshal(r.Stdout.Bytes(), stats); err != nil {
+		t.Fatalf("final run stats %q: %v", r.Stdout.String(), err)
+	}
+}
+
+// WaitFor polls done every interval until it holds or timeout has passed,
+// and says whether it held.
+func WaitFor(done func() bool, timeout, every time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(every)
+	}
+	return true
+}
+
+// Rows is what ScanPairs reads: *sql.Rows.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanPairs reads (key, value) rows into a map, failing on a key seen
+// twice.
+func ScanPairs[V any](t testing.TB, rows Rows) map[string]V {
+	t.Helper()
+	out := map[string]V{}
+	for rows.Next() {
+		var k string
+		var v V
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := out[k]; dup {
+			t.Errorf("id %s stored twice", k)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
