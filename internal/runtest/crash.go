@@ -40,16 +40,23 @@ func CrashUntil(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, 
 		<-r.Exited
 		t.Logf("run %d killed after %v %s", i, wait, strings.TrimSpace(r.Stderr.String()))
 	}
+	t.Setenv("MQB_CRASH_LOG", "info") // the final run's log, should it not finish
 	final := plantest.StartHelper(t, bin, planPath)
 	// Killed consumers may hold what they read until the server gives it
 	// out again: the wait bounds the test, it is not what it checks.
 	if !WaitFor(done, 4*time.Minute, 100*time.Millisecond) {
 		final.Cmd.Process.Kill()
 		<-final.Exited
-		t.Fatalf("final run did not finish in time: %s", final.Stderr.String())
+		t.Fatalf("final run did not finish in time; the end of its log:\n%s", tail(final.Stderr.String(), 60))
 	}
 	time.Sleep(300 * time.Millisecond) // let the last commit happen
 	var st runtime.Stats
 	final.Stop(t, &st)
 	return st
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

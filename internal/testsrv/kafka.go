@@ -20,7 +20,7 @@ type KafkaCluster struct {
 	cfg kafkabroker.Config
 
 	mu      sync.Mutex
-	cluster *kfake.Cluster
+	cluster *kafkabroker.Cluster
 	brokers string
 }
 
@@ -102,7 +102,10 @@ func (k *KafkaCluster) Brokers() string {
 func (k *KafkaCluster) Cluster() *kfake.Cluster {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.cluster
+	if k.cluster == nil {
+		return nil
+	}
+	return k.cluster.Cluster
 }
 
 // Stop closes the broker, saving its state; clients see connections drop.

@@ -43,9 +43,26 @@ type User struct {
 	Mechanism, Name, Password string
 }
 
+// Cluster is a running kfake cluster with the member reaper beside it
+// (reaper.go).
+type Cluster struct {
+	*kfake.Cluster
+	reaper *reaper
+}
+
+// Close stops the reaper, then the cluster.
+func (c *Cluster) Close() {
+	if c.reaper != nil {
+		c.reaper.close()
+	}
+	c.Cluster.Close()
+}
+
 // Start starts a cluster. Close it to stop it (and, with a DataDir, save
-// its state).
-func Start(cfg Config) (*kfake.Cluster, error) {
+// its state). Group members that die while joining are removed once their
+// session would have expired on Kafka (reaper.go); on a cluster with SASL
+// or TLS they are not, since the reaper speaks plain unauthenticated Kafka.
+func Start(cfg Config) (*Cluster, error) {
 	partitions := cfg.Partitions
 	if partitions <= 0 {
 		partitions = 1
@@ -88,9 +105,13 @@ func Start(cfg Config) (*kfake.Cluster, error) {
 		}
 		opts = append(opts, kfake.SeedTopics(int32(n), name))
 	}
-	c, err := kfake.NewCluster(opts...)
+	kc, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("start Kafka-protocol broker: %w", err)
+	}
+	c := &Cluster{Cluster: kc}
+	if len(cfg.Users) == 0 && cfg.TLS == nil {
+		c.reaper = startReaper(kc, time.Second)
 	}
 	return c, nil
 }

@@ -35,7 +35,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// MQB_CRASH_LOG=info shows what a run was doing when a test gives up
+	// on it; the default keeps killed runs' output short.
+	level := slog.LevelWarn
+	if os.Getenv("MQB_CRASH_LOG") == "info" {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	st, err := runtime.Run(ctx, p, runtime.Options{Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
