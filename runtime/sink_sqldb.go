@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -55,6 +56,9 @@ type sqlServerSink struct {
 	pg       *pgPool
 	copySQL  string // bulk_copy: COPY t (cols) FROM STDIN
 	copyCols int
+	stage    *pgStaged   // batches go through a stage table (sink_pgstage.go)
+	stageOff atomic.Bool // the server refused the staged form: row by row
+	staged   atomic.Int64 // batches written through the stage table
 
 	// MySQL
 	my *sql.DB
@@ -86,6 +90,11 @@ func newSQLServerSink(ctx context.Context, a nodeAttrs, sc *sqlSinkConfig, c *co
 		}
 		s.copySQL = "COPY " + table + " (" + cols + ") FROM STDIN"
 		s.copyCols = len(s.params)
+	}
+	if d == dialectPostgres && !sc.BulkCopy && !sc.ReportOutcome {
+		if st, ok := stagedInsert(sc.InsertQuery); ok && st.params == len(s.params) {
+			s.stage = &st
+		}
 	}
 	const size = 16 // idle connections kept; a route rarely runs more sink workers
 	switch d {
@@ -384,8 +393,9 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
 
 // pgConn is a pooled connection with insert_query prepared on it.
 type pgConn struct {
-	conn *pgconn.PgConn
-	stmt *pgconn.StatementDescription
+	conn   *pgconn.PgConn
+	stmt   *pgconn.StatementDescription
+	staged bool // the stage table exists in this session
 }
 
 // pgPool holds idle connections. A connection the server dropped is
@@ -552,6 +562,25 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*Record) error {
 		}
 		// A refused row fails the whole COPY: find it with the inserts.
 	}
+	if s.stage != nil && !s.stageOff.Load() {
+		err := s.stagePG(ctx, c, recs, rows, live)
+		if err == nil {
+			s.staged.Add(1)
+			return nil
+		}
+		if c.conn.TxStatus() != 'I' {
+			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil {
+				return s.batchError("rollback", rerr)
+			}
+		}
+		retry, off := stageFallback(err)
+		if retry {
+			return s.batchError("insert", err)
+		}
+		if off {
+			s.stageOff.Store(true) // and the inserts below write this batch
+		}
+	}
 
 	var b pgconn.Batch
 	b.ExecParams("BEGIN", nil, nil, nil, nil)
@@ -643,19 +672,7 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 // when there is one).
 func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, live []int, next uint64) error {
 	var buf bytes.Buffer
-	for _, i := range live {
-		for j, v := range rows[i] {
-			if j > 0 {
-				buf.WriteByte('\t')
-			}
-			if v == nil {
-				buf.WriteString(`\N`)
-				continue
-			}
-			copyEscape(&buf, v)
-		}
-		buf.WriteByte('\n')
-	}
+	copyRows(&buf, rows, live, false)
 	if s.outboxRoute == "" {
 		_, err := c.conn.CopyFrom(ctx, &buf, s.copySQL)
 		return err
@@ -672,6 +689,27 @@ func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, 
 	b.ExecParams("COMMIT", nil, nil, nil, nil)
 	_, err := c.conn.ExecBatch(ctx, &b).ReadAll()
 	return err
+}
+
+// copyRows writes the live rows in COPY's text format, each led by its
+// index among them when numbered.
+func copyRows(buf *bytes.Buffer, rows [][][]byte, live []int, numbered bool) {
+	for k, i := range live {
+		if numbered {
+			buf.WriteString(strconv.Itoa(k))
+		}
+		for j, v := range rows[i] {
+			if numbered || j > 0 {
+				buf.WriteByte('\t')
+			}
+			if v == nil {
+				buf.WriteString(`\N`)
+				continue
+			}
+			copyEscape(buf, v)
+		}
+		buf.WriteByte('\n')
+	}
 }
 
 func copyEscape(buf *bytes.Buffer, v []byte) {

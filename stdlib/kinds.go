@@ -45,7 +45,7 @@ var Kinds = []Kind{
 		Attrs: []Attr{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Connection URL: sqlite://path.db, postgres://user:pass@host/db, mysql://user:pass@host/db."},
 			{Name: "table", End: EndSource, Type: String, Doc: "Source: the table to read (a plain name; use query for anything else). A sink needs insert_query: this runtime does not insert the payload's fields by itself."},
-			{Name: "insert_query", End: EndSink, Type: String, Template: true, Query: true, Doc: "INSERT statement; every ${…} becomes a bound parameter. Its conflict clause decides whether the write is idempotent."},
+			{Name: "insert_query", End: EndSink, Type: String, Template: true, Query: true, Doc: "INSERT statement; every ${…} becomes a bound parameter. Its conflict clause decides whether the write is idempotent. On PostgreSQL a single-row VALUES insert goes by batch: COPY into a temporary table, then the statement once as INSERT … SELECT in read order; a batch that form cannot write (a refused row, DO UPDATE meeting a key twice) is written row by row."},
 			{Name: "query", End: EndSource, Type: String, Doc: "Source query instead of table; must select cursor_column."},
 			{Name: "bulk_copy", End: EndSink, Type: Bool, Default: false, Doc: "Load with Postgres COPY. Cannot be combined with a conflict clause."},
 			{Name: "cursor_column", End: EndSource, Type: String, Doc: "Source: the column to page by. For positional naming it must be a unique non-negative integer."},
