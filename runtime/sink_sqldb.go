@@ -56,8 +56,8 @@ type sqlServerSink struct {
 	pg       *pgPool
 	copySQL  string // bulk_copy: COPY t (cols) FROM STDIN
 	copyCols int
-	stage    *pgStaged   // batches go through a stage table (sink_pgstage.go)
-	stageOff atomic.Bool // the server refused the staged form: row by row
+	stage    *pgStaged    // batches go through a stage table (sink_pgstage.go)
+	stageOff atomic.Bool  // the server refused the staged form: row by row
 	staged   atomic.Int64 // batches written through the stage table
 
 	// MySQL
