@@ -31,11 +31,18 @@ func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
 		out.Reasons = []string{}
 	}
 	rc.ids = map[*nodeInfo]string{}
-	for i, n := range rc.nodes {
-		out.Nodes = append(out.Nodes, rc.node(n))
-		if i > 0 {
-			out.Edges = append(out.Edges, plan.Edge{From: out.Nodes[i-1].ID, To: out.Nodes[i].ID})
+	for _, n := range rc.nodes {
+		if n == rc.elided {
+			continue
 		}
+		out.Nodes = append(out.Nodes, rc.node(n))
+		if k := len(out.Nodes); k > 1 {
+			out.Edges = append(out.Edges, plan.Edge{From: out.Nodes[k-2].ID, To: out.Nodes[k-1].ID})
+		}
+	}
+	if d := rc.elided; d != nil {
+		out.Elided = append(out.Elided, plan.Elision{Kind: "dedup", Key: d.attrs["key"].val.Expr, By: rc.ids[rc.elidedBy],
+			Why: "the sink's conflict clause keeps the first row of the key and absorbs every repeat", Pos: d.rng.Start})
 	}
 	premises := g.guards
 	if g.effectivelyOnce() {

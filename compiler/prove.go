@@ -83,6 +83,12 @@ type sinkProof struct {
 	reasons  []string
 	missing  string
 	premises []premiseAt
+	// absorbs are the placeholder expressions a repeat of which the write
+	// absorbs, keeping the first row untouched: each is bound to a
+	// column that is alone a unique key the conflict clause handles (see
+	// elidableDedup).
+	absorbs      []string
+	absorbClause string // the clause that absorbs them, as written
 }
 
 // prove applies DESIGN §3 to a route. The verdict is the weakest over
@@ -181,7 +187,62 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	}
 	g.reasons = append(g.reasons, rc.dlqReasons()...)
 	rc.producerPremises(&g, source)
+	if d := rc.elidableDedup(handler, sink, sp); d != nil && g.effectivelyOnce() {
+		rc.elideDedup(&g, d, sink, sp)
+	}
 	return g
+}
+
+// elidableDedup returns the route's dedup when the sink already does what
+// it does: it is the route's only dedup, keyed on a stable expression the
+// sink's conflict clause absorbs every repeat of while keeping the first
+// row (sinkProof.absorbs), nothing but retry and dlq stands between it and
+// the sink, records reach the sink in read order (concurrency 1, no
+// handler) and its keys are its own (no namespace, keep unset). Under
+// those conditions the table ends the same with or without it, except for
+// a key whose first record the sink refuses (see stdlib's keep).
+func (rc *routeCtx) elidableDedup(handler, sink *nodeInfo, sp sinkProof) *nodeInfo {
+	if rc.inNamedUnused || handler != nil || len(rc.dedups) != 1 || rc.concurrency != 1 ||
+		sink == nil || sink.kind == nil || sink.kind.Name != "sql" || boolAttr(sink, "report_outcome") || len(sp.absorbs) == 0 {
+		return nil
+	}
+	d := rc.dedups[0]
+	key := d.attrs["key"]
+	if key == nil || !key.stab.Stable || !slices.Contains(sp.absorbs, key.val.Expr) || boolAttr(d, "keep") {
+		return nil
+	}
+	if ns := d.attrs["namespace"]; ns != nil && ns.val.Str != "" {
+		return nil
+	}
+	i := slices.Index(rc.nodes, d)
+	j := slices.Index(rc.nodes, sink)
+	if i < 0 || j < i {
+		return nil
+	}
+	for _, n := range rc.nodes[i+1 : j] {
+		if n.role != plan.RoleStep || n.name != "retry" && n.name != "dlq" {
+			return nil
+		}
+	}
+	return d
+}
+
+// elideDedup takes d out of the route and says so in the verdict.
+func (rc *routeCtx) elideDedup(g *guaranteeProof, d, sink *nodeInfo, sp sinkProof) {
+	key := d.attrs["key"].val.Expr
+	why := fmt.Sprintf("dedup elided: %s keeps the first row of %s and absorbs its repeats, as the dedup would (they count as deduplicated; keep = true runs the dedup)", sp.absorbClause, key)
+	for i, r := range g.reasons {
+		if strings.HasPrefix(r, "dedup: key "+key+" ") {
+			g.reasons[i] = why
+			why = ""
+			break
+		}
+	}
+	if why != "" {
+		g.reasons = append(g.reasons, why)
+	}
+	rc.elided = d
+	rc.elidedBy = sink
 }
 
 // sourceLoss says why the source is at-most-once as configured, or "".

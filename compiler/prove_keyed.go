@@ -228,6 +228,7 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 	}
 	write := "write: " + ins.clause
 	p.ok = true
+	p.absorbs, p.absorbClause = ins.firstWinsKeys(keyCols, parts), ins.clause
 	if !rc.inNamedUnused {
 		for _, c := range keyCols {
 			i := indexOf(ins.columns, c)
@@ -275,6 +276,26 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 		}})
 	}
 	return p
+}
+
+// firstWinsKeys lists the placeholder expressions whose repeats the write
+// absorbs while keeping the first row as it is and absorbing nothing else:
+// ON CONFLICT (k) DO NOTHING on a single VALUES row, with k one column
+// bound to that expression alone. INSERT OR IGNORE and INSERT IGNORE are
+// not among them: they also swallow a NOT NULL or CHECK failure (SQLite
+// skips the row, MySQL stores a default), which a dedup does not do.
+func (ins *sqlInsert) firstWinsKeys(keyCols []string, parts []partInfo) []string {
+	if len(ins.rows) != 1 || ins.update || ins.replace || ins.kind != conflictColumns || len(keyCols) != 1 {
+		return nil
+	}
+	i := indexOf(ins.columns, keyCols[0])
+	if i < 0 {
+		return nil
+	}
+	if e := ins.rows[0][i]; e.kind == eParam && e.num < len(parts) && parts[e.num].isExpr {
+		return []string{parts[e.num].expr}
+	}
+	return nil
 }
 
 func sameColumnSet(a, b []string) bool {

@@ -57,9 +57,12 @@ type routeCtx struct {
 
 	expanding []string // named endpoints being expanded, to stop ref cycles
 
-	nodes    []*nodeInfo // execution order
-	dedups   []*nodeInfo
-	warnings []string
+	nodes  []*nodeInfo // execution order
+	dedups []*nodeInfo
+	// elided is the dedup the sink makes redundant, left out of the plan
+	// (elidableDedup); elidedBy is that sink.
+	elided, elidedBy *nodeInfo
+	warnings         []string
 	// idEnvWarned: the id step got W021, so a write key that reads
 	// meta["mqb.id"] needs no second one.
 	idEnvWarned bool

@@ -61,7 +61,10 @@ type Route struct {
 	// the runtime checks each before the first record (When = start-up)
 	// or on every record (When = per-record) and refuses, naming it,
 	// when one fails.
-	Premises    []Premise `json:"premises,omitempty"`
+	Premises []Premise `json:"premises,omitempty"`
+	// Elided are steps the compiler removed because another node already
+	// does what they do (see Elision).
+	Elided      []Elision `json:"elided,omitempty"`
 	Concurrency int       `json:"concurrency"`
 	BatchSize   int       `json:"batch_size"`
 	// Nodes in execution order: the source, the input-side steps, the
@@ -69,6 +72,19 @@ type Route struct {
 	Nodes []Node   `json:"nodes"`
 	Edges []Edge   `json:"edges"`
 	Pos   diag.Pos `json:"pos"`
+}
+
+// Elision is a step the compiler left out of Nodes. The one kind so far:
+// a dedup whose key is the key on which the sink's conflict clause keeps
+// the first row and absorbs every repeat, so the sink drops what the
+// dedup would have. The runtime then counts the repeats the sink absorbs
+// as deduplicated, as the dedup would have counted them.
+type Elision struct {
+	Kind string   `json:"kind"` // "dedup"
+	Key  string   `json:"key"`  // the dedup's key expression
+	By   string   `json:"by"`   // the node that absorbs the repeats
+	Why  string   `json:"why"`
+	Pos  diag.Pos `json:"pos"`
 }
 
 // Premise kinds.

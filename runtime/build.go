@@ -95,6 +95,11 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		commitEvery: o.CommitInterval,
 		now:         time.Now,
 	}
+	for _, e := range pr.Elided {
+		if e.Kind == "dedup" {
+			rt.absorbedBy = e.By
+		}
+	}
 	if rt.batchSize <= 0 {
 		rt.batchSize = 1024
 	}
@@ -281,6 +286,7 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 			Store     string        `attr:"store"` // openDedupStore
 			TTL       time.Duration `attr:"ttl"`
 			Namespace string        `attr:"namespace"`
+			Keep      bool          `attr:"keep"` // read by the compiler: a dedup in the plan runs
 		}
 		if err := decodeConfig(a, &cfg); err != nil {
 			return err

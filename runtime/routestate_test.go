@@ -30,7 +30,8 @@ route %[1]s {
   from file { path = %[2]q }
   id payload.order_id
   dedup {
-    key = meta["mqb.id"]
+    key  = meta["mqb.id"]
+    keep = true # the sink absorbs its repeats; kept for the store under test
     %[3]s
   }
   to sql {

@@ -193,31 +193,36 @@ func pgStageDDL(ctx context.Context, c *pgConn) (string, error) {
 // stagePG writes the live rows through the stage table in one transaction
 // with the outbox position, if any. On an error the transaction may still
 // be open: the caller rolls it back.
-func (s *sqlServerSink) stagePG(ctx context.Context, c *pgConn, recs []*Record, rows [][][]byte, live []int) error {
+//
+// affected is how many rows the statement changed.
+func (s *sqlServerSink) stagePG(ctx context.Context, c *pgConn, recs []*Record, rows [][][]byte, live []int) (affected int64, err error) {
 	if !c.staged {
 		ddl, err := pgStageDDL(ctx, c)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if _, err := c.conn.Exec(ctx, ddl).ReadAll(); err != nil {
-			return err
+			return 0, err
 		}
 		c.staged = true
 	}
 	var buf bytes.Buffer
 	copyRows(&buf, rows, live, true)
 	if _, err := c.conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := c.conn.CopyFrom(ctx, &buf, "COPY pg_temp."+pgStageTable+" FROM STDIN"); err != nil {
-		return err
+		return 0, err
 	}
 	var b pgconn.Batch
 	b.ExecParams(s.stage.insert, nil, nil, nil, nil)
 	s.queueOutbox(&b, recs)
 	b.ExecParams("COMMIT", nil, nil, nil, nil)
-	_, err := c.conn.ExecBatch(ctx, &b).ReadAll()
-	return err
+	res, err := c.conn.ExecBatch(ctx, &b).ReadAll()
+	if err != nil {
+		return 0, err
+	}
+	return res[0].CommandTag.RowsAffected(), nil
 }
 
 // stageFallback says what a failed staged batch means: retry it (the

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 
@@ -33,6 +34,7 @@ type sqlSink struct {
 	query   string     // insert_query with every ${…} replaced by ?
 	params  []*program // one per ?
 	outcome bool       // report_outcome: meta["sql.outcome"]
+	absorb  absorbCount
 
 	mu   sync.Mutex // SQLite has one writer: batches take turns
 	conn *sql.Conn  // the sink's one connection
@@ -157,6 +159,38 @@ func newSQLSink(ctx context.Context, a nodeAttrs, cfg *sqlSinkConfig, c *compile
 	return s, nil
 }
 
+// absorbCount counts the records whose insert changed nothing because
+// the conflict clause absorbed them, when the route's plan elided a dedup
+// in favour of that clause (plan.Elision): the route then counts them as
+// deduplicated. Counts are added once their transaction committed.
+type absorbCount struct {
+	on bool
+	n  atomic.Int64
+}
+
+func (a *absorbCount) add(n int64) {
+	if a.on && n > 0 {
+		a.n.Add(n)
+	}
+}
+
+// takeAbsorbed returns the records absorbed since it was last called.
+func (s *sqlSink) takeAbsorbed() int64 {
+	if s.server != nil {
+		return s.server.absorb.n.Swap(0)
+	}
+	return s.absorb.n.Swap(0)
+}
+
+// countAbsorbed turns the count on.
+func (s *sqlSink) countAbsorbed() {
+	if s.server != nil {
+		s.server.absorb.on = true
+		return
+	}
+	s.absorb.on = true
+}
+
 func (s *sqlSink) programs() []*program {
 	if s.server != nil {
 		return s.server.params
@@ -178,6 +212,7 @@ func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var batchErr error
+	var absorbed int64
 	err := s.conn.Raw(func(dc any) error {
 		c := dc.(*sqlite3.SQLiteConn)
 		tx, err := c.BeginTx(ctx, driver.TxOptions{})
@@ -200,12 +235,18 @@ func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
 				batchErr = s.batchError("insert", err)
 				return nil
 			}
-			if s.outcome {
+			if s.outcome || s.absorb.on {
 				n, err := res.RowsAffected()
 				if err != nil {
 					tx.Rollback()
 					batchErr = s.batchError("rows affected", err)
 					return nil
+				}
+				if n == 0 {
+					absorbed++
+				}
+				if !s.outcome {
+					continue
 				}
 				if n > 0 {
 					r.setMeta(metaSQLOutcome, "inserted")
@@ -216,7 +257,9 @@ func (s *sqlSink) Write(ctx context.Context, recs []*Record) error {
 		}
 		if err := tx.Commit(); err != nil {
 			batchErr = s.batchError("commit", err)
+			return nil
 		}
+		s.absorb.add(absorbed)
 		return nil
 	})
 	if err != nil {

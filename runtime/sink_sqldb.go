@@ -51,6 +51,7 @@ type sqlServerSink struct {
 	params  []*program
 	absent  *absentWarner // placeholders naming fields records lack
 	outcome bool
+	absorb  absorbCount
 
 	// PostgreSQL
 	pg       *pgPool
@@ -247,6 +248,7 @@ const mysqlChunk = 256
 // was, so the transaction is rolled back and errMySQLRowRefused returned.
 func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*Record) error {
 	var ev evaluator
+	var absorbed int64
 	type row struct {
 		r    *Record
 		args []driver.NamedValue
@@ -314,13 +316,18 @@ func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*Record) err
 			if err != nil {
 				return fail("insert", err)
 			}
-			if s.outcome {
+			if s.outcome || s.absorb.on {
 				mr, ok := res.(mysql.Result)
 				if !ok || len(mr.AllRowsAffected()) != len(chunk) {
 					return fail("rows affected", fmt.Errorf("%d results for %d statements", len(mr.AllRowsAffected()), len(chunk)))
 				}
 				for i, n := range mr.AllRowsAffected() {
-					setOutcome(chunk[i].r, n == 1)
+					if n == 0 {
+						absorbed++
+					}
+					if s.outcome {
+						setOutcome(chunk[i].r, n == 1)
+					}
 				}
 			}
 		}
@@ -332,6 +339,7 @@ func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*Record) err
 		if _, err := exec("COMMIT", nil); err != nil {
 			return fail("commit", err)
 		}
+		s.absorb.add(absorbed)
 		return nil
 	})
 	if err != nil && outErr == nil {
@@ -349,6 +357,7 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
 		return err
 	}
 	var ev evaluator
+	var absorbed int64
 	args := make([]any, len(s.params))
 	tx, err := s.my.BeginTx(ctx, nil)
 	if err != nil {
@@ -368,13 +377,18 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
 			tx.Rollback()
 			return s.batchError("insert", err)
 		}
-		if s.outcome {
+		if s.outcome || s.absorb.on {
 			n, err := res.RowsAffected()
 			if err != nil {
 				tx.Rollback()
 				return s.batchError("rows affected", err)
 			}
-			setOutcome(r, n == 1)
+			if n == 0 {
+				absorbed++
+			}
+			if s.outcome {
+				setOutcome(r, n == 1)
+			}
 		}
 	}
 	if s.outboxRoute != "" {
@@ -386,6 +400,7 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
 	if err := tx.Commit(); err != nil {
 		return s.batchError("commit", err)
 	}
+	s.absorb.add(absorbed)
 	return nil
 }
 
@@ -563,9 +578,10 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*Record) error {
 		// A refused row fails the whole COPY: find it with the inserts.
 	}
 	if s.stage != nil && !s.stageOff.Load() {
-		err := s.stagePG(ctx, c, recs, rows, live)
+		affected, err := s.stagePG(ctx, c, recs, rows, live)
 		if err == nil {
 			s.staged.Add(1)
+			s.absorb.add(int64(len(live)) - affected)
 			return nil
 		}
 		if c.conn.TxStatus() != 'I' {
@@ -591,11 +607,17 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*Record) error {
 	b.ExecParams("COMMIT", nil, nil, nil, nil)
 	res, err := c.conn.ExecBatch(ctx, &b).ReadAll()
 	if err == nil {
-		if s.outcome {
-			for k, i := range live {
-				setOutcome(recs[i], res[1+k].CommandTag.RowsAffected() > 0)
+		var absorbed int64
+		for k, i := range live {
+			n := res[1+k].CommandTag.RowsAffected()
+			if n == 0 {
+				absorbed++
+			}
+			if s.outcome {
+				setOutcome(recs[i], n > 0)
 			}
 		}
+		s.absorb.add(absorbed)
 		return nil
 	}
 	if classifyPG(err) != sqlRowLevel || len(res) == 0 || len(res) > len(live) {
@@ -623,6 +645,18 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 		}
 	}
 	first := true
+	var absorbed int64 // rows of the transaction whose insert changed nothing
+	written := func(res []*pgconn.Result, off int, rows []int) {
+		for k, i := range rows {
+			n := res[off+3*k+1].CommandTag.RowsAffected()
+			if n == 0 {
+				absorbed++
+			}
+			if s.outcome {
+				setOutcome(recs[i], n > 0)
+			}
+		}
+	}
 	for {
 		var b pgconn.Batch
 		if first {
@@ -642,11 +676,8 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 		}
 		first = false
 		if err == nil {
-			if s.outcome {
-				for k, i := range todo {
-					setOutcome(recs[i], res[off+3*k+1].CommandTag.RowsAffected() > 0)
-				}
-			}
+			written(res, off, todo)
+			s.absorb.add(absorbed)
 			return nil
 		}
 		n := len(res) - off // commands of the rows that went through, and the refused row's SAVEPOINT
@@ -654,11 +685,7 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 		if classifyPG(err) != sqlRowLevel || n < 0 || n%3 != 1 || k >= len(todo) {
 			return s.batchError("insert", err)
 		}
-		if s.outcome {
-			for j := range k {
-				setOutcome(recs[todo[j]], res[off+3*j+1].CommandTag.RowsAffected() > 0)
-			}
-		}
+		written(res, off, todo[:k])
 		recs[todo[k]].sinkErr = "sql insert: " + err.Error()
 		if _, err := c.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT mqb_row").ReadAll(); err != nil {
 			return s.batchError("rollback to savepoint", err)

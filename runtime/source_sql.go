@@ -96,6 +96,9 @@ func init() {
 			return nil, nil, err
 		}
 		s.warnAbsent(b.rt.log)
+		if !b.dlq && b.rt.absorbedBy != "" && b.rt.absorbedBy == b.a.node.ID {
+			s.countAbsorbed()
+		}
 		return s, s.programs(), nil
 	}, ChecksPremises(plan.PremiseUniqueKey, plan.PremiseReplaceStableColumns), ArmsPremises(plan.PremiseKeyPresent))
 }

@@ -14,6 +14,7 @@ var Steps = []Step{
 			{Name: "store", Type: String, Default: "pebble://.mqb/dedup", Secret: true, Doc: "pebble://dir on one machine, or postgres:// / mysql:// shared by instances."},
 			{Name: "ttl", Type: Duration, Default: "24h", Doc: "How long a processed key is remembered."},
 			{Name: "namespace", Type: String, Doc: "Shares the keys with every dedup step that names the same namespace, in any route (cross-route dedup): a record whose key another of them delivered is dropped here as a duplicate. Use it only for routes that load the same sink. Left unset, each route (and each dedup step within it) has a key space of its own, even in a store other routes use; instances of one route (scale-out on a shared SQL store) always share theirs."},
+			{Name: "keep", Type: Bool, Doc: "Run this dedup even where the compiler finds it redundant: when it is the last step before an sql sink whose conflict clause keeps the first row of its key and absorbs every repeat (ON CONFLICT (k) DO NOTHING, k one column bound to this key), at concurrency 1, the compiler leaves it out of the plan and says so in the verdict; the sink drops what it would have, and its absorbed repeats are counted as deduplicated. One difference: a key whose first record the sink refuses (dead-lettered) gets its next record written, where the dedup would have dropped it."},
 		},
 	},
 	{

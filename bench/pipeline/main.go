@@ -4,7 +4,10 @@
 // records per CPU-second, heap allocations per record and the process's
 // peak RSS.
 //
-//	go run ./bench/pipeline -n 200000 -runs 5 [-cpuprofile cpu.out] [-only sqlite|file]
+// The elided scenario is the SQLite route as the compiler builds it: its
+// dedup left out because the sink's conflict clause absorbs the repeats.
+//
+//	go run ./bench/pipeline -n 200000 -runs 5 [-cpuprofile cpu.out] [-only sqlite|elided|file]
 package main
 
 import (
@@ -32,7 +35,7 @@ func main() {
 	runs := flag.Int("runs", 5, "runs per scenario")
 	batch := flag.Int("batch", 1024, "batch_size")
 	concurrency := flag.Int("concurrency", 1, "route concurrency")
-	only := flag.String("only", "", "run one scenario: sqlite or file")
+	only := flag.String("only", "", "run one scenario: sqlite, elided or file")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of all runs")
 	heapprofile := flag.String("heapprofile", "", "write a heap profile 1.5 s into the first run")
 	flag.Parse()
@@ -73,6 +76,7 @@ func main() {
 		plan func(run string) plan.Plan
 	}{
 		{"sqlite", func(run string) plan.Plan { return sqlitePlan(input, filepath.Join(dir, run), *batch, *concurrency) }},
+		{"elided", func(run string) plan.Plan { return elidedPlan(input, filepath.Join(dir, run), *batch, *concurrency) }},
 		{"file", func(run string) plan.Plan { return filePlan(input, filepath.Join(dir, run), *batch, *concurrency) }},
 	}
 	for _, sc := range scenarios {
@@ -150,6 +154,16 @@ func sqlitePlan(input, dir string, batch, concurrency int) plan.Plan {
 		}},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "bench", Concurrency: concurrency, BatchSize: batch, Nodes: nodes}}}
+}
+
+// elidedPlan is sqlitePlan as the compiler emits it at concurrency 1: the
+// dedup left out, since ON CONFLICT (id) DO NOTHING absorbs its repeats.
+func elidedPlan(input, dir string, batch, concurrency int) plan.Plan {
+	p := sqlitePlan(input, dir, batch, concurrency)
+	r := &p.Routes[0]
+	r.Nodes = slices.DeleteFunc(r.Nodes, func(n plan.Node) bool { return n.Kind == "dedup" })
+	r.Elided = []plan.Elision{{Kind: "dedup", Key: `meta["mqb.id"]`, By: "n4"}}
+	return p
 }
 
 func filePlan(input, dir string, batch, concurrency int) plan.Plan {

@@ -87,7 +87,7 @@ func TestBuildOK(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr:\n%s", code, errs)
 	}
-	want := "orders_to_db: effectively-once\n  identity: id payload.order_id (stable)\n  dedup: key meta[\"mqb.id\"] (stable), remembered for 1h\n  write: ON CONFLICT (id) DO NOTHING\n"
+	want := "orders_to_db: effectively-once\n  identity: id payload.order_id (stable)\n  dedup elided: ON CONFLICT (id) DO NOTHING keeps the first row of meta[\"mqb.id\"] and absorbs its repeats, as the dedup would (they count as deduplicated; keep = true runs the dedup)\n  write: ON CONFLICT (id) DO NOTHING\n"
 	if !strings.HasPrefix(out, want) {
 		t.Errorf("stdout = %q, want prefix %q", out, want)
 	}
@@ -179,7 +179,7 @@ func TestExplain(t *testing.T) {
 
 func TestGraph(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "a.mqb", goodSrc)
+	write(t, dir, "a.mqb", strings.Replace(goodSrc, "ttl = 1h }", "ttl = 1h, keep = true }", 1))
 	out, errs, code := mqbc(t, dir, "graph", "a.mqb")
 	if code != exitOK || !strings.HasPrefix(out, "digraph mqb {") || !strings.Contains(out, `"orders_to_db/n0" -> "orders_to_db/n1"`) {
 		t.Errorf("dot: exit %d\n%s%s", code, out, errs)

@@ -206,7 +206,7 @@ func TestRunSecretsAndFileModes(t *testing.T) {
 	src := fmt.Sprintf(`route load {
   from file { path = "in.jsonl" }
   id payload.order_id
-  dedup { key = meta["mqb.id"], store = "pebble://out/dedup", ttl = 1h }
+  dedup { key = meta["mqb.id"], store = "pebble://out/dedup", ttl = 1h, keep = true }
   dlq { to file { path = "out/dlq/load.jsonl" } }
   to sql {
     url          = "sqlite://out/db/orders.db?password=${env(\"%s\")}"

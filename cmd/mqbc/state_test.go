@@ -14,12 +14,13 @@ import (
 )
 
 // stateSrc loads orders into SQLite (idempotent on the id) after a dedup
-// step, and copies them into part files: two routes with state of both
-// kinds, kept in the default stores under the working directory.
+// step (kept, though the sink makes it redundant, so that it has state),
+// and copies them into part files: two routes with state of both kinds,
+// kept in the default stores under the working directory.
 const stateSrc = `route load {
   from file { path = "in.jsonl" }
   id payload.id
-  dedup { key = meta["mqb.id"] }
+  dedup { key = meta["mqb.id"], keep = true }
   to sql {
     url          = "sqlite://out.db"
     create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, v INTEGER NOT NULL)"
