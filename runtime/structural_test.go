@@ -41,34 +41,6 @@ func runIn(t testing.TB, dir string, p plan.Plan) Stats {
 
 var writeLines = plantest.WriteLines
 
-// sqliteIDs returns the sorted ids of table (id TEXT PRIMARY KEY) and
-// fails on a duplicate (impossible with the key, but it says what we check).
-func sqliteIDs(t testing.TB, dbPath, table string) []string {
-	t.Helper()
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query("SELECT id FROM " + table + " ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
-}
-
 var (
 	fileIDs = plantest.FileIDs
 	seqIDs  = plantest.SeqIDs
