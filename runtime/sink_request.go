@@ -28,15 +28,15 @@ import (
 // the spec warns.
 //
 // A call whose answer is more than metadata learns it is the call through
-// callResponder: the http sink then replaces the payload with the response
+// CallResponder: the http sink then replaces the payload with the response
 // body (only once the whole call succeeded, so a retried call sends the
 // records as they were), and a kept response carries it on in the record.
 type requestSink struct {
 	route string
 	pos   string
 	log   *slog.Logger
-	call  sink
-	fwd   sink
+	call  Sink
+	fwd   Sink
 	names [2]string
 
 	// answered holds the response (metadata after the call) of records
@@ -59,21 +59,20 @@ type answer struct {
 type requestConfig struct{}
 
 func init() {
-	registerSink("request", func(b *buildEnv, _ *requestConfig) (sink, []*program, error) {
+	RegisterSink("request", func(b *BuildEnv, _ *requestConfig) (Sink, []*Program, error) {
 		return newRequestSink(b)
 	})
 }
 
-func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
-	rt, a := b.rt, b.a
-	s := &requestSink{route: rt.name, pos: a.node.Pos.String(), log: rt.log}
+func newRequestSink(b *BuildEnv) (_ *requestSink, progs []*Program, err error) {
+	s := &requestSink{route: b.Route(), pos: b.Pos().String(), log: b.Logger()}
 	defer func() {
 		if err != nil {
-			closeSinks([]sink{s.call, s.fwd})
+			closeSinks([]Sink{s.call, s.fwd})
 		}
 	}()
-	for i, br := range a.node.Children {
-		var slot *sink
+	for i, br := range b.Branches() {
+		var slot *Sink
 		switch br.Label {
 		case plan.BranchCall:
 			slot = &s.call
@@ -82,12 +81,12 @@ func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
 			slot = &s.fwd
 			s.names[1] = branchName(br, i)
 		default:
-			return nil, nil, fmt.Errorf("route %s: request (%s): unexpected branch %q", rt.name, s.pos, br.Label)
+			return nil, nil, fmt.Errorf("route %s: request (%s): unexpected branch %q", s.route, s.pos, br.Label)
 		}
 		if *slot != nil {
-			return nil, nil, fmt.Errorf("route %s: request (%s): more than one %s", rt.name, s.pos, br.Label)
+			return nil, nil, fmt.Errorf("route %s: request (%s): more than one %s", s.route, s.pos, br.Label)
 		}
-		out, p, err := b.buildBranch(&a.node.Children[i].Node)
+		out, p, err := b.BuildBranch(i)
 		if err != nil {
 			return nil, nil, fmt.Errorf("request (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
@@ -98,21 +97,17 @@ func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
 		progs = append(progs, p...)
 	}
 	if s.call == nil {
-		return nil, nil, fmt.Errorf("route %s: request (%s): no call endpoint", rt.name, s.pos)
+		return nil, nil, fmt.Errorf("route %s: request (%s): no call endpoint", s.route, s.pos)
 	}
 	if s.fwd == nil {
-		return nil, nil, fmt.Errorf("route %s: request (%s): no forward endpoint", rt.name, s.pos)
+		return nil, nil, fmt.Errorf("route %s: request (%s): no forward endpoint", s.route, s.pos)
 	}
 	return s, progs, nil
 }
 
-func (s *requestSink) branches() []sink { return []sink{s.call, s.fwd} }
+func (s *requestSink) Branches() []Sink { return []Sink{s.call, s.fwd} }
 
-func (s *requestSink) VerifyGuarantee(g string) error {
-	return verifyBranches(s.branches(), g)
-}
-
-func (s *requestSink) Close() error { return closeSinks(s.branches()) }
+func (s *requestSink) Close() error { return closeSinks(s.Branches()) }
 
 func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 	if len(recs) == 0 {
@@ -146,15 +141,16 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 	var failed int64
 	var first string
 	for i, r := range toCall {
-		if r.sinkErr == "" {
+		why := r.Refused()
+		if why == "" {
 			continue
 		}
 		if first == "" {
-			first = r.sinkErr
+			first = why
 		}
 		failed++
 		r.Meta = before[i]
-		r.sinkErr = ""
+		r.Refuse("")
 	}
 	if failed > 0 {
 		s.callFailed.Add(failed)
@@ -178,7 +174,7 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 		return fmt.Errorf("request (%s) %s: %w", s.pos, s.names[1], err)
 	}
 	s.forget(recs)
-	prefixRecordErrors(recs, "request "+s.names[1])
+	prefixRefusals(recs, "request "+s.names[1])
 	return nil
 }
 
