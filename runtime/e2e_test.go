@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,6 +21,32 @@ func checkCounts(t testing.TB, st RouteStats) {
 		t.Errorf("counts do not add up: %+v", st)
 	}
 }
+
+// compileMQB compiles .mqb source the way `mqbc run` does.
+var compileMQB = plantest.Compile
+
+// runIn runs p with relative paths resolved in dir and state under dir.
+// (runtest.RunIn is the same for tests outside the package, which may
+// import runtime.)
+func runIn(t testing.TB, dir string, p plan.Plan) Stats {
+	t.Helper()
+	opts := testOptions(t)
+	opts.BaseDir = dir
+	opts.StateDir = filepath.Join(dir, "state")
+	st, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range st.Routes {
+		checkCounts(t, rs)
+	}
+	return st
+}
+
+var (
+	writeLines = plantest.WriteLines
+	sameIDs    = plantest.SameIDs
+)
 
 // runRoute runs p to its end and returns route's stats, whose counts must
 // add up.

@@ -22,8 +22,8 @@ import (
 // batch fails the write (retryable when the handler's error is).
 //
 // It is part of the engine, where the structural outputs (switch, fanout,
-// request) are built on the connector API alone: it is a role of the
-// route (plan.RoleHandler), not a kind in the registry, and it
+// request) are a connector of their own, connector/structural: it is a
+// role of the route (plan.RoleHandler), not a kind in the registry, and it
 // runs the route's output-side steps between the handler and the sink,
 // reading and setting the records' engine state (filtered, dead), which no
 // package outside runtime sees. Like them it is a BranchingSink, so

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
-	"github.com/mqb-dev/mqb/plan"
 )
 
 var idAmountLines = plantest.IDAmountLines
@@ -43,15 +42,6 @@ var (
 	sqliteIDs        = plantest.SQLiteIDs
 	lockOutcomeTable = plantest.LockOutcomeTable
 )
-
-// runInsertedExisted is plantest.InsertedExisted run with runIn.
-func runInsertedExisted(t *testing.T, dir string, compile func(input string) plan.Plan, bad string) {
-	t.Helper()
-	plantest.InsertedExisted(t, dir, compile, bad, func(dir string, p plan.Plan) plantest.Counts {
-		st := runIn(t, dir, p).Route("upsert_branch")
-		return plantest.Counts{In: st.In, Out: st.Out, Failed: st.DeadLettered + st.Errors}
-	})
-}
 
 // tableExists reports whether the SQLite database at dbPath has table
 // (false while the file or the table is not there yet).

@@ -38,6 +38,22 @@ func SQLiteIDs(t testing.TB, dbPath, table string) []string {
 	return ids
 }
 
+// SQLiteExec runs stmts, in order, on the SQLite database at dbPath
+// (created when it does not exist).
+func SQLiteExec(t testing.TB, dbPath string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open(sqliteDriver, "file:"+dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
 // LockOutcomeTable creates table (id TEXT PRIMARY KEY, outcome TEXT NOT
 // NULL) in the SQLite database at dbPath and holds its write lock for
 // longer than a sink's 5 s busy timeout: the sink's first write fails with

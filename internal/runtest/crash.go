@@ -37,6 +37,17 @@ func CrashUntil(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, 
 	return st
 }
 
+// CrashAndFinish runs p in the crash helper bin, SIGKILLs it at kills
+// moments drawn from seed (a run that ends by itself first is only
+// logged: a finite source), then lets a last run finish and returns its
+// stats (plantest.CrashAndFinish). dir holds the plan file.
+func CrashAndFinish(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int) runtime.Stats {
+	t.Helper()
+	var st runtime.Stats
+	plantest.CrashAndFinish(t, bin, p, dir, seed, kills, &st)
+	return st
+}
+
 // tail is the last n lines of s.
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")

@@ -1,4 +1,4 @@
-package runtime
+package structural
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // fanoutSink writes every record to each of its targets, one target after
@@ -23,7 +24,7 @@ import (
 type fanoutSink struct {
 	route   string
 	pos     string
-	targets []Sink
+	targets []runtime.Sink
 	names   []string
 }
 
@@ -32,12 +33,12 @@ type fanoutSink struct {
 type fanoutConfig struct{}
 
 func init() {
-	RegisterSink("fanout", func(b *BuildEnv, _ *fanoutConfig) (Sink, []*Program, error) {
+	runtime.RegisterSink("fanout", func(b *runtime.BuildEnv, _ *fanoutConfig) (runtime.Sink, []*runtime.Program, error) {
 		return newFanoutSink(b)
 	})
 }
 
-func newFanoutSink(b *BuildEnv) (_ *fanoutSink, progs []*Program, err error) {
+func newFanoutSink(b *runtime.BuildEnv) (_ *fanoutSink, progs []*runtime.Program, err error) {
 	s := &fanoutSink{route: b.Route(), pos: b.Pos().String()}
 	defer func() {
 		if err != nil {
@@ -62,11 +63,11 @@ func newFanoutSink(b *BuildEnv) (_ *fanoutSink, progs []*Program, err error) {
 	return s, progs, nil
 }
 
-func (s *fanoutSink) Branches() []Sink { return s.targets }
+func (s *fanoutSink) Branches() []runtime.Sink { return s.targets }
 
 func (s *fanoutSink) Close() error { return closeSinks(s.targets) }
 
-func (s *fanoutSink) Write(ctx context.Context, recs []*Record) error {
+func (s *fanoutSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}

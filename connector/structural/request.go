@@ -1,4 +1,4 @@
-package runtime
+package structural
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // requestSink writes each record to `call`, then forwards the call's
@@ -35,14 +36,14 @@ type requestSink struct {
 	route string
 	pos   string
 	log   *slog.Logger
-	call  Sink
-	fwd   Sink
+	call  runtime.Sink
+	fwd   runtime.Sink
 	names [2]string
 
 	// answered holds the response (metadata after the call) of records
 	// whose forward failed, until a retry forwards them.
 	mu       sync.Mutex
-	answered map[*Record]answer
+	answered map[*runtime.Record]answer
 
 	callFailed atomic.Int64 // records forwarded as they were because the call failed them
 }
@@ -59,20 +60,20 @@ type answer struct {
 type requestConfig struct{}
 
 func init() {
-	RegisterSink("request", func(b *BuildEnv, _ *requestConfig) (Sink, []*Program, error) {
+	runtime.RegisterSink("request", func(b *runtime.BuildEnv, _ *requestConfig) (runtime.Sink, []*runtime.Program, error) {
 		return newRequestSink(b)
 	})
 }
 
-func newRequestSink(b *BuildEnv) (_ *requestSink, progs []*Program, err error) {
+func newRequestSink(b *runtime.BuildEnv) (_ *requestSink, progs []*runtime.Program, err error) {
 	s := &requestSink{route: b.Route(), pos: b.Pos().String(), log: b.Logger()}
 	defer func() {
 		if err != nil {
-			closeSinks([]Sink{s.call, s.fwd})
+			closeSinks([]runtime.Sink{s.call, s.fwd})
 		}
 	}()
 	for i, br := range b.Branches() {
-		var slot *Sink
+		var slot *runtime.Sink
 		switch br.Label {
 		case plan.BranchCall:
 			slot = &s.call
@@ -90,7 +91,7 @@ func newRequestSink(b *BuildEnv) (_ *requestSink, progs []*Program, err error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("request (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
-		if r, ok := out.(CallResponder); ok && br.Label == plan.BranchCall {
+		if r, ok := out.(runtime.CallResponder); ok && br.Label == plan.BranchCall {
 			r.RespondAsCall()
 		}
 		*slot = out
@@ -105,11 +106,11 @@ func newRequestSink(b *BuildEnv) (_ *requestSink, progs []*Program, err error) {
 	return s, progs, nil
 }
 
-func (s *requestSink) Branches() []Sink { return []Sink{s.call, s.fwd} }
+func (s *requestSink) Branches() []runtime.Sink { return []runtime.Sink{s.call, s.fwd} }
 
 func (s *requestSink) Close() error { return closeSinks(s.Branches()) }
 
-func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
+func (s *requestSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -118,7 +119,7 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 	toCall := recs
 	s.mu.Lock()
 	if len(s.answered) > 0 {
-		toCall = make([]*Record, 0, len(recs))
+		toCall = make([]*runtime.Record, 0, len(recs))
 		for _, r := range recs {
 			if a, ok := s.answered[r]; ok && a.seq == r.Seq {
 				r.Meta = maps.Clone(a.meta)
@@ -165,7 +166,7 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 	if err := s.fwd.Write(ctx, recs); err != nil {
 		s.mu.Lock()
 		if s.answered == nil {
-			s.answered = map[*Record]answer{}
+			s.answered = map[*runtime.Record]answer{}
 		}
 		for i, r := range recs {
 			s.answered[r] = answer{seq: r.Seq, meta: responses[i]}
@@ -179,7 +180,7 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 }
 
 // forget drops the kept responses of records forward has now taken.
-func (s *requestSink) forget(recs []*Record) {
+func (s *requestSink) forget(recs []*runtime.Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.answered) == 0 {

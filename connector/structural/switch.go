@@ -1,4 +1,4 @@
-package runtime
+package structural
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // unmatchedLogEvery is how often a switch without default logs the records
@@ -21,16 +22,16 @@ type switchSink struct {
 	route string
 	pos   string
 	log   *slog.Logger
-	on    *Program
+	on    *runtime.Program
 
 	cases   map[string]int // case value → index into outs (first case wins)
 	dflt    int            // index into outs, or -1
-	outs    []Sink
+	outs    []runtime.Sink
 	names   []string // branchName of each out
 	evals   sync.Pool
 	pending sync.Pool // *[][]*Record, one slice per out (a pointer: Put of a slice allocates)
 
-	unmatched *UnmatchedCount
+	unmatched *runtime.UnmatchedCount
 }
 
 // switchConfig is a switch's attributes (stdlib declares them); its cases
@@ -40,12 +41,12 @@ type switchConfig struct {
 }
 
 func init() {
-	RegisterSink("switch", func(b *BuildEnv, cfg *switchConfig) (Sink, []*Program, error) {
+	runtime.RegisterSink("switch", func(b *runtime.BuildEnv, cfg *switchConfig) (runtime.Sink, []*runtime.Program, error) {
 		return newSwitchSink(b, cfg)
 	})
 }
 
-func newSwitchSink(b *BuildEnv, cfg *switchConfig) (_ *switchSink, progs []*Program, err error) {
+func newSwitchSink(b *runtime.BuildEnv, cfg *switchConfig) (_ *switchSink, progs []*runtime.Program, err error) {
 	on, err := b.Compile(cfg.On)
 	if err != nil {
 		return nil, nil, b.Errorf("on", "%v", err)
@@ -53,7 +54,7 @@ func newSwitchSink(b *BuildEnv, cfg *switchConfig) (_ *switchSink, progs []*Prog
 	route, log := b.Route(), b.Logger()
 	s := &switchSink{route: route, pos: b.Pos().String(), log: log, on: on, cases: map[string]int{}, dflt: -1,
 		unmatched: b.UnmatchedCount()}
-	s.evals.New = func() any { return &Evaluator{} }
+	s.evals.New = func() any { return &runtime.Evaluator{} }
 	defer func() {
 		if err != nil {
 			closeSinks(s.outs)
@@ -92,22 +93,22 @@ func newSwitchSink(b *BuildEnv, cfg *switchConfig) (_ *switchSink, progs []*Prog
 	return s, progs, nil
 }
 
-func (s *switchSink) Branches() []Sink { return s.outs }
+func (s *switchSink) Branches() []runtime.Sink { return s.outs }
 
 func (s *switchSink) Close() error { return closeSinks(s.outs) }
 
 // Write splits recs by branch and writes the branches concurrently: they
 // hold disjoint records, so no record is touched by two of them at once.
-func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
+func (s *switchSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	var split [][]*Record
-	if p, ok := s.pending.Get().(*[][]*Record); ok {
+	var split [][]*runtime.Record
+	if p, ok := s.pending.Get().(*[][]*runtime.Record); ok {
 		split = *p
 	}
 	if len(split) != len(s.outs) {
-		split = make([][]*Record, len(s.outs))
+		split = make([][]*runtime.Record, len(s.outs))
 	}
 	for i := range split {
 		split[i] = split[i][:0]
@@ -119,7 +120,7 @@ func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
 		s.pending.Put(&split)
 	}()
 
-	ev := s.evals.Get().(*Evaluator)
+	ev := s.evals.Get().(*runtime.Evaluator)
 	var dropped int64
 	var sample string
 	for _, r := range recs {
@@ -130,7 +131,7 @@ func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
 		}
 		out := s.dflt
 		if present {
-			key, err := Stringify(v)
+			key, err := runtime.Stringify(v)
 			if err != nil {
 				r.Refuse(fmt.Sprintf("switch (%s) on: %v", s.pos, err))
 				continue

@@ -1,4 +1,4 @@
-package runtime
+package structural
 
 import (
 	"errors"
@@ -6,27 +6,8 @@ import (
 	"strings"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
-
-// Structural outputs — switch, request, fanout — are sinks made of sinks:
-// each branch of the plan node is built as a full sink (recursively, so a
-// branch may itself be structural, or a named endpoint the compiler inlined
-// with Node.Ref set) and the structural sink hands it the records that go
-// its way. The records are the route's own: a branch marks per-record
-// failures with Record.Refuse and tags meta (sql.outcome) in place, so both
-// flow back to the route's deliver, which dead-letters and acks as for any
-// sink.
-//
-// A whole-batch failure of any branch fails the structural write, which the
-// route's retry step then repeats in full: every branch sees the batch's
-// records again, including the ones it already wrote. That is safe for the
-// branches the compiler proves effectively-once (key-addressed or positional
-// writes absorb the repeat); a route is only proven so when every branch is.
-//
-// They use nothing of the engine but the connector API (connector.go):
-// BuildEnv.Branches and BuildBranch build the branches, BranchingSink lets
-// the engine find the premise targets and guarantee checks inside them,
-// and UnmatchedCount counts what a switch drops.
 
 // branchName names a branch in errors and logs: `case "x"`, `default`,
 // `call`, `forward`, `to #2`, with the named endpoint it came from.
@@ -48,7 +29,7 @@ func branchName(b plan.Branch, index int) string {
 }
 
 // closeSinks closes every built branch.
-func closeSinks(ss []Sink) error {
+func closeSinks(ss []runtime.Sink) error {
 	var errs []error
 	for _, s := range ss {
 		if s != nil {
@@ -60,7 +41,7 @@ func closeSinks(ss []Sink) error {
 
 // prefixRefusals names the branch in the per-record failures it marked,
 // so a dead-lettered record says which branch refused it.
-func prefixRefusals(recs []*Record, prefix string) {
+func prefixRefusals(recs []*runtime.Record, prefix string) {
 	for _, r := range recs {
 		if why := r.Refused(); why != "" && !strings.HasPrefix(why, prefix) {
 			r.Refuse(prefix + ": " + why)
@@ -87,7 +68,7 @@ func (e *branchErrors) Error() string {
 func (e *branchErrors) Unwrap() []error {
 	var permanent []error
 	for _, err := range e.errs {
-		if !IsRetryable(err) {
+		if !runtime.IsRetryable(err) {
 			permanent = append(permanent, err)
 		}
 	}
