@@ -179,10 +179,8 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		h.after = rt.outSteps
 		rt.sink, rt.sinkProgs = h, append(progs, rt.sinkProgs...)
 	}
-	if v, ok := rt.sink.(GuaranteeVerifier); ok {
-		if err := v.VerifyGuarantee(pr.Guarantee); err != nil {
-			return rt, err
-		}
+	if err := verifyGuarantees(rt.sink, pr.Guarantee); err != nil { // premise.go
+		return rt, err
 	}
 	if err := rt.wireOutbox(ctx); err != nil {
 		return rt, err

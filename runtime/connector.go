@@ -44,10 +44,12 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 	"github.com/mqb-dev/mqb/stdlib"
@@ -260,7 +262,9 @@ type CallResponder interface {
 }
 
 // Refuse marks r as refused by the target on its own, for reason: the
-// engine dead-letters it (see the contract above).
+// engine dead-letters it (see the contract above). An empty reason takes
+// the mark back (a sink made of sinks that gathers its branches' reasons
+// itself).
 func (r *Record) Refuse(reason string) { r.sinkErr = reason }
 
 // Refused is the reason r was refused in the last write ("" if it was not).
@@ -290,9 +294,86 @@ func (r *Record) SetPayload(raw []byte, value any) {
 
 // GuaranteeVerifier is a sink that checks at start-up, against its
 // server, that it honours the route's planned guarantee (plan.EffectivelyOnce
-// or plan.AtLeastOnce): an error refuses the route.
+// or plan.AtLeastOnce): an error refuses the route. The engine checks
+// every one in the route's sink tree, inside a BranchingSink too.
 type GuaranteeVerifier interface {
 	VerifyGuarantee(guarantee string) error
+}
+
+// Sinks made of sinks. A structural output (switch, fanout, request; see
+// connector/structural) is a sink whose plan node has branches: its
+// builder builds each branch's endpoint with BuildBranch and its Write
+// hands each branch the route's own records, so what a branch marks on
+// them (Refuse, meta it tags) reaches the route as for any sink.
+
+// Branches are the branches of the node being built, as the plan holds
+// them: a switch's cases and default, a fanout's targets, a request's
+// call and forward. Each Branch's Node is the endpoint, possibly a named
+// one the compiler inlined (Node.Ref set).
+func (b *BuildEnv) Branches() []plan.Branch { return b.a.node.Children }
+
+// Pos is the position of the node being built in its .mqb file, for
+// errors that name it.
+func (b *BuildEnv) Pos() diag.Pos { return b.a.node.Pos }
+
+// BuildBranch builds the endpoint of branch i (an index into Branches)
+// from the registry, as the route builds its sink: recursively, so a
+// branch may itself have branches, and as a DLQ's target when the node
+// being built is one. The caller closes it; the programs are the
+// branch's, for the builder to return with its own.
+func (b *BuildEnv) BuildBranch(i int) (Sink, []*Program, error) {
+	// A part-file sink inside a branch is not the route's sink: it skips
+	// positions it already covers on its own (partSink.Write), but the
+	// route must not drop such records before the other branches see
+	// them, so rt.parts keeps what it was.
+	rt := b.rt
+	saved := rt.parts
+	defer func() { rt.parts = saved }()
+	s, progs, err := rt.buildSink(b.ctx, nodeAttrs{route: rt.name, node: &b.a.node.Children[i].Node}, b.c, b.o, b.dlq)
+	out := make([]*Program, len(progs))
+	for j, p := range progs {
+		out[j] = (*Program)(p)
+	}
+	return s, out, err
+}
+
+// BranchingSink is a sink made of sinks: Branches are the endpoints it
+// built, each of which may branch again. The engine looks through them
+// for the endpoint a premise names (PremiseTarget, RecordPremiseTarget)
+// and for every GuaranteeVerifier, so a branching sink forwards neither
+// itself; its Close closes its branches.
+type BranchingSink interface {
+	Sink
+	Branches() []Sink
+}
+
+// UnmatchedCount counts the records a sink dropped because no branch
+// takes them (a switch without default): they are acked and counted as
+// delivered, and the count feeds the route's Unmatched stat and the
+// mqb_records_unmatched_total metric. It is safe for concurrent use.
+type UnmatchedCount struct {
+	rt *route
+	n  atomic.Int64
+}
+
+// UnmatchedCount is a new count of the route being built, for the sink
+// being built to Add to as it writes. The route's Unmatched stat sums the
+// counts of its sink, not those of its DLQ's target; the metric counts
+// both.
+func (b *BuildEnv) UnmatchedCount() *UnmatchedCount {
+	c := &UnmatchedCount{rt: b.rt}
+	if !b.dlq {
+		b.rt.unmatched = append(b.rt.unmatched, c)
+	}
+	return c
+}
+
+// Add counts n more dropped records and returns c's total.
+func (c *UnmatchedCount) Add(n int64) int64 {
+	if m := c.rt.metrics; m != nil {
+		m.unmatched.Add(float64(n))
+	}
+	return c.n.Add(n)
 }
 
 // PremiseTarget is a sink that checks start-up premises about itself

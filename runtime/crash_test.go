@@ -3,7 +3,6 @@ package runtime
 import (
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
@@ -17,9 +16,9 @@ var buildCrashHelper = plantest.BuildCrashHelper
 // run's stats.
 func crashAndFinish(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int) Stats {
 	t.Helper()
-	planPath := writeCrashPlan(t, p, dir)
-	killRuns(t, bin, planPath, crashSchedule{kills: kills, wait: killWaits(seed, 5, 50*time.Millisecond, 450*time.Millisecond), mayEnd: true})
-	return finishRun(t, startHelper(t, bin, planPath))
+	var st Stats
+	plantest.CrashAndFinish(t, bin, p, dir, seed, kills, &st)
+	return st
 }
 
 func TestCrashSQLiteExactlyOnce(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +21,32 @@ func checkCounts(t testing.TB, st RouteStats) {
 		t.Errorf("counts do not add up: %+v", st)
 	}
 }
+
+// compileMQB compiles .mqb source the way `mqbc run` does.
+var compileMQB = plantest.Compile
+
+// runIn runs p with relative paths resolved in dir and state under dir.
+// (runtest.RunIn is the same for tests outside the package, which may
+// import runtime.)
+func runIn(t testing.TB, dir string, p plan.Plan) Stats {
+	t.Helper()
+	opts := testOptions(t)
+	opts.BaseDir = dir
+	opts.StateDir = filepath.Join(dir, "state")
+	st, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range st.Routes {
+		checkCounts(t, rs)
+	}
+	return st
+}
+
+var (
+	writeLines = plantest.WriteLines
+	sameIDs    = plantest.SameIDs
+)
 
 // runRoute runs p to its end and returns route's stats, whose counts must
 // add up.
@@ -154,84 +178,20 @@ func TestRestartExactlyOnce(t *testing.T) {
 	t.Logf("first run %+v, second run %+v", first, second)
 }
 
-// readParts checks the part files in dir: names parse, ranges do not
-// overlap, and each part's lines are the input lines of its range (minus
-// the positions that went to the DLQ). It returns how often each position
-// was written.
+// readParts checks the part files in dir (plantest.ReadParts) and returns
+// how often each position was written.
 func readParts(t testing.TB, dir string, ds dataset) map[uint64]int {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[uint64]int{}
-	var lastEnd int64 = -1
-	for _, en := range entries {
-		m := partNameRE.FindStringSubmatch(en.Name())
-		if m == nil {
-			t.Errorf("unexpected file %s in the part directory", en.Name())
-			continue
-		}
-		if !strings.HasPrefix(m[1], "orders.") {
-			t.Errorf("part %s: source %q, want orders.<route>.<file key>", en.Name(), m[1])
-		}
-		if m[2] != "0000000000" {
-			t.Errorf("part %s: partition %q, want 0000000000", en.Name(), m[2])
-		}
-		start, _ := strconv.ParseUint(m[3], 10, 64)
-		end, _ := strconv.ParseUint(m[4], 10, 64)
-		if int64(start) <= lastEnd {
-			t.Errorf("part %s overlaps the previous part (ending %d)", en.Name(), lastEnd)
-		}
-		lastEnd = int64(end)
-		data, err := os.ReadFile(filepath.Join(dir, en.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-		if uint64(len(lines)) != end-start+1 {
-			t.Errorf("part %s holds %d lines for %d positions", en.Name(), len(lines), end-start+1)
-			continue
-		}
-		for i, l := range lines {
-			p := start + uint64(i)
-			if l != ds.lines[p] {
-				t.Errorf("part %s line %d: %q, want input line %d %q", en.Name(), i, l, p, ds.lines[p])
-			}
-			seen[p]++
-		}
-	}
-	return seen
+	return plantest.ReadParts(t, dir, ds.shared())
 }
 
-// partsWant is the set of positions a part sink must hold: JSON-valid
-// lines (a part sink has no id step, so only malformed and long lines fail).
+// partsWant is the set of positions a part sink must hold, and the ones
+// that must reach the DLQ instead (plantest.PartsWant).
 func partsWant(ds dataset) (want map[uint64]bool, bad map[uint64]bool) {
-	want, bad = map[uint64]bool{}, map[uint64]bool{}
-	for _, p := range ds.valid {
-		want[p] = true
-	}
-	for p := range ds.bad {
-		if !want[p] {
-			bad[p] = true
-		}
-	}
-	return want, bad
+	return plantest.PartsWant(ds.shared())
 }
 
-func checkPartsExactlyOnce(t testing.TB, seen map[uint64]int, want map[uint64]bool) {
-	t.Helper()
-	for p := range want {
-		if seen[p] != 1 {
-			t.Errorf("position %d written %d times", p, seen[p])
-		}
-	}
-	for p := range seen {
-		if !want[p] {
-			t.Errorf("position %d written but should have been dead-lettered", p)
-		}
-	}
-}
+var checkPartsExactlyOnce = plantest.CheckPartsExactlyOnce
 
 func TestFileSinkSourcePosition(t *testing.T) {
 	e := newTestEnv(t)

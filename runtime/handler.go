@@ -2,9 +2,11 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 
 	"github.com/mqb-dev/mqb/plan"
@@ -18,6 +20,14 @@ import (
 // the sink. A record the handler failed on its own keeps its error and is
 // not written to the sink: the route dead-letters it. A failure of the whole
 // batch fails the write (retryable when the handler's error is).
+//
+// It is part of the engine, where the structural outputs (switch, fanout,
+// request) are a connector of their own, connector/structural: it is a
+// role of the route (plan.RoleHandler), not a kind in the registry, and it
+// runs the route's output-side steps between the handler and the sink,
+// reading and setting the records' engine state (filtered, dead), which no
+// package outside runtime sees. Like them it is a BranchingSink, so
+// premises and guarantee checks find the endpoints inside it.
 //
 // The sink's idempotency comes after the handler, so it cannot keep a
 // replay away from it: a crash after the handler ran and before the commit
@@ -70,11 +80,11 @@ func (rt *route) buildHandler(ctx context.Context, n *plan.Node, next sink, c *c
 	return s, progs, nil
 }
 
-func (s *handlerSink) branches() []sink { return []sink{s.handler, s.next} }
+// Branches makes the handler a BranchingSink: the engine finds the
+// premise targets and guarantee checks of both the handler and the sink.
+func (s *handlerSink) Branches() []sink { return []sink{s.handler, s.next} }
 
-func (s *handlerSink) VerifyGuarantee(g string) error { return verifyBranches(s.branches(), g) }
-
-func (s *handlerSink) Close() error { return closeSinks(s.branches()) }
+func (s *handlerSink) Close() error { return errors.Join(s.handler.Close(), s.next.Close()) }
 
 func (s *handlerSink) Write(ctx context.Context, recs []*Record) error {
 	if len(recs) == 0 {
@@ -145,6 +155,16 @@ func (s *handlerSink) runAfter(recs []*Record) {
 	for _, r := range recs {
 		if r.state == stDead {
 			r.state, r.sinkErr = stLive, r.reason
+		}
+	}
+}
+
+// prefixRecordErrors names the handler in the per-record failures it
+// marked, so a dead-lettered record says the handler refused it.
+func prefixRecordErrors(recs []*Record, prefix string) {
+	for _, r := range recs {
+		if r.sinkErr != "" && !strings.HasPrefix(r.sinkErr, prefix) {
+			r.sinkErr = prefix + ": " + r.sinkErr
 		}
 	}
 }

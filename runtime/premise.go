@@ -269,7 +269,22 @@ func findRecordPremiseTarget(s sink, id string) recordPremiseTarget {
 	return found
 }
 
-// walkSinks visits s and every branch below it until visit returns false.
+// verifyGuarantees runs the start-up guarantee check of every sink in the
+// tree rooted at s that has one (a ClickHouse table's engine, say), depth
+// first, and returns the first failure.
+func verifyGuarantees(s sink, guarantee string) error {
+	var err error
+	walkSinks(s, func(s sink) bool {
+		if v, ok := s.(GuaranteeVerifier); ok {
+			err = v.VerifyGuarantee(guarantee)
+		}
+		return err == nil
+	})
+	return err
+}
+
+// walkSinks visits s and every branch below it (BranchingSink) until
+// visit returns false.
 func walkSinks(s sink, visit func(sink) bool) bool {
 	if s == nil {
 		return true
@@ -277,8 +292,8 @@ func walkSinks(s sink, visit func(sink) bool) bool {
 	if !visit(s) {
 		return false
 	}
-	if st, ok := s.(structuralSink); ok {
-		for _, b := range st.branches() {
+	if st, ok := s.(BranchingSink); ok {
+		for _, b := range st.Branches() {
 			if !walkSinks(b, visit) {
 				return false
 			}

@@ -61,6 +61,9 @@ type route struct {
 	commitMu sync.Mutex // one commit at a time: the committer's, or a revoke's
 	stats    routeCounters
 	metrics  *routeMetrics
+	// unmatched are the counts of records the sink's switches without
+	// default dropped (BuildEnv.UnmatchedCount).
+	unmatched []*UnmatchedCount
 
 	failOnce sync.Once
 	failErr  error

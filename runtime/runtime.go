@@ -182,6 +182,16 @@ func (rt *route) interrupted() bool {
 	return ok && fs.Finite() && !rt.ended.Load() && !rt.failed.Load()
 }
 
+// unmatchedDropped sums the records every switch in the route's sink
+// dropped for want of a matching case and a default.
+func (rt *route) unmatchedDropped() int64 {
+	var n int64
+	for _, c := range rt.unmatched {
+		n += c.n.Load()
+	}
+	return n
+}
+
 func (rt *route) snapshot() RouteStats {
 	return RouteStats{
 		Name:         rt.name,
@@ -192,7 +202,7 @@ func (rt *route) snapshot() RouteStats {
 		DeadLettered: rt.stats.deadLettered.Load(),
 		Errors:       rt.stats.errors.Load(),
 		Committed:    rt.stats.committed.Load(),
-		Unmatched:    unmatchedDropped(rt.sink),
+		Unmatched:    rt.unmatchedDropped(),
 		Interrupted:  rt.interrupted(),
 		Unreplayable: rt.src != nil && !rt.src.Replayable(),
 	}

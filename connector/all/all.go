@@ -15,4 +15,5 @@ import (
 	_ "github.com/mqb-dev/mqb/connector/kafka"      // from kafka, to kafka
 	_ "github.com/mqb-dev/mqb/connector/mongodb"    // to mongodb
 	_ "github.com/mqb-dev/mqb/connector/nats"       // from nats, to nats
+	_ "github.com/mqb-dev/mqb/connector/structural" // to switch, to fanout, to request
 )

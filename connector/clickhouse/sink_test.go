@@ -11,6 +11,7 @@ import (
 	chgo "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	_ "github.com/mqb-dev/mqb/connector/structural" // the fanout of TestClickHouseSinkRefusesNonReplacing
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
@@ -173,19 +174,47 @@ func TestClickHouseSinkPayloadColumns(t *testing.T) {
 }
 
 // A route planned effectively-once refuses to start against a table that
-// cannot absorb a repeat.
+// cannot absorb a repeat, whether the table is the route's sink or a
+// branch of a sink made of sinks (here the second target of a fanout).
 func TestClickHouseSinkRefusesNonReplacing(t *testing.T) {
 	url, conn := clickhouseDB(t)
 	if err := conn.Exec(context.Background(), `CREATE TABLE plain (order_id String) ENGINE = MergeTree ORDER BY order_id`); err != nil {
 		t.Fatal(err)
 	}
-	e := plantest.NewEnv(t)
-	plantest.WriteOrders(t, e.Input, 3)
-	runtest.RunRefused(t, clickhousePlan(e, url, plan.EffectivelyOnce, map[string]plan.Value{"table": plantest.Str("plain")}),
-		[]string{"route analytics", ".plain has engine MergeTree"})
-	// At-least-once, the same table is fine.
-	if _, err := runtime.Run(context.Background(), clickhousePlan(e, url, plan.AtLeastOnce, map[string]plan.Value{"table": plantest.Str("plain")}), runtest.Options()); err != nil {
-		t.Fatal(err)
+	inFanout := func(p plan.Plan, e plantest.Env) plan.Plan {
+		sink := &p.Routes[0].Nodes[3]
+		ch := *sink
+		ch.ID = sink.ID + ".1"
+		*sink = plan.Node{ID: sink.ID, Role: plan.RoleSink, Kind: "fanout", Side: plan.SideOutput, Children: []plan.Branch{
+			{Label: plan.BranchTo, Node: plan.Node{ID: sink.ID + ".0", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{
+				"path": plantest.Str(e.Parts), "name_by": plantest.Enum("source_position")}}},
+			{Label: plan.BranchTo, Node: ch},
+		}}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		shape func(plan.Plan, plantest.Env) plan.Plan
+	}{
+		{"the sink", func(p plan.Plan, _ plantest.Env) plan.Plan { return p }},
+		{"a fanout's target", inFanout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := plantest.NewEnv(t)
+			plantest.WriteOrders(t, e.Input, 3)
+			routePlan := func(guarantee string) plan.Plan {
+				return tc.shape(clickhousePlan(e, url, guarantee, map[string]plan.Value{"table": plantest.Str("plain")}), e)
+			}
+			runtest.RunRefused(t, routePlan(plan.EffectivelyOnce), []string{"route analytics", ".plain has engine MergeTree"})
+			// At-least-once, the same table is fine.
+			st, err := runtime.Run(context.Background(), routePlan(plan.AtLeastOnce), runtest.Options())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rs := st.Route("analytics"); rs.Out != 3 {
+				t.Errorf("%+v, want out 3", rs)
+			}
+		})
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	_ "github.com/mqb-dev/mqb/connector/structural" // the request and switch of the routes below
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/plan"

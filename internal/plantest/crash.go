@@ -3,9 +3,12 @@ package plantest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -85,6 +88,68 @@ func (r *HelperRun) Finish(t testing.TB, stats any) {
 	if err := json.Unmarshal(r.Stdout.Bytes(), stats); err != nil {
 		t.Fatalf("final run stats %q: %v", r.Stdout.String(), err)
 	}
+}
+
+// KillWaits draws how long each run lives before its SIGKILL: least plus
+// up to spread, from a PCG seeded with (seed, stream) so that a failing
+// schedule can be replayed.
+func KillWaits(seed, stream uint64, least, spread time.Duration) func() time.Duration {
+	rng := rand.New(rand.NewPCG(seed, stream))
+	return func() time.Duration {
+		return least + time.Duration(rng.IntN(int(spread/time.Millisecond)))*time.Millisecond
+	}
+}
+
+// CrashSchedule is how a crash test kills the helper before its last run.
+type CrashSchedule struct {
+	Kills int
+	Wait  func() time.Duration // see KillWaits
+	// MayEnd says a run that ends by itself before its kill is only
+	// logged; otherwise it fails the test (the route should still be
+	// working then, e.g. a consumer that never reaches an end).
+	MayEnd bool
+	// Progress, when set, says what the killed runs had done so far
+	// (rows written, say) for the log.
+	Progress func() string
+}
+
+// KillRuns starts the crash helper bin on planPath s.Kills times and
+// SIGKILLs each run after its wait.
+func KillRuns(t testing.TB, bin, planPath string, s CrashSchedule) {
+	t.Helper()
+	for i := range s.Kills {
+		r := StartHelper(t, bin, planPath)
+		wait := s.Wait()
+		select {
+		case err := <-r.Exited:
+			if !s.MayEnd {
+				t.Fatalf("run %d ended by itself (err %v): %s", i, err, r.Stderr.String())
+			}
+			t.Logf("run %d ended by itself before the kill at %v (err %v): %s", i, wait, err, r.Stderr.String())
+			continue
+		case <-time.After(wait):
+		}
+		if err := r.Cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
+		}
+		<-r.Exited
+		var progress string
+		if s.Progress != nil {
+			progress = " " + s.Progress()
+		}
+		t.Logf("run %d killed after %v%s %s", i, wait, progress, strings.TrimSpace(r.Stderr.String()))
+	}
+}
+
+// CrashAndFinish runs p in the crash helper bin (its plan file in dir),
+// SIGKILLs it at kills moments drawn from seed (a run may end first),
+// then lets a last run finish and decodes the stats it printed into
+// stats.
+func CrashAndFinish(t testing.TB, bin string, p plan.Plan, dir string, seed uint64, kills int, stats any) {
+	t.Helper()
+	planPath := WriteCrashPlan(t, p, dir)
+	KillRuns(t, bin, planPath, CrashSchedule{Kills: kills, Wait: KillWaits(seed, 5, 50*time.Millisecond, 450*time.Millisecond), MayEnd: true})
+	StartHelper(t, bin, planPath).Finish(t, stats)
 }
 
 // WaitFor polls done every interval until it holds or timeout has passed,

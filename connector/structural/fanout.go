@@ -1,4 +1,4 @@
-package runtime
+package structural
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // fanoutSink writes every record to each of its targets, one target after
@@ -23,7 +24,7 @@ import (
 type fanoutSink struct {
 	route   string
 	pos     string
-	targets []sink
+	targets []runtime.Sink
 	names   []string
 }
 
@@ -32,24 +33,23 @@ type fanoutSink struct {
 type fanoutConfig struct{}
 
 func init() {
-	registerSink("fanout", func(b *buildEnv, _ *fanoutConfig) (sink, []*program, error) {
+	runtime.RegisterSink("fanout", func(b *runtime.BuildEnv, _ *fanoutConfig) (runtime.Sink, []*runtime.Program, error) {
 		return newFanoutSink(b)
 	})
 }
 
-func newFanoutSink(b *buildEnv) (_ *fanoutSink, progs []*program, err error) {
-	rt, a := b.rt, b.a
-	s := &fanoutSink{route: rt.name, pos: a.node.Pos.String()}
+func newFanoutSink(b *runtime.BuildEnv) (_ *fanoutSink, progs []*runtime.Program, err error) {
+	s := &fanoutSink{route: b.Route(), pos: b.Pos().String()}
 	defer func() {
 		if err != nil {
 			closeSinks(s.targets)
 		}
 	}()
-	for i, br := range a.node.Children {
+	for i, br := range b.Branches() {
 		if br.Label != plan.BranchTo {
-			return nil, nil, fmt.Errorf("route %s: fanout (%s): unexpected branch %q", rt.name, s.pos, br.Label)
+			return nil, nil, fmt.Errorf("route %s: fanout (%s): unexpected branch %q", s.route, s.pos, br.Label)
 		}
-		out, p, err := b.buildBranch(&a.node.Children[i].Node)
+		out, p, err := b.BuildBranch(i)
 		if err != nil {
 			return nil, nil, fmt.Errorf("fanout (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
@@ -58,33 +58,33 @@ func newFanoutSink(b *buildEnv) (_ *fanoutSink, progs []*program, err error) {
 		progs = append(progs, p...)
 	}
 	if len(s.targets) == 0 {
-		return nil, nil, fmt.Errorf("route %s: fanout (%s): no `to` target", rt.name, s.pos)
+		return nil, nil, fmt.Errorf("route %s: fanout (%s): no `to` target", s.route, s.pos)
 	}
 	return s, progs, nil
 }
 
-func (s *fanoutSink) branches() []sink { return s.targets }
-
-func (s *fanoutSink) VerifyGuarantee(g string) error { return verifyBranches(s.targets, g) }
+func (s *fanoutSink) Branches() []runtime.Sink { return s.targets }
 
 func (s *fanoutSink) Close() error { return closeSinks(s.targets) }
 
-func (s *fanoutSink) Write(ctx context.Context, recs []*Record) error {
+func (s *fanoutSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	// reasons[j] gathers record j's per-target failures; each target
-	// starts from a clean sinkErr so it does not inherit another's.
+	// starts from a record not refused, so it does not inherit another's
+	// refusal.
 	var reasons []strings.Builder
 	for i, t := range s.targets {
 		for _, r := range recs {
-			r.sinkErr = ""
+			r.Refuse("")
 		}
 		if err := t.Write(ctx, recs); err != nil {
 			return fmt.Errorf("fanout (%s) %s: %w", s.pos, s.names[i], err)
 		}
 		for j, r := range recs {
-			if r.sinkErr == "" {
+			why := r.Refused()
+			if why == "" {
 				continue
 			}
 			if reasons == nil {
@@ -93,13 +93,13 @@ func (s *fanoutSink) Write(ctx context.Context, recs []*Record) error {
 			if reasons[j].Len() > 0 {
 				reasons[j].WriteString("; ")
 			}
-			reasons[j].WriteString("fanout " + s.names[i] + ": " + r.sinkErr)
+			reasons[j].WriteString("fanout " + s.names[i] + ": " + why)
 		}
 	}
 	for j, r := range recs {
-		r.sinkErr = ""
+		r.Refuse("")
 		if reasons != nil {
-			r.sinkErr = reasons[j].String()
+			r.Refuse(reasons[j].String())
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package runtime
+package structural
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // requestSink writes each record to `call`, then forwards the call's
@@ -28,21 +29,21 @@ import (
 // the spec warns.
 //
 // A call whose answer is more than metadata learns it is the call through
-// callResponder: the http sink then replaces the payload with the response
+// CallResponder: the http sink then replaces the payload with the response
 // body (only once the whole call succeeded, so a retried call sends the
 // records as they were), and a kept response carries it on in the record.
 type requestSink struct {
 	route string
 	pos   string
 	log   *slog.Logger
-	call  sink
-	fwd   sink
+	call  runtime.Sink
+	fwd   runtime.Sink
 	names [2]string
 
 	// answered holds the response (metadata after the call) of records
 	// whose forward failed, until a retry forwards them.
 	mu       sync.Mutex
-	answered map[*Record]answer
+	answered map[*runtime.Record]answer
 
 	callFailed atomic.Int64 // records forwarded as they were because the call failed them
 }
@@ -59,21 +60,20 @@ type answer struct {
 type requestConfig struct{}
 
 func init() {
-	registerSink("request", func(b *buildEnv, _ *requestConfig) (sink, []*program, error) {
+	runtime.RegisterSink("request", func(b *runtime.BuildEnv, _ *requestConfig) (runtime.Sink, []*runtime.Program, error) {
 		return newRequestSink(b)
 	})
 }
 
-func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
-	rt, a := b.rt, b.a
-	s := &requestSink{route: rt.name, pos: a.node.Pos.String(), log: rt.log}
+func newRequestSink(b *runtime.BuildEnv) (_ *requestSink, progs []*runtime.Program, err error) {
+	s := &requestSink{route: b.Route(), pos: b.Pos().String(), log: b.Logger()}
 	defer func() {
 		if err != nil {
-			closeSinks([]sink{s.call, s.fwd})
+			closeSinks([]runtime.Sink{s.call, s.fwd})
 		}
 	}()
-	for i, br := range a.node.Children {
-		var slot *sink
+	for i, br := range b.Branches() {
+		var slot *runtime.Sink
 		switch br.Label {
 		case plan.BranchCall:
 			slot = &s.call
@@ -82,39 +82,35 @@ func newRequestSink(b *buildEnv) (_ *requestSink, progs []*program, err error) {
 			slot = &s.fwd
 			s.names[1] = branchName(br, i)
 		default:
-			return nil, nil, fmt.Errorf("route %s: request (%s): unexpected branch %q", rt.name, s.pos, br.Label)
+			return nil, nil, fmt.Errorf("route %s: request (%s): unexpected branch %q", s.route, s.pos, br.Label)
 		}
 		if *slot != nil {
-			return nil, nil, fmt.Errorf("route %s: request (%s): more than one %s", rt.name, s.pos, br.Label)
+			return nil, nil, fmt.Errorf("route %s: request (%s): more than one %s", s.route, s.pos, br.Label)
 		}
-		out, p, err := b.buildBranch(&a.node.Children[i].Node)
+		out, p, err := b.BuildBranch(i)
 		if err != nil {
 			return nil, nil, fmt.Errorf("request (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
-		if r, ok := out.(CallResponder); ok && br.Label == plan.BranchCall {
+		if r, ok := out.(runtime.CallResponder); ok && br.Label == plan.BranchCall {
 			r.RespondAsCall()
 		}
 		*slot = out
 		progs = append(progs, p...)
 	}
 	if s.call == nil {
-		return nil, nil, fmt.Errorf("route %s: request (%s): no call endpoint", rt.name, s.pos)
+		return nil, nil, fmt.Errorf("route %s: request (%s): no call endpoint", s.route, s.pos)
 	}
 	if s.fwd == nil {
-		return nil, nil, fmt.Errorf("route %s: request (%s): no forward endpoint", rt.name, s.pos)
+		return nil, nil, fmt.Errorf("route %s: request (%s): no forward endpoint", s.route, s.pos)
 	}
 	return s, progs, nil
 }
 
-func (s *requestSink) branches() []sink { return []sink{s.call, s.fwd} }
+func (s *requestSink) Branches() []runtime.Sink { return []runtime.Sink{s.call, s.fwd} }
 
-func (s *requestSink) VerifyGuarantee(g string) error {
-	return verifyBranches(s.branches(), g)
-}
+func (s *requestSink) Close() error { return closeSinks(s.Branches()) }
 
-func (s *requestSink) Close() error { return closeSinks(s.branches()) }
-
-func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
+func (s *requestSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -123,7 +119,7 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 	toCall := recs
 	s.mu.Lock()
 	if len(s.answered) > 0 {
-		toCall = make([]*Record, 0, len(recs))
+		toCall = make([]*runtime.Record, 0, len(recs))
 		for _, r := range recs {
 			if a, ok := s.answered[r]; ok && a.seq == r.Seq {
 				r.Meta = maps.Clone(a.meta)
@@ -146,15 +142,16 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 	var failed int64
 	var first string
 	for i, r := range toCall {
-		if r.sinkErr == "" {
+		why := r.Refused()
+		if why == "" {
 			continue
 		}
 		if first == "" {
-			first = r.sinkErr
+			first = why
 		}
 		failed++
 		r.Meta = before[i]
-		r.sinkErr = ""
+		r.Refuse("")
 	}
 	if failed > 0 {
 		s.callFailed.Add(failed)
@@ -169,7 +166,7 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 	if err := s.fwd.Write(ctx, recs); err != nil {
 		s.mu.Lock()
 		if s.answered == nil {
-			s.answered = map[*Record]answer{}
+			s.answered = map[*runtime.Record]answer{}
 		}
 		for i, r := range recs {
 			s.answered[r] = answer{seq: r.Seq, meta: responses[i]}
@@ -178,12 +175,12 @@ func (s *requestSink) Write(ctx context.Context, recs []*Record) error {
 		return fmt.Errorf("request (%s) %s: %w", s.pos, s.names[1], err)
 	}
 	s.forget(recs)
-	prefixRecordErrors(recs, "request "+s.names[1])
+	prefixRefusals(recs, "request "+s.names[1])
 	return nil
 }
 
 // forget drops the kept responses of records forward has now taken.
-func (s *requestSink) forget(recs []*Record) {
+func (s *requestSink) forget(recs []*runtime.Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.answered) == 0 {

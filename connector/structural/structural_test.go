@@ -1,8 +1,7 @@
-package runtime
+package structural
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,66 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
-
-// compileMQB compiles .mqb source the way `mqbc run` does.
-var compileMQB = plantest.Compile
-
-// runIn runs p with relative paths resolved in dir and state under dir.
-// (runtest.RunIn is the same for tests outside the package, which may
-// import runtime.)
-func runIn(t testing.TB, dir string, p plan.Plan) Stats {
-	t.Helper()
-	opts := testOptions(t)
-	opts.BaseDir = dir
-	opts.StateDir = filepath.Join(dir, "state")
-	st, err := Run(context.Background(), p, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rs := range st.Routes {
-		checkCounts(t, rs)
-	}
-	return st
-}
-
-var writeLines = plantest.WriteLines
-
-// sqliteIDs returns the sorted ids of table (id TEXT PRIMARY KEY) and
-// fails on a duplicate (impossible with the key, but it says what we check).
-func sqliteIDs(t testing.TB, dbPath, table string) []string {
-	t.Helper()
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query("SELECT id FROM " + table + " ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
-}
-
-var (
-	fileIDs = plantest.FileIDs
-	seqIDs  = plantest.SeqIDs
-)
-
-var sameIDs = plantest.SameIDs
 
 const switchSrc = `
 route split {
@@ -134,15 +77,15 @@ func TestSwitchToSQLiteAndFile(t *testing.T) {
 	lines = append(lines, `{"id":"r061","n":61}`) // no kind at all: default
 	wantOther = append(wantOther, "r061")
 	sort.Strings(wantOther)
-	writeLines(t, filepath.Join(dir, "in.jsonl"), lines...)
+	plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), lines...)
 
-	st := runIn(t, dir, compileMQB(t, switchSrc)).Route("split")
+	st := runtest.RunIn(t, dir, plantest.Compile(t, switchSrc)).Route("split")
 	if st.In != 61 || st.Out != 60 || st.DeadLettered != 1 || st.Unmatched != 0 {
 		t.Errorf("stats %+v, want in 61 out 60 dead-lettered 1", st)
 	}
-	sameIDs(t, "table a", sqliteIDs(t, filepath.Join(dir, "out.db"), "a"), wantA)
-	sameIDs(t, "table b", sqliteIDs(t, filepath.Join(dir, "out.db"), "b"), wantB)
-	sameIDs(t, "default file", fileIDs(t, filepath.Join(dir, "other.jsonl")), wantOther)
+	plantest.SameIDs(t, "table a", plantest.SQLiteIDs(t, filepath.Join(dir, "out.db"), "a"), wantA)
+	plantest.SameIDs(t, "table b", plantest.SQLiteIDs(t, filepath.Join(dir, "out.db"), "b"), wantB)
+	plantest.SameIDs(t, "default file", plantest.FileIDs(t, filepath.Join(dir, "other.jsonl")), wantOther)
 	dlq, err := os.ReadFile(filepath.Join(dir, "dlq.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -165,19 +108,19 @@ route nodefault {
   }
 }
 `
-	writeLines(t, filepath.Join(dir, "in.jsonl"),
+	plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"),
 		`{"id":"x1","kind":"a"}`, `{"id":"x2","kind":"b"}`, `{"id":"x3","kind":1}`,
 		`{"id":"x4"}`, `{"id":"x5","kind":"a"}`, `{"id":"x6","kind":"z"}`)
-	opts := testOptions(t)
+	opts := runtest.Options()
 	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
-	stats, err := Run(context.Background(), compileMQB(t, src), opts)
+	stats, err := runtime.Run(context.Background(), plantest.Compile(t, src), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := stats.Route("nodefault")
-	checkCounts(t, st)
+	runtest.CheckCounts(t, st)
 	if st.In != 6 || st.Out != 6 || st.Unmatched != 3 || st.Committed != 6 {
 		t.Errorf("stats %+v, want in 6 out 6 unmatched 3 committed 6", st)
 	}
@@ -196,9 +139,9 @@ route nodefault {
 	if metric != 3 {
 		t.Errorf("mqb_records_unmatched_total = %v, want 3", metric)
 	}
-	sameIDs(t, "case a", fileIDs(t, filepath.Join(dir, "a.jsonl")), []string{"x1", "x5"})
+	plantest.SameIDs(t, "case a", plantest.FileIDs(t, filepath.Join(dir, "a.jsonl")), []string{"x1", "x5"})
 	// Case values compare as strings: the number 1 matches case "1".
-	sameIDs(t, "case 1", fileIDs(t, filepath.Join(dir, "one.jsonl")), []string{"x3"})
+	plantest.SameIDs(t, "case 1", plantest.FileIDs(t, filepath.Join(dir, "one.jsonl")), []string{"x3"})
 }
 
 const requestSrc = `
@@ -230,9 +173,9 @@ func TestRequestInsertedExisted(t *testing.T) {
 	dir := t.TempDir()
 	// The second run's record without amount fails the insert (NOT NULL):
 	// forwarded without an outcome, so it takes the default.
-	runInsertedExisted(t, dir, func(input string) plan.Plan { return compileMQB(t, fmt.Sprintf(requestSrc, input)) }, `{"id":"o099"}`)
-	sameIDs(t, "unrouted", fileIDs(t, filepath.Join(dir, "unrouted.jsonl")), []string{"o099"})
-	sameIDs(t, "table", sqliteIDs(t, filepath.Join(dir, "orders.db"), "orders"), seqIDs("o", 1, 50))
+	runtest.InsertedExisted(t, dir, func(input string) plan.Plan { return plantest.Compile(t, fmt.Sprintf(requestSrc, input)) }, `{"id":"o099"}`)
+	plantest.SameIDs(t, "unrouted", plantest.FileIDs(t, filepath.Join(dir, "unrouted.jsonl")), []string{"o099"})
+	plantest.SameIDs(t, "table", plantest.SQLiteIDs(t, filepath.Join(dir, "orders.db"), "orders"), plantest.SeqIDs("o", 1, 50))
 }
 
 const fanoutSrc = `
@@ -261,12 +204,12 @@ route fan {
 
 // TestFanoutSQLiteAndParts writes every record to SQLite and to part files.
 func TestFanoutSQLiteAndParts(t *testing.T) {
-	e := newTestEnv(t)
-	ds := genDataset(t, e.input, 3000, 3)
-	p := compileMQB(t, fmt.Sprintf(fanoutSrc, 256, e.input, filepath.Join(e.dir, "dlq.jsonl"), e.db, e.parts))
-	st := runIn(t, e.dir, p).Route("fan")
-	if st.In != int64(ds.records) || st.Committed != int64(ds.records) {
-		t.Errorf("stats %+v, want %d in and committed", st, ds.records)
+	e := plantest.NewEnv(t)
+	ds := plantest.GenDataset(t, e.Input, 3000, 3)
+	p := plantest.Compile(t, fmt.Sprintf(fanoutSrc, 256, e.Input, filepath.Join(e.Dir, "dlq.jsonl"), e.DB, e.Parts))
+	st := runtest.RunIn(t, e.Dir, p).Route("fan")
+	if st.In != int64(ds.Records) || st.Committed != int64(ds.Records) {
+		t.Errorf("stats %+v, want %d in and committed", st, ds.Records)
 	}
 	checkFanout(t, e, ds, true)
 }
@@ -275,18 +218,18 @@ func TestFanoutSQLiteAndParts(t *testing.T) {
 // files at random moments: after the last run, SQLite holds every order
 // exactly once, and every position is in exactly one part.
 func TestCrashFanoutExactlyOnce(t *testing.T) {
-	bin := buildCrashHelper(t)
-	e := newTestEnv(t)
-	ds := genDataset(t, e.input, 100000, 31)
-	p := compileMQB(t, fmt.Sprintf(fanoutSrc, 512, e.input, filepath.Join(e.dir, "dlq.jsonl"), e.db, e.parts))
+	bin := runtest.BuildCrashHelper(t)
+	e := plantest.NewEnv(t)
+	ds := plantest.GenDataset(t, e.Input, 100000, 31)
+	p := plantest.Compile(t, fmt.Sprintf(fanoutSrc, 512, e.Input, filepath.Join(e.Dir, "dlq.jsonl"), e.DB, e.Parts))
 	// The crash helper runs without a BaseDir or StateDir: keep its
 	// checkpoint in the test's directory.
-	p.Routes[0].Nodes[0].Attrs["checkpoint_store"] = strV("pebble://" + e.state)
-	st := crashAndFinish(t, bin, p, e.dir, 31, 4).Route("fan")
-	checkCounts(t, st)
+	p.Routes[0].Nodes[0].Attrs["checkpoint_store"] = plantest.Str("pebble://" + e.State)
+	st := runtest.CrashAndFinish(t, bin, p, e.Dir, 31, 4).Route("fan")
+	runtest.CheckCounts(t, st)
 	t.Logf("final run %+v", st)
-	if st.Committed != int64(ds.records) {
-		t.Errorf("final run committed %d of %d", st.Committed, ds.records)
+	if st.Committed != int64(ds.Records) {
+		t.Errorf("final run committed %d of %d", st.Committed, ds.Records)
 	}
 	checkFanout(t, e, ds, false)
 }
@@ -294,27 +237,20 @@ func TestCrashFanoutExactlyOnce(t *testing.T) {
 // checkFanout checks both fanout targets: SQLite has every good order once
 // (dedup-free route: a repeated order id is absorbed by ON CONFLICT), and
 // the part files hold every position at most once and every written one.
-func checkFanout(t *testing.T, e testEnv, ds dataset, exactDLQ bool) {
+func checkFanout(t *testing.T, e plantest.Env, ds plantest.Dataset, exactDLQ bool) {
 	t.Helper()
 	// Every bad record reaches the DLQ (once, without kills).
-	checkDLQ(t, readDLQ(t, filepath.Join(e.dir, "dlq.jsonl")), ds.bad, exactDLQ)
-	db, err := sql.Open(sqliteDriver, "file:"+e.db+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var rows, distinct int
-	if err := db.QueryRow("SELECT count(*), count(DISTINCT id) FROM orders").Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if rows != len(ds.ids) || distinct != len(ds.ids) {
-		t.Errorf("sqlite has %d rows (%d distinct), want %d", rows, distinct, len(ds.ids))
+	plantest.CheckDLQ(t, plantest.ReadDLQ(t, filepath.Join(e.Dir, "dlq.jsonl")), ds.Bad, exactDLQ)
+	counts := runtest.SQLiteMap[int](t, e.DB, `SELECT 'rows', count(*) FROM orders UNION ALL SELECT 'distinct', count(DISTINCT id) FROM orders`)
+	rows, distinct := counts["rows"], counts["distinct"]
+	if rows != len(ds.IDs) || distinct != len(ds.IDs) {
+		t.Errorf("sqlite has %d rows (%d distinct), want %d", rows, distinct, len(ds.IDs))
 	}
 	// The part target takes every line that is JSON (it needs no id);
 	// a record SQLite refused is dead-lettered but the parts keep it.
-	want, _ := partsWant(ds)
-	checkPartsExactlyOnce(t, readParts(t, e.parts, ds), want)
-	if tmp, _ := filepath.Glob(filepath.Join(e.parts, ".part-*")); len(tmp) > 0 {
+	want, _ := plantest.PartsWant(ds)
+	plantest.CheckPartsExactlyOnce(t, plantest.ReadParts(t, e.Parts, ds), want)
+	if tmp, _ := filepath.Glob(filepath.Join(e.Parts, ".part-*")); len(tmp) > 0 {
 		t.Errorf("temporary parts left behind: %v", tmp)
 	}
 }
@@ -360,7 +296,7 @@ route nested {
   }
 }
 `
-	p := compileMQB(t, src)
+	p := plantest.Compile(t, src)
 	refs := 0
 	var walk func(n plan.Node)
 	walk = func(n plan.Node) {
@@ -377,25 +313,25 @@ route nested {
 	if refs != 3 {
 		t.Fatalf("plan has %d nodes from ref audit, want 3", refs)
 	}
-	writeLines(t, filepath.Join(dir, "in.jsonl"),
+	plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"),
 		`{"id":"n1","kind":"a"}`, `{"id":"n2","kind":"b"}`, `{"id":"n3","kind":"c"}`,
 		`{"id":"n2","kind":"b"}`, `{"id":"n4","kind":"a"}`)
-	st := runIn(t, dir, p).Route("nested")
+	st := runtest.RunIn(t, dir, p).Route("nested")
 	if st.In != 5 || st.Out != 5 {
 		t.Errorf("stats %+v, want in 5 out 5", st)
 	}
-	sameIDs(t, "table a", sqliteIDs(t, filepath.Join(dir, "out.db"), "a"), []string{"n1", "n4"})
-	sameIDs(t, "table b", sqliteIDs(t, filepath.Join(dir, "out.db"), "b"), []string{"n2"})
+	plantest.SameIDs(t, "table a", plantest.SQLiteIDs(t, filepath.Join(dir, "out.db"), "a"), []string{"n1", "n4"})
+	plantest.SameIDs(t, "table b", plantest.SQLiteIDs(t, filepath.Join(dir, "out.db"), "b"), []string{"n2"})
 	// audit: both "a" records (fanout), the fresh "b" (inserted) and the
 	// default "c"; the repeated n2 existed and went to b-rest.
-	sameIDs(t, "audit", fileIDs(t, filepath.Join(dir, "audit.jsonl")), []string{"n1", "n2", "n3", "n4"})
-	sameIDs(t, "b-rest", fileIDs(t, filepath.Join(dir, "b-rest.jsonl")), []string{"n2"})
+	plantest.SameIDs(t, "audit", plantest.FileIDs(t, filepath.Join(dir, "audit.jsonl")), []string{"n1", "n2", "n3", "n4"})
+	plantest.SameIDs(t, "b-rest", plantest.FileIDs(t, filepath.Join(dir, "b-rest.jsonl")), []string{"n2"})
 }
 
 // TestBranchErrorsRetryable: a structural write is retryable only when
 // every failing branch's error is.
 func TestBranchErrorsRetryable(t *testing.T) {
-	busy := retryable(errors.New("database is locked"))
+	busy := runtime.Retryable(errors.New("database is locked"))
 	bad := errors.New("no such table")
 	for _, tc := range []struct {
 		errs []error
@@ -407,7 +343,7 @@ func TestBranchErrorsRetryable(t *testing.T) {
 		{[]error{nil, bad}, false},
 	} {
 		err := joinBranchErrors(tc.errs)
-		if got := isRetryable(fmt.Errorf("switch: %w", err)); got != tc.want {
+		if got := runtime.IsRetryable(fmt.Errorf("switch: %w", err)); got != tc.want {
 			t.Errorf("%v: retryable %v, want %v", tc.errs, got, tc.want)
 		}
 	}
@@ -417,8 +353,8 @@ func TestBranchErrorsRetryable(t *testing.T) {
 // fails the route at start-up, naming the branch.
 func TestStructuralBuildErrorsNameTheBranch(t *testing.T) {
 	dir := t.TempDir()
-	writeLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"x"}`)
-	p := compileMQB(t, `
+	plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"x"}`)
+	p := plantest.Compile(t, `
 route broken {
   from file { path = "in.jsonl" }
   to switch {
@@ -428,9 +364,9 @@ route broken {
   }
 }
 `)
-	opts := testOptions(t)
+	opts := runtest.Options()
 	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-	_, err := Run(context.Background(), p, opts)
+	_, err := runtime.Run(context.Background(), p, opts)
 	if err == nil || !strings.Contains(err.Error(), "default (sql)") || !strings.Contains(err.Error(), "route broken") {
 		t.Errorf("err = %v, want it to name the route and the default branch", err)
 	}
@@ -442,7 +378,7 @@ route broken {
 // "inserted" — instead of calling again and reading "existed".
 func TestRequestRetryKeepsOutcome(t *testing.T) {
 	dir := t.TempDir()
-	writeLines(t, filepath.Join(dir, "in.jsonl"), idAmountLines("k", 1, 20)...)
+	plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), plantest.IDAmountLines("k", 1, 20)...)
 	src := `
 route keep {
   from file { path = "in.jsonl" }
@@ -466,15 +402,15 @@ route keep {
   }
 }
 `
-	p := compileMQB(t, src)
+	p := plantest.Compile(t, src)
 	// Create the forward table and hold its write lock for longer than the
 	// sink's busy timeout: the first forward fails with SQLITE_BUSY.
-	lockOutcomeTable(t, filepath.Join(dir, "fwd.db"), "fwd")
-	st := runIn(t, dir, p).Route("keep")
+	plantest.LockOutcomeTable(t, filepath.Join(dir, "fwd.db"), "fwd")
+	st := runtest.RunIn(t, dir, p).Route("keep")
 	if st.In != 20 || st.Out != 20 {
 		t.Errorf("stats %+v, want in 20 out 20", st)
 	}
-	got := sqliteMap[int](t, filepath.Join(dir, "fwd.db"), "SELECT outcome, count(*) FROM fwd GROUP BY outcome")
+	got := runtest.SQLiteMap[int](t, filepath.Join(dir, "fwd.db"), "SELECT outcome, count(*) FROM fwd GROUP BY outcome")
 	if got["inserted"] != 20 || len(got) != 1 {
 		t.Errorf("forwarded outcomes %v, want all 20 inserted", got)
 	}
@@ -487,7 +423,7 @@ func TestBranchingExample(t *testing.T) {
 	dir := t.TempDir()
 	var src []byte
 	for _, name := range []string{"branching.mqb", "orders.jsonl"} {
-		data, err := os.ReadFile(filepath.Join("..", "examples", "branching", name))
+		data, err := os.ReadFile(filepath.Join("..", "..", "examples", "branching", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -498,7 +434,7 @@ func TestBranchingExample(t *testing.T) {
 			src = data
 		}
 	}
-	p := compileMQB(t, string(src))
+	p := plantest.Compile(t, string(src))
 	// new_or_seen switches on the insert's outcome, which a replay can
 	// change: at-least-once (a record can land in two branches).
 	want := map[string]string{"new_or_seen": plan.AtLeastOnce, "by_region": plan.EffectivelyOnce}
@@ -507,7 +443,7 @@ func TestBranchingExample(t *testing.T) {
 			t.Errorf("route %s: %s, want %s", r.Name, r.Guarantee, want[r.Name])
 		}
 	}
-	st := runIn(t, dir, p)
+	st := runtest.RunIn(t, dir, p)
 	if rs := st.Route("new_or_seen"); rs.In != 27 || rs.Out != 27 {
 		t.Errorf("new_or_seen %+v, want in 27 out 27", rs)
 	}
@@ -536,20 +472,90 @@ func TestBranchingExample(t *testing.T) {
 		return ids
 	}
 	db := filepath.Join(dir, "branching.db")
-	all := seqIDs("B-0", 1, 24)
-	sameIDs(t, "orders", sqliteIDs(t, db, "orders"), all)
-	sameIDs(t, "new_orders", sqliteIDs(t, db, "new_orders"), all)
-	sameIDs(t, "out/new", partIDs("new"), all)
-	sameIDs(t, "out/existed", partIDs("existed"), []string{"B-0003", "B-0007"})
-	sameIDs(t, "out/unrouted", partIDs("unrouted"), []string{"B-0099"})
-	n := len(sqliteIDs(t, db, "eu_orders")) + len(sqliteIDs(t, db, "us_orders")) + len(sqliteIDs(t, db, "apac_orders"))
+	all := plantest.SeqIDs("B-0", 1, 24)
+	plantest.SameIDs(t, "orders", plantest.SQLiteIDs(t, db, "orders"), all)
+	plantest.SameIDs(t, "new_orders", plantest.SQLiteIDs(t, db, "new_orders"), all)
+	plantest.SameIDs(t, "out/new", partIDs("new"), all)
+	plantest.SameIDs(t, "out/existed", partIDs("existed"), []string{"B-0003", "B-0007"})
+	plantest.SameIDs(t, "out/unrouted", partIDs("unrouted"), []string{"B-0099"})
+	n := len(plantest.SQLiteIDs(t, db, "eu_orders")) + len(plantest.SQLiteIDs(t, db, "us_orders")) + len(plantest.SQLiteIDs(t, db, "apac_orders"))
 	if n != 26 {
 		t.Errorf("region tables hold %d orders, want 26", n)
 	}
-	st = runIn(t, dir, p)
+	st = runtest.RunIn(t, dir, p)
 	for _, rs := range st.Routes {
 		if rs.In != 0 {
 			t.Errorf("second run: route %s read %d records", rs.Name, rs.In)
 		}
+	}
+}
+
+const branchPremiseSrc = `
+route keyed {
+  guarantee effectively_once
+  from file { path = "in.jsonl" }
+  id payload.id
+  to switch {
+    on = payload.kind
+    case "a" {
+      to fanout {
+        to sql {
+          url          = "sqlite://out.db"
+          insert_query = "INSERT INTO a (id, n) VALUES (${meta[\"mqb.id\"]}, ${payload.n}) ON CONFLICT DO NOTHING"
+        }
+      }
+    }
+    default {
+      to file {
+        path    = "rest"
+        name_by = source_position
+      }
+    }
+  }
+}
+`
+
+// TestPremiseInsideBranches: the compiler's premise about a table written
+// two branches deep (a fanout inside a switch), which the plan does not
+// create, is checked against the table before the first record, through
+// the branches: without the unique index the route is refused; with it
+// the route runs.
+func TestPremiseInsideBranches(t *testing.T) {
+	for _, tc := range []struct {
+		name, table string
+		ok          bool
+	}{
+		{"no key", "CREATE TABLE a (id TEXT, n INTEGER)", false},
+		{"primary key", "CREATE TABLE a (id TEXT PRIMARY KEY, n INTEGER)", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"x1","kind":"a","n":1}`, `{"id":"x2","kind":"b","n":2}`)
+			plantest.SQLiteExec(t, filepath.Join(dir, "out.db"), tc.table)
+			p := plantest.Compile(t, branchPremiseSrc)
+			if r := p.Routes[0]; r.Guarantee != plan.EffectivelyOnce || len(r.Premises) != 1 || r.Premises[0].Kind != plan.PremiseUniqueKey {
+				t.Fatalf("route %s with premises %+v, want effectively-once resting on one unique key", r.Guarantee, r.Premises)
+			}
+			opts := runtest.Options()
+			opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
+			res := runtime.Check(context.Background(), p, opts)
+			if len(res) != 1 || res[0].OK != tc.ok {
+				t.Fatalf("check = %v, want one result, ok %v", res, tc.ok)
+			}
+			if !tc.ok {
+				if msg := res[0].Err.Error(); !strings.Contains(msg, "premise not met") || !strings.Contains(msg, "table a") {
+					t.Errorf("refusal %q does not say the premise about table a failed", msg)
+				}
+				if _, err := runtime.Run(context.Background(), p, opts); err == nil || !strings.Contains(err.Error(), "refused before the first record") {
+					t.Errorf("a route whose premise failed ran: %v", err)
+				}
+				return
+			}
+			st := runtest.RunIn(t, dir, p).Route("keyed")
+			if st.In != 2 || st.Out != 2 {
+				t.Errorf("stats %+v, want in 2 out 2", st)
+			}
+			plantest.SameIDs(t, "table a", plantest.SQLiteIDs(t, filepath.Join(dir, "out.db"), "a"), []string{"x1"})
+		})
 	}
 }

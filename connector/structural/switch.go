@@ -1,13 +1,13 @@
-package runtime
+package structural
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // unmatchedLogEvery is how often a switch without default logs the records
@@ -19,20 +19,19 @@ const unmatchedLogEvery = 1000
 // matches no case is dropped — acked, counted in unmatched, and logged once
 // per unmatchedLogEvery (the compiler warns W003 about such a switch).
 type switchSink struct {
-	rt    *route // for its metrics, set once the route is built
 	route string
 	pos   string
 	log   *slog.Logger
-	on    *program
+	on    *runtime.Program
 
 	cases   map[string]int // case value → index into outs (first case wins)
 	dflt    int            // index into outs, or -1
-	outs    []sink
+	outs    []runtime.Sink
 	names   []string // branchName of each out
 	evals   sync.Pool
 	pending sync.Pool // *[][]*Record, one slice per out (a pointer: Put of a slice allocates)
 
-	unmatched atomic.Int64
+	unmatched *runtime.UnmatchedCount
 }
 
 // switchConfig is a switch's attributes (stdlib declares them); its cases
@@ -42,44 +41,45 @@ type switchConfig struct {
 }
 
 func init() {
-	registerSink("switch", func(b *buildEnv, cfg *switchConfig) (sink, []*program, error) {
+	runtime.RegisterSink("switch", func(b *runtime.BuildEnv, cfg *switchConfig) (runtime.Sink, []*runtime.Program, error) {
 		return newSwitchSink(b, cfg)
 	})
 }
 
-func newSwitchSink(b *buildEnv, cfg *switchConfig) (_ *switchSink, progs []*program, err error) {
-	rt, a := b.rt, b.a
-	on, err := b.c.compile(cfg.On)
+func newSwitchSink(b *runtime.BuildEnv, cfg *switchConfig) (_ *switchSink, progs []*runtime.Program, err error) {
+	on, err := b.Compile(cfg.On)
 	if err != nil {
-		return nil, nil, a.errorf("on", "%v", err)
+		return nil, nil, b.Errorf("on", "%v", err)
 	}
-	s := &switchSink{rt: rt, route: rt.name, pos: a.node.Pos.String(), log: rt.log, on: on, cases: map[string]int{}, dflt: -1}
-	s.evals.New = func() any { return &evaluator{} }
+	route, log := b.Route(), b.Logger()
+	s := &switchSink{route: route, pos: b.Pos().String(), log: log, on: on, cases: map[string]int{}, dflt: -1,
+		unmatched: b.UnmatchedCount()}
+	s.evals.New = func() any { return &runtime.Evaluator{} }
 	defer func() {
 		if err != nil {
 			closeSinks(s.outs)
 		}
 	}()
 	progs = append(progs, on)
-	for i, br := range a.node.Children {
+	for i, br := range b.Branches() {
 		switch br.Label {
 		case plan.BranchCase:
 			if _, dup := s.cases[br.Match]; dup {
 				// The compiler rejects this; a hand-written plan gets the
 				// first case, as the language says, and a log line.
-				rt.log.Warn("switch: duplicate case, the first one wins", "switch", s.pos, "case", br.Match)
+				log.Warn("switch: duplicate case, the first one wins", "switch", s.pos, "case", br.Match)
 				continue
 			}
 			s.cases[br.Match] = len(s.outs)
 		case plan.BranchDefault:
 			if s.dflt >= 0 {
-				return nil, nil, fmt.Errorf("route %s: switch (%s): more than one default", rt.name, s.pos)
+				return nil, nil, fmt.Errorf("route %s: switch (%s): more than one default", route, s.pos)
 			}
 			s.dflt = len(s.outs)
 		default:
-			return nil, nil, fmt.Errorf("route %s: switch (%s): unexpected branch %q", rt.name, s.pos, br.Label)
+			return nil, nil, fmt.Errorf("route %s: switch (%s): unexpected branch %q", route, s.pos, br.Label)
 		}
-		out, p, err := b.buildBranch(&a.node.Children[i].Node)
+		out, p, err := b.BuildBranch(i)
 		if err != nil {
 			return nil, nil, fmt.Errorf("switch (%s) %s: %w", s.pos, branchName(br, i), err)
 		}
@@ -88,29 +88,27 @@ func newSwitchSink(b *buildEnv, cfg *switchConfig) (_ *switchSink, progs []*prog
 		progs = append(progs, p...)
 	}
 	if len(s.outs) == 0 {
-		return nil, nil, fmt.Errorf("route %s: switch (%s): no case and no default", rt.name, s.pos)
+		return nil, nil, fmt.Errorf("route %s: switch (%s): no case and no default", route, s.pos)
 	}
 	return s, progs, nil
 }
 
-func (s *switchSink) branches() []sink { return s.outs }
-
-func (s *switchSink) VerifyGuarantee(g string) error { return verifyBranches(s.outs, g) }
+func (s *switchSink) Branches() []runtime.Sink { return s.outs }
 
 func (s *switchSink) Close() error { return closeSinks(s.outs) }
 
 // Write splits recs by branch and writes the branches concurrently: they
 // hold disjoint records, so no record is touched by two of them at once.
-func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
+func (s *switchSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	var split [][]*Record
-	if p, ok := s.pending.Get().(*[][]*Record); ok {
+	var split [][]*runtime.Record
+	if p, ok := s.pending.Get().(*[][]*runtime.Record); ok {
 		split = *p
 	}
 	if len(split) != len(s.outs) {
-		split = make([][]*Record, len(s.outs))
+		split = make([][]*runtime.Record, len(s.outs))
 	}
 	for i := range split {
 		split[i] = split[i][:0]
@@ -122,20 +120,20 @@ func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
 		s.pending.Put(&split)
 	}()
 
-	ev := s.evals.Get().(*evaluator)
+	ev := s.evals.Get().(*runtime.Evaluator)
 	var dropped int64
 	var sample string
 	for _, r := range recs {
-		v, present, err := ev.run(s.on, r)
+		v, present, err := ev.Run(s.on, r)
 		if err != nil {
-			r.sinkErr = fmt.Sprintf("switch (%s) on: %v", s.pos, err)
+			r.Refuse(fmt.Sprintf("switch (%s) on: %v", s.pos, err))
 			continue
 		}
 		out := s.dflt
 		if present {
-			key, err := stringify(v)
+			key, err := runtime.Stringify(v)
 			if err != nil {
-				r.sinkErr = fmt.Sprintf("switch (%s) on: %v", s.pos, err)
+				r.Refuse(fmt.Sprintf("switch (%s) on: %v", s.pos, err))
 				continue
 			}
 			if i, ok := s.cases[key]; ok {
@@ -172,7 +170,7 @@ func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
 				errs[i] = fmt.Errorf("switch (%s) %s: %w", s.pos, s.names[i], err)
 				return
 			}
-			prefixRecordErrors(part, "switch "+s.names[i])
+			prefixRefusals(part, "switch "+s.names[i])
 		}
 		if busy == 1 {
 			write()
@@ -190,9 +188,6 @@ func (s *switchSink) Write(ctx context.Context, recs []*Record) error {
 // batch counts its unmatched records again.
 func (s *switchSink) countUnmatched(n int64, sample string) {
 	total := s.unmatched.Add(n)
-	if m := s.rt.metrics; m != nil {
-		m.unmatched.Add(float64(n))
-	}
 	if before := total - n; before == 0 || before/unmatchedLogEvery != total/unmatchedLogEvery {
 		s.log.Warn("switch has no default: records matching no case dropped",
 			"switch", s.pos, "dropped_unmatched", total, "value", sample)
