@@ -161,22 +161,19 @@ func (rc *routeCtx) checkMap(n *nodeInfo, it *lang.Item) {
 		w := written{t: t}
 		if !t.del {
 			what := "map field " + t.text + rc.where()
-			var ai *attrInfo
 			var ok bool
 			switch {
 			case isList:
-				ai, ok = rc.convertText(list, f.Assign.Range(), what)
+				w.ai, ok = rc.convertText(list, f.Assign.Range(), what)
 			case f.Assign.Expr == nil:
 				// `payload = {}`: the empty block is the empty object.
-				ai, ok = rc.convertText("{}", f.Assign.Range(), what)
+				w.ai, ok = rc.convertText("{}", f.Assign.Range(), what)
 			default:
-				ai, ok = rc.convertExpr(f.Assign.Expr, what, &attrInfo{}, false)
+				w.ai, ok = rc.convertExpr(f.Assign.Expr, what, &attrInfo{}, false)
 			}
-			if ok {
-				w.ai = ai
-			}
-			if w.ai == nil {
-				done = append(done, w)
+			if !ok {
+				w.ai = nil
+				done = append(done, w) // still a target another may overlap
 				continue
 			}
 			w.ai.explicit, w.ai.rng = true, f.Range()

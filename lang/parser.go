@@ -291,7 +291,7 @@ func checkSeparators(src []byte, d *Decl, diags *diag.List) {
 				prev = nil
 				continue
 			}
-			if prev != nil && prev.Assign != nil && e.Item.Assign != nil && !newlineBetween(src, prev, e.Item) {
+			if prev != nil && (prev.Assign != nil || prev.Del != nil) && (e.Item.Assign != nil || e.Item.Del != nil) && !newlineBetween(src, prev, e.Item) {
 				diags.Add("E001", e.Item.KeyRange(), fmt.Sprintf("expected a newline or a comma before %q", e.Item.KeyText()), "Attributes in a block are separated by newlines or commas.")
 			}
 			prev = e.Item

@@ -52,6 +52,7 @@ func TestParsePathErrors(t *testing.T) {
 		{"dot without a name", "payload. = 1", `3:12 E001 expected a field name after "."`},
 		{"unclosed index", `meta["k" = 1`, `3:9 E001 expected "]" after the key`},
 		{"index not a string", `meta[5] = 1`, `3:9 E001 a key in a path is a quoted string`},
+		{"del after a field on one line", `a = 1 del payload.x`, `3:11 E001 expected a newline or a comma before "del"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
