@@ -41,7 +41,12 @@ type partInfo struct {
 func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner string, at diag.Range, nested func(*lang.Item) bool) map[string]*attrInfo {
 	out := map[string]*attrInfo{}
 	seen := map[string]bool{}
+	misplaced := map[string]bool{} // keys E028 refused: not also missing
 	for _, it := range block.Items() {
+		if rc.c.misplaced[it] {
+			misplaced[it.Key.Name] = true
+			continue
+		}
 		key := it.Key.Name
 		if nested != nil && nested(it) {
 			continue
@@ -93,7 +98,7 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 	}
 	for i := range decls {
 		a := &decls[i]
-		if _, ok := out[a.Name]; ok || seen[a.Name] {
+		if _, ok := out[a.Name]; ok || seen[a.Name] || misplaced[a.Name] {
 			continue
 		}
 		if a.Required {

@@ -43,6 +43,7 @@ func CompileSources(srcs []Source) (*plan.Plan, diag.List) {
 func Compile(files []*lang.File) (*plan.Plan, diag.List) {
 	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}, exprs: newExprChecker(), partDirs: map[string]partDirUse{}}
 	c.collectEndpoints(files)
+	c.checkKeyPaths(files)
 	p := &plan.Plan{Version: plan.Version, Routes: []plan.Route{}}
 	for _, f := range files {
 		if f == nil {
@@ -74,6 +75,10 @@ type compiler struct {
 	partDirs map[string]partDirUse
 	// stdinRoute is the route that reads stdin, which only one can.
 	stdinRoute string
+	// misplaced are the items whose key is a path (or a del) outside a
+	// map block: E028 reported them, and the checks of their blocks skip
+	// them.
+	misplaced map[*lang.Item]bool
 }
 
 // namedEndpoint is an `output NAME = kind { … }` or `input NAME = …`
@@ -131,7 +136,7 @@ func (c *compiler) checkUnusedEndpoints() {
 		if ne.used || ne.decl.Kind == nil {
 			continue
 		}
-		rc := &routeCtx{c: c, file: ne.file, name: ne.decl.Dir + " " + n, inNamedUnused: true, taint: map[string]stability{}, expanding: []string{n}}
+		rc := &routeCtx{c: c, file: ne.file, name: ne.decl.Dir + " " + n, inNamedUnused: true, taint: newTaint(), expanding: []string{n}}
 		role := roleSink
 		if ne.decl.Dir == "input" {
 			role = roleSource

@@ -72,7 +72,7 @@ func (rc *routeCtx) node(n *nodeInfo) plan.Node {
 	if rc.ids != nil {
 		rc.ids[n] = id
 	}
-	pn := plan.Node{ID: id, Role: n.role, Kind: n.name, Side: n.side, Ref: n.ref, Expr: n.exprText, Pos: n.rng.Start}
+	pn := plan.Node{ID: id, Role: n.role, Kind: n.name, Side: n.side, Ref: n.ref, Expr: n.exprText, Assign: n.assign, Pos: n.rng.Start}
 	if len(n.attrs) > 0 {
 		pn.Attrs = make(map[string]plan.Value, len(n.attrs))
 		for k, a := range n.attrs {

@@ -345,10 +345,7 @@ func (rc *routeCtx) proveMongo(n *nodeInfo) sinkProof {
 		}
 	default:
 		field := idf.val.Str
-		st := stableValue
-		if t, ok := rc.taint[field]; ok {
-			st = t
-		}
+		st := rc.payloadRead([]string{field})
 		if st.Stable {
 			p.ok = true
 			p.reasons = []string{fmt.Sprintf("write: mongodb id_field %s, _id = payload.%s (stable); a repeat hits the unique _id index", field, field)}
@@ -360,7 +357,7 @@ func (rc *routeCtx) proveMongo(n *nodeInfo) sinkProof {
 	if p.ok && !rc.inNamedUnused {
 		proc, what := idf.stab.Process, "mongodb id_field "+templateOrStr(idf)
 		if idf.val.Type != plan.TTemplate {
-			proc = rc.taint[idf.val.Str].Process
+			proc = rc.payloadRead([]string{idf.val.Str}).Process
 			what += ", _id = payload." + idf.val.Str
 		}
 		if proc != "" {
@@ -441,14 +438,18 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 	} else {
 		// The payload's top-level fields, one per column of the table: the
 		// sorting key is some of them, which mqb cannot name at build time.
-		if rc.replaced != "" {
-			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s gets the payload's fields, but %s", table, rc.replaced)}
-			p.missing = fmt.Sprintf("sink write is not idempotent: clickhouse table %s gets the payload's fields and %s, so its sorting key may be per-delivery", table, rc.replaced)
+		replaced := rc.replaced
+		if replaced == "" && !rc.taint.base.Stable {
+			replaced = rc.taint.base.Why
+		}
+		if replaced != "" {
+			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s gets the payload's fields, but %s", table, replaced)}
+			p.missing = fmt.Sprintf("sink write is not idempotent: clickhouse table %s gets the payload's fields and %s, so its sorting key may be per-delivery", table, replaced)
 			return p
 		}
 		var tainted []string
-		for f, st := range rc.taint {
-			if !st.Stable {
+		for _, f := range rc.taint.topFields() {
+			if !rc.taint.read([]string{f}).Stable {
 				tainted = append(tainted, f)
 			}
 		}
@@ -456,19 +457,23 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 		if len(tainted) > 0 {
 			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s gets the payload's top-level fields, and map sets %s from a per-delivery value", table, strings.Join(tainted, ", "))}
 			p.missing = fmt.Sprintf("sink write is not proven idempotent: clickhouse table %s gets the payload's fields, map sets payload.%s from a per-delivery value (%s), and mqb cannot see at build time whether the sorting key includes it; name the columns in a columns block",
-				table, tainted[0], rc.taint[tainted[0]].Why)
+				table, tainted[0], rc.taint.read(tainted[:1]).Why)
 			return p
 		}
 		premise.Holds = fmt.Sprintf("table %s is a ReplacingMergeTree (its columns, sorting key included, are written from the payload's top-level fields, all stable)", table)
 		if !rc.inNamedUnused {
-			for _, f := range slices.Sorted(maps.Keys(rc.taint)) {
-				if st := rc.taint[f]; st.Stable && st.Process != "" {
-					rng := n.rng
-					if t := n.attrs["table"]; t != nil {
-						rng = t.rng
+			rng := n.rng
+			if t := n.attrs["table"]; t != nil {
+				rng = t.rng
+			}
+			if base := rc.taint.base; base.Process != "" {
+				rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s columns, written from the payload a map step replaced (the ReplacingMergeTree sorting key is among them)", table), base.Process, rng)
+			} else {
+				for _, f := range slices.Sorted(slices.Values(rc.taint.topFields())) {
+					if st := rc.taint.read([]string{f}); st.Stable && st.Process != "" {
+						rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s column %s = payload.%s (the ReplacingMergeTree sorting key may include it)", table, f, f), st.Process, rng)
+						break
 					}
-					rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s column %s = payload.%s (the ReplacingMergeTree sorting key may include it)", table, f, f), st.Process, rng)
-					break
 				}
 			}
 		}

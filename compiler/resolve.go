@@ -33,7 +33,11 @@ type routeCtx struct {
 	idSet   bool
 	idStab  stability
 	idText  string
-	taint   map[string]stability // payload fields rewritten by map
+	taint   payloadTaint // payload fields rewritten by map
+	// metaWrites are the meta keys map set or deleted, with the stability
+	// of their values; a handler may set meta keys of its own, so it
+	// forgets them.
+	metaWrites map[string]stability
 	// replaced, when set, says why the payload is not the record read
 	// (the forward of a request whose call answers with a new body): every
 	// payload value is then per-delivery.
@@ -81,6 +85,7 @@ type nodeInfo struct {
 	attrs    map[string]*attrInfo
 	exprText string
 	exprStab stability
+	assign   []plan.Assignment // a map block beyond top-level fields
 	children []branchInfo
 	rng      diag.Range
 	// broken is set when checking the node reported an error: the proof
@@ -118,13 +123,13 @@ func (c *compiler) compileRoute(f *lang.File, r *lang.Route) *plan.Route {
 	} else {
 		c.routeNames[name] = r.Name.Range()
 	}
-	rc := &routeCtx{c: c, file: f, name: name, concurrency: 1, batchSize: 1024, taint: map[string]stability{}}
+	rc := &routeCtx{c: c, file: f, name: name, concurrency: 1, batchSize: 1024, taint: newTaint()}
 	errorsBefore := len(c.diags.Errors())
 	items := r.Body.Items()
 
 	fromIdx := -1
 	for i, it := range items {
-		if it.Key.Name != "from" {
+		if it.Key.Name != "from" || c.misplaced[it] {
 			continue
 		}
 		if fromIdx >= 0 {
@@ -159,6 +164,9 @@ func (c *compiler) compileRoute(f *lang.File, r *lang.Route) *plan.Route {
 	var outputOnlyBeforeHandle []*lang.Item
 	var outputReason string
 	for i, it := range items {
+		if c.misplaced[it] {
+			continue // E028
+		}
 		key := it.Key.Name
 		rc.curRange = it.Range()
 		switch {
@@ -194,6 +202,7 @@ func (c *compiler) compileRoute(f *lang.File, r *lang.Route) *plan.Route {
 				handler = n
 				rc.nodes = append(rc.nodes, n)
 			}
+			rc.metaWrites = nil
 		case key == "to":
 			if sawTo {
 				c.add("E019", it.Key.Range(), fmt.Sprintf("route %s has a second to", name), "A route writes to exactly one sink; use `to fanout { to … to … }` for several.")
@@ -486,6 +495,10 @@ func (rc *routeCtx) structuralChildren(n *nodeInfo, k *stdlib.Kind, body *lang.B
 					rc.replaced = "payload is the response of the request's http call, which can differ on every call"
 					defer func() { rc.replaced = prev }()
 				}
+				// The call may set meta keys of its own.
+				prevMeta := rc.metaWrites
+				rc.metaWrites = nil
+				defer func() { rc.metaWrites = prevMeta }()
 			}
 			if child := rc.checkEndpointItem(it, roleSink); child != nil {
 				n.children = append(n.children, branchInfo{label: label, node: child})
@@ -530,6 +543,9 @@ func (rc *routeCtx) branchTarget(it *lang.Item, what string) *nodeInfo {
 	var target *nodeInfo
 	count := 0
 	for _, in := range it.Body.Items() {
+		if rc.c.misplaced[in] {
+			continue // E028
+		}
 		if in.Key.Name != "to" {
 			rc.c.add("E019", in.Key.Range(), fmt.Sprintf("%s holds %q; it takes one `to <kind> { … }`", what, in.Key.Name), didYouMean(in.Key.Name, []string{"to"}))
 			continue

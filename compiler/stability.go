@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/expr-lang/expr/ast"
@@ -256,40 +257,22 @@ func (w *stabWalk) ident(v *ast.IdentifierNode) stabVal {
 }
 
 // wholePayload is the stability of the payload read as a whole.
-func (rc *routeCtx) wholePayload() stability {
-	if rc.replaced != "" {
-		return perDelivery("%s", rc.replaced)
-	}
-	out := stableValue
-	for f, t := range rc.taint {
-		if !t.Stable {
-			return perDelivery("payload.%s is set by map from a per-delivery value", f)
-		}
-		out = both(out, t)
-	}
-	return out
-}
+func (rc *routeCtx) wholePayload() stability { return rc.payloadRead(nil) }
 
 func (w *stabWalk) member(m *ast.MemberNode) stabVal {
 	rc := w.rc
 	if m.Method {
 		return w.join(w.node(m.Node), pd("cannot prove: method call %s is not analysed", memberName(m)))
 	}
+	if path, ok := w.payloadPath(m); ok {
+		return stabVal{stab: rc.payloadRead(path)}
+	}
 	if id, ok := m.Node.(*ast.IdentifierNode); ok && !w.bound(id.Value) {
 		key, constKey := m.Property.(*ast.StringNode)
 		switch id.Value {
 		case "payload":
-			if !constKey {
-				return w.join(stabVal{stab: rc.wholePayload()}, settle(w.node(m.Property)))
-			}
-			st := stableValue
-			if rc.replaced != "" {
-				return pd("%s", rc.replaced)
-			}
-			if t, ok := rc.taint[key.Value]; ok {
-				st = both(st, t)
-			}
-			return stabVal{stab: st}
+			// payload[<computed key>]: any field may be read.
+			return w.join(stabVal{stab: rc.wholePayload()}, settle(w.node(m.Property)))
 		case "meta":
 			if !constKey {
 				return pd("meta read with a computed key may reach per-delivery keys; index it with a constant key")
@@ -300,6 +283,38 @@ func (w *stabWalk) member(m *ast.MemberNode) stabVal {
 		}
 	}
 	return w.join(w.node(m.Node), settle(w.node(m.Property)))
+}
+
+// payloadPath returns the fields of m when it reads a constant path from
+// the payload (payload.a.b, payload["a"].b, payload?.a), so a read is
+// tainted exactly by the map writes at, above or below that path. A path
+// with a computed or numeric step (payload.items[0]) is not one: its
+// constant part is read as a whole, which covers every field under it.
+func (w *stabWalk) payloadPath(m *ast.MemberNode) ([]string, bool) {
+	var rev []string
+	var n ast.Node = m
+	for {
+		switch v := n.(type) {
+		case *ast.ChainNode:
+			n = v.Node
+			continue
+		case *ast.MemberNode:
+			key, ok := v.Property.(*ast.StringNode)
+			if v.Method || !ok {
+				return nil, false
+			}
+			rev = append(rev, key.Value)
+			n = v.Node
+			continue
+		case *ast.IdentifierNode:
+			if v.Value != "payload" || w.bound(v.Value) {
+				return nil, false
+			}
+			slices.Reverse(rev)
+			return rev, true
+		}
+		return nil, false
+	}
 }
 
 func (w *stabWalk) bound(name string) bool {
@@ -409,6 +424,10 @@ func (rc *routeCtx) sourceBool(attr string) bool {
 }
 
 func (rc *routeCtx) metaStability(ce *compiledExpr, m *ast.MemberNode, key string) stability {
+	if st, ok := rc.metaWrites[key]; ok && !stdlib.IsOutcomeKey(key) {
+		// A map step set or deleted the key (never an mqb.* one, E029).
+		return st
+	}
 	switch {
 	case key == "mqb.id":
 		if !rc.idSet {

@@ -13,7 +13,7 @@ import (
 )
 
 // checkStep checks one route step: `id <expr>`, `filter <expr>`,
-// `map { f = <expr> … }`, `dlq { to … }`, or a step with attributes.
+// `map { target = <expr> … }` (mapstep.go), `dlq { to … }`, or a step with attributes.
 func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *nodeInfo {
 	n := &nodeInfo{role: plan.RoleStep, side: side, name: st.Name, step: st, rng: it.Range()}
 	switch {
@@ -43,28 +43,7 @@ func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *node
 			rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s in route %s takes a block of field = <expr>", st.Name, rc.name), "")
 			return nil
 		}
-		n.attrs = map[string]*attrInfo{}
-		next := map[string]stability{}
-		for _, f := range it.Body.Items() {
-			if f.Assign == nil || f.Assign.Expr == nil {
-				rc.c.add("E015", f.Key.Range(), fmt.Sprintf("map field %s needs `= <expr>`", f.Key.Name), "")
-				continue
-			}
-			if _, dup := n.attrs[f.Key.Name]; dup {
-				rc.c.add("E018", f.Key.Range(), fmt.Sprintf("map sets %s twice", f.Key.Name), "Only one value can win, so neither does: delete one.")
-				continue
-			}
-			ai, ok := rc.convertExpr(f.Assign.Expr, "map field "+f.Key.Name+rc.where(), &attrInfo{}, false)
-			if !ok {
-				continue
-			}
-			ai.explicit, ai.rng = true, f.Range()
-			n.attrs[f.Key.Name] = ai
-			next[f.Key.Name] = ai.stab
-		}
-		for k, v := range next {
-			rc.taint[k] = v
-		}
+		rc.checkMap(n, it)
 	case st.Nested:
 		if child := rc.branchTarget(it, st.Name); child != nil {
 			n.children = []branchInfo{{label: plan.BranchTo, node: child}}
@@ -168,7 +147,7 @@ func (rc *routeCtx) checkParse(n *nodeInfo, it *lang.Item) {
 		rc.c.add("E022", columns.rng, fmt.Sprintf("parse%s: columns is for format = csv, not %s", rc.where(), format.val.Str), "")
 	}
 	whole := rc.wholePayload()
-	rc.taint = map[string]stability{}
+	rc.taint = newTaint()
 	if !whole.Stable && rc.replaced == "" {
 		rc.replaced = "the payload parse reads is per-delivery: " + whole.Why
 	}

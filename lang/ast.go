@@ -76,22 +76,26 @@ func (b *Block) Items() []*Item {
 // Item is every statement form inside a block:
 //
 //	key = value            attribute, route setting, map field
+//	key.a["b"] = value     a map target (Path holds .a["b"])
 //	key ref NAME           to ref enrich
 //	key kind { … }         from file { … }, to switch { … }, call sql { … }
 //	key "label" { … }      case "x" { … }
 //	key { … }              dedup { … }, default { … }, dlq { … }
+//	del path               a map delete: del payload.tmp (Del holds the path)
 //	key expr               id payload.order_id, filter x > 1, guarantee effectively_once
 //	key                    a bare word
 type Item struct {
 	Pos    lexer.Position
 	EndPos lexer.Position
-	Key    *Ident `parser:"@@"`
-	Ref    *Ident `parser:"( 'ref' @@"`
-	Assign *Value `parser:"| '=' @@"`
-	Kind   *Ident `parser:"| ( ( (?= Ident '{') @@"`
-	Label  *Str   `parser:"    | (?= (String | Raw) '{') @@ )?"`
-	Body   *Block `parser:"  @@ )"`
-	Arg    *Expr  `parser:"| @@ )?"`
+	Key    *Ident   `parser:"@@"`
+	Path   *KeyPath `parser:"@@?"`
+	Ref    *Ident   `parser:"( 'ref' @@"`
+	Assign *Value   `parser:"| '=' @@"`
+	Kind   *Ident   `parser:"| ( ( (?= Ident '{') @@"`
+	Label  *Str     `parser:"    | (?= (String | Raw) '{') @@ )?"`
+	Body   *Block   `parser:"  @@ )"`
+	Del    *DelPath `parser:"| @@"`
+	Arg    *Expr    `parser:"| @@ )?"`
 }
 
 // Ident is an identifier with its position.
@@ -108,12 +112,14 @@ type Str struct {
 	Raw    string `parser:"@( String | Raw )"`
 }
 
-// Value is the right-hand side of `=`.
+// Value is the right-hand side of `=`. A `{` that opens an expr-lang map
+// literal (`{"line": payload}`, `{line: payload}`) starts an expression,
+// not a block.
 type Value struct {
 	Pos    lexer.Position
 	EndPos lexer.Position
 	List   *List  `parser:"  @@"`
-	Block  *Block `parser:"| @@"`
+	Block  *Block `parser:"| (?! '{' (String | Raw | Ident) ':') @@"`
 	Expr   *Expr  `parser:"| @@"`
 }
 

@@ -60,7 +60,7 @@ loop:
 					prevOperand = false
 				}
 			case "{":
-				if depth == 0 {
+				if depth == 0 && (prevOperand || !mapLiteralAhead(lex)) {
 					break loop
 				}
 				depth++
@@ -109,6 +109,23 @@ loop:
 	e.EndPos = last.Pos
 	advance(&e.EndPos, last.Value)
 	return nil
+}
+
+// mapLiteralAhead reports whether the "{" the lexer is at opens an
+// expr-lang map literal, `{}` or `{key: …}` with a quoted or bare key,
+// rather than an mqb block, whose items never start `key:`.
+func mapLiteralAhead(lex *lexer.PeekingLexer) bool {
+	cp := lex.MakeCheckpoint()
+	defer lex.LoadCheckpoint(cp)
+	lex.Next()
+	k := lex.Next()
+	if isPunct(*k, "}") {
+		return true
+	}
+	if k.Type != TString && k.Type != TRaw && k.Type != TIdent {
+		return false
+	}
+	return isOp(*lex.Peek(), ":")
 }
 
 // valueMayStartLater reports whether the last significant token before the

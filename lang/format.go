@@ -57,6 +57,7 @@ type formatter struct {
 	src   []byte
 	toks  []lexer.Token
 	at    map[int]int // token offset → index (non-EOF tokens)
+	endAt map[int]int // offset just past a token → index
 	match map[int]int // bracket index → partner index
 	done  []bool      // comment tokens already written
 	next  int         // first token index whose comments may not be written yet
@@ -67,13 +68,14 @@ type formatter struct {
 }
 
 func newFormatter(src []byte, toks []lexer.Token) *formatter {
-	f := &formatter{src: src, toks: toks, at: map[int]int{}, match: map[int]int{}, done: make([]bool, len(toks)), atStart: true}
+	f := &formatter{src: src, toks: toks, at: map[int]int{}, endAt: map[int]int{}, match: map[int]int{}, done: make([]bool, len(toks)), atStart: true}
 	var stack []int
 	for i, t := range toks {
 		if t.EOF() {
 			continue
 		}
 		f.at[t.Pos.Offset] = i
+		f.endAt[t.Pos.Offset+len(t.Value)] = i
 		if t.Type != TPunct {
 			continue
 		}
@@ -228,7 +230,7 @@ func (f *formatter) block(depth int, prefix, suffix string, b *Block, first int,
 			// A bare key followed on the next line by `ref x` or `y { … }`
 			// would read back as one item (newlines do not separate
 			// there): the comma keeps them apart.
-			f.emit(depth+1, it.Key.Name+",", itFirst, itFirst)
+			f.emit(depth+1, it.KeyText()+",", itFirst, f.keyLast(it))
 			continue
 		}
 		f.item(depth+1, it, pads[i], itFirst)
@@ -263,7 +265,7 @@ func (f *formatter) keyPads(items []*Item) []int {
 		}
 		w := 0
 		for _, it := range items[start:end] {
-			w = max(w, len(it.Key.Name))
+			w = max(w, utf8.RuneCountInString(it.KeyText()))
 		}
 		for i := start; i < end; i++ {
 			pads[i] = w
@@ -290,17 +292,17 @@ func (f *formatter) blankBetween(a, b *Item) bool {
 // next written on the following line: as `it ref x` when next is `ref x`,
 // or as `it y { … }` when next is `y { … }`.
 func joinsNext(it, next *Item) bool {
-	bare := it.Ref == nil && it.Assign == nil && it.Body == nil && it.Arg == nil
+	bare := it.Ref == nil && it.Assign == nil && it.Body == nil && it.Arg == nil && it.Del == nil
 	return bare && (next.Key.Name == "ref" || next.Body != nil && next.Kind == nil && next.Label == nil)
 }
 
 func (f *formatter) item(depth int, it *Item, pad, first int) {
-	key := it.Key.Name
+	key := it.KeyText()
 	switch {
 	case it.Ref != nil:
 		f.emit(depth, key+" ref "+it.Ref.Name, first, f.tok(it.Ref.Pos))
 	case it.Assign != nil:
-		f.value(depth, key+strings.Repeat(" ", pad-len(key))+" = ", "", it.Assign, first)
+		f.value(depth, key+strings.Repeat(" ", pad-utf8.RuneCountInString(key))+" = ", "", it.Assign, first)
 	case it.Body != nil:
 		head := key + " "
 		if it.Kind != nil {
@@ -310,11 +312,25 @@ func (f *formatter) item(depth int, it *Item, pad, first int) {
 			head += it.Label.Raw + " "
 		}
 		f.block(depth, head, "", it.Body, first, false)
+	case it.Del != nil:
+		f.emit(depth, key+" "+it.Del.Text(), first, f.endAt[it.Del.EndPos.Offset])
 	case it.Arg != nil:
 		f.emit(depth, key+" "+f.expr(it.Arg), first, f.tok(it.Arg.Tokens[len(it.Arg.Tokens)-1].Pos))
 	default:
-		f.emit(depth, key, first, first)
+		f.emit(depth, key, first, f.keyLast(it))
 	}
+}
+
+// keyLast is the index of the last token of the item's key, its path
+// included.
+func (f *formatter) keyLast(it *Item) int {
+	if it.Path == nil {
+		return f.tok(it.Key.Pos)
+	}
+	if i, ok := f.endAt[it.Path.EndPos.Offset]; ok {
+		return i
+	}
+	return f.tok(it.Key.Pos)
 }
 
 // expr returns the expression as written and marks the comments inside it
@@ -388,7 +404,7 @@ func (f *formatter) inlineBlock(b *Block) string {
 }
 
 func (f *formatter) inlineItem(it *Item) string {
-	key := it.Key.Name
+	key := it.KeyText()
 	switch {
 	case it.Ref != nil:
 		return key + " ref " + it.Ref.Name
@@ -403,6 +419,8 @@ func (f *formatter) inlineItem(it *Item) string {
 			head += it.Label.Raw + " "
 		}
 		return head + f.inlineBlock(it.Body)
+	case it.Del != nil:
+		return key + " " + it.Del.Text()
 	case it.Arg != nil:
 		return key + " " + f.expr(it.Arg)
 	}

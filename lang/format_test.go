@@ -188,8 +188,10 @@ func DumpAST(f *File) string {
 func dumpBlock(b *strings.Builder, blk *Block, depth int) {
 	ind := strings.Repeat("  ", depth)
 	for _, it := range blk.Items() {
-		fmt.Fprintf(b, "%s%s", ind, it.Key.Name)
+		fmt.Fprintf(b, "%s%s", ind, it.KeyText())
 		switch {
+		case it.Del != nil:
+			fmt.Fprintf(b, " del %s\n", it.Del.Text())
 		case it.Ref != nil:
 			fmt.Fprintf(b, " ref %s\n", it.Ref.Name)
 		case it.Assign != nil:

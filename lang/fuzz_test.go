@@ -18,6 +18,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(designExample)
 	f.Add("route r { to switch { on = meta[\"x\"]  case \"a\" { to ref e }  default { to file { path = \"x\" } } } }\n")
 	f.Add("output e = http { url = \"http://${env(\\\"H\\\")}/x\" }\nroute r { from kafka { url = \"k\", topic = \"t\" } to ref e }\n")
+	f.Add("route r {\n  map {\n    payload.customer.email = lower(payload.email)  # nested\n    meta[\"k\"] = payload.k\n    del payload.tmp\n  }\n  map { payload = {\"line\": payload} }\n}\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		file, diags := Parse("f.mqb", []byte(src))
 		if file == nil {
@@ -81,6 +82,15 @@ func checkNodePositions(t *testing.T, f *File, n int) {
 		for _, it := range b.Items() {
 			check("item", it.Pos, it.EndPos)
 			check("key", it.Key.Pos, it.Key.EndPos)
+			if it.Path != nil {
+				check("key path", it.Path.Pos, it.Path.EndPos)
+				for _, s := range it.Path.Segments {
+					check("path segment", s.Pos, s.EndPos)
+				}
+			}
+			if it.Del != nil {
+				check("del path", it.Del.Pos, it.Del.EndPos)
+			}
 			if it.Assign != nil {
 				value(it.Assign)
 			}

@@ -22,7 +22,9 @@ var parser = participle.MustBuild[File](
 // Grammar returns the EBNF of the .mqb grammar, as written to grammar.ebnf.
 func Grammar() string {
 	return "// Generated from lang's participle grammar by `go test ./lang -update`. Do not edit.\n" +
-		"// Expr is an expr-lang expression (or one literal), parsed by lang.Expr.Parse.\n\n" +
+		"// Expr is an expr-lang expression (or one literal), parsed by lang.Expr.Parse.\n" +
+		"// KeyPath is ( \".\" <ident> | \"[\" <string> \"]\" )* after a key, the \"[\" touching what precedes it;\n" +
+		"// DelPath is <ident> KeyPath after a key `del`, alone on its line (lang.KeyPath.Parse, lang.DelPath.Parse).\n\n" +
 		parser.String() + "\n"
 }
 
@@ -67,6 +69,7 @@ func parseTokensOf(filename string, src []byte, toks []lexer.Token, diags diag.L
 	for _, d := range f.Decls {
 		splitKindOnNextLine(d, &diags)
 		checkSeparators(src, d, &diags)
+		checkPaths(d, &diags)
 	}
 	return f, clampRanges(dedupe(diags), len(src))
 }
@@ -89,18 +92,49 @@ func splitKindOnNextLine(d *Decl, diags *diag.List) {
 			if it == nil || it.Body == nil {
 				continue
 			}
-			if it.Label != nil && it.Label.Pos.Line > it.Key.EndPos.Line {
+			keyEnd := it.Key.EndPos
+			if it.Path != nil {
+				keyEnd = it.Path.EndPos
+			}
+			if it.Label != nil && it.Label.Pos.Line > keyEnd.Line {
 				diags.Add("E001", it.Label.Range(), "a label must be on the same line as its key", "Write `key \"label\" { … }` on one line.")
 			}
-			if it.Kind == nil || it.Kind.Pos.Line <= it.Key.EndPos.Line {
+			if it.Kind == nil || it.Kind.Pos.Line <= keyEnd.Line {
 				continue
 			}
-			bare := &Item{Pos: it.Pos, EndPos: it.Key.EndPos, Key: it.Key}
+			bare := &Item{Pos: it.Pos, EndPos: keyEnd, Key: it.Key, Path: it.Path}
 			block := &Item{Pos: it.Kind.Pos, EndPos: it.EndPos, Key: it.Kind, Body: it.Body}
 			b.Entries[i].Item = bare
 			b.Entries = append(b.Entries[:i+1], append([]*BlockEntry{{Item: block}}, b.Entries[i+1:]...)...)
 		}
 	})
+}
+
+// checkPaths reports the malformed segments of key paths (`payload.`
+// with no name, `meta["k"` with no "]").
+func checkPaths(d *Decl, diags *diag.List) {
+	walkBlocks(declBody(d), func(b *Block) {
+		for _, it := range b.Items() {
+			if it.Path == nil {
+				continue
+			}
+			for _, s := range it.Path.Segments {
+				if s.Bad != "" {
+					diags.Add("E001", Range(s.Pos, s.EndPos), s.Bad, "A path names fields one by one: payload.customer.email, meta[\"k\"], payload[\"a b\"].")
+				}
+			}
+		}
+	})
+}
+
+func declBody(d *Decl) *Block {
+	switch {
+	case d.Route != nil:
+		return d.Route.Body
+	case d.Endpoint != nil:
+		return d.Endpoint.Body
+	}
+	return nil
 }
 
 // clampRanges keeps every range inside the n-byte input: an error at end
@@ -257,8 +291,8 @@ func checkSeparators(src []byte, d *Decl, diags *diag.List) {
 				prev = nil
 				continue
 			}
-			if prev != nil && prev.Assign != nil && e.Item.Assign != nil && !newlineBetween(src, prev, e.Item) {
-				diags.Add("E001", e.Item.Key.Range(), fmt.Sprintf("expected a newline or a comma before %q", e.Item.Key.Name), "Attributes in a block are separated by newlines or commas.")
+			if prev != nil && (prev.Assign != nil || prev.Del != nil) && (e.Item.Assign != nil || e.Item.Del != nil) && !newlineBetween(src, prev, e.Item) {
+				diags.Add("E001", e.Item.KeyRange(), fmt.Sprintf("expected a newline or a comma before %q", e.Item.KeyText()), "Attributes in a block are separated by newlines or commas.")
 			}
 			prev = e.Item
 		}

@@ -26,6 +26,7 @@ var keywordDocs = map[string]string{
 	"case":      "switch: `case \"value\" { to … }` receives records whose `on` equals the value.",
 	"default":   "switch: receives records matching no case. Without it they are dropped (and counted).",
 	"ref":       "Uses a named endpoint declared with `output NAME = kind { … }` (or `input`).",
+	"del":       "map: `del payload.tmp` deletes a payload field (at any depth: `del payload.a.b`), `del meta[\"k\"]` a metadata key; deleting what is not there does nothing.",
 	"guarantee": "Declares the delivery guarantee the route must have: the build fails unless the checker proves it. `effectively_once` also accepts an exactly-once route (a sql cursor source and sql sink on one database, committed through the transactional outbox).",
 }
 

@@ -9,6 +9,9 @@
 package plan
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/mqb-dev/mqb/diag"
 )
 
@@ -167,10 +170,75 @@ type Node struct {
 	Attrs map[string]Value `json:"attrs,omitempty"`
 	// Expr is the expression of steps written `id <expr>` or `filter <expr>`.
 	Expr string `json:"expr,omitempty"`
+	// Assign lists a map step's assignments in the order written, when
+	// the block does more than set top-level payload fields (a nested
+	// path, a delete, the whole payload, a meta key). A block of top-level
+	// fields only keeps them in Attrs, field name → value, as before.
+	Assign []Assignment `json:"assign,omitempty"`
 	// Children are the nested endpoints of structural kinds: switch cases
 	// and default, request call and forward, fanout targets, dlq target.
 	Children []Branch `json:"children,omitempty"`
 	Pos      diag.Pos `json:"pos"`
+}
+
+// Targets of a map assignment.
+const (
+	TargetPayload = "payload"
+	TargetMeta    = "meta"
+)
+
+// Assignment is one item of a map block. Every value of a block is
+// evaluated against the record as it entered the block; then the
+// assignments apply in order. No two targets of one block overlap (the
+// compiler refuses a target inside another), so the order decides nothing
+// about the result.
+type Assignment struct {
+	// Target is TargetPayload or TargetMeta.
+	Target string `json:"target"`
+	// Path is, for TargetPayload, the fields from the payload's root
+	// (none: the whole payload); for TargetMeta, the one key.
+	Path []string `json:"path,omitempty"`
+	// Delete removes the field or key; Value is then nil.
+	Delete bool     `json:"delete,omitempty"`
+	Value  *Value   `json:"value,omitempty"`
+	Pos    diag.Pos `json:"pos"`
+}
+
+// TargetText renders the target as a user writes it: payload.a.b,
+// payload["a b"], payload, meta["k"].
+func (a Assignment) TargetText() string {
+	if a.Target == TargetMeta {
+		k := ""
+		if len(a.Path) > 0 {
+			k = a.Path[0]
+		}
+		return "meta[" + strconv.Quote(k) + "]"
+	}
+	return PayloadPathText(a.Path)
+}
+
+// PayloadPathText renders a payload path: payload.a.b, with a field that
+// is not a plain name indexed, payload["a b"].
+func PayloadPathText(path []string) string {
+	var b strings.Builder
+	b.WriteString("payload")
+	for _, f := range path {
+		if isName(f) {
+			b.WriteString("." + f)
+		} else {
+			b.WriteString("[" + strconv.Quote(f) + "]")
+		}
+	}
+	return b.String()
+}
+
+func isName(s string) bool {
+	for i, c := range s {
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Branch labels for Node.Children.

@@ -34,6 +34,17 @@ func redactNode(n Node) Node {
 		}
 		n.Attrs = attrs
 	}
+	if n.Assign != nil {
+		as := make([]Assignment, len(n.Assign))
+		for i, a := range n.Assign {
+			if a.Value != nil {
+				v := redactValue(*a.Value)
+				a.Value = &v
+			}
+			as[i] = a
+		}
+		n.Assign = as
+	}
 	if n.Children != nil {
 		ch := make([]Branch, len(n.Children))
 		for i, b := range n.Children {

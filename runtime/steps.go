@@ -3,6 +3,8 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
 	"sort"
 	"time"
 
@@ -104,10 +106,17 @@ func (s *filterStep) applyRecord(w *worker, r *Record) {
 	}
 }
 
-// mapStep is `map { field = <expr> … }`: every expression sees the incoming
-// record, then the fields are set on the payload object.
+// mapStep is `map { target = <expr> … }`: every value is computed from the
+// record as it entered the block, then the targets are written in order.
+// A block of top-level payload fields (the plan's node attributes) sets
+// them on the payload object in place; any other block (the plan's
+// Assign list) writes paths, deletes, the whole payload and meta keys.
 type mapStep struct {
 	fields []mapField
+	ops    []mapOp
+	// writesPayload: the block changes the payload, so the route must
+	// decode it whole to encode it again.
+	writesPayload bool
 }
 
 type mapField struct {
@@ -116,34 +125,68 @@ type mapField struct {
 	value any
 }
 
+// mapOp is one plan.Assignment.
+type mapOp struct {
+	meta  bool
+	path  []string // payload fields from the root (none: the whole payload); the meta key
+	del   bool
+	prog  *program // nil for a literal or a delete
+	value any
+	text  string // the target as written, for a dead record's reason
+}
+
 func newMapStep(route string, n *plan.Node, c *compiler) (*mapStep, error) {
-	s := &mapStep{}
+	s := &mapStep{writesPayload: len(n.Assign) == 0}
+	for _, a := range n.Assign {
+		op := mapOp{meta: a.Target == plan.TargetMeta, path: a.Path, del: a.Delete, text: a.TargetText()}
+		switch {
+		case a.Target != plan.TargetPayload && a.Target != plan.TargetMeta:
+			return nil, fmt.Errorf("route %s: map (%s): unknown target %q", route, n.Pos, a.Target)
+		case op.meta && len(a.Path) != 1:
+			return nil, fmt.Errorf("route %s: map (%s): %s names %d meta keys, not one", route, n.Pos, op.text, len(a.Path))
+		case a.Delete && !op.meta && len(a.Path) == 0:
+			return nil, fmt.Errorf("route %s: map (%s): a delete of the whole payload", route, n.Pos)
+		case !a.Delete && a.Value == nil:
+			return nil, fmt.Errorf("route %s: map (%s): %s has no value", route, n.Pos, op.text)
+		}
+		if !a.Delete {
+			p, lit, err := mapValue(*a.Value, c)
+			if err != nil {
+				return nil, fmt.Errorf("route %s: map (%s) %s: %w", route, n.Pos, op.text, err)
+			}
+			op.prog, op.value = p, lit
+		}
+		s.writesPayload = s.writesPayload || !op.meta
+		s.ops = append(s.ops, op)
+	}
 	names := make([]string, 0, len(n.Attrs))
 	for k := range n.Attrs {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		v := n.Attrs[k]
-		src := v.Expr
-		if src == "" && v.Type == plan.TTemplate && len(v.Template) == 1 && v.Template[0].Expr != "" {
-			src = v.Template[0].Expr
-		}
-		if src != "" {
-			p, err := c.compile(src)
-			if err != nil {
-				return nil, fmt.Errorf("route %s: map (%s) field %s: %w", route, n.Pos, k, err)
-			}
-			s.fields = append(s.fields, mapField{name: k, prog: p})
-			continue
-		}
-		lit, err := literal(v)
+		p, lit, err := mapValue(n.Attrs[k], c)
 		if err != nil {
 			return nil, fmt.Errorf("route %s: map (%s) field %s: %w", route, n.Pos, k, err)
 		}
-		s.fields = append(s.fields, mapField{name: k, value: lit})
+		s.fields = append(s.fields, mapField{name: k, prog: p, value: lit})
 	}
 	return s, nil
+}
+
+// mapValue compiles a map value: an expression (or a template of one
+// expression), or else a literal.
+func mapValue(v plan.Value, c *compiler) (*program, any, error) {
+	src := v.Expr
+	if src == "" && v.Type == plan.TTemplate && len(v.Template) == 1 && v.Template[0].Expr != "" {
+		src = v.Template[0].Expr
+	}
+	if src != "" {
+		p, err := c.compile(src)
+		return p, nil, err
+	}
+	lit, err := literal(v)
+	return nil, lit, err
 }
 
 func (s *mapStep) programs() []*program {
@@ -153,8 +196,14 @@ func (s *mapStep) programs() []*program {
 			ps = append(ps, f.prog)
 		}
 	}
-	// map writes the payload, so it always needs it decoded.
-	ps = append(ps, &program{usesPayload: true})
+	for _, op := range s.ops {
+		if op.prog != nil {
+			ps = append(ps, op.prog)
+		}
+	}
+	if s.writesPayload {
+		ps = append(ps, &program{usesPayload: true})
+	}
 	return ps
 }
 
@@ -164,6 +213,10 @@ func (s *mapStep) apply(w *worker, b *batch) error {
 }
 
 func (s *mapStep) applyRecord(w *worker, r *Record) {
+	if len(s.ops) > 0 {
+		s.applyOps(w, r)
+		return
+	}
 	obj, ok := r.value.(map[string]any)
 	if !ok {
 		r.kill(fmt.Sprintf("map: payload is %T, not a JSON object", r.value))
@@ -188,6 +241,169 @@ func (s *mapStep) applyRecord(w *worker, r *Record) {
 	}
 	w.mapVals = vals
 	r.dirty = true
+}
+
+// applyOps runs a block of assignments. The payload is never changed in
+// place: the root and every object on a written path are copied first, so
+// a value computed from the incoming record (payload, or a part of it)
+// keeps what it held, and a record that fails halfway keeps its payload
+// and meta as they were.
+func (s *mapStep) applyOps(w *worker, r *Record) {
+	vals := w.mapVals[:0]
+	defer func() { w.mapVals = vals }()
+	for _, op := range s.ops {
+		var v any
+		switch {
+		case op.del:
+		case op.prog == nil:
+			v = copyJSON(op.value)
+		default:
+			var err error
+			if v, _, err = w.eval.run(op.prog, r); err != nil {
+				r.kill(fmt.Sprintf("map %s: %v", op.text, err))
+				return
+			}
+		}
+		if op.meta && !op.del {
+			str, err := stringify(v)
+			if err != nil {
+				r.kill(fmt.Sprintf("map %s: %v", op.text, err))
+				return
+			}
+			v = str
+		}
+		vals = append(vals, v)
+	}
+	root := r.value
+	var fresh freshObjects
+	for j, op := range s.ops {
+		switch {
+		case op.meta:
+		case len(op.path) == 0:
+			root = vals[j]
+			fresh = freshObjects{}
+		case op.del:
+			root = deletePath(root, op.path, &fresh)
+		default:
+			var why string
+			if root, why = setPath(root, op.path, vals[j], &fresh); why != "" {
+				r.kill(fmt.Sprintf("map %s: %s", op.text, why))
+				return
+			}
+		}
+	}
+	for j, op := range s.ops {
+		switch {
+		case !op.meta:
+		case op.del:
+			delete(r.Meta, op.path[0])
+		default:
+			r.setMeta(op.path[0], vals[j].(string))
+		}
+	}
+	if s.writesPayload {
+		r.value, r.dirty = root, true
+	}
+}
+
+// freshObjects are the objects one map block made or copied for one
+// record: the block may write them in place.
+type freshObjects []map[string]any
+
+func (f *freshObjects) own(m map[string]any) map[string]any {
+	p := reflect.ValueOf(m).UnsafePointer()
+	for _, o := range *f {
+		if reflect.ValueOf(o).UnsafePointer() == p {
+			return m
+		}
+	}
+	c := maps.Clone(m)
+	if c == nil {
+		c = map[string]any{}
+	}
+	*f = append(*f, c)
+	return c
+}
+
+func (f *freshObjects) make() map[string]any {
+	m := map[string]any{}
+	*f = append(*f, m)
+	return m
+}
+
+// setPath returns root with the field at path set to v, creating the
+// objects on the way that are missing; why says what is wrong when the
+// payload, or a value on the way, exists and is not an object.
+func setPath(root any, path []string, v any, fresh *freshObjects) (any, string) {
+	obj, ok := root.(map[string]any)
+	if !ok {
+		return root, fmt.Sprintf("payload is %s, not a JSON object", jsonKind(root))
+	}
+	out := fresh.own(obj)
+	cur := out
+	for i, k := range path[:len(path)-1] {
+		next, exists := cur[k]
+		var m map[string]any
+		switch nm, isObj := next.(map[string]any); {
+		case !exists:
+			m = fresh.make()
+		case isObj:
+			m = fresh.own(nm)
+		default:
+			return root, fmt.Sprintf("%s is %s, not an object", plan.PayloadPathText(path[:i+1]), jsonKind(next))
+		}
+		cur[k] = m
+		cur = m
+	}
+	cur[path[len(path)-1]] = v
+	return out, ""
+}
+
+// deletePath returns root without the field at path; a field that is not
+// there (or under a value that is not an object) leaves root as it is.
+func deletePath(root any, path []string, fresh *freshObjects) any {
+	cur, ok := root.(map[string]any)
+	for _, k := range path[:len(path)-1] {
+		if !ok {
+			return root
+		}
+		cur, ok = cur[k].(map[string]any)
+	}
+	if !ok {
+		return root
+	}
+	if _, there := cur[path[len(path)-1]]; !there {
+		return root
+	}
+	out := fresh.own(root.(map[string]any))
+	cur = out
+	for _, k := range path[:len(path)-1] {
+		m := fresh.own(cur[k].(map[string]any))
+		cur[k] = m
+		cur = m
+	}
+	delete(cur, path[len(path)-1])
+	return out
+}
+
+// copyJSON copies the objects and arrays of a literal value, which every
+// record gets its own of.
+func copyJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = copyJSON(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = copyJSON(e)
+		}
+		return out
+	}
+	return v
 }
 
 // literal converts a non-expression plan value to the value a payload holds.

@@ -23,7 +23,15 @@ var Steps = []Step{
 	},
 	{
 		Name: "map", Side: Both, Free: true,
-		Doc: "Sets payload fields: `field = <expr>` per line, evaluated against the incoming record.",
+		Doc: "Rewrites the record, one target per line: `field = <expr>` sets a top-level payload field (payload.field); " +
+			"`payload.customer.email = <expr>` a nested one, creating the objects on the way that are missing " +
+			"(a record where a value on the way exists and is not an object, null included, goes to the DLQ naming the path); " +
+			"`payload = <expr>` replaces the whole payload with any JSON value (`payload = {\"line\": payload}` wraps a text line); " +
+			"`meta[\"k\"] = <expr>` sets a metadata key, its value rendered as a string (the keys under mqb. are reserved: E029); " +
+			"`del payload.tmp` and `del meta[\"k\"]` delete (deleting a field that is not there does nothing). " +
+			"Every value is computed from the record as it entered the block, then the targets are written in the order given; " +
+			"two targets where one lies inside the other (payload and payload.a, payload.a and payload.a.b, a set and a del of one path) are E018: write them in two map blocks. " +
+			"A block that writes a payload field needs an object payload; one that only replaces the payload or writes meta takes any.",
 	},
 	{
 		Name: "parse", Side: Both,

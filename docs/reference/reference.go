@@ -161,6 +161,10 @@ func Markdown() []byte {
 	w("Everything else is per-delivery: expr-lang's `$env` in any form, a method call, a function not\n")
 	w("on that list, and a list in map iteration order (%s) unless an order-blind function\n", codeList(stdlib.MapOrderFuncs))
 	w("(`sort`, `len`, `count`, `in`, …) consumes it.\n\n")
+	w("A payload value a `map` step rewrote is as stable as what it was given: a read of `payload.a.b`\n")
+	w("counts every write to that path, to an object above it (`payload.a`, `payload`) and to a field\n")
+	w("inside it, so a key on a field a per-delivery value rewrote is refused; a deleted field reads as\n")
+	w("absent, which is stable. A meta key a `map` step set is as stable as its value until a handler runs.\n\n")
 	functionsTable(w)
 
 	w("## Verdicts\n\n")
@@ -258,7 +262,7 @@ func stepForm(s stdlib.Step) string {
 	case s.ExprArg:
 		return "`" + s.Name + " <expr>`"
 	case s.Free:
-		return "`" + s.Name + " { field = <expr> … }`"
+		return "`" + s.Name + " { target = <expr> … }`, a target being `field`, `payload.a.b`, `payload[\"a b\"]`, `payload` or `meta[\"k\"]`; `del <target>` deletes"
 	case s.Nested:
 		return "`" + s.Name + " { to <kind> { … } }`"
 	}

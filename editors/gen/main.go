@@ -39,7 +39,7 @@ var (
 	// endpointKeywords are followed by an endpoint kind.
 	endpointKeywords = []string{"from", "to", "handle", "call", "forward"}
 	// otherKeywords structure a file or a structural endpoint.
-	otherKeywords = []string{"route", "output", "input", "ref", "guarantee", "case", "default"}
+	otherKeywords = []string{"route", "output", "input", "ref", "guarantee", "case", "default", "del"}
 	// wordOperators are expr-lang's operators spelled as words.
 	wordOperators = []string{"in", "not", "and", "or", "matches", "contains", "startsWith", "endsWith"}
 	// exprVariables are the variables of every mqb expression (stdlib.Env).
