@@ -76,6 +76,14 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 		p.replayFails = rc.insertMayHitUniqueKey(n, ins, d)
 		return p
 	}
+	if strings.Contains(ins.clause, "IGNORE") && !rc.inNamedUnused {
+		fix := "ON CONFLICT (k) DO NOTHING"
+		if d == sqlMySQL {
+			fix = "ON DUPLICATE KEY UPDATE k = k"
+		}
+		rc.warn("W009", iq.rng, fmt.Sprintf("insert_query into %s in route %s uses %s, which skips or alters a row for any error, not only a repeated key", ins.table, rc.name, ins.clause),
+			fmt.Sprintf("A record it cannot store as it is never reaches the DLQ and is counted as written. %s absorbs repeats of the key k and dead-letters every other refused row.", fix))
+	}
 	p = rc.proveUpsert(n, ins, parts, d)
 	return p
 }
