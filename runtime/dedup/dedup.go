@@ -1,12 +1,15 @@
 // Package dedup is the Pebble-backed store behind the `dedup` step.
 //
-// A key goes through two states. On receive it is *reserved* with a short
-// in-flight expiry (InFlightExpiry, 5 s): a second record with the same key
-// while the first is in flight is a duplicate. On ack the key is *promoted*
-// to processed with the step's ttl; until that ttl runs out every record with
-// the key is a duplicate. A reservation that is never promoted (the sink
-// failed, the process died) expires, so the key is delivered again rather
-// than lost.
+// A key goes through two states. On receive it is *reserved*: a second
+// record with the same key while the first is in flight is a duplicate. On
+// ack the key is *promoted* to processed with the step's ttl; until that
+// ttl runs out every record with the key is a duplicate. A reservation the
+// route does not promote (the record was not delivered) is released, so
+// the key is delivered again rather than lost; one left by a process that
+// died is gone with it (below). A reservation does not expire with time: a
+// batch that spends longer in flight than any expiry (a slow sink, a
+// loaded machine) would otherwise let a repeat of its key through as new
+// while the first record was still on its way, and both would land.
 //
 // Pebble locks its directory, so a store is held by one process at a time.
 // A reservation therefore only has to be visible inside this process, and
@@ -45,7 +48,10 @@ import (
 	"github.com/mqb-dev/mqb/runtime/internal/pebbledb"
 )
 
-// InFlightExpiry is how long a reservation holds a key before the sink acks.
+// InFlightExpiry is how long a reservation in a shared SQL store holds a
+// key for its instance (SQLStore): past it, another instance takes the key
+// over, as the holder may have died. A Pebble store's reservations are in
+// this process's memory and never expire.
 const InFlightExpiry = 5 * time.Second
 
 // Verdict is what Reserve decided for one key.
@@ -124,7 +130,7 @@ func ValidNamespace(ns string) string {
 // full database key (namespace included).
 type reservations struct {
 	mu   sync.Mutex
-	keys map[string]int64 // database key → expiry, unix nanos
+	keys map[string]int64 // database key → when it was reserved, unix nanos
 	// promoted counts the promotions whose reservations were dropped
 	// (under mu). Reserve reads the database before it takes mu; when a
 	// promotion landed in between it read neither the processed key nor
@@ -161,10 +167,7 @@ type Store struct {
 	ns string
 	// lower and upper bound the namespace's keys.
 	lower, upper []byte
-	// Expiry is the in-flight reservation expiry (InFlightExpiry unless a
-	// test shortens it).
-	Expiry time.Duration
-	res    *reservations
+	res          *reservations
 
 	mu      sync.Mutex // guards the scratch below
 	sorted  []int
@@ -202,7 +205,7 @@ func OpenNamespace(dir, ns string) (*Store, error) {
 		shared[h.DB] = res
 	}
 	sharedMu.Unlock()
-	return &Store{h: h, ns: ns, lower: lower, upper: upper, Expiry: InFlightExpiry, res: res}, nil
+	return &Store{h: h, ns: ns, lower: lower, upper: upper, res: res}, nil
 }
 
 // Namespace is the namespace the store sees.
@@ -246,19 +249,16 @@ func (s *Store) Reserve(keys []string, now time.Time, verdicts []Verdict) error 
 	defer s.res.mu.Unlock()
 	for i, k := range keys {
 		s.keyBuf = s.dbKey(s.keyBuf, k)
-		if exp, ok := s.res.keys[string(s.keyBuf)]; ok {
-			if exp > nowNs {
-				verdicts[i] = InFlight
-				continue
-			}
-			delete(s.res.keys, string(s.keyBuf))
+		if _, ok := s.res.keys[string(s.keyBuf)]; ok {
+			verdicts[i] = InFlight
+			continue
 		}
 		if s.found[i] > nowNs {
 			verdicts[i] = Processed
 			continue
 		}
 		verdicts[i] = New
-		s.res.keys[string(s.keyBuf)] = nowNs + int64(s.Expiry)
+		s.res.keys[string(s.keyBuf)] = nowNs
 	}
 	return nil
 }

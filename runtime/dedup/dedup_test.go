@@ -28,9 +28,10 @@ func TestReserveExpiryAndTTL(t *testing.T) {
 			{do: "reserve", keys: []string{"a"}, want: []Verdict{New}},
 			{do: "reserve", keys: []string{"a"}, at: 4 * time.Second, want: []Verdict{InFlight}},
 		}},
-		{"reservation expires after 5s", []op{
+		{"reservation holds however long its batch is in flight", []op{
 			{do: "reserve", keys: []string{"a"}, want: []Verdict{New}},
-			{do: "reserve", keys: []string{"a"}, at: 5 * time.Second, want: []Verdict{New}},
+			{do: "reserve", keys: []string{"a"}, at: 5 * time.Second, want: []Verdict{InFlight}},
+			{do: "reserve", keys: []string{"a"}, at: 10 * time.Minute, want: []Verdict{InFlight}},
 		}},
 		{"processed within ttl", []op{
 			{do: "reserve", keys: []string{"a"}, want: []Verdict{New}},

@@ -161,11 +161,25 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 	token := fmt.Sprintf("%s/%d", s.id, s.seq.Add(1))
 	nowNs := now.UnixNano()
 	exp := nowNs + int64(s.Expiry)
+	// A key this store holds in flight is a duplicate however long its
+	// batch has been on its way: its row may be past its expiry, which
+	// is there for other instances to take over from a dead one, not
+	// for this one to let a repeat through while the first is unacked.
+	s.mu.Lock()
+	held := map[string]bool{}
+	for _, k := range keys {
+		if _, ok := s.inflight[storedKey(k)]; ok {
+			held[storedKey(k)] = true
+		}
+	}
+	s.mu.Unlock()
 	// One row per distinct key, in sorted order so that two instances
 	// upserting overlapping batches lock rows in the same order.
 	uniq := make([]string, 0, len(keys))
 	for _, k := range keys {
-		uniq = append(uniq, storedKey(k))
+		if sk := storedKey(k); !held[sk] {
+			uniq = append(uniq, sk)
+		}
 	}
 	slices.Sort(uniq)
 	uniq = slices.Compact(uniq)
@@ -179,6 +193,9 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
 	defer cancel()
 	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
+		if len(uniq) == 0 {
+			return nil
+		}
 		clear(found)
 		var b strings.Builder
 		args := make([]any, 0, 4*len(uniq)+1)
@@ -253,8 +270,8 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 		sk := storedKey(k)
 		r, ok := found[sk]
 		switch {
-		case seen[sk]:
-			verdicts[i] = InFlight // the earlier record of this batch holds it
+		case seen[sk], held[sk]:
+			verdicts[i] = InFlight // the earlier record of this batch, or an earlier batch, holds it
 		case ok && r.owner == token:
 			verdicts[i] = New
 			s.inflight[sk] = token

@@ -87,8 +87,13 @@ func TestSQLStoreLifecycle(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(100 * time.Millisecond)
-			if got := reserve(t, b, time.Now(), "z"); got != "new" {
+			if got := reserve(t, a, time.Now(), "z"); got != "new" {
 				t.Errorf("after ttl: %s", got)
+			}
+			// b still holds its own reservation of z (a batch it has not
+			// acked, however long ago): to b a repeat is in flight.
+			if got := reserve(t, b, time.Now(), "z"); got != "in-flight" {
+				t.Errorf("b's own reservation past its expiry: %s", got)
 			}
 		})
 	}
