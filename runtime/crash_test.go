@@ -18,7 +18,7 @@ var buildCrashHelper = plantest.BuildCrashHelper
 func crashAndFinish(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int) Stats {
 	t.Helper()
 	planPath := writeCrashPlan(t, p, dir)
-	killRuns(t, bin, planPath, crashSchedule{kills: kills, wait: killWaits(seed, 5, 50*time.Millisecond, 450*time.Millisecond), mayEnd: true})
+	killRuns(t, bin, planPath, crashSchedule{Kills: kills, Wait: killWaits(seed, 5, 50*time.Millisecond, 450*time.Millisecond), MayEnd: true})
 	return finishRun(t, startHelper(t, bin, planPath))
 }
 

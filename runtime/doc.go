@@ -7,10 +7,11 @@
 //
 // The package is the engine, and still holds most connectors as a file
 // per end. Connectors outside it (connector/http, connector/mongodb,
-// connector/clickhouse, connector/nats, connector/kafka) build on the
-// connector API in connector.go — RegisterSink, RegisterSource, BuildEnv,
-// Sink, Source, Batch, Record's source- and sink-side methods, Program,
-// Template, the premise and guarantee hooks — and register their kinds in
-// init, so a program that runs plans links them with a blank import of
-// connector/all. docs/connectors.md describes how to write one.
+// connector/clickhouse, connector/nats, connector/kafka,
+// connector/postgrescdc) build on the connector API in connector.go —
+// RegisterSink, RegisterSource, BuildEnv, Sink, Source, Batch, Record's
+// source- and sink-side methods, Program, Template, the premise and
+// guarantee hooks — and register their kinds in init, so a program that
+// runs plans links them with a blank import of connector/all.
+// docs/connectors.md describes how to write one.
 package runtime

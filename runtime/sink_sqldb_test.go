@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -55,11 +54,7 @@ func appendTypeErrors(t *testing.T, e testEnv, ds *dataset, n int) {
 }
 
 // sqlRows is what database/sql's and pgx's rows have in common.
-type sqlRows interface {
-	Next() bool
-	Scan(...any) error
-	Err() error
-}
+type sqlRows = plantest.Rows
 
 // scanOrderRows reads rows of (id, amount) into a map, failing on a repeat.
 func scanOrderRows(t *testing.T, rows sqlRows) map[string]int {
@@ -90,18 +85,7 @@ func checkOrderRows(t *testing.T, got map[string]int, ds dataset, exactAmounts b
 // pgQuery runs a query on a fresh connection and hands its rows to scan.
 func pgQuery[T any](t *testing.T, url, query string, scan func(*testing.T, sqlRows) T) T {
 	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	return scan(t, rows)
+	return plantest.PGQuery(t, url, query, scan)
 }
 
 func myQuery[T any](t *testing.T, dsn, query string, scan func(*testing.T, sqlRows) T) T {

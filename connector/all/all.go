@@ -10,9 +10,10 @@
 package all
 
 import (
-	_ "github.com/mqb-dev/mqb/connector/clickhouse" // to clickhouse
-	_ "github.com/mqb-dev/mqb/connector/http"       // to http, call http
-	_ "github.com/mqb-dev/mqb/connector/kafka"      // from kafka, to kafka
-	_ "github.com/mqb-dev/mqb/connector/mongodb"    // to mongodb
-	_ "github.com/mqb-dev/mqb/connector/nats"       // from nats, to nats
+	_ "github.com/mqb-dev/mqb/connector/clickhouse"  // to clickhouse
+	_ "github.com/mqb-dev/mqb/connector/http"        // to http, call http
+	_ "github.com/mqb-dev/mqb/connector/kafka"       // from kafka, to kafka
+	_ "github.com/mqb-dev/mqb/connector/mongodb"     // to mongodb
+	_ "github.com/mqb-dev/mqb/connector/nats"        // from nats, to nats
+	_ "github.com/mqb-dev/mqb/connector/postgrescdc" // from postgres_cdc
 )

@@ -3,9 +3,12 @@ package plantest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -87,6 +90,57 @@ func (r *HelperRun) Finish(t testing.TB, stats any) {
 	}
 }
 
+// KillWaits draws how long each run lives before its SIGKILL: least plus
+// up to spread, from a PCG seeded with (seed, stream) so that a failing
+// schedule can be replayed.
+func KillWaits(seed, stream uint64, least, spread time.Duration) func() time.Duration {
+	rng := rand.New(rand.NewPCG(seed, stream))
+	return func() time.Duration {
+		return least + time.Duration(rng.IntN(int(spread/time.Millisecond)))*time.Millisecond
+	}
+}
+
+// CrashSchedule is how a crash test kills the helper before its last run.
+type CrashSchedule struct {
+	Kills int
+	Wait  func() time.Duration // see KillWaits
+	// MayEnd says a run that ends by itself before its kill is only
+	// logged; otherwise it fails the test (the route should still be
+	// working then, e.g. a consumer that never reaches an end).
+	MayEnd bool
+	// Progress, when set, says what the killed runs had done so far
+	// (rows written, say) for the log.
+	Progress func() string
+}
+
+// KillRuns starts the crash helper bin on planPath s.Kills times and
+// SIGKILLs each run after its wait.
+func KillRuns(t *testing.T, bin, planPath string, s CrashSchedule) {
+	t.Helper()
+	for i := range s.Kills {
+		r := StartHelper(t, bin, planPath)
+		wait := s.Wait()
+		select {
+		case err := <-r.Exited:
+			if !s.MayEnd {
+				t.Fatalf("run %d ended by itself (err %v): %s", i, err, r.Stderr.String())
+			}
+			t.Logf("run %d ended by itself before the kill at %v (err %v): %s", i, wait, err, r.Stderr.String())
+			continue
+		case <-time.After(wait):
+		}
+		if err := r.Cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
+		}
+		<-r.Exited
+		var progress string
+		if s.Progress != nil {
+			progress = " " + s.Progress()
+		}
+		t.Logf("run %d killed after %v%s %s", i, wait, progress, strings.TrimSpace(r.Stderr.String()))
+	}
+}
+
 // WaitFor polls done every interval until it holds or timeout has passed,
 // and says whether it held.
 func WaitFor(done func() bool, timeout, every time.Duration) bool {
@@ -100,7 +154,8 @@ func WaitFor(done func() bool, timeout, every time.Duration) bool {
 	return true
 }
 
-// Rows is what ScanPairs reads: *sql.Rows.
+// Rows is what ScanPairs and PGQuery's scan read: what *sql.Rows and
+// pgx.Rows have in common.
 type Rows interface {
 	Next() bool
 	Scan(dest ...any) error

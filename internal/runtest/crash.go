@@ -1,11 +1,7 @@
 package runtest
 
 import (
-	"errors"
-	"math/rand/v2"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,21 +21,7 @@ var BuildCrashHelper = plantest.BuildCrashHelper
 func CrashUntil(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int, done func() bool) runtime.Stats {
 	t.Helper()
 	planPath := plantest.WriteCrashPlan(t, p, dir)
-	rng := rand.New(rand.NewPCG(seed, 7))
-	for i := range kills {
-		r := plantest.StartHelper(t, bin, planPath)
-		wait := 150*time.Millisecond + time.Duration(rng.IntN(450))*time.Millisecond
-		select {
-		case err := <-r.Exited:
-			t.Fatalf("run %d ended by itself (err %v): %s", i, err, r.Stderr.String())
-		case <-time.After(wait):
-		}
-		if err := r.Cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			t.Fatal(err)
-		}
-		<-r.Exited
-		t.Logf("run %d killed after %v %s", i, wait, strings.TrimSpace(r.Stderr.String()))
-	}
+	plantest.KillRuns(t, bin, planPath, plantest.CrashSchedule{Kills: kills, Wait: plantest.KillWaits(seed, 7, 150*time.Millisecond, 450*time.Millisecond)})
 	t.Setenv("MQB_CRASH_LOG", "info") // the final run's log, should it not finish
 	final := plantest.StartHelper(t, bin, planPath)
 	// Killed consumers may hold what they read until the server gives it
