@@ -5,13 +5,14 @@
 // position, so a crash replays and never skips. Dedup state and checkpoints
 // live in Pebble. Run is the entry point; `mqbc run` wires it to the CLI.
 //
-// The package is the engine, and still holds most connectors as a file
-// per end. Connectors outside it (connector/http, connector/mongodb,
-// connector/clickhouse, connector/nats, connector/kafka,
-// connector/postgrescdc) build on the connector API in connector.go —
+// The package is the engine, and still holds the file, stdin, stdout and
+// sql connectors and the structural sinks as a file per end. Connectors
+// outside it (connector/http, connector/mongodb, connector/clickhouse,
+// connector/nats, connector/kafka, connector/postgrescdc,
+// connector/objectstore) build on the connector API in connector.go —
 // RegisterSink, RegisterSource, BuildEnv, Sink, Source, Batch, Record's
 // source- and sink-side methods, Program, Template, the premise and
-// guarantee hooks — and register their kinds in init, so a program that
-// runs plans links them with a blank import of connector/all.
-// docs/connectors.md describes how to write one.
+// guarantee hooks, part naming by source position — and register their
+// kinds in init, so a program that runs plans links them with a blank
+// import of connector/all. docs/connectors.md describes how to write one.
 package runtime

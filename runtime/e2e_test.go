@@ -121,11 +121,11 @@ func TestFileToSQLite(t *testing.T) {
 			if rs.In != int64(tc.n) || rs.Committed != int64(tc.n) {
 				t.Errorf("in %d committed %d, want %d", rs.In, rs.Committed, tc.n)
 			}
-			if rs.Out != int64(len(ds.ids)) || rs.Deduplicated != int64(ds.dups) || rs.DeadLettered != int64(len(ds.bad)) {
-				t.Errorf("stats %+v, want out %d dedup %d dlq %d", rs, len(ds.ids), ds.dups, len(ds.bad))
+			if rs.Out != int64(len(ds.IDs)) || rs.Deduplicated != int64(ds.Dups) || rs.DeadLettered != int64(len(ds.Bad)) {
+				t.Errorf("stats %+v, want out %d dedup %d dlq %d", rs, len(ds.IDs), ds.Dups, len(ds.Bad))
 			}
 			checkSQLite(t, e.db, ds)
-			checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
+			checkDLQ(t, readDLQ(t, e.dlq), ds.Bad, true)
 
 			// A second run over the same file resumes at the end: nothing moves.
 			if rs := runRoute(t, sqlitePlan(e, tc.batch, tc.workers), "orders"); rs.In != 0 {
@@ -150,7 +150,7 @@ func TestRestartExactlyOnce(t *testing.T) {
 	checkSQLite(t, e.db, ds)
 	// A graceful drain commits everything it acked: no replay, so the DLQ
 	// holds each bad line exactly once.
-	checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
+	checkDLQ(t, readDLQ(t, e.dlq), ds.Bad, true)
 	t.Logf("first run %+v, second run %+v", first, second)
 }
 
@@ -195,42 +195,13 @@ func readParts(t testing.TB, dir string, ds dataset) map[uint64]int {
 		}
 		for i, l := range lines {
 			p := start + uint64(i)
-			if l != ds.lines[p] {
-				t.Errorf("part %s line %d: %q, want input line %d %q", en.Name(), i, l, p, ds.lines[p])
+			if l != ds.Lines[p] {
+				t.Errorf("part %s line %d: %q, want input line %d %q", en.Name(), i, l, p, ds.Lines[p])
 			}
 			seen[p]++
 		}
 	}
 	return seen
-}
-
-// partsWant is the set of positions a part sink must hold: JSON-valid
-// lines (a part sink has no id step, so only malformed and long lines fail).
-func partsWant(ds dataset) (want map[uint64]bool, bad map[uint64]bool) {
-	want, bad = map[uint64]bool{}, map[uint64]bool{}
-	for _, p := range ds.valid {
-		want[p] = true
-	}
-	for p := range ds.bad {
-		if !want[p] {
-			bad[p] = true
-		}
-	}
-	return want, bad
-}
-
-func checkPartsExactlyOnce(t testing.TB, seen map[uint64]int, want map[uint64]bool) {
-	t.Helper()
-	for p := range want {
-		if seen[p] != 1 {
-			t.Errorf("position %d written %d times", p, seen[p])
-		}
-	}
-	for p := range seen {
-		if !want[p] {
-			t.Errorf("position %d written but should have been dead-lettered", p)
-		}
-	}
 }
 
 func TestFileSinkSourcePosition(t *testing.T) {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"database/sql"
-	"os"
 	"testing"
 	"time"
 
@@ -78,19 +77,4 @@ func runInsertedExisted(t *testing.T, dir string, compile func(input string) pla
 		st := runIn(t, dir, p).Route("upsert_branch")
 		return plantest.Counts{In: st.In, Out: st.Out, Failed: st.DeadLettered + st.Errors}
 	})
-}
-
-// tableExists reports whether the SQLite database at dbPath has table
-// (false while the file or the table is not there yet).
-func tableExists(dbPath, table string) bool {
-	if _, err := os.Stat(dbPath); err != nil {
-		return false
-	}
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
-	if err != nil {
-		return false
-	}
-	defer db.Close()
-	var n int
-	return db.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", table).Scan(&n) == nil && n == 1
 }

@@ -1,10 +1,6 @@
 package runtime
 
 import (
-	"fmt"
-	"math/rand/v2"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
@@ -31,7 +27,7 @@ func newTestEnv(t *testing.T) testEnv {
 	return testEnv{dir: e.Dir, input: e.Input, db: e.DB, dlq: e.DLQ, state: e.State, dedup: e.Dedup, parts: e.Parts}
 }
 
-const testMaxRecord = 2048
+const testMaxRecord = plantest.MaxRecordBytes
 
 // sqlitePlan is file → id → dedup → dlq → sqlite ON CONFLICT DO NOTHING.
 func sqlitePlan(e testEnv, batch, concurrency int) plan.Plan {
@@ -82,102 +78,24 @@ var withRetryAt = plantest.WithRetryAt
 
 var chain = plantest.Chain
 
-var writeOrders = plantest.WriteOrders
+// The generated dataset and the checks of what a run made of it are
+// plantest's, shared with the connector packages' tests.
+type dataset = plantest.Dataset
 
-// dataset is a generated input with what a correct run must produce.
-type dataset struct {
-	lines   []string
-	ids     map[string]int  // unique valid id → amount of its first occurrence
-	bad     map[uint64]bool // positions (record indexes) that must reach the DLQ
-	dups    int             // valid lines whose id was seen before
-	valid   []uint64        // positions of JSON-valid, short lines (for part sinks)
-	records int
-}
-
-// genDataset writes n lines: mostly orders, with repeated ids, malformed
-// JSON, missing ids, null amounts (NOT NULL violation) and over-long lines.
-func genDataset(t testing.TB, path string, n int, seed uint64) dataset {
-	rng := rand.New(rand.NewPCG(seed, 99))
-	ds := dataset{ids: map[string]int{}, bad: map[uint64]bool{}}
-	var b strings.Builder
-	next := 0
-	for i := 0; i < n; i++ {
-		pos := uint64(i)
-		var line string
-		switch r := rng.IntN(100); {
-		case r < 3:
-			line = fmt.Sprintf(`{"order_id": "o-%d", "amount": 1, "body": broken`, i)
-			ds.bad[pos] = true
-		case r < 5:
-			line = fmt.Sprintf(`{"amount": %d, "body": "no id"}`, i)
-			ds.bad[pos] = true
-			ds.valid = append(ds.valid, pos)
-		case r < 7:
-			line = fmt.Sprintf(`{"order_id": "n-%d", "amount": null, "body": "null amount"}`, i)
-			ds.bad[pos] = true
-			ds.valid = append(ds.valid, pos)
-		case r < 8:
-			line = fmt.Sprintf(`{"order_id": "l-%d", "amount": 1, "body": "%s"}`, i, strings.Repeat("x", testMaxRecord))
-			ds.bad[pos] = true
-		case r < 20 && next > 0:
-			k := rng.IntN(next)
-			line = fmt.Sprintf(`{"order_id": "o-%d", "amount": %d, "body": {"repeat": %d}}`, k, k, i)
-			ds.dups++
-			ds.valid = append(ds.valid, pos)
-		default:
-			line = fmt.Sprintf(`{"order_id": "o-%d", "amount": %d, "body": "order number %d"}`, next, next, next)
-			ds.ids[fmt.Sprintf("o-%d", next)] = next
-			next++
-			ds.valid = append(ds.valid, pos)
-		}
-		ds.lines = append(ds.lines, line)
-		b.WriteString(line)
-		b.WriteByte('\n')
-	}
-	ds.records = n
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return ds
-}
+var (
+	genDataset            = plantest.GenDataset
+	partsWant             = plantest.PartsWant
+	checkPartsExactlyOnce = plantest.CheckPartsExactlyOnce
+	readDLQ               = plantest.ReadDLQ
+	readDLQLines          = plantest.ReadDLQLines
+	checkDLQ              = plantest.CheckDLQ
+	checkOrderRows        = plantest.CheckOrderRows
+	sqliteIDs             = plantest.SQLiteIDs
+)
 
 // checkSQLite asserts the table holds each unique valid id exactly once,
 // with the amount of its first occurrence.
 func checkSQLite(t *testing.T, dbPath string, ds dataset) {
 	t.Helper()
 	checkOrderRows(t, sqlQuery(t, sqliteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
-}
-
-var readDLQLines = plantest.ReadDLQLines
-
-// readDLQ returns how many times each position appears in the DLQ file,
-// checking every line carries a reason.
-func readDLQ(t testing.TB, path string) map[uint64]int {
-	t.Helper()
-	out := map[uint64]int{}
-	for _, l := range readDLQLines(t, path) {
-		if l.Error == "" {
-			t.Errorf("dlq line without a reason: %+v", l)
-		}
-		out[l.Position]++
-	}
-	return out
-}
-
-// checkDLQ asserts every bad position is in the DLQ (exactly once when
-// exact) and nothing else is.
-func checkDLQ(t testing.TB, got map[uint64]int, want map[uint64]bool, exact bool) {
-	t.Helper()
-	for p := range want {
-		if got[p] == 0 {
-			t.Errorf("bad record %d missing from the DLQ", p)
-		} else if exact && got[p] != 1 {
-			t.Errorf("bad record %d in the DLQ %d times", p, got[p])
-		}
-	}
-	for p := range got {
-		if !want[p] {
-			t.Errorf("record %d in the DLQ but valid", p)
-		}
-	}
 }

@@ -41,34 +41,6 @@ func runIn(t testing.TB, dir string, p plan.Plan) Stats {
 
 var writeLines = plantest.WriteLines
 
-// sqliteIDs returns the sorted ids of table (id TEXT PRIMARY KEY) and
-// fails on a duplicate (impossible with the key, but it says what we check).
-func sqliteIDs(t testing.TB, dbPath, table string) []string {
-	t.Helper()
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query("SELECT id FROM " + table + " ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
-}
-
 var (
 	fileIDs = plantest.FileIDs
 	seqIDs  = plantest.SeqIDs
@@ -265,8 +237,8 @@ func TestFanoutSQLiteAndParts(t *testing.T) {
 	ds := genDataset(t, e.input, 3000, 3)
 	p := compileMQB(t, fmt.Sprintf(fanoutSrc, 256, e.input, filepath.Join(e.dir, "dlq.jsonl"), e.db, e.parts))
 	st := runIn(t, e.dir, p).Route("fan")
-	if st.In != int64(ds.records) || st.Committed != int64(ds.records) {
-		t.Errorf("stats %+v, want %d in and committed", st, ds.records)
+	if st.In != int64(ds.Records) || st.Committed != int64(ds.Records) {
+		t.Errorf("stats %+v, want %d in and committed", st, ds.Records)
 	}
 	checkFanout(t, e, ds, true)
 }
@@ -285,8 +257,8 @@ func TestCrashFanoutExactlyOnce(t *testing.T) {
 	st := crashAndFinish(t, bin, p, e.dir, 31, 4).Route("fan")
 	checkCounts(t, st)
 	t.Logf("final run %+v", st)
-	if st.Committed != int64(ds.records) {
-		t.Errorf("final run committed %d of %d", st.Committed, ds.records)
+	if st.Committed != int64(ds.Records) {
+		t.Errorf("final run committed %d of %d", st.Committed, ds.Records)
 	}
 	checkFanout(t, e, ds, false)
 }
@@ -297,7 +269,7 @@ func TestCrashFanoutExactlyOnce(t *testing.T) {
 func checkFanout(t *testing.T, e testEnv, ds dataset, exactDLQ bool) {
 	t.Helper()
 	// Every bad record reaches the DLQ (once, without kills).
-	checkDLQ(t, readDLQ(t, filepath.Join(e.dir, "dlq.jsonl")), ds.bad, exactDLQ)
+	checkDLQ(t, readDLQ(t, filepath.Join(e.dir, "dlq.jsonl")), ds.Bad, exactDLQ)
 	db, err := sql.Open(sqliteDriver, "file:"+e.db+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
@@ -307,8 +279,8 @@ func checkFanout(t *testing.T, e testEnv, ds dataset, exactDLQ bool) {
 	if err := db.QueryRow("SELECT count(*), count(DISTINCT id) FROM orders").Scan(&rows, &distinct); err != nil {
 		t.Fatal(err)
 	}
-	if rows != len(ds.ids) || distinct != len(ds.ids) {
-		t.Errorf("sqlite has %d rows (%d distinct), want %d", rows, distinct, len(ds.ids))
+	if rows != len(ds.IDs) || distinct != len(ds.IDs) {
+		t.Errorf("sqlite has %d rows (%d distinct), want %d", rows, distinct, len(ds.IDs))
 	}
 	// The part target takes every line that is JSON (it needs no id);
 	// a record SQLite refused is dead-lettered but the parts keep it.

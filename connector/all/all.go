@@ -15,5 +15,6 @@ import (
 	_ "github.com/mqb-dev/mqb/connector/kafka"       // from kafka, to kafka
 	_ "github.com/mqb-dev/mqb/connector/mongodb"     // to mongodb
 	_ "github.com/mqb-dev/mqb/connector/nats"        // from nats, to nats
+	_ "github.com/mqb-dev/mqb/connector/objectstore" // from object_store, to object_store
 	_ "github.com/mqb-dev/mqb/connector/postgrescdc" // from postgres_cdc
 )

@@ -37,6 +37,19 @@ func CrashUntil(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, 
 	return st
 }
 
+// CrashAndFinish runs p in the crash helper bin, SIGKILLs it kills times
+// at moments drawn from seed (a run that ends by itself before its kill
+// is only logged), then lets a last run finish and returns its stats. dir
+// holds the plan file.
+func CrashAndFinish(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int) runtime.Stats {
+	t.Helper()
+	planPath := plantest.WriteCrashPlan(t, p, dir)
+	plantest.KillRuns(t, bin, planPath, plantest.CrashSchedule{Kills: kills, Wait: plantest.KillWaits(seed, 5, 50*time.Millisecond, 450*time.Millisecond), MayEnd: true})
+	var st runtime.Stats
+	plantest.StartHelper(t, bin, planPath).Finish(t, &st)
+	return st
+}
+
 // tail is the last n lines of s.
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")

@@ -1,0 +1,207 @@
+package plantest
+
+import (
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+)
+
+// MaxRecordBytes is the max_record_bytes of the test plans that read a
+// generated dataset: GenDataset's over-long lines are longer.
+const MaxRecordBytes = 2048
+
+// Dataset is a generated input with what a correct run must produce.
+type Dataset struct {
+	Lines   []string
+	IDs     map[string]int  // unique valid id → amount of its first occurrence
+	Bad     map[uint64]bool // positions (record indexes) that must reach the DLQ
+	Dups    int             // valid lines whose id was seen before
+	Valid   []uint64        // positions of JSON-valid, short lines (for part sinks)
+	Records int
+}
+
+// GenDataset writes n lines to path: mostly orders, with repeated ids,
+// malformed JSON, missing ids, null amounts (NOT NULL violation) and lines
+// over MaxRecordBytes, drawn from seed.
+func GenDataset(t testing.TB, path string, n int, seed uint64) Dataset {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	ds := Dataset{IDs: map[string]int{}, Bad: map[uint64]bool{}}
+	var b strings.Builder
+	next := 0
+	for i := 0; i < n; i++ {
+		pos := uint64(i)
+		var line string
+		switch r := rng.IntN(100); {
+		case r < 3:
+			line = fmt.Sprintf(`{"order_id": "o-%d", "amount": 1, "body": broken`, i)
+			ds.Bad[pos] = true
+		case r < 5:
+			line = fmt.Sprintf(`{"amount": %d, "body": "no id"}`, i)
+			ds.Bad[pos] = true
+			ds.Valid = append(ds.Valid, pos)
+		case r < 7:
+			line = fmt.Sprintf(`{"order_id": "n-%d", "amount": null, "body": "null amount"}`, i)
+			ds.Bad[pos] = true
+			ds.Valid = append(ds.Valid, pos)
+		case r < 8:
+			line = fmt.Sprintf(`{"order_id": "l-%d", "amount": 1, "body": "%s"}`, i, strings.Repeat("x", MaxRecordBytes))
+			ds.Bad[pos] = true
+		case r < 20 && next > 0:
+			k := rng.IntN(next)
+			line = fmt.Sprintf(`{"order_id": "o-%d", "amount": %d, "body": {"repeat": %d}}`, k, k, i)
+			ds.Dups++
+			ds.Valid = append(ds.Valid, pos)
+		default:
+			line = fmt.Sprintf(`{"order_id": "o-%d", "amount": %d, "body": "order number %d"}`, next, next, next)
+			ds.IDs[fmt.Sprintf("o-%d", next)] = next
+			next++
+			ds.Valid = append(ds.Valid, pos)
+		}
+		ds.Lines = append(ds.Lines, line)
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	ds.Records = n
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// PartsWant is the set of positions a part sink must hold: JSON-valid
+// lines (a part sink has no id step, so only malformed and long lines
+// fail); bad is the rest of ds's bad positions, which only the DLQ holds.
+func PartsWant(ds Dataset) (want map[uint64]bool, bad map[uint64]bool) {
+	want, bad = map[uint64]bool{}, map[uint64]bool{}
+	for _, p := range ds.Valid {
+		want[p] = true
+	}
+	for p := range ds.Bad {
+		if !want[p] {
+			bad[p] = true
+		}
+	}
+	return want, bad
+}
+
+// CheckPartsExactlyOnce asserts the parts wrote each wanted position once
+// (seen counts how often each position was written) and nothing else.
+func CheckPartsExactlyOnce(t testing.TB, seen map[uint64]int, want map[uint64]bool) {
+	t.Helper()
+	for p := range want {
+		if seen[p] != 1 {
+			t.Errorf("position %d written %d times", p, seen[p])
+		}
+	}
+	for p := range seen {
+		if !want[p] {
+			t.Errorf("position %d written but should have been dead-lettered", p)
+		}
+	}
+}
+
+// ReadDLQ returns how many times each position appears in the DLQ file at
+// path, checking every line carries a reason.
+func ReadDLQ(t testing.TB, path string) map[uint64]int {
+	t.Helper()
+	out := map[uint64]int{}
+	for _, l := range ReadDLQLines(t, path) {
+		if l.Error == "" {
+			t.Errorf("dlq line without a reason: %+v", l)
+		}
+		out[l.Position]++
+	}
+	return out
+}
+
+// CheckDLQ asserts every bad position is in the DLQ (exactly once when
+// exact) and nothing else is.
+func CheckDLQ(t testing.TB, got map[uint64]int, want map[uint64]bool, exact bool) {
+	t.Helper()
+	for p := range want {
+		if got[p] == 0 {
+			t.Errorf("bad record %d missing from the DLQ", p)
+		} else if exact && got[p] != 1 {
+			t.Errorf("bad record %d in the DLQ %d times", p, got[p])
+		}
+	}
+	for p := range got {
+		if !want[p] {
+			t.Errorf("record %d in the DLQ but valid", p)
+		}
+	}
+}
+
+// CheckOrderRows asserts got, a table's (id, amount) rows, holds each of
+// ds's unique valid ids once, with the amount of its first occurrence when
+// exactAmounts.
+func CheckOrderRows(t testing.TB, got map[string]int, ds Dataset, exactAmounts bool) {
+	t.Helper()
+	if len(got) != len(ds.IDs) {
+		t.Errorf("table has %d rows, want %d", len(got), len(ds.IDs))
+	}
+	missing := 0
+	for id, amount := range ds.IDs {
+		if g, ok := got[id]; !ok {
+			if missing++; missing < 10 {
+				t.Errorf("id %s missing from the table", id)
+			}
+		} else if exactAmounts && g != amount {
+			t.Errorf("id %s: amount %d, want %d", id, g, amount)
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d ids missing", missing)
+	}
+}
+
+// SQLiteDriver is the name of the SQLite driver the runtime's sql sink
+// registers: the SQLite readers work in a test binary that links the
+// runtime.
+const SQLiteDriver = "sqlite3"
+
+// SQLiteIDs returns the sorted ids of table (id TEXT PRIMARY KEY) in the
+// SQLite database at dbPath, opened read-only.
+func SQLiteIDs(t testing.TB, dbPath, table string) []string {
+	t.Helper()
+	db, err := sql.Open(SQLiteDriver, "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT id FROM " + table + " ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// TableExists reports whether the SQLite database at dbPath has table
+// (false while the file or the table is not there yet).
+func TableExists(dbPath, table string) bool {
+	if _, err := os.Stat(dbPath); err != nil {
+		return false
+	}
+	db, err := sql.Open(SQLiteDriver, "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		return false
+	}
+	defer db.Close()
+	var n int
+	return db.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", table).Scan(&n) == nil && n == 1
+}
