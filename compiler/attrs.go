@@ -537,7 +537,7 @@ func (rc *routeCtx) checkRunnable(n *nodeInfo) {
 }
 
 // runnableFormats lists, per kind and role, the formats the runtime's
-// reader or writer implements (runtime/source_*.go, sink_objstore.go,
+// reader or writer implements (runtime/source_*.go, connector/objectstore,
 // connector/mongodb refuse the others at start-up; the file sink writes the
 // payload as it is, one per line, and has no csv writer). It is an
 // allow-list: a kind and role whose format is not listed here builds with

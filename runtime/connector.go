@@ -141,6 +141,25 @@ func (b *BuildEnv) BaseDir() string { return b.o.BaseDir }
 // "raw", as its source reads them.
 func (b *BuildEnv) SourceFormat() string { return b.rt.srcFormat }
 
+// IsSet reports whether the node being built sets attribute attr: when it
+// does not, its config field holds the default stdlib declares (so a
+// deprecated spelling can yield to the current one only when that one was
+// written).
+func (b *BuildEnv) IsSet(attr string) bool {
+	_, set := b.a.value(attr)
+	return set
+}
+
+// DeadLetterTarget reports whether the sink being built is the target of
+// a dlq step: it writes the records that failed, as they fail.
+func (b *BuildEnv) DeadLetterTarget() bool { return b.dlq }
+
+// Source is the route's source, built before its sinks (nil for a sink
+// built on its own, by BuildSink). A sink that names what it writes by
+// source position asks it whether it is Replayable, and its Name once
+// open.
+func (b *BuildEnv) Source() Source { return b.rt.src }
+
 // Errorf is an error about attribute attr of the node being built, naming
 // the route, the node and its position.
 func (b *BuildEnv) Errorf(attr, format string, args ...any) error {
@@ -290,6 +309,41 @@ func (r *Record) EncodePayload() error { return encodePayload(r) }
 // expressions see (the decoded JSON, or the text).
 func (r *Record) SetPayload(raw []byte, value any) {
 	r.Payload, r.dirty, r.value = raw, false, value
+}
+
+// MarkDuplicate marks r as a repeat the sink skips: its position is in a
+// part an earlier run wrote (name_by = source_position). The engine acks
+// it and counts it as deduplicated.
+func (r *Record) MarkDuplicate() { r.state = stDuplicate }
+
+// PositionRuns sorts recs by partition and source position and cuts them
+// into runs of consecutive positions in one partition, each the records
+// of one part (name_by = source_position). The runs share recs' backing
+// array.
+func PositionRuns(recs []*Record) [][]*Record { return positionRuns(recs) }
+
+// PartitionRanges is a set of source positions per partition, kept as
+// disjoint ranges: the positions the parts a sink found or wrote cover.
+// Make one with PartitionRanges{}.
+type PartitionRanges partitionRanges
+
+// Contains reports whether r's position is in the set.
+func (pr PartitionRanges) Contains(r *Record) bool { return partitionRanges(pr).contains(r) }
+
+// Add adds the positions start through end of partition part.
+func (pr PartitionRanges) Add(part int32, start, end uint64) {
+	partitionRanges(pr).add(part, start, end)
+}
+
+// LegacyPartSources are the other names src's positions may have been
+// written under in part names (a file source's, from before part names
+// carried the file's identity): a sink listing its parts counts theirs as
+// covering src's positions too. nil for most sources.
+func LegacyPartSources(src Source) []string {
+	if l, ok := src.(legacyPartSource); ok {
+		return l.legacyPartSources()
+	}
+	return nil
 }
 
 // GuaranteeVerifier is a sink that checks at start-up, against its
@@ -589,6 +643,36 @@ type Batch struct {
 
 // NewBatch is an empty batch with room for n records.
 func NewBatch(n int) *Batch { return &Batch{recs: make([]Record, 0, n)} }
+
+// NewBatchArena is an empty batch with room for n records and for
+// arenaBytes of payload copied in by AddCopy.
+func NewBatchArena(n, arenaBytes int) *Batch {
+	return &Batch{recs: make([]Record, 0, n), arena: make([]byte, 0, arenaBytes)}
+}
+
+// AddCopy appends r, the next record read, with a copy of payload as its
+// Payload: the copies of a batch share one allocation, its arena, so a
+// source that reads into a buffer it reuses allocates once per batch.
+func (b *Batch) AddCopy(r Record, payload []byte) {
+	start := len(b.arena)
+	b.arena = append(b.arena, payload...)
+	r.Payload = b.arena[start:len(b.arena):len(b.arena)]
+	b.recs = append(b.recs, r)
+}
+
+// PayloadBytes is the size of the payloads AddCopy copied into b: a source
+// sizes the next batch's arena from it.
+func (b *Batch) PayloadBytes() int { return len(b.arena) }
+
+// MaxBatchBytes is the payload size at which a source that reads lines
+// closes a batch early, so that a batch of long lines stays bounded
+// whatever batch_size says.
+const MaxBatchBytes = maxBatchBytes
+
+// DLQSnippetBytes is how much of a record longer than max_record_bytes a
+// source keeps for the DLQ, as its payload when it marks the record with
+// DeadLetter.
+const DLQSnippetBytes = dlqSnippetBytes
 
 // Add appends r, the next record read, to b.
 func (b *Batch) Add(r Record) { b.recs = append(b.recs, r) }

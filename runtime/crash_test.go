@@ -30,12 +30,12 @@ func TestCrashSQLiteExactlyOnce(t *testing.T) {
 		rs := st.Route("orders")
 		checkCounts(t, rs)
 		t.Logf("seed %d: final run %+v", seed, rs)
-		if rs.Committed != int64(ds.records) {
-			t.Errorf("final run committed %d of %d", rs.Committed, ds.records)
+		if rs.Committed != int64(ds.Records) {
+			t.Errorf("final run committed %d of %d", rs.Committed, ds.Records)
 		}
 		checkSQLite(t, e.db, ds)
 		// The DLQ is at-least-once across a crash: every bad line is there.
-		checkDLQ(t, readDLQ(t, e.dlq), ds.bad, false)
+		checkDLQ(t, readDLQ(t, e.dlq), ds.Bad, false)
 	}
 }
 

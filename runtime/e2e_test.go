@@ -145,11 +145,11 @@ func TestFileToSQLite(t *testing.T) {
 			if rs.In != int64(tc.n) || rs.Committed != int64(tc.n) {
 				t.Errorf("in %d committed %d, want %d", rs.In, rs.Committed, tc.n)
 			}
-			if rs.Out != int64(len(ds.ids)) || rs.Deduplicated != int64(ds.dups) || rs.DeadLettered != int64(len(ds.bad)) {
-				t.Errorf("stats %+v, want out %d dedup %d dlq %d", rs, len(ds.ids), ds.dups, len(ds.bad))
+			if rs.Out != int64(len(ds.IDs)) || rs.Deduplicated != int64(ds.Dups) || rs.DeadLettered != int64(len(ds.Bad)) {
+				t.Errorf("stats %+v, want out %d dedup %d dlq %d", rs, len(ds.IDs), ds.Dups, len(ds.Bad))
 			}
 			checkSQLite(t, e.db, ds)
-			checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
+			checkDLQ(t, readDLQ(t, e.dlq), ds.Bad, true)
 
 			// A second run over the same file resumes at the end: nothing moves.
 			if rs := runRoute(t, sqlitePlan(e, tc.batch, tc.workers), "orders"); rs.In != 0 {
@@ -174,24 +174,9 @@ func TestRestartExactlyOnce(t *testing.T) {
 	checkSQLite(t, e.db, ds)
 	// A graceful drain commits everything it acked: no replay, so the DLQ
 	// holds each bad line exactly once.
-	checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
+	checkDLQ(t, readDLQ(t, e.dlq), ds.Bad, true)
 	t.Logf("first run %+v, second run %+v", first, second)
 }
-
-// readParts checks the part files in dir (plantest.ReadParts) and returns
-// how often each position was written.
-func readParts(t testing.TB, dir string, ds dataset) map[uint64]int {
-	t.Helper()
-	return plantest.ReadParts(t, dir, ds.shared())
-}
-
-// partsWant is the set of positions a part sink must hold, and the ones
-// that must reach the DLQ instead (plantest.PartsWant).
-func partsWant(ds dataset) (want map[uint64]bool, bad map[uint64]bool) {
-	return plantest.PartsWant(ds.shared())
-}
-
-var checkPartsExactlyOnce = plantest.CheckPartsExactlyOnce
 
 func TestFileSinkSourcePosition(t *testing.T) {
 	e := newTestEnv(t)

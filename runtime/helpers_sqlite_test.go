@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"database/sql"
-	"os"
 	"testing"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
@@ -38,22 +37,4 @@ func sqliteMap[V any](t *testing.T, dbPath, query string) map[string]V {
 // twice.
 func scanPairs[V any](t *testing.T, rows sqlRows) map[string]V { return plantest.ScanPairs[V](t, rows) }
 
-var (
-	sqliteIDs        = plantest.SQLiteIDs
-	lockOutcomeTable = plantest.LockOutcomeTable
-)
-
-// tableExists reports whether the SQLite database at dbPath has table
-// (false while the file or the table is not there yet).
-func tableExists(dbPath, table string) bool {
-	if _, err := os.Stat(dbPath); err != nil {
-		return false
-	}
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
-	if err != nil {
-		return false
-	}
-	defer db.Close()
-	var n int
-	return db.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", table).Scan(&n) == nil && n == 1
-}
+var lockOutcomeTable = plantest.LockOutcomeTable

@@ -4,11 +4,12 @@ import (
 	"sort"
 )
 
-// Part naming (name_by = source_position) shared by the file and
-// object_store sinks: a batch is cut into runs of consecutive source
-// positions, each run becomes one immutable part named for the range it
-// covers, and the ranges already written are kept in a rangeSet so a
-// replayed record is skipped record by record.
+// Part naming (name_by = source_position) shared by the file sink and
+// the object_store sink (connector/objectstore, through PositionRuns and
+// PartitionRanges in connector.go): a batch is cut into runs of
+// consecutive source positions, each run becomes one immutable part named
+// for the range it covers, and the ranges already written are kept in a
+// rangeSet so a replayed record is skipped record by record.
 
 // positionRuns sorts recs by partition and source position and cuts them
 // into runs of consecutive positions in one partition. The runs share recs'

@@ -31,7 +31,7 @@ func dedupPartsPlan(e testEnv, batch, concurrency int) plan.Plan {
 func dedupPartsWant(ds dataset) map[uint64]bool {
 	want := map[uint64]bool{}
 	seen := map[string]bool{}
-	for p, line := range ds.lines {
+	for p, line := range ds.Lines {
 		var v struct {
 			OrderID *string `json:"order_id"`
 		}
@@ -88,7 +88,7 @@ func TestDedupPartsRemembersCoveredKeys(t *testing.T) {
 	}
 	for i := range 200 {
 		line := fmt.Sprintf(`{"order_id": "o-%d", "amount": %d, "body": "a repeat"}`, i, i)
-		ds.lines = append(ds.lines, line)
+		ds.Lines = append(ds.Lines, line)
 		if _, err := f.WriteString(line + "\n"); err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ func newTestEnv(t *testing.T) testEnv {
 	return testEnv{dir: e.Dir, input: e.Input, db: e.DB, dlq: e.DLQ, state: e.State, dedup: e.Dedup, parts: e.Parts}
 }
 
-const testMaxRecord = plantest.MaxRecord
+const testMaxRecord = plantest.MaxRecordBytes
 
 // sqlitePlan is file → id → dedup → dlq → sqlite ON CONFLICT DO NOTHING.
 func sqlitePlan(e testEnv, batch, concurrency int) plan.Plan {
@@ -78,30 +78,21 @@ var withRetryAt = plantest.WithRetryAt
 
 var chain = plantest.Chain
 
-var writeOrders = plantest.WriteOrders
+// The generated dataset and the checks of what a run made of it are
+// plantest's, shared with the connector packages' tests.
+type dataset = plantest.Dataset
 
-// dataset is plantest.Dataset under the names package runtime's tests
-// use (genDataset, plantest.GenDataset's twin, makes one).
-type dataset struct {
-	lines   []string
-	ids     map[string]int  // unique valid id → amount of its first occurrence
-	bad     map[uint64]bool // positions (record indexes) that must reach the DLQ
-	dups    int             // valid lines whose id was seen before
-	valid   []uint64        // positions of JSON-valid, short lines (for part sinks)
-	records int
-}
-
-// genDataset writes n lines: mostly orders, with repeated ids, malformed
-// JSON, missing ids, null amounts (NOT NULL violation) and over-long lines.
-func genDataset(t testing.TB, path string, n int, seed uint64) dataset {
-	d := plantest.GenDataset(t, path, n, seed)
-	return dataset{lines: d.Lines, ids: d.IDs, bad: d.Bad, dups: d.Dups, valid: d.Valid, records: d.Records}
-}
-
-// shared is ds as plantest takes it.
-func (ds dataset) shared() plantest.Dataset {
-	return plantest.Dataset{Lines: ds.lines, IDs: ds.ids, Bad: ds.bad, Dups: ds.dups, Valid: ds.valid, Records: ds.records}
-}
+var (
+	genDataset            = plantest.GenDataset
+	readParts             = plantest.ReadParts
+	partsWant             = plantest.PartsWant
+	checkPartsExactlyOnce = plantest.CheckPartsExactlyOnce
+	readDLQ               = plantest.ReadDLQ
+	readDLQLines          = plantest.ReadDLQLines
+	checkDLQ              = plantest.CheckDLQ
+	checkOrderRows        = plantest.CheckOrderRows
+	sqliteIDs             = plantest.SQLiteIDs
+)
 
 // checkSQLite asserts the table holds each unique valid id exactly once,
 // with the amount of its first occurrence.
@@ -109,9 +100,3 @@ func checkSQLite(t *testing.T, dbPath string, ds dataset) {
 	t.Helper()
 	checkOrderRows(t, sqlQuery(t, sqliteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
 }
-
-var (
-	readDLQLines = plantest.ReadDLQLines
-	readDLQ      = plantest.ReadDLQ
-	checkDLQ     = plantest.CheckDLQ
-)

@@ -404,8 +404,8 @@ func (s *partSink) listLocked() error {
 	source := s.src.Name()
 	if s.epoch != "" {
 		source += "-" + s.epoch
-	} else if l, ok := s.src.(legacyPartSource); ok {
-		s.legacy = l.legacyPartSources()
+	} else {
+		s.legacy = LegacyPartSources(s.src)
 	}
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {

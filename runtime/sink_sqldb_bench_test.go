@@ -13,11 +13,38 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
 )
 
 const benchSQLRows = 200000
+
+var benchInput = plantest.BenchInput
+
+// benchRun runs p once per iteration with a fresh checkpoint and reports
+// records/s and MB/s of input. (runtest.Bench is the same for tests
+// outside the package.)
+func benchRun(b *testing.B, n int, size int64, mkPlan func(i int, state string) plan.Plan) {
+	b.Helper()
+	b.SetBytes(size)
+	opts := Options{Logger: slog.New(slog.DiscardHandler)}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		state := filepath.Join(b.TempDir(), "state")
+		p := mkPlan(i, state)
+		b.StartTimer()
+		st, err := Run(context.Background(), p, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rs := st.Routes[0]; rs.Out != int64(n) {
+			b.Fatalf("%+v, want out %d", rs, n)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
 
 // benchPostgres is a fresh database with an empty orders table, truncated
 // before each iteration by reset.

@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -47,19 +46,15 @@ func appendTypeErrors(t *testing.T, e testEnv, ds *dataset, n int) {
 	}
 	defer f.Close()
 	for i := range n {
-		pos := uint64(ds.records)
+		pos := uint64(ds.Records)
 		fmt.Fprintf(f, `{"order_id": "t-%d", "amount": "twelve", "body": "type error"}`+"\n", i)
-		ds.bad[pos] = true
-		ds.records++
+		ds.Bad[pos] = true
+		ds.Records++
 	}
 }
 
 // sqlRows is what database/sql's and pgx's rows have in common.
-type sqlRows interface {
-	Next() bool
-	Scan(...any) error
-	Err() error
-}
+type sqlRows = plantest.Rows
 
 // scanOrderRows reads rows of (id, amount) into a map, failing on a repeat.
 func scanOrderRows(t *testing.T, rows sqlRows) map[string]int {
@@ -67,41 +62,10 @@ func scanOrderRows(t *testing.T, rows sqlRows) map[string]int {
 	return scanPairs[int](t, rows)
 }
 
-func checkOrderRows(t *testing.T, got map[string]int, ds dataset, exactAmounts bool) {
-	t.Helper()
-	if len(got) != len(ds.ids) {
-		t.Errorf("table has %d rows, want %d", len(got), len(ds.ids))
-	}
-	missing := 0
-	for id, amount := range ds.ids {
-		if g, ok := got[id]; !ok {
-			if missing++; missing < 10 {
-				t.Errorf("id %s missing from the table", id)
-			}
-		} else if exactAmounts && g != amount {
-			t.Errorf("id %s: amount %d, want %d", id, g, amount)
-		}
-	}
-	if missing > 0 {
-		t.Errorf("%d ids missing", missing)
-	}
-}
-
 // pgQuery runs a query on a fresh connection and hands its rows to scan.
 func pgQuery[T any](t *testing.T, url, query string, scan func(*testing.T, sqlRows) T) T {
 	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	return scan(t, rows)
+	return plantest.PGQuery(t, url, query, scan)
 }
 
 func myQuery[T any](t *testing.T, dsn, query string, scan func(*testing.T, sqlRows) T) T {
@@ -146,7 +110,7 @@ func TestSQLServerSinkExactlyOnce(t *testing.T) {
 				t.Logf("run %d: %+v in %v", run, rs, time.Since(start))
 			}
 			checkOrderRows(t, orders(), ds, true)
-			checkDLQ(t, readDLQ(t, e.dlq), ds.bad, false)
+			checkDLQ(t, readDLQ(t, e.dlq), ds.Bad, false)
 		})
 	}
 }
@@ -167,13 +131,13 @@ func TestCrashSQLServerExactlyOnce(t *testing.T) {
 			rs := st.Route("orders")
 			checkCounts(t, rs)
 			t.Logf("final run %+v", rs)
-			if rs.Committed != int64(ds.records) {
-				t.Errorf("final run committed %d of %d", rs.Committed, ds.records)
+			if rs.Committed != int64(ds.Records) {
+				t.Errorf("final run committed %d of %d", rs.Committed, ds.Records)
 			}
 			// Two sink workers may write a repeat's batch before its
 			// original's: which amount wins is not fixed, the key is.
 			checkOrderRows(t, orders(), ds, false)
-			checkDLQ(t, readDLQ(t, e.dlq), ds.bad, false)
+			checkDLQ(t, readDLQ(t, e.dlq), ds.Bad, false)
 		})
 	}
 }
@@ -226,7 +190,7 @@ func TestSQLServerSinkServerRestart(t *testing.T) {
 				done <- err
 			}()
 			deadline := time.Now().Add(time.Minute)
-			for rowCount() < len(ds.ids)/10 && time.Now().Before(deadline) {
+			for rowCount() < len(ds.IDs)/10 && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			before := rowCount()
@@ -237,11 +201,11 @@ func TestSQLServerSinkServerRestart(t *testing.T) {
 			rs := stats.Route("orders")
 			checkCounts(t, rs)
 			t.Logf("restarted after %d rows; %+v", before, rs)
-			if before >= len(ds.ids) {
+			if before >= len(ds.IDs) {
 				t.Errorf("the run was over before the restart (%d rows)", before)
 			}
 			checkOrderRows(t, orders(), ds, false)
-			checkDLQ(t, readDLQ(t, e.dlq), ds.bad, false)
+			checkDLQ(t, readDLQ(t, e.dlq), ds.Bad, false)
 		})
 	}
 }

@@ -411,7 +411,7 @@ func (s *fileSource) Close() error {
 // reached the end of the file; follow modes never end (they return an empty
 // batch when ctx is done).
 func (s *fileSource) Next(ctx context.Context, size int) (b *batch, eof bool, err error) {
-	b = &batch{recs: make([]Record, 0, size), arena: make([]byte, 0, s.arenaHint)}
+	b = NewBatchArena(size, s.arenaHint)
 	var payloadBytes int
 	for len(b.recs) < size && payloadBytes < maxBatchBytes {
 		line, tooLong, n, err := s.readLine()
@@ -454,7 +454,7 @@ func (s *fileSource) Next(ctx context.Context, size int) (b *batch, eof bool, er
 			break // following a live file: do not wait to fill a batch
 		}
 	}
-	s.arenaHint = min(len(b.arena)+len(b.arena)/8, maxBatchBytes)
+	s.arenaHint = min(b.PayloadBytes()+b.PayloadBytes()/8, maxBatchBytes)
 	return b, false, nil
 }
 
@@ -466,18 +466,12 @@ func (s *fileSource) add(b *batch, line []byte, tooLong, n int) {
 	if tooLong == 0 && len(bytes.TrimSpace(line)) == 0 {
 		return
 	}
-	start := len(b.arena)
-	b.arena = append(b.arena, line...)
-	rec := Record{
-		Payload: b.arena[start:len(b.arena):len(b.arena)],
-		Seq:     s.nextSeq,
-		Next:    s.offset,
-	}
+	rec := Record{Seq: s.nextSeq, Next: s.offset}
 	if tooLong > 0 {
 		rec.kill(fmt.Sprintf("record of %d bytes exceeds max_record_bytes = %d (payload truncated to %d bytes)", tooLong, s.maxRecord, len(line)))
 	}
 	s.nextSeq++
-	b.recs = append(b.recs, rec)
+	b.AddCopy(rec, line)
 }
 
 // readLine returns the next line without its line ending and the number

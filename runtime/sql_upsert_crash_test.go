@@ -59,7 +59,7 @@ func TestCrashSQLiteUpsertVerdicts(t *testing.T) {
 				clean = last
 			}
 			planPath := writeCrashPlan(t, *p, dir)
-			killRuns(t, bin, planPath, crashSchedule{kills: 3, wait: killWaits(31, 7, 250*time.Millisecond, 700*time.Millisecond), mayEnd: true})
+			killRuns(t, bin, planPath, crashSchedule{Kills: 3, Wait: killWaits(31, 7, 250*time.Millisecond, 700*time.Millisecond), MayEnd: true})
 			finishRun(t, startHelper(t, bin, planPath))
 			afterKills := sqliteMap[int64](t, db, "SELECT sku, qty FROM stock")
 			t.Logf("after kills: %d rows, %d differ from a clean run", len(afterKills), differing(afterKills, clean))

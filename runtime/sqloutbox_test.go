@@ -31,8 +31,8 @@ func TestCrashSQLOutboxExactlyOnce(t *testing.T) {
 				"insert_query": tmplV(lit("INSERT INTO plain (id, amount, body) VALUES ("), ex("payload.id"), lit(", "),
 					ex("payload.amount"), lit(", "), ex("payload.body"), lit(")"))}
 			planPath := writeCrashPlan(t, p, e.dir)
-			killRuns(t, bin, planPath, crashSchedule{kills: 5, wait: killWaits(uint64(i), 3, 300*time.Millisecond, 600*time.Millisecond), mayEnd: true,
-				progress: func() string { return fmt.Sprintf("(%d rows written)", db.count("plain")) }})
+			killRuns(t, bin, planPath, crashSchedule{Kills: 5, Wait: killWaits(uint64(i), 3, 300*time.Millisecond, 600*time.Millisecond), MayEnd: true,
+				Progress: func() string { return fmt.Sprintf("(%d rows written)", db.count("plain")) }})
 			final := startHelper(t, bin, planPath)
 			waitFor(func() bool { return db.count("plain") >= n }, time.Minute, 50*time.Millisecond)
 			time.Sleep(300 * time.Millisecond)

@@ -8,7 +8,9 @@ import (
 
 // checkpointOnlyWhenWritten lists the sources that keep a position in a
 // checkpoint store only when checkpoint_store is written (postgres_cdc's
-// slot holds its position otherwise), so they need no default.
+// slot holds its position otherwise, see connector/postgrescdc), so they
+// need no default. The test reads stdlib's declarations only, so it stays
+// with openCheckpointStore here.
 var checkpointOnlyWhenWritten = map[string]bool{"postgres_cdc": true}
 
 // Every source with a position declares checkpoint_store with a default:

@@ -56,7 +56,7 @@ func TestTwoInstancesSharePostgresDedup(t *testing.T) {
 	for p, n := range readDLQ(t, filepath.Join(base.dir, "dlq-b.jsonl")) {
 		dlq[p] += n
 	}
-	checkDLQ(t, dlq, ds.bad, false)
+	checkDLQ(t, dlq, ds.Bad, false)
 }
 
 // A route whose checkpoint store is PostgreSQL resumes from it; a second
@@ -72,8 +72,8 @@ func TestPostgresCheckpointStoreFencesRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rs := st.Route("orders"); rs.Committed != int64(ds.records) {
-		t.Fatalf("committed %d of %d", rs.Committed, ds.records)
+	if rs := st.Route("orders"); rs.Committed != int64(ds.Records) {
+		t.Fatalf("committed %d of %d", rs.Committed, ds.Records)
 	}
 	// A second run reads nothing: the position came from PostgreSQL.
 	st, err = Run(context.Background(), p, testOptions(t))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	_ "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
@@ -165,18 +163,9 @@ func countLines(t *testing.T, path string) int {
 
 func pgStrings(t *testing.T, url, query string) map[string]string {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	return plantest.ScanPairs[string](t, rows)
+	return plantest.PGQuery(t, url, query, func(t *testing.T, rows plantest.Rows) map[string]string {
+		return plantest.ScanPairs[string](t, rows)
+	})
 }
 
 func myStrings(t *testing.T, dsn, query string) map[string]string {

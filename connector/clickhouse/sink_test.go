@@ -248,12 +248,11 @@ func TestClickHouseSinkServerKilled(t *testing.T) {
 		"columns": {Type: plan.TBlock, Block: map[string]plan.Value{"id": plantest.Expr(`meta["mqb.id"]`), "amount": plantest.Expr("payload.amount")}}})
 	p = plantest.WithRetryAt(p, 2, 200) // before the DLQ
 	opts := runtest.Options()
-	opts.Progress = plantest.FirstWrite(func(progress string) {
+	runtest.OnFirstProgress(&opts, 50*time.Millisecond, func(progress string) {
 		t.Logf("killing the server: %s", progress)
 		srv.Kill(t)
 		srv.Start(t)
 	})
-	opts.ProgressInterval = 50 * time.Millisecond
 	rs := runtest.RunRoute(t, ctx, p, opts, "analytics")
 	if rs.Out != n {
 		t.Errorf("%+v, want out %d", rs, n)

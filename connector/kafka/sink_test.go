@@ -227,7 +227,7 @@ func publishThroughRestart(t *testing.T, n int, down time.Duration, retries int6
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	opts := runtest.Options()
-	onFirstProgress(&opts, 30*time.Millisecond, func(progress string) {
+	runtest.OnFirstProgress(&opts, 30*time.Millisecond, func(progress string) {
 		t.Logf("restarting the broker: %s", progress)
 		k.Restart(t, down)
 	})
@@ -267,12 +267,4 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 // withRetry inserts a retry step right before the sink.
 func withRetry(p plan.Plan, attempts int64) plan.Plan {
 	return plantest.WithRetryAt(p, len(p.Routes[0].Nodes)-1, attempts)
-}
-
-// onFirstProgress calls f, with the progress line, the first time the run
-// reports progress (every interval): the moment a test breaks something
-// mid-run.
-func onFirstProgress(opts *runtime.Options, every time.Duration, f func(progress string)) {
-	opts.Progress = plantest.FirstWrite(f)
-	opts.ProgressInterval = every
 }

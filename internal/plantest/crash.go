@@ -165,7 +165,8 @@ func WaitFor(done func() bool, timeout, every time.Duration) bool {
 	return true
 }
 
-// Rows is what ScanPairs reads: *sql.Rows.
+// Rows is what ScanPairs and PGQuery's scan read: what *sql.Rows and
+// pgx.Rows have in common.
 type Rows interface {
 	Next() bool
 	Scan(dest ...any) error

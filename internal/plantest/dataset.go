@@ -11,10 +11,9 @@ import (
 	"testing"
 )
 
-// MaxRecord is the max_record_bytes the generated datasets are read
-// with: GenDataset writes lines longer than it, which the file source
-// dead-letters.
-const MaxRecord = 2048
+// MaxRecordBytes is the max_record_bytes of the test plans that read a
+// generated dataset: GenDataset's over-long lines are longer.
+const MaxRecordBytes = 2048
 
 // Dataset is a generated input with what a correct run must produce.
 type Dataset struct {
@@ -27,8 +26,8 @@ type Dataset struct {
 }
 
 // GenDataset writes n lines to path: mostly orders, with repeated ids,
-// malformed JSON, missing ids, null amounts (NOT NULL violation) and
-// over-long lines. seed picks which line is which.
+// malformed JSON, missing ids, null amounts (NOT NULL violation) and lines
+// over MaxRecordBytes, drawn from seed.
 func GenDataset(t testing.TB, path string, n int, seed uint64) Dataset {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	ds := Dataset{IDs: map[string]int{}, Bad: map[uint64]bool{}}
@@ -50,7 +49,7 @@ func GenDataset(t testing.TB, path string, n int, seed uint64) Dataset {
 			ds.Bad[pos] = true
 			ds.Valid = append(ds.Valid, pos)
 		case r < 8:
-			line = fmt.Sprintf(`{"order_id": "l-%d", "amount": 1, "body": "%s"}`, i, strings.Repeat("x", MaxRecord))
+			line = fmt.Sprintf(`{"order_id": "l-%d", "amount": 1, "body": "%s"}`, i, strings.Repeat("x", MaxRecordBytes))
 			ds.Bad[pos] = true
 		case r < 20 && next > 0:
 			k := rng.IntN(next)
@@ -72,38 +71,6 @@ func GenDataset(t testing.TB, path string, n int, seed uint64) Dataset {
 		t.Fatal(err)
 	}
 	return ds
-}
-
-// ReadDLQ returns how many times each position appears in the DLQ file
-// at path, checking every line carries a reason.
-func ReadDLQ(t testing.TB, path string) map[uint64]int {
-	t.Helper()
-	out := map[uint64]int{}
-	for _, l := range ReadDLQLines(t, path) {
-		if l.Error == "" {
-			t.Errorf("dlq line without a reason: %+v", l)
-		}
-		out[l.Position]++
-	}
-	return out
-}
-
-// CheckDLQ asserts every bad position is in the DLQ (exactly once when
-// exact) and nothing else is.
-func CheckDLQ(t testing.TB, got map[uint64]int, want map[uint64]bool, exact bool) {
-	t.Helper()
-	for p := range want {
-		if got[p] == 0 {
-			t.Errorf("bad record %d missing from the DLQ", p)
-		} else if exact && got[p] != 1 {
-			t.Errorf("bad record %d in the DLQ %d times", p, got[p])
-		}
-	}
-	for p := range got {
-		if !want[p] {
-			t.Errorf("record %d in the DLQ but valid", p)
-		}
-	}
 }
 
 // partName is how the file sink names a part file with name_by =
@@ -163,7 +130,7 @@ func ReadParts(t testing.TB, dir string, ds Dataset) map[uint64]int {
 
 // PartsWant is the set of positions a part sink must hold: JSON-valid
 // lines (a part sink has no id step, so only malformed and long lines
-// fail), and the positions that must reach the DLQ instead.
+// fail); bad is the rest of ds's bad positions, which only the DLQ holds.
 func PartsWant(ds Dataset) (want map[uint64]bool, bad map[uint64]bool) {
 	want, bad = map[uint64]bool{}, map[uint64]bool{}
 	for _, p := range ds.Valid {
@@ -177,8 +144,8 @@ func PartsWant(ds Dataset) (want map[uint64]bool, bad map[uint64]bool) {
 	return want, bad
 }
 
-// CheckPartsExactlyOnce asserts every wanted position was written once
-// (seen, from ReadParts) and no other position was.
+// CheckPartsExactlyOnce asserts the parts wrote each wanted position once
+// (seen counts how often each position was written) and nothing else.
 func CheckPartsExactlyOnce(t testing.TB, seen map[uint64]int, want map[uint64]bool) {
 	t.Helper()
 	for p := range want {
@@ -190,5 +157,60 @@ func CheckPartsExactlyOnce(t testing.TB, seen map[uint64]int, want map[uint64]bo
 		if !want[p] {
 			t.Errorf("position %d written but should have been dead-lettered", p)
 		}
+	}
+}
+
+// ReadDLQ returns how many times each position appears in the DLQ file at
+// path, checking every line carries a reason.
+func ReadDLQ(t testing.TB, path string) map[uint64]int {
+	t.Helper()
+	out := map[uint64]int{}
+	for _, l := range ReadDLQLines(t, path) {
+		if l.Error == "" {
+			t.Errorf("dlq line without a reason: %+v", l)
+		}
+		out[l.Position]++
+	}
+	return out
+}
+
+// CheckDLQ asserts every bad position is in the DLQ (exactly once when
+// exact) and nothing else is.
+func CheckDLQ(t testing.TB, got map[uint64]int, want map[uint64]bool, exact bool) {
+	t.Helper()
+	for p := range want {
+		if got[p] == 0 {
+			t.Errorf("bad record %d missing from the DLQ", p)
+		} else if exact && got[p] != 1 {
+			t.Errorf("bad record %d in the DLQ %d times", p, got[p])
+		}
+	}
+	for p := range got {
+		if !want[p] {
+			t.Errorf("record %d in the DLQ but valid", p)
+		}
+	}
+}
+
+// CheckOrderRows asserts got, a table's (id, amount) rows, holds each of
+// ds's unique valid ids once, with the amount of its first occurrence when
+// exactAmounts.
+func CheckOrderRows(t testing.TB, got map[string]int, ds Dataset, exactAmounts bool) {
+	t.Helper()
+	if len(got) != len(ds.IDs) {
+		t.Errorf("table has %d rows, want %d", len(got), len(ds.IDs))
+	}
+	missing := 0
+	for id, amount := range ds.IDs {
+		if g, ok := got[id]; !ok {
+			if missing++; missing < 10 {
+				t.Errorf("id %s missing from the table", id)
+			}
+		} else if exactAmounts && g != amount {
+			t.Errorf("id %s: amount %d, want %d", id, g, amount)
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d ids missing", missing)
 	}
 }

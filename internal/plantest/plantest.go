@@ -9,6 +9,7 @@ package plantest
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	mqbc "github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/plan"
@@ -352,4 +355,22 @@ func CheckRefused(t testing.TB, err error, names []string, secrets ...string) {
 		}
 	}
 	t.Log(err)
+}
+
+// PGQuery runs query on a fresh connection to the PostgreSQL server at url
+// and hands its rows to scan.
+func PGQuery[T any](t *testing.T, url, query string, scan func(*testing.T, Rows) T) T {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	return scan(t, rows)
 }

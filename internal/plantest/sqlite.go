@@ -2,19 +2,21 @@ package plantest
 
 import (
 	"database/sql"
+	"os"
 	"testing"
 	"time"
 )
 
-// sqliteDriver is the database/sql driver the runtime's sql sink
-// registers; a test binary that runs plans links it.
-const sqliteDriver = "sqlite3"
+// SQLiteDriver is the name of the SQLite driver the runtime's sql sink
+// registers: the SQLite readers work in a test binary that links the
+// runtime.
+const SQLiteDriver = "sqlite3"
 
 // SQLiteIDs returns the sorted ids of table (id TEXT PRIMARY KEY) in the
 // SQLite database at dbPath, opened read-only.
 func SQLiteIDs(t testing.TB, dbPath, table string) []string {
 	t.Helper()
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath+"?mode=ro")
+	db, err := sql.Open(SQLiteDriver, "file:"+dbPath+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,11 +40,26 @@ func SQLiteIDs(t testing.TB, dbPath, table string) []string {
 	return ids
 }
 
+// TableExists reports whether the SQLite database at dbPath has table
+// (false while the file or the table is not there yet).
+func TableExists(dbPath, table string) bool {
+	if _, err := os.Stat(dbPath); err != nil {
+		return false
+	}
+	db, err := sql.Open(SQLiteDriver, "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		return false
+	}
+	defer db.Close()
+	var n int
+	return db.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", table).Scan(&n) == nil && n == 1
+}
+
 // SQLiteExec runs stmts, in order, on the SQLite database at dbPath
 // (created when it does not exist).
 func SQLiteExec(t testing.TB, dbPath string, stmts ...string) {
 	t.Helper()
-	db, err := sql.Open(sqliteDriver, "file:"+dbPath)
+	db, err := sql.Open(SQLiteDriver, "file:"+dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +81,7 @@ func LockOutcomeTable(t *testing.T, dbPath, table string) {
 	if testing.Short() {
 		t.Skip("holds a SQLite lock past the 5 s busy timeout")
 	}
-	lock, err := sql.Open(sqliteDriver, "file:"+dbPath+"?_journal_mode=WAL")
+	lock, err := sql.Open(SQLiteDriver, "file:"+dbPath+"?_journal_mode=WAL")
 	if err != nil {
 		t.Fatal(err)
 	}

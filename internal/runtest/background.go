@@ -77,14 +77,11 @@ func RunUntil(t *testing.T, p plan.Plan, opts runtime.Options, limit time.Durati
 // and says whether it held.
 var WaitFor = plantest.WaitFor
 
-// sqliteDriver is the SQLite driver the runtime's sql sink registers.
-const sqliteDriver = "sqlite3"
-
 // SQLiteMap reads the (key, value) rows query returns from the SQLite
 // database at db, opened read-only, failing on a key seen twice.
 func SQLiteMap[V any](t testing.TB, db, query string) map[string]V {
 	t.Helper()
-	conn, err := sql.Open(sqliteDriver, "file:"+db+"?mode=ro")
+	conn, err := sql.Open(plantest.SQLiteDriver, "file:"+db+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +98,7 @@ func SQLiteMap[V any](t testing.TB, db, query string) map[string]V {
 // at db (-1 while the table does not exist).
 func CountRows(t testing.TB, db string) int {
 	t.Helper()
-	conn, err := sql.Open(sqliteDriver, "file:"+db+"?_busy_timeout=5000")
+	conn, err := sql.Open(plantest.SQLiteDriver, "file:"+db+"?_busy_timeout=5000")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
@@ -50,6 +51,33 @@ func RunRoute(t testing.TB, ctx context.Context, p plan.Plan, opts runtime.Optio
 	rs := st.Route(route)
 	CheckCounts(t, rs)
 	return rs
+}
+
+// RunCancelled runs p until it first reports progress (every interval)
+// and cancels it there: a run stopped part-way, whose route stats it
+// returns.
+func RunCancelled(t testing.TB, p plan.Plan, route string, every time.Duration) runtime.RouteStats {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := Options()
+	OnFirstProgress(&opts, every, func(string) { cancel() })
+	return RunRoute(t, ctx, p, opts, route)
+}
+
+// OnFirstProgress calls f, with the progress line, the first time the run
+// reports progress (every interval): the moment a test breaks something
+// mid-run.
+func OnFirstProgress(opts *runtime.Options, every time.Duration, f func(progress string)) {
+	opts.Progress = plantest.FirstWrite(f)
+	opts.ProgressInterval = every
+}
+
+// CheckSQLite asserts table orders of the SQLite database at db holds each
+// of ds's unique valid ids once, with the amount of its first occurrence.
+func CheckSQLite(t testing.TB, db string, ds plantest.Dataset) {
+	t.Helper()
+	plantest.CheckOrderRows(t, SQLiteMap[int](t, db, `SELECT id, amount FROM orders`), ds, true)
 }
 
 // RunRefused runs p and fails the test unless the run fails with an error

@@ -1,4 +1,4 @@
-package runtime
+package postgrescdc
 
 import (
 	"context"
@@ -13,29 +13,32 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 const cdcWarehouseUpsert = `ON CONFLICT (id) DO UPDATE SET amount = excluded.amount, body = excluded.body,
 	lsn = excluded.lsn, deleted = excluded.deleted WHERE excluded.lsn > wh.lsn`
 
-func cdcPlan(e testEnv, url, slot string, extra map[string]plan.Value) plan.Plan {
-	src := map[string]plan.Value{"url": strV(url), "publication": strV("mqb_pub"), "slot_name": strV(slot)}
+func cdcPlan(e plantest.Env, url, slot string, extra map[string]plan.Value) plan.Plan {
+	src := map[string]plan.Value{"url": plantest.Str(url), "publication": plantest.Str("mqb_pub"), "slot_name": plantest.Str(slot)}
 	for k, v := range extra {
 		src[k] = v
 	}
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "postgres_cdc", Attrs: src},
-		dlqFile("n1", e.dlq, ""),
+		plantest.DLQFile("n1", e.DLQ, ""),
 		{ID: "n2", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
-			"url": strV(url),
-			"insert_query": tmplV(lit("INSERT INTO wh (id, amount, body, lsn, deleted) VALUES ("), ex("payload.id"), lit(", "),
-				ex("payload.amount"), lit(", "), ex("payload.body"), lit(", "), ex(`meta["postgres.lsn"]`), lit(", "),
-				ex(`meta["postgres.operation"] == "delete"`), lit(") "+cdcWarehouseUpsert))}},
+			"url": plantest.Str(url),
+			"insert_query": plantest.Tmpl(plantest.Lit("INSERT INTO wh (id, amount, body, lsn, deleted) VALUES ("), plantest.Ex("payload.id"), plantest.Lit(", "),
+				plantest.Ex("payload.amount"), plantest.Lit(", "), plantest.Ex("payload.body"), plantest.Lit(", "), plantest.Ex(`meta["postgres.lsn"]`), plantest.Lit(", "),
+				plantest.Ex(`meta["postgres.operation"] == "delete"`), plantest.Lit(") "+cdcWarehouseUpsert))}},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "cdc", Guarantee: plan.EffectivelyOnce,
-		Concurrency: 1, BatchSize: 200, Nodes: nodes, Edges: chain(nodes)}}}
+		Concurrency: 1, BatchSize: 200, Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 }
 
 // cdcDB prepares the source table, its publication and the warehouse.
@@ -144,7 +147,7 @@ func cdcWorkload(t *testing.T, c *pgx.Conn, n int, seed uint64, pace time.Durati
 func cdcDiff(t *testing.T, url string) string {
 	t.Helper()
 	read := func(q string) []string {
-		return pgQuery(t, url, q, func(t *testing.T, rows sqlRows) []string {
+		return plantest.PGQuery(t, url, q, func(t *testing.T, rows plantest.Rows) []string {
 			var out []string
 			for rows.Next() {
 				var id, amount int
@@ -226,15 +229,15 @@ func waitSlot(t *testing.T, c *pgx.Conn, slot string) {
 func TestPostgresCDCToWarehouse(t *testing.T) {
 	url := testsrv.Postgres(t)
 	c := cdcDB(t, url)
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	p := cdcPlan(e, url, "mqb_slot", nil)
-	r := startRun(context.Background(), p, testOptions(t))
+	r := runtest.Start(context.Background(), p, runtest.Options())
 	waitSlot(t, c, "mqb_slot")
 	cdcWorkload(t, c, 2000, 1, 0)
 	waitConverged(t, url, time.Minute)
 	time.Sleep(300 * time.Millisecond)
-	rs := r.stop(t).Route("cdc")
-	checkCounts(t, rs)
+	rs := r.Stop(t).Route("cdc")
+	runtest.CheckCounts(t, rs)
 	t.Logf("first run: %+v", rs)
 	if rs.Out == 0 || rs.DeadLettered+rs.Errors != 0 {
 		t.Errorf("first run: %+v", rs)
@@ -242,7 +245,7 @@ func TestPostgresCDCToWarehouse(t *testing.T) {
 	// Nothing acked is delivered again after a graceful stop.
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	st, err := Run(ctx, p, testOptions(t))
+	st, err := runtime.Run(ctx, p, runtest.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,22 +263,23 @@ func TestPostgresCDCToWarehouse(t *testing.T) {
 // catches up and the warehouse converges to the source table: replayed
 // changes never move a row back (excluded.lsn > wh.lsn).
 func TestCrashPostgresCDCConverges(t *testing.T) {
-	bin := buildCrashHelper(t)
+	bin := runtest.BuildCrashHelper(t)
 	url := testsrv.Postgres(t)
 	c := cdcDB(t, url)
 	createSlot(t, c, "mqb_crash_slot")
-	e := newTestEnv(t)
-	p := cdcPlan(e, url, "mqb_crash_slot", map[string]plan.Value{"checkpoint_store": strV("pebble://" + e.state)})
-	planPath := writeCrashPlan(t, p, e.dir)
+	e := plantest.NewEnv(t)
+	p := cdcPlan(e, url, "mqb_crash_slot", map[string]plan.Value{"checkpoint_store": plantest.Str("pebble://" + e.State)})
+	planPath := plantest.WriteCrashPlan(t, p, e.Dir)
 	work := cdcWorkloadInBackground(t, url, 4000, 2, time.Millisecond)
-	killRuns(t, bin, planPath, crashSchedule{kills: 4, wait: killWaits(7, 7, 300*time.Millisecond, 900*time.Millisecond), mayEnd: true})
+	plantest.KillRuns(t, bin, planPath, plantest.CrashSchedule{Kills: 4, Wait: plantest.KillWaits(7, 7, 300*time.Millisecond, 900*time.Millisecond), MayEnd: true})
 	<-work
-	final := startHelper(t, bin, planPath)
+	final := plantest.StartHelper(t, bin, planPath)
 	waitConverged(t, url, time.Minute)
 	time.Sleep(500 * time.Millisecond)
-	st := stopRun(t, final)
+	var st runtime.Stats
+	final.Stop(t, &st)
 	rs := st.Route("cdc")
-	checkCounts(t, rs)
+	runtest.CheckCounts(t, rs)
 	t.Logf("final run: %+v", rs)
 	if rs.DeadLettered+rs.Errors != 0 {
 		t.Errorf("final run dropped records: %+v", rs)
@@ -289,28 +293,28 @@ func TestCrashPostgresCDCConverges(t *testing.T) {
 // SIGKILLed while changes stream; in the end every change is in exactly one
 // part (a replay names the same positions, which are skipped as covered).
 func TestCrashPostgresCDCParts(t *testing.T) {
-	bin := buildCrashHelper(t)
+	bin := runtest.BuildCrashHelper(t)
 	url := testsrv.Postgres(t)
 	c := cdcDB(t, url)
 	createSlot(t, c, "mqb_parts_slot")
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	nodes := []plan.Node{
-		{ID: "n0", Role: plan.RoleSource, Kind: "postgres_cdc", Attrs: map[string]plan.Value{"url": strV(url),
-			"publication": strV("mqb_pub"), "slot_name": strV("mqb_parts_slot"), "checkpoint_store": strV("pebble://" + e.state)}},
-		{ID: "n1", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{"path": strV(e.parts), "name_by": enumV("source_position")}},
+		{ID: "n0", Role: plan.RoleSource, Kind: "postgres_cdc", Attrs: map[string]plan.Value{"url": plantest.Str(url),
+			"publication": plantest.Str("mqb_pub"), "slot_name": plantest.Str("mqb_parts_slot"), "checkpoint_store": plantest.Str("pebble://" + e.State)}},
+		{ID: "n1", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{"path": plantest.Str(e.Parts), "name_by": plantest.Enum("source_position")}},
 	}
 	p := plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "cdcparts", Guarantee: plan.EffectivelyOnce,
-		Concurrency: 2, BatchSize: 100, Nodes: nodes, Edges: chain(nodes)}}}
-	planPath := writeCrashPlan(t, p, e.dir)
+		Concurrency: 2, BatchSize: 100, Nodes: nodes, Edges: plantest.Chain(nodes)}}}
+	planPath := plantest.WriteCrashPlan(t, p, e.Dir)
 	changes := cdcWorkloadInBackground(t, url, 3000, 3, time.Millisecond)
 	lines := func() map[string]int {
 		seen := map[string]int{}
-		entries, _ := os.ReadDir(e.parts)
+		entries, _ := os.ReadDir(e.Parts)
 		for _, en := range entries {
 			if !strings.HasPrefix(en.Name(), "part-") {
 				continue
 			}
-			b, err := os.ReadFile(filepath.Join(e.parts, en.Name()))
+			b, err := os.ReadFile(filepath.Join(e.Parts, en.Name()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,13 +324,13 @@ func TestCrashPostgresCDCParts(t *testing.T) {
 		}
 		return seen
 	}
-	killRuns(t, bin, planPath, crashSchedule{kills: 4, wait: killWaits(9, 9, 300*time.Millisecond, 700*time.Millisecond), mayEnd: true,
-		progress: func() string { return fmt.Sprintf("(%d distinct changes in parts)", len(lines())) }})
+	plantest.KillRuns(t, bin, planPath, plantest.CrashSchedule{Kills: 4, Wait: plantest.KillWaits(9, 9, 300*time.Millisecond, 700*time.Millisecond), MayEnd: true,
+		Progress: func() string { return fmt.Sprintf("(%d distinct changes in parts)", len(lines())) }})
 	n := <-changes
-	final := startHelper(t, bin, planPath)
-	waitFor(func() bool { return len(lines()) >= n }, time.Minute, 100*time.Millisecond)
+	final := plantest.StartHelper(t, bin, planPath)
+	plantest.WaitFor(func() bool { return len(lines()) >= n }, time.Minute, 100*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
-	stopRun(t, final)
+	final.Stop(t, &runtime.Stats{})
 	seen := lines()
 	twice := 0
 	for _, k := range seen {
@@ -348,12 +352,12 @@ func TestPostgresCDCSameKeyTwiceInOneTransaction(t *testing.T) {
 	if _, err := c.Exec(ctx, `CREATE TABLE ev (n SERIAL, msg TEXT, lsn BIGINT, op TEXT, amount INTEGER)`); err != nil {
 		t.Fatal(err)
 	}
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	p := cdcPlan(e, url, "mqb_edge_slot", nil)
 	sink := &p.Routes[0].Nodes[len(p.Routes[0].Nodes)-1]
-	sink.Attrs["insert_query"] = tmplV(lit("INSERT INTO ev (msg, lsn, op, amount) VALUES ("), ex("message_id"), lit(", "),
-		ex(`meta["postgres.lsn"]`), lit(", "), ex(`meta["postgres.operation"]`), lit(", "), ex("payload.amount"), lit(")"))
-	r := startRun(ctx, p, testOptions(t))
+	sink.Attrs["insert_query"] = plantest.Tmpl(plantest.Lit("INSERT INTO ev (msg, lsn, op, amount) VALUES ("), plantest.Ex("message_id"), plantest.Lit(", "),
+		plantest.Ex(`meta["postgres.lsn"]`), plantest.Lit(", "), plantest.Ex(`meta["postgres.operation"]`), plantest.Lit(", "), plantest.Ex("payload.amount"), plantest.Lit(")"))
+	r := runtest.Start(ctx, p, runtest.Options())
 	waitSlot(t, c, "mqb_edge_slot")
 	tx, err := c.Begin(ctx)
 	if err != nil {
@@ -373,7 +377,7 @@ func TestPostgresCDCSameKeyTwiceInOneTransaction(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for len(got) < 2 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		got = pgQuery(t, url, `SELECT msg, op, lsn, amount FROM ev ORDER BY n`, func(t *testing.T, rows sqlRows) (out []ev) {
+		got = plantest.PGQuery(t, url, `SELECT msg, op, lsn, amount FROM ev ORDER BY n`, func(t *testing.T, rows plantest.Rows) (out []ev) {
 			for rows.Next() {
 				var e ev
 				rows.Scan(&e.msg, &e.op, &e.lsn, &e.amount)
@@ -382,7 +386,7 @@ func TestPostgresCDCSameKeyTwiceInOneTransaction(t *testing.T) {
 			return out
 		})
 	}
-	r.stop(t)
+	r.Stop(t)
 	if len(got) != 2 || got[0].op != "insert" || got[1].op != "update" || got[1].amount != 2 {
 		t.Fatalf("events %+v, want the insert then the update", got)
 	}

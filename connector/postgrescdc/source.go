@@ -1,4 +1,4 @@
-package runtime
+package postgrescdc
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
 
@@ -62,7 +64,7 @@ const (
 //
 // Record.Seq is not a change's own LSN (changes of interleaved
 // transactions arrive in commit order, not WAL order). Under positional
-// naming (the route asks replayable()), it is commit LSN << 16 | the
+// naming (the route asks Replayable), it is commit LSN << 16 | the
 // change's index in its transaction: the same on every replay, growing,
 // with a gap between transactions, so a part file holds one transaction.
 // That numbering needs commit LSNs below 2^48 (256 TiB of WAL) and at most
@@ -80,7 +82,7 @@ type pgCDCSource struct {
 
 	conn   *pgconn.PgConn
 	start  pglogrepl.LSN
-	recs   chan []Record // one transaction's records
+	recs   chan []runtime.Record // one transaction's records
 	errs   chan error
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -89,8 +91,8 @@ type pgCDCSource struct {
 	acked      atomic.Uint64 // end LSN of the last transaction fully acked
 	emitted    atomic.Uint64 // end LSN of the last transaction handed to the route
 	seq        uint64
-	positional bool     // replayable() was asked: Seq = commit LSN<<16 | index
-	pending    []Record // records read but not yet returned by next
+	positional bool             // Replayable was asked: Seq = commit LSN<<16 | index
+	pending    []runtime.Record // records read but not yet returned by Next
 	relMu      sync.Mutex
 	relation   map[uint32]*pglogrepl.RelationMessage
 }
@@ -103,34 +105,39 @@ type pgCDCSourceConfig struct {
 	SlotName      string      `attr:"slot_name"`
 	TemporarySlot bool        `attr:"temporary_slot"`
 	// CheckpointStore, when set, adds a second position (see pgCDCSource);
-	// openCheckpointStore opens it.
+	// the engine opens it.
 	CheckpointStore string `attr:"checkpoint_store"`
 }
 
 func init() {
-	registerSource("postgres_cdc", buildPGCDCSource)
+	runtime.RegisterSource("postgres_cdc", buildPGCDCSource)
 }
 
-func buildPGCDCSource(b *buildEnv, cfg *pgCDCSourceConfig) (source, error) {
-	a := b.a
-	raw, err := b.c.renderStatic(a, "url") // the node's url: env() is rendered
+// plainIdentRE is an unquoted SQL identifier: what a publication or slot
+// name may be, spliced into the statements that create and advance them.
+var plainIdentRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+
+func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Source, error) {
+	raw, err := b.RenderStatic("url") // the node's url: env() is rendered
 	if err != nil {
 		return nil, err
 	}
-	if dialectOf(raw) != dialectPostgres {
-		return nil, a.errorf("url", "%s: want postgres://user:pass@host/db", plan.RedactURLs(raw))
+	switch scheme, _, _ := strings.Cut(raw, "://"); strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+	default:
+		return nil, b.Errorf("url", "%s: want postgres://user:pass@host/db", plan.RedactURLs(raw))
 	}
-	s := &pgCDCSource{route: b.rt.name, log: b.rt.log, rawURL: raw, url: plan.RedactURLs(raw),
+	s := &pgCDCSource{route: b.Route(), log: b.Logger(), rawURL: raw, url: plan.RedactURLs(raw),
 		publication: cfg.Publication, slot: cfg.SlotName,
 		temporary: cfg.TemporarySlot, keepCP: cfg.CheckpointStore != "",
-		recs: make(chan []Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
+		recs: make(chan []runtime.Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
 		relation: map[uint32]*pglogrepl.RelationMessage{}}
 	for _, f := range []struct{ attr, v string }{{"publication", cfg.Publication}, {"slot_name", cfg.SlotName}} {
 		if f.v == "" {
-			return nil, a.errorf(f.attr, "required")
+			return nil, b.Errorf(f.attr, "required")
 		}
-		if !sqlIdentRE.MatchString(f.v) || strings.Contains(f.v, ".") {
-			return nil, a.errorf(f.attr, "%q is not a plain identifier", f.v)
+		if !plainIdentRE.MatchString(f.v) {
+			return nil, b.Errorf(f.attr, "%q is not a plain identifier", f.v)
 		}
 	}
 	return s, nil
@@ -149,7 +156,7 @@ func (s *pgCDCSource) SeqGaps() bool        { return s.positional }
 
 // Position is the committed LSN, kept in the checkpoint store only when
 // checkpoint_store is set (otherwise the slot alone holds it).
-func (s *pgCDCSource) Position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+func (s *pgCDCSource) Position(committed map[int32]runtime.AckPos) (checkpoint.Position, bool) {
 	if !s.keepCP {
 		return checkpoint.Position{}, false
 	}
@@ -162,7 +169,7 @@ func (s *pgCDCSource) Position(committed map[int32]ackPos) (checkpoint.Position,
 
 // Commit records how far the slot may be confirmed; the receive loop sends
 // it to the server.
-func (s *pgCDCSource) Commit(_ context.Context, changed map[int32]ackPos) error {
+func (s *pgCDCSource) Commit(_ context.Context, changed map[int32]runtime.AckPos) error {
 	if c, ok := changed[0]; ok && c.Offset > 0 {
 		for {
 			cur := s.acked.Load()
@@ -185,7 +192,7 @@ func (s *pgCDCSource) errorf(format string, args ...any) error {
 	return fmt.Errorf("route %s: postgres_cdc source %s: %s", s.route, s.url, plan.RedactURLs(fmt.Sprintf(format, args...)))
 }
 
-func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
+func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ runtime.SourceHost) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// The publication and a permanent slot are created on a plain
@@ -254,7 +261,7 @@ func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 func (s *pgCDCSource) receive(ctx context.Context) {
 	defer close(s.done)
 	var (
-		txn      []Record
+		txn      []runtime.Record
 		commit   pglogrepl.LSN
 		lastSent uint64
 	)
@@ -342,7 +349,7 @@ func (s *pgCDCSource) receive(ctx context.Context) {
 					s.relation[lm.RelationID] = lm
 					s.relMu.Unlock()
 				case *pglogrepl.BeginMessage:
-					txn, commit = []Record{}, lm.FinalLSN
+					txn, commit = []runtime.Record{}, lm.FinalLSN
 				case *pglogrepl.InsertMessage:
 					if err := s.change(&txn, commit, "insert", lm.RelationID, lm.Tuple, nil); err != nil {
 						fail(err)
@@ -386,7 +393,7 @@ func (s *pgCDCSource) receive(ctx context.Context) {
 }
 
 // change turns one row change into a record of the open transaction.
-func (s *pgCDCSource) change(txn *[]Record, commit pglogrepl.LSN, op string, relID uint32, tuple, old *pglogrepl.TupleData) error {
+func (s *pgCDCSource) change(txn *[]runtime.Record, commit pglogrepl.LSN, op string, relID uint32, tuple, old *pglogrepl.TupleData) error {
 	s.relMu.Lock()
 	rel := s.relation[relID]
 	s.relMu.Unlock()
@@ -435,7 +442,7 @@ func (s *pgCDCSource) change(txn *[]Record, commit pglogrepl.LSN, op string, rel
 		key = string(b)
 	}
 	lsn := strconv.FormatUint(uint64(commit), 10)
-	r := Record{Payload: payload, Seq: s.seq}
+	r := runtime.Record{Payload: payload, Seq: s.seq}
 	s.seq++
 	if s.positional {
 		if uint64(commit) >= 1<<48 || len(*txn) >= 1<<16 {
@@ -453,7 +460,7 @@ func (s *pgCDCSource) change(txn *[]Record, commit pglogrepl.LSN, op string, rel
 	copy(id[:], h.Sum(nil))
 	id[6] = (id[6] & 0x0f) | 0x80
 	id[8] = (id[8] & 0x3f) | 0x80
-	r.msgID, r.hasMsgID = id, true
+	r.SetMessageID(id)
 	*txn = append(*txn, r)
 	return nil
 }
@@ -478,12 +485,11 @@ func pgTextToJSON(oid uint32, data []byte) json.RawMessage {
 	return b
 }
 
-func (s *pgCDCSource) Next(ctx context.Context, max int) (*batch, bool, error) {
-	b := &batch{}
+func (s *pgCDCSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
 	for len(s.pending) == 0 {
 		select {
 		case <-ctx.Done():
-			return b, false, nil
+			return runtime.NewBatch(0), false, nil
 		case err := <-s.errs:
 			return nil, false, err
 		case txn := <-s.recs:
@@ -491,11 +497,14 @@ func (s *pgCDCSource) Next(ctx context.Context, max int) (*batch, bool, error) {
 		}
 	}
 	// Whole transactions while they fit, then what is already waiting.
-	for len(s.pending) > 0 && len(b.recs) < max {
-		n := min(len(s.pending), max-len(b.recs))
-		b.recs = append(b.recs, s.pending[:n]...)
+	b := runtime.NewBatch(min(len(s.pending), max))
+	for len(s.pending) > 0 && b.Len() < max {
+		n := min(len(s.pending), max-b.Len())
+		for _, r := range s.pending[:n] {
+			b.Add(r)
+		}
 		s.pending = s.pending[n:]
-		if len(s.pending) == 0 && len(b.recs) < max {
+		if len(s.pending) == 0 && b.Len() < max {
 			select {
 			case txn := <-s.recs:
 				s.pending = txn

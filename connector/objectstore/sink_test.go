@@ -1,4 +1,4 @@
-package runtime
+package objectstore
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,26 +18,28 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // objectPlan is file → (dlq file) → object_store at url.
-func objectPlan(e testEnv, url string, batch, concurrency int, attrs map[string]plan.Value) plan.Plan {
-	sinkAttrs := map[string]plan.Value{"url": tmplV(lit(url))}
+func objectPlan(e plantest.Env, url string, batch, concurrency int, attrs map[string]plan.Value) plan.Plan {
+	sinkAttrs := map[string]plan.Value{"url": plantest.Tmpl(plantest.Lit(url))}
 	for k, v := range attrs {
 		sinkAttrs[k] = v
 	}
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
-			"path": strV(e.input), "mode": enumV("consume"),
-			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
-		dlqFile("n1", e.dlq, ""),
+			"path": plantest.Str(e.Input), "mode": plantest.Enum("consume"),
+			"checkpoint_store": plantest.Str("pebble://" + e.State), "max_record_bytes": plantest.Int(plantest.MaxRecordBytes)}},
+		plantest.DLQFile("n1", e.DLQ, ""),
 		{ID: "n2", Role: plan.RoleSink, Kind: "object_store", Attrs: sinkAttrs},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
 		Name: "objects", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
-		Nodes: nodes, Edges: chain(nodes)}}}
+		Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 }
 
 // openTestStore opens the store a sink at url writes to, for reading back.
@@ -83,7 +84,7 @@ func decompress(t testing.TB, name string, data []byte) []byte {
 // readObjectParts checks every part under the store: names parse, ranges
 // do not overlap, each part holds the input lines of its range. It returns
 // how often each position was written and the part names.
-func readObjectParts(t testing.TB, st objectStore, ds dataset) (map[uint64]int, []string) {
+func readObjectParts(t testing.TB, st objectStore, ds plantest.Dataset) (map[uint64]int, []string) {
 	t.Helper()
 	names, err := st.List(context.Background(), "")
 	if err != nil {
@@ -118,8 +119,8 @@ func readObjectParts(t testing.TB, st objectStore, ds dataset) (map[uint64]int, 
 		}
 		for i, l := range lines {
 			p := start + uint64(i)
-			if l != ds.lines[p] {
-				t.Errorf("part %s line %d: %q, want input line %d %q", name, i, l, p, ds.lines[p])
+			if l != ds.Lines[p] {
+				t.Errorf("part %s line %d: %q, want input line %d %q", name, i, l, p, ds.Lines[p])
 			}
 			seen[p]++
 		}
@@ -147,26 +148,26 @@ func (s *failingListStore) List(ctx context.Context, prefix string) ([]string, e
 // replay with another batch size (writes nothing), and a resume whose first
 // listing fails.
 func testObjectStoreSourcePosition(t *testing.T, url string, attrs map[string]plan.Value, del func(name string)) {
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 30000
-	ds := genDataset(t, e.input, n, 7)
-	want, bad := partsWant(ds)
+	ds := plantest.GenDataset(t, e.Input, n, 7)
+	want, bad := plantest.PartsWant(ds)
 	st := openTestStore(t, url)
 
 	// (a) cancelled mid-way, resumed with other batch boundaries.
-	first := runCancelled(t, objectPlan(e, url, 300, 3, attrs), "objects", 5*time.Millisecond)
+	first := runtest.RunCancelled(t, objectPlan(e, url, 300, 3, attrs), "objects", 5*time.Millisecond)
 	second := runRoute(t, objectPlan(e, url, 211, 1, attrs), "objects")
 	t.Logf("first %+v second %+v", first, second)
 	if first.Committed+second.In != n {
 		t.Errorf("first committed %d, second read %d: want %d in all", first.Committed, second.In, n)
 	}
 	seen, names := readObjectParts(t, st, ds)
-	checkPartsExactlyOnce(t, seen, want)
-	checkDLQ(t, readDLQ(t, e.dlq), bad, true)
+	plantest.CheckPartsExactlyOnce(t, seen, want)
+	plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), bad, true)
 
 	// (b) a full replay (fresh checkpoint) with another batch size writes
 	// nothing: every position is covered by an existing part.
-	if err := os.RemoveAll(e.state); err != nil {
+	if err := os.RemoveAll(e.State); err != nil {
 		t.Fatal(err)
 	}
 	replay := runRoute(t, objectPlan(e, url, 777, 2, attrs), "objects")
@@ -177,11 +178,11 @@ func testObjectStoreSourcePosition(t *testing.T, url string, attrs map[string]pl
 	if len(after) != len(names) {
 		t.Errorf("replay wrote %d new objects", len(after)-len(names))
 	}
-	checkPartsExactlyOnce(t, seen, want)
+	plantest.CheckPartsExactlyOnce(t, seen, want)
 
 	// (c) a replay from the middle whose first listing fails: nothing is
 	// written blind, the listing is tried again, no position lands twice.
-	if err := os.RemoveAll(e.state); err != nil {
+	if err := os.RemoveAll(e.State); err != nil {
 		t.Fatal(err)
 	}
 	var wrapped *failingListStore
@@ -202,7 +203,7 @@ func testObjectStoreSourcePosition(t *testing.T, url string, attrs map[string]pl
 		t.Errorf("recovery %+v: want the dropped half rewritten and the first half skipped", rec)
 	}
 	seen, _ = readObjectParts(t, st, ds)
-	checkPartsExactlyOnce(t, seen, want)
+	plantest.CheckPartsExactlyOnce(t, seen, want)
 	t.Logf("replay %+v recovery %+v", replay, rec)
 }
 
@@ -229,7 +230,7 @@ func TestObjectStoreFileSourcePosition(t *testing.T) {
 		t.Run(comp, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "lake", "orders")
 			testObjectStoreSourcePosition(t, "file://"+dir, map[string]plan.Value{
-				"name_by": enumV("auto"), "compression": enumV(comp)},
+				"name_by": plantest.Enum("auto"), "compression": plantest.Enum(comp)},
 				func(name string) {
 					if err := os.Remove(filepath.Join(dir, name)); err != nil {
 						t.Fatal(err)
@@ -244,9 +245,9 @@ func TestObjectStoreGCSSourcePosition(t *testing.T) {
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
 	client := srv.Client(t)
 	testObjectStoreSourcePosition(t, "gs://lake/orders", map[string]plan.Value{
-		"name_by": enumV("source_position"), "compression": enumV("gzip"),
+		"name_by": plantest.Enum("source_position"), "compression": plantest.Enum("gzip"),
 		// Small objects: runs are cut at the size limit too.
-		"max_object_bytes": intV(64 << 10)},
+		"max_object_bytes": plantest.Int(64 << 10)},
 		func(name string) {
 			if err := client.Bucket("lake").Object("orders/" + name).Delete(context.Background()); err != nil {
 				t.Fatal(err)
@@ -255,20 +256,20 @@ func TestObjectStoreGCSSourcePosition(t *testing.T) {
 }
 
 func TestObjectStoreWriteTime(t *testing.T) {
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 5000
-	ds := genDataset(t, e.input, n, 8)
-	want, _ := partsWant(ds)
+	ds := plantest.GenDataset(t, e.Input, n, 8)
+	want, _ := plantest.PartsWant(ds)
 	dir := filepath.Join(t.TempDir(), "out")
 	url := "file://" + dir
-	stats, err := Run(context.Background(), objectPlan(e, url, 400, 1, map[string]plan.Value{
-		"name_by": enumV("write_time"), "date_partition": {Type: plan.TBool, Bool: true},
-		"compression": enumV("gzip"), "max_object_bytes": intV(32 << 10)}), testOptions(t))
+	stats, err := runtime.Run(context.Background(), objectPlan(e, url, 400, 1, map[string]plan.Value{
+		"name_by": plantest.Enum("write_time"), "date_partition": {Type: plan.TBool, Bool: true},
+		"compression": plantest.Enum("gzip"), "max_object_bytes": plantest.Int(32 << 10)}), runtest.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs := stats.Route("objects")
-	checkCounts(t, rs)
+	runtest.CheckCounts(t, rs)
 	st := openTestStore(t, url)
 	names, err := st.List(context.Background(), "")
 	if err != nil {
@@ -295,7 +296,7 @@ func TestObjectStoreWriteTime(t *testing.T) {
 	var total int
 	for p := range want {
 		total++
-		if lines[ds.lines[p]] == 0 {
+		if lines[ds.Lines[p]] == 0 {
 			t.Errorf("position %d missing", p)
 		}
 	}
@@ -309,49 +310,31 @@ func TestObjectStoreWriteTime(t *testing.T) {
 }
 
 func TestCrashObjectStoreExactlyOnce(t *testing.T) {
-	bin := buildCrashHelper(t)
+	bin := runtest.BuildCrashHelper(t)
 	srv := testsrv.NewGCS(t, "lake")
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost()) // inherited by the helper
 	for i, url := range []string{"gs://lake/crash", "file://" + filepath.Join(t.TempDir(), "crash")} {
 		seed := uint64(31 + i)
-		e := newTestEnv(t)
-		ds := genDataset(t, e.input, 100000, seed)
-		want, bad := partsWant(ds)
-		p := objectPlan(e, url, 700, 2, map[string]plan.Value{"name_by": enumV("source_position")})
-		st := crashAndFinish(t, bin, p, e.dir, seed, 4)
+		e := plantest.NewEnv(t)
+		ds := plantest.GenDataset(t, e.Input, 100000, seed)
+		want, bad := plantest.PartsWant(ds)
+		p := objectPlan(e, url, 700, 2, map[string]plan.Value{"name_by": plantest.Enum("source_position")})
+		st := runtest.CrashAndFinish(t, bin, p, e.Dir, seed, 4)
 		rs := st.Route("objects")
-		checkCounts(t, rs)
+		runtest.CheckCounts(t, rs)
 		t.Logf("%s: final run %+v", url, rs)
 		seen, names := readObjectParts(t, openTestStore(t, url), ds)
-		checkPartsExactlyOnce(t, seen, want)
-		checkDLQ(t, readDLQ(t, e.dlq), bad, false)
+		plantest.CheckPartsExactlyOnce(t, seen, want)
+		plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), bad, false)
 		t.Logf("%s: %d parts", url, len(names))
 	}
 }
 
-var benchInput = plantest.BenchInput
-
-// benchRun runs p once per iteration with a fresh checkpoint and reports
-// records/s and MB/s of input.
-func benchRun(b *testing.B, n int, size int64, mkPlan func(i int, state string) plan.Plan) {
-	b.Helper()
-	b.SetBytes(size)
-	opts := Options{Logger: slog.New(slog.DiscardHandler)}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		state := filepath.Join(b.TempDir(), "state")
-		p := mkPlan(i, state)
-		b.StartTimer()
-		st, err := Run(context.Background(), p, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if rs := st.Routes[0]; rs.Out != int64(n) {
-			b.Fatalf("%+v, want out %d", rs, n)
-		}
-	}
-	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+// runRoute runs p to its end and returns route's stats, whose counts must
+// add up.
+func runRoute(t testing.TB, p plan.Plan, route string) runtime.RouteStats {
+	t.Helper()
+	return runtest.RunRoute(t, context.Background(), p, runtest.Options(), route)
 }
 
 // BenchmarkObjectStoreGCS: file → object_store (source_position parts) on
@@ -360,10 +343,10 @@ func BenchmarkObjectStoreGCS(b *testing.B) {
 	const n = 100000
 	srv := testsrv.NewGCS(b, "lake")
 	b.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
-	input, size := benchInput(b, n)
-	benchRun(b, n, size, func(i int, state string) plan.Plan {
-		e := testEnv{input: input, state: state, dlq: filepath.Join(state, "dlq.jsonl")}
-		return objectPlan(e, fmt.Sprintf("gs://lake/run%d", i), 1024, 1, map[string]plan.Value{"name_by": enumV("source_position")})
+	input, size := plantest.BenchInput(b, n)
+	runtest.Bench(b, n, size, func(i int, state string) plan.Plan {
+		e := plantest.Env{Input: input, State: state, DLQ: filepath.Join(state, "dlq.jsonl")}
+		return objectPlan(e, fmt.Sprintf("gs://lake/run%d", i), 1024, 1, map[string]plan.Value{"name_by": plantest.Enum("source_position")})
 	})
 }
 
@@ -377,12 +360,12 @@ func (deniedListStore) List(context.Context, string) ([]string, error) {
 // A listing refused for good fails the route, naming the store, instead of
 // writing parts it cannot check against the ones already there.
 func TestObjectStoreListingDenied(t *testing.T) {
-	e := newTestEnv(t)
-	writeOrders(t, e.input, 10)
+	e := plantest.NewEnv(t)
+	plantest.WriteOrders(t, e.Input, 10)
 	dir := filepath.Join(t.TempDir(), "out")
 	objectStoreHook = func(s objectStore) objectStore { return deniedListStore{s} }
 	defer func() { objectStoreHook = nil }()
-	runRefused(t, objectPlan(e, "file://"+dir, 4, 1, map[string]plan.Value{"name_by": enumV("source_position")}),
+	runtest.RunRefused(t, objectPlan(e, "file://"+dir, 4, 1, map[string]plan.Value{"name_by": plantest.Enum("source_position")}),
 		[]string{"route objects", "file://" + dir, "refused"})
 	if names, _ := os.ReadDir(dir); len(names) != 0 {
 		t.Errorf("%d objects written without a listing", len(names))
@@ -395,26 +378,26 @@ func TestObjectStoreListingDenied(t *testing.T) {
 func TestObjectStoreGCSOutage(t *testing.T) {
 	srv := testsrv.NewGCS(t, "lake")
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 60000
-	ds := genDataset(t, e.input, n, 9)
-	want, bad := partsWant(ds)
+	ds := plantest.GenDataset(t, e.Input, n, 9)
+	want, bad := plantest.PartsWant(ds)
 	url := "gs://lake/outage"
-	p := withRetryAt(objectPlan(e, url, 256, 2, map[string]plan.Value{"name_by": enumV("source_position")}), 1, 100) // before the DLQ
-	opts := testOptions(t)
-	onFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
+	p := plantest.WithRetryAt(objectPlan(e, url, 256, 2, map[string]plan.Value{"name_by": plantest.Enum("source_position")}), 1, 100) // before the DLQ
+	opts := runtest.Options()
+	runtest.OnFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
 		t.Logf("stopping the emulator: %s", progress)
 		srv.Restart(t, 500*time.Millisecond)
 	})
-	st, err := Run(context.Background(), p, opts)
+	st, err := runtime.Run(context.Background(), p, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs := st.Route("objects")
-	checkCounts(t, rs)
+	runtest.CheckCounts(t, rs)
 	seen, names := readObjectParts(t, openTestStore(t, url), ds)
-	checkPartsExactlyOnce(t, seen, want)
-	checkDLQ(t, readDLQ(t, e.dlq), bad, true)
+	plantest.CheckPartsExactlyOnce(t, seen, want)
+	plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), bad, true)
 	// A record a failed attempt had already written is out, not a duplicate.
 	if rs.Out != int64(len(want)) || rs.Deduplicated != 0 {
 		t.Errorf("%+v: want out %d, deduplicated 0", rs, len(want))

@@ -1,4 +1,4 @@
-package runtime
+package objectstore
 
 import (
 	"bytes"
@@ -18,14 +18,17 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // putObjects writes ds's lines under url as objects of per lines each,
 // rotating plain, gzip and zstd, named so key order is line order. A blank
 // line is slipped into some objects: it takes no record index.
-func putObjects(t testing.TB, url string, ds dataset, per int) int {
+func putObjects(t testing.TB, url string, ds plantest.Dataset, per int) int {
 	t.Helper()
 	st := openTestStore(t, url)
 	zw, err := zstd.NewWriter(nil)
@@ -34,9 +37,9 @@ func putObjects(t testing.TB, url string, ds dataset, per int) int {
 	}
 	defer zw.Close()
 	n := 0
-	for i := 0; i < len(ds.lines); i += per {
+	for i := 0; i < len(ds.Lines); i += per {
 		var body bytes.Buffer
-		for j, l := range ds.lines[i:min(i+per, len(ds.lines))] {
+		for j, l := range ds.Lines[i:min(i+per, len(ds.Lines))] {
 			if j == 3 && n%4 == 1 {
 				body.WriteString("\n")
 			}
@@ -65,22 +68,22 @@ func putObjects(t testing.TB, url string, ds dataset, per int) int {
 
 // objectSourcePlan is object_store (url) → dlq → SQLite, ON CONFLICT on the
 // payload's order_id: duplicates in the objects land once.
-func objectSourcePlan(e testEnv, url string, batch, concurrency int) plan.Plan {
+func objectSourcePlan(e plantest.Env, url string, batch, concurrency int) plan.Plan {
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "object_store", Side: plan.SideInput, Attrs: map[string]plan.Value{
-			"url": tmplV(lit(url)), "format": enumV("json"),
-			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
-		dlqFile("n1", e.dlq, "write_time"),
+			"url": plantest.Tmpl(plantest.Lit(url)), "format": plantest.Enum("json"),
+			"checkpoint_store": plantest.Str("pebble://" + e.State), "max_record_bytes": plantest.Int(plantest.MaxRecordBytes)}},
+		plantest.DLQFile("n1", e.DLQ, "write_time"),
 		{ID: "n2", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-			"url":          tmplV(lit("sqlite://" + e.db)),
-			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY NOT NULL, amount INTEGER NOT NULL, body TEXT)`),
-			"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`payload.order_id`),
-				lit(", "), ex("payload.amount"), lit(", "), ex("payload.body"), lit(") ON CONFLICT (id) DO NOTHING")),
+			"url":          plantest.Tmpl(plantest.Lit("sqlite://" + e.DB)),
+			"create_table": plantest.Str(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY NOT NULL, amount INTEGER NOT NULL, body TEXT)`),
+			"insert_query": plantest.Tmpl(plantest.Lit("INSERT INTO orders (id, amount, body) VALUES ("), plantest.Ex(`payload.order_id`),
+				plantest.Lit(", "), plantest.Ex("payload.amount"), plantest.Lit(", "), plantest.Ex("payload.body"), plantest.Lit(") ON CONFLICT (id) DO NOTHING")),
 		}},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
 		Name: "lake", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
-		Nodes: nodes, Edges: chain(nodes)}}}
+		Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 }
 
 // objectSourceURLs are a GCS emulator prefix and a local directory.
@@ -93,20 +96,20 @@ func objectSourceURLs(t *testing.T) []string {
 func TestObjectStoreSourceToSQLite(t *testing.T) {
 	for i, url := range objectSourceURLs(t) {
 		t.Run(strings.SplitN(url, ":", 2)[0], func(t *testing.T) {
-			e := newTestEnv(t)
-			ds := genDataset(t, e.input, 20000, uint64(40+i))
+			e := plantest.NewEnv(t)
+			ds := plantest.GenDataset(t, e.Input, 20000, uint64(40+i))
 			objects := putObjects(t, url, ds, 1500)
 			rs := runRoute(t, objectSourcePlan(e, url, 512, 2), "lake")
-			if rs.In != int64(ds.records) || rs.Committed != int64(ds.records) {
-				t.Errorf("in %d committed %d, want %d (%d objects)", rs.In, rs.Committed, ds.records, objects)
+			if rs.In != int64(ds.Records) || rs.Committed != int64(ds.Records) {
+				t.Errorf("in %d committed %d, want %d (%d objects)", rs.In, rs.Committed, ds.Records, objects)
 			}
-			if rs.DeadLettered != int64(len(ds.bad)) {
-				t.Errorf("dead-lettered %d, want %d", rs.DeadLettered, len(ds.bad))
+			if rs.DeadLettered != int64(len(ds.Bad)) {
+				t.Errorf("dead-lettered %d, want %d", rs.DeadLettered, len(ds.Bad))
 			}
-			checkSQLite(t, e.db, ds)
+			runtest.CheckSQLite(t, e.DB, ds)
 			// Positions are record indexes across the listing: the DLQ
 			// names each bad line by its index in the dataset.
-			checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
+			plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), ds.Bad, true)
 
 			// Nothing new: a second run resumes after the last object.
 			if rs := runRoute(t, objectSourcePlan(e, url, 512, 2), "lake"); rs.In != 0 {
@@ -130,11 +133,11 @@ func TestObjectStoreSourceToSQLite(t *testing.T) {
 func TestObjectStoreSourceResume(t *testing.T) {
 	for i, url := range objectSourceURLs(t) {
 		t.Run(strings.SplitN(url, ":", 2)[0], func(t *testing.T) {
-			e := newTestEnv(t)
+			e := plantest.NewEnv(t)
 			const n = 60000
-			ds := genDataset(t, e.input, n, uint64(50+i))
+			ds := plantest.GenDataset(t, e.Input, n, uint64(50+i))
 			putObjects(t, url, ds, 7000)
-			first := runCancelled(t, objectSourcePlan(e, url, 256, 2), "lake", 30*time.Millisecond)
+			first := runtest.RunCancelled(t, objectSourcePlan(e, url, 256, 2), "lake", 30*time.Millisecond)
 			if first.Committed >= n || first.Committed == 0 {
 				t.Logf("first run committed %d of %d: the resume is not mid-listing", first.Committed, n)
 			}
@@ -145,8 +148,8 @@ func TestObjectStoreSourceResume(t *testing.T) {
 			if second.Committed != n {
 				t.Errorf("second run committed %d, want %d", second.Committed, n)
 			}
-			checkSQLite(t, e.db, ds)
-			checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
+			runtest.CheckSQLite(t, e.DB, ds)
+			plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), ds.Bad, true)
 			t.Logf("first run %+v, second run %+v", first, second)
 		})
 	}
@@ -156,20 +159,20 @@ func TestObjectStoreSourceResume(t *testing.T) {
 // route (GCS emulator, then file://) at random moments and lets it finish:
 // every id once, every bad line in the DLQ.
 func TestCrashObjectStoreSourceExactlyOnce(t *testing.T) {
-	bin := buildCrashHelper(t)
+	bin := runtest.BuildCrashHelper(t)
 	srv := testsrv.NewGCS(t, "lake")
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost()) // inherited by the helper
 	for i, url := range []string{"gs://lake/crash", "file://" + filepath.Join(t.TempDir(), "bucket", "crash")} {
 		seed := uint64(61 + i)
-		e := newTestEnv(t)
-		ds := genDataset(t, e.input, 100000, seed)
+		e := plantest.NewEnv(t)
+		ds := plantest.GenDataset(t, e.Input, 100000, seed)
 		putObjects(t, url, ds, 9000)
-		st := crashAndFinish(t, bin, objectSourcePlan(e, url, 700, 2), e.dir, seed, 4)
+		st := runtest.CrashAndFinish(t, bin, objectSourcePlan(e, url, 700, 2), e.Dir, seed, 4)
 		rs := st.Route("lake")
-		checkCounts(t, rs)
+		runtest.CheckCounts(t, rs)
 		t.Logf("%s: final run %+v", url, rs)
-		checkSQLite(t, e.db, ds)
-		checkDLQ(t, readDLQ(t, e.dlq), ds.bad, false)
+		runtest.CheckSQLite(t, e.DB, ds)
+		plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), ds.Bad, false)
 	}
 }
 
@@ -180,23 +183,23 @@ func BenchmarkObjectStoreSourceGCS(b *testing.B) {
 	const n = 100000
 	srv := testsrv.NewGCS(b, "lake")
 	b.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
-	input, size := benchInput(b, n)
+	input, size := plantest.BenchInput(b, n)
 	data, err := os.ReadFile(input)
 	if err != nil {
 		b.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	putObjects(b, "gs://lake/src", dataset{lines: lines}, n/10)
+	putObjects(b, "gs://lake/src", plantest.Dataset{Lines: lines}, n/10)
 	out := b.TempDir()
-	benchRun(b, n, size, func(i int, state string) plan.Plan {
+	runtest.Bench(b, n, size, func(i int, state string) plan.Plan {
 		nodes := []plan.Node{
 			{ID: "n0", Role: plan.RoleSource, Kind: "object_store", Attrs: map[string]plan.Value{
-				"url": tmplV(lit("gs://lake/src")), "checkpoint_store": strV("pebble://" + state)}},
+				"url": plantest.Tmpl(plantest.Lit("gs://lake/src")), "checkpoint_store": plantest.Str("pebble://" + state)}},
 			{ID: "n1", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{
-				"path": strV(filepath.Join(out, fmt.Sprintf("out%d.jsonl", i))), "name_by": enumV("write_time")}},
+				"path": plantest.Str(filepath.Join(out, fmt.Sprintf("out%d.jsonl", i))), "name_by": plantest.Enum("write_time")}},
 		}
 		return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "read", Concurrency: 1, BatchSize: 1024,
-			Nodes: nodes, Edges: chain(nodes)}}}
+			Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 	})
 }
 
@@ -246,9 +249,9 @@ func (r *cutReader) Read(p []byte) (int, error) {
 // over the lines it had read, so the run reads each record once.
 func TestObjectStoreSourceReadFailsHalfway(t *testing.T) {
 	url := "file://" + filepath.Join(t.TempDir(), "bucket")
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 20000
-	ds := genDataset(t, e.input, n, 71)
+	ds := plantest.GenDataset(t, e.Input, n, 71)
 	objects := putObjects(t, url, ds, 3000)
 	flaky := &flakyReadStore{cut: 10000, cuts: map[string]bool{}}
 	objectStoreHook = func(s objectStore) objectStore { flaky.objectStore = s; return flaky }
@@ -260,8 +263,8 @@ func TestObjectStoreSourceReadFailsHalfway(t *testing.T) {
 	if got := flaky.count.Load(); got != int64(objects) {
 		t.Errorf("%d reads cut, want one per object (%d)", got, objects)
 	}
-	checkSQLite(t, e.db, ds)
-	checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
+	runtest.CheckSQLite(t, e.DB, ds)
+	plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), ds.Bad, true)
 }
 
 // TestObjectStoreSourceGCSOutage stops the GCS emulator for half a second
@@ -271,26 +274,26 @@ func TestObjectStoreSourceGCSOutage(t *testing.T) {
 	srv := testsrv.NewGCS(t, "lake")
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
 	url := "gs://lake/outage"
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	const n = 60000
-	ds := genDataset(t, e.input, n, 72)
+	ds := plantest.GenDataset(t, e.Input, n, 72)
 	putObjects(t, url, ds, 2000)
-	opts := testOptions(t)
-	onFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
+	opts := runtest.Options()
+	runtest.OnFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
 		t.Logf("stopping the emulator: %s", progress)
 		srv.Restart(t, 500*time.Millisecond)
 	})
-	st, err := Run(context.Background(), objectSourcePlan(e, url, 128, 1), opts)
+	st, err := runtime.Run(context.Background(), objectSourcePlan(e, url, 128, 1), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs := st.Route("lake")
-	checkCounts(t, rs)
+	runtest.CheckCounts(t, rs)
 	if rs.In != n || rs.Committed != n {
 		t.Errorf("%+v: want in and committed %d", rs, n)
 	}
-	checkSQLite(t, e.db, ds)
-	checkDLQ(t, readDLQ(t, e.dlq), ds.bad, true)
+	runtest.CheckSQLite(t, e.DB, ds)
+	plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), ds.Bad, true)
 	t.Logf("%+v", rs)
 }
 
@@ -302,7 +305,7 @@ func TestObjectStoreSourceFromMQB(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "bucket"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	writeLines(t, filepath.Join(dir, "bucket", "a.jsonl"), `{"id":"a1"}`, `{"id":"a2"}`, `{"id":"a1"}`)
+	plantest.WriteLines(t, filepath.Join(dir, "bucket", "a.jsonl"), `{"id":"a1"}`, `{"id":"a2"}`, `{"id":"a1"}`)
 	var gz bytes.Buffer
 	w := gzip.NewWriter(&gz)
 	w.Write([]byte(`{"id":"b1"}` + "\n" + `{"id":"` + strings.Repeat("x", 300) + `"}` + "\n"))
@@ -310,7 +313,7 @@ func TestObjectStoreSourceFromMQB(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bucket", "b.jsonl.gz"), gz.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := compileMQB(t, `
+	p := plantest.Compile(t, `
 route lake {
   guarantee effectively_once
   from object_store {
@@ -326,15 +329,15 @@ route lake {
   }
 }
 `)
-	st := runIn(t, dir, p).Route("lake")
+	st := runtest.RunIn(t, dir, p).Route("lake")
 	if st.In != 5 || st.Out != 4 || st.DeadLettered != 1 {
 		t.Errorf("first run %+v, want in 5, out 4, the long line dead-lettered", st)
 	}
-	sameIDs(t, "table", sqliteIDs(t, filepath.Join(dir, "lake.db"), "t"), []string{"a1", "a2", "b1"})
+	plantest.SameIDs(t, "table", plantest.SQLiteIDs(t, filepath.Join(dir, "lake.db"), "t"), []string{"a1", "a2", "b1"})
 	if _, err := os.Stat(filepath.Join(dir, "cp")); err != nil {
 		t.Errorf("checkpoint_store not used: %v", err)
 	}
-	if st := runIn(t, dir, p).Route("lake"); st.In != 0 {
+	if st := runtest.RunIn(t, dir, p).Route("lake"); st.In != 0 {
 		t.Errorf("second run read %d records, want 0", st.In)
 	}
 }
@@ -345,7 +348,7 @@ route lake {
 // drains and commits.
 func TestObjectStoreSourceFollow(t *testing.T) {
 	url := "file://" + filepath.Join(t.TempDir(), "bucket")
-	e := newTestEnv(t)
+	e := plantest.NewEnv(t)
 	st := openTestStore(t, url)
 	put := func(name string, ids ...string) {
 		var b strings.Builder
@@ -359,15 +362,16 @@ func TestObjectStoreSourceFollow(t *testing.T) {
 	put("0001.jsonl", "a", "b")
 	p := objectSourcePlan(e, url, 64, 1)
 	p.Routes[0].Nodes[0].Attrs["poll_interval"] = plan.Value{Type: plan.TDuration, Str: "20ms", Int: int64(20 * time.Millisecond)}
-	r := startRun(context.Background(), p, testOptions(t))
-	defer r.cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := runtest.Start(ctx, p, runtest.Options())
 	waitIDs := func(want ...string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			// The file exists a moment before create_table made the table.
-			if tableExists(e.db, "orders") {
-				if got := sqliteIDs(t, e.db, "orders"); slices.Equal(got, want) {
+			if plantest.TableExists(e.DB, "orders") {
+				if got := plantest.SQLiteIDs(t, e.DB, "orders"); slices.Equal(got, want) {
 					return
 				}
 			}
@@ -384,8 +388,8 @@ func TestObjectStoreSourceFollow(t *testing.T) {
 	put("0000-late.jsonl", "z") // sorts before what was read: skipped
 	put("0004.jsonl", "e")
 	waitIDs("a", "b", "c", "d", "e")
-	rs := r.stop(t).Route("lake")
-	checkCounts(t, rs)
+	rs := r.Stop(t).Route("lake")
+	runtest.CheckCounts(t, rs)
 	if rs.In != 5 || rs.Committed != 5 {
 		t.Errorf("%+v: want in and committed 5", rs)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package objectstore
 
 import (
 	"context"
@@ -115,3 +115,13 @@ func (s *dirStore) Get(_ context.Context, name string) ([]byte, error) {
 }
 
 func (s *dirStore) Close() error { return nil }
+
+// syncDir makes a new link in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,4 +1,4 @@
-package runtime
+package objectstore
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // objectSink writes whole immutable objects to a bucket prefix or a local
@@ -50,9 +51,9 @@ type objectSink struct {
 
 	// source_position
 	positional bool
-	src        source // names the parts, once open
-	epoch      string // a follow source's run epoch
-	source     string // the source's name in part names (with its run epoch); set by ensureListed
+	src        runtime.Source // names the parts, once open
+	epoch      string         // a follow source's run epoch
+	source     string         // the source's name in part names (with its run epoch); set by ensureListed
 	legacy     []string
 
 	mu     sync.Mutex
@@ -61,8 +62,8 @@ type objectSink struct {
 	// the listing (also in before, records of an earlier run: duplicates)
 	// or written since (by an earlier attempt of a retried write: the
 	// records are out, just not written again).
-	covered partitionRanges
-	before  partitionRanges
+	covered runtime.PartitionRanges
+	before  runtime.PartitionRanges
 }
 
 // objectStoreHook, when set (by tests), wraps every store a sink opens.
@@ -79,7 +80,7 @@ func objectPartName(source string, partition int32, first, last uint64, ext stri
 // objectSinkConfig is an object_store sink's attributes (stdlib declares
 // them).
 type objectSinkConfig struct {
-	// URL may call env(): renderStatic renders it from the node, naming
+	// URL may call env(): RenderStatic renders it from the node, naming
 	// the attribute in its errors.
 	URL            []plan.Part `attr:"url"`
 	NameBy         string      `attr:"name_by"`
@@ -90,23 +91,33 @@ type objectSinkConfig struct {
 	MaxObjectBytes int64       `attr:"max_object_bytes"`
 }
 
-func newObjectSink(ctx context.Context, a nodeAttrs, cfg *objectSinkConfig, c *compiler, o *Options, rt *route, dlq bool) (*objectSink, error) {
-	rawURL, err := c.renderStatic(a, "url")
+func init() {
+	runtime.RegisterSink("object_store", func(b *runtime.BuildEnv, cfg *objectSinkConfig) (runtime.Sink, []*runtime.Program, error) {
+		s, err := newObjectSink(b, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, nil, nil
+	})
+}
+
+func newObjectSink(b *runtime.BuildEnv, cfg *objectSinkConfig) (*objectSink, error) {
+	rawURL, err := b.RenderStatic("url")
 	if err != nil {
 		return nil, err
 	}
 	s := &objectSink{
-		route:         a.route,
-		log:           rt.log,
+		route:         b.Route(),
+		log:           b.Logger(),
 		datePartition: cfg.DatePartition,
 		now:           time.Now,
 		compression:   cfg.Compression,
 		maxBytes:      int(cfg.MaxObjectBytes),
-		covered:       partitionRanges{},
-		before:        partitionRanges{},
+		covered:       runtime.PartitionRanges{},
+		before:        runtime.PartitionRanges{},
 	}
 	if s.maxBytes <= 0 {
-		return nil, a.errorf("max_object_bytes", "must be positive, got %d", s.maxBytes)
+		return nil, b.Errorf("max_object_bytes", "must be positive, got %d", s.maxBytes)
 	}
 	switch f := cfg.Format; f {
 	case "json":
@@ -114,7 +125,7 @@ func newObjectSink(ctx context.Context, a nodeAttrs, cfg *objectSinkConfig, c *c
 	case "text":
 		s.ext, s.contentType = ".txt", "text/plain; charset=utf-8"
 	default:
-		return nil, a.errorf("format", "format %q is not supported by the object_store sink (json or text)", f)
+		return nil, b.Errorf("format", "format %q is not supported by the object_store sink (json or text)", f)
 	}
 	switch s.compression {
 	case "none", "":
@@ -124,37 +135,38 @@ func newObjectSink(ctx context.Context, a nodeAttrs, cfg *objectSinkConfig, c *c
 	case "zstd":
 		s.ext, s.contentType = s.ext+".zst", "application/zstd"
 		if s.zstd, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1)); err != nil {
-			return nil, a.errorf("compression", "%v", err)
+			return nil, b.Errorf("compression", "%v", err)
 		}
 	default:
-		return nil, a.errorf("compression", "unknown value %q", s.compression)
+		return nil, b.Errorf("compression", "unknown value %q", s.compression)
 	}
 
 	// A written name_by wins over the deprecated idempotency: whether it
 	// was written is the node's to say, not the config's.
 	nameBy := cfg.NameBy
-	if _, set := a.value("name_by"); !set {
+	if !b.IsSet("name_by") {
 		if v := cfg.Idempotency; v != nil && v.Type == plan.TBool {
 			nameBy = map[bool]string{true: "source_position", false: "write_time"}[v.Bool]
 		}
 	}
+	dlq, src := b.DeadLetterTarget(), b.Source()
 	switch nameBy {
 	case "auto":
-		s.positional = !dlq && rt.src != nil && rt.src.Replayable()
+		s.positional = !dlq && src != nil && src.Replayable()
 	case "write_time":
 	case "source_position":
 		if dlq {
-			return nil, a.errorf("name_by", "a dead-letter object store is written by time; source_position is not supported there")
+			return nil, b.Errorf("name_by", "a dead-letter object store is written by time; source_position is not supported there")
 		}
 		s.positional = true
 	default:
-		return nil, a.errorf("name_by", "unknown value %q", nameBy)
+		return nil, b.Errorf("name_by", "unknown value %q", nameBy)
 	}
 	if s.positional {
 		// The source's name is taken when the prefix is listed: a file
 		// source knows it (it names the file) only once open.
-		s.src = rt.src
-		if !rt.src.Replayable() {
+		s.src = src
+		if !src.Replayable() {
 			// Positions restart every run: an epoch keeps names distinct
 			// and in run order (at-least-once across a restart).
 			s.epoch = fmt.Sprintf("%020d", time.Now().UnixNano())
@@ -164,8 +176,8 @@ func newObjectSink(ctx context.Context, a nodeAttrs, cfg *objectSinkConfig, c *c
 		}
 	}
 
-	if s.store, err = openObjectStore(ctx, rawURL, o.BaseDir); err != nil {
-		return nil, a.errorf("url", "%s", plan.RedactURLs(err.Error()))
+	if s.store, err = openObjectStore(b.Context(), rawURL, b.BaseDir()); err != nil {
+		return nil, b.Errorf("url", "%s", plan.RedactURLs(err.Error()))
 	}
 	if objectStoreHook != nil {
 		s.store = objectStoreHook(s.store)
@@ -186,7 +198,7 @@ type piece struct {
 	recs        int
 }
 
-func (s *objectSink) Write(ctx context.Context, recs []*Record) error {
+func (s *objectSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -196,27 +208,27 @@ func (s *objectSink) Write(ctx context.Context, recs []*Record) error {
 	if err := s.ensureListed(ctx); err != nil {
 		return err
 	}
-	live := make([]*Record, 0, len(recs))
+	live := make([]*runtime.Record, 0, len(recs))
 	s.mu.Lock()
 	for _, r := range recs {
 		switch {
-		case s.before.contains(r):
-			r.state = stDuplicate // in a part of an earlier run: acked, counted as deduplicated
-		case s.covered.contains(r):
+		case s.before.Contains(r):
+			r.MarkDuplicate() // in a part of an earlier run: acked, counted as deduplicated
+		case s.covered.Contains(r):
 			// written by an earlier attempt of this write
 		default:
 			live = append(live, r)
 		}
 	}
 	s.mu.Unlock()
-	for _, run := range positionRuns(live) {
+	for _, run := range runtime.PositionRuns(live) {
 		var p piece
 		for _, r := range run {
-			line, err := appendLine(nil, r, false)
+			line, err := appendLine(nil, r)
 			if err != nil {
 				// A record that cannot be encoded fails alone and splits
 				// the run: its position stays uncovered.
-				r.sinkErr = err.Error()
+				r.Refuse(err.Error())
 				if err := s.flushPart(ctx, &p); err != nil {
 					return err
 				}
@@ -259,8 +271,8 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 	source, legacy := s.src.Name(), []string(nil)
 	if s.epoch != "" {
 		source += "-" + s.epoch
-	} else if l, ok := s.src.(legacyPartSource); ok {
-		legacy = l.legacyPartSources()
+	} else {
+		legacy = runtime.LegacyPartSources(s.src)
 	}
 	var names []string
 	var err error
@@ -287,7 +299,7 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 		s.log.Warn("object_store: listing the prefix failed; nothing is written until it succeeds",
 			"store", store, "attempt", attempt, "err", plan.RedactURLs(err.Error()))
 		if attempt >= listAttempts {
-			return retryable(fmt.Errorf("route %s: object_store %s: list existing parts: %w", s.route, store, err))
+			return runtime.Retryable(fmt.Errorf("route %s: object_store %s: list existing parts: %w", s.route, store, err))
 		}
 		time.Sleep(wait)
 		wait *= 2
@@ -304,8 +316,8 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 		if err0 != nil || err1 != nil || err2 != nil || end < start {
 			continue
 		}
-		s.covered.add(int32(part), start, end)
-		s.before.add(int32(part), start, end)
+		s.covered.Add(int32(part), start, end)
+		s.before.Add(int32(part), start, end)
 		n++
 	}
 	s.source, s.legacy, s.listed = source, legacy, true
@@ -323,13 +335,13 @@ func (s *objectSink) flushPart(ctx context.Context, p *piece) error {
 		return err
 	}
 	s.mu.Lock()
-	s.covered.add(p.partition, p.first, p.last)
+	s.covered.Add(p.partition, p.first, p.last)
 	s.mu.Unlock()
 	*p = piece{}
 	return nil
 }
 
-func (s *objectSink) writeByTime(ctx context.Context, recs []*Record) error {
+func (s *objectSink) writeByTime(ctx context.Context, recs []*runtime.Record) error {
 	var p piece
 	flush := func() error {
 		if p.recs == 0 {
@@ -350,9 +362,9 @@ func (s *objectSink) writeByTime(ctx context.Context, recs []*Record) error {
 		return nil
 	}
 	for _, r := range recs {
-		line, err := appendLine(nil, r, false)
+		line, err := appendLine(nil, r)
 		if err != nil {
-			r.sinkErr = err.Error()
+			r.Refuse(err.Error())
 			continue
 		}
 		if p.recs > 0 && len(p.body)+len(line) > s.maxBytes {
@@ -381,12 +393,22 @@ func (s *objectSink) put(ctx context.Context, name string, body []byte) error {
 		if errors.Is(err, errPermanent) {
 			return err
 		}
-		return retryable(err)
+		return runtime.Retryable(err)
 	}
 	if !created {
 		s.log.Info("object_store: object already exists; a repeat of an earlier write", "object", name)
 	}
 	return nil
+}
+
+// appendLine appends r's payload as one line (the sink writes payloads,
+// never the DLQ envelope).
+func appendLine(buf []byte, r *runtime.Record) ([]byte, error) {
+	if err := r.EncodePayload(); err != nil {
+		return buf, err
+	}
+	buf = append(buf, r.Payload...)
+	return append(buf, '\n'), nil
 }
 
 func (s *objectSink) compress(body []byte) ([]byte, error) {

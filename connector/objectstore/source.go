@@ -1,4 +1,4 @@
-package runtime
+package objectstore
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
 
@@ -131,68 +132,56 @@ const (
 // objectSourceConfig is an object_store source's attributes (stdlib
 // declares them; the sink's are objectSinkConfig).
 type objectSourceConfig struct {
-	// URL may call env(): renderStatic renders it from the node, naming
+	// URL may call env(): RenderStatic renders it from the node, naming
 	// the attribute in its errors.
 	URL             []plan.Part   `attr:"url"`
 	Format          string        `attr:"format"`
 	MaxRecordBytes  int64         `attr:"max_record_bytes"`
 	PollInterval    time.Duration `attr:"poll_interval"`    // 0: end at the end of the listing
-	CheckpointStore string        `attr:"checkpoint_store"` // openCheckpointStore
+	CheckpointStore string        `attr:"checkpoint_store"` // the engine opens it
 }
 
 func init() {
-	registerSource("object_store", func(b *buildEnv, cfg *objectSourceConfig) (source, error) {
-		if err := b.rt.buildObjectSource(context.Background(), b.a, cfg, b.c, b.o); err != nil {
-			return nil, err
-		}
-		return b.rt.src, nil
-	})
-	registerSink("object_store", func(b *buildEnv, cfg *objectSinkConfig) (sink, []*program, error) {
-		s, err := newObjectSink(b.ctx, b.a, cfg, b.c, b.o, b.rt, b.dlq)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, nil, nil
-	})
+	runtime.RegisterSource("object_store", buildObjectSource)
 }
 
-func (rt *route) buildObjectSource(ctx context.Context, a nodeAttrs, cfg *objectSourceConfig, c *compiler, o *Options) error {
-	rawURL, err := c.renderStatic(a, "url")
+func buildObjectSource(b *runtime.BuildEnv, cfg *objectSourceConfig) (runtime.Source, error) {
+	rawURL, err := b.RenderStatic("url")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s := &objectSource{
-		route:     rt.name,
-		log:       rt.log,
+		route:     b.Route(),
+		log:       b.Logger(),
 		format:    cfg.Format,
 		maxRecord: int(cfg.MaxRecordBytes),
 	}
 	switch s.format {
 	case "json", "text", "raw":
 	default:
-		return a.errorf("format", "format %q is not supported by the object_store source (json, text or raw)", s.format)
+		return nil, b.Errorf("format", "format %q is not supported by the object_store source (json, text or raw)", s.format)
 	}
 	if s.maxRecord <= 0 {
-		return a.errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
+		return nil, b.Errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
 	}
 	if s.poll = cfg.PollInterval; s.poll < 0 {
-		return a.errorf("poll_interval", "must not be negative, got %v", s.poll)
+		return nil, b.Errorf("poll_interval", "must not be negative, got %v", s.poll)
 	}
 	// A source does not create its directory: a missing one is a mistake.
 	if dir, ok := strings.CutPrefix(rawURL, "file://"); ok {
-		if !filepath.IsAbs(dir) && o.BaseDir != "" {
-			dir = filepath.Join(o.BaseDir, dir)
+		if !filepath.IsAbs(dir) && b.BaseDir() != "" {
+			dir = filepath.Join(b.BaseDir(), dir)
 		}
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			if err == nil {
 				err = fmt.Errorf("%s is not a directory", dir)
 			}
-			return a.errorf("url", "%v", err)
+			return nil, b.Errorf("url", "%v", err)
 		}
 	}
-	st, err := openObjectStore(ctx, rawURL, o.BaseDir)
+	st, err := openObjectStore(context.Background(), rawURL, b.BaseDir())
 	if err != nil {
-		return a.errorf("url", "%v", err)
+		return nil, b.Errorf("url", "%v", err)
 	}
 	if objectStoreHook != nil {
 		st = objectStoreHook(st)
@@ -200,8 +189,7 @@ func (rt *route) buildObjectSource(ctx context.Context, a nodeAttrs, cfg *object
 	s.store = st
 	s.url = st.String()
 	s.name = objectSourceName(s.url)
-	rt.src = s
-	return nil
+	return s, nil
 }
 
 // objectSourceName is the prefix's last element, safe in a part name.
@@ -210,7 +198,7 @@ func objectSourceName(url string) string {
 	if i := strings.Index(u, "://"); i >= 0 {
 		u = u[i+3:]
 	}
-	base := unsafeName.ReplaceAllString(path.Base(u), "_")
+	base := runtime.SafeName(path.Base(u))
 	base = strings.ReplaceAll(base, "-", "_")
 	if base == "" || base == "." || base == "_" {
 		return "objects"
@@ -236,7 +224,7 @@ func (s *objectSource) checkpointSource() string { return "object_store:" + s.ur
 
 // Open lists the prefix and, from a checkpoint of the same store, skips
 // the objects before the committed one and the committed lines inside it.
-func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ sourceHost) error {
+func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ runtime.SourceHost) error {
 	var keys []string
 	for {
 		var err error
@@ -292,13 +280,13 @@ func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP 
 	return nil
 }
 
-func (s *objectSource) ResumeAt() map[int32]ackPos {
-	return map[int32]ackPos{0: {Next: s.nextSeq, Offset: s.skip}}
+func (s *objectSource) ResumeAt() map[int32]runtime.AckPos {
+	return map[int32]runtime.AckPos{0: {Next: s.nextSeq, Offset: s.skip}}
 }
 
 // Position names the object holding the last committed record (found by
 // its Seq) and how many of that object's lines are committed.
-func (s *objectSource) Position(committed map[int32]ackPos) (checkpoint.Position, bool) {
+func (s *objectSource) Position(committed map[int32]runtime.AckPos) (checkpoint.Position, bool) {
 	c, ok := committed[0]
 	if !ok || c.Next == 0 {
 		return checkpoint.Position{Source: s.checkpointSource()}, true
@@ -326,7 +314,7 @@ func (s *objectSource) Position(committed map[int32]ackPos) (checkpoint.Position
 	return pos, true
 }
 
-func (s *objectSource) Commit(context.Context, map[int32]ackPos) error { return nil }
+func (s *objectSource) Commit(context.Context, map[int32]runtime.AckPos) error { return nil }
 
 func (s *objectSource) Close() error {
 	err := s.closeObject()
@@ -516,11 +504,11 @@ func (s *objectSource) finishObject() error {
 
 // Next reads up to max records, moving through objects as they end; eof
 // once the listing is exhausted.
-func (s *objectSource) Next(ctx context.Context, max int) (*batch, bool, error) {
-	b := &batch{recs: make([]Record, 0, max), arena: make([]byte, 0, s.arenaHint)}
-	defer func() { s.arenaHint = min(len(b.arena)+len(b.arena)/8, maxBatchBytes) }()
+func (s *objectSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
+	b := runtime.NewBatchArena(max, s.arenaHint)
+	defer func() { s.arenaHint = min(b.PayloadBytes()+b.PayloadBytes()/8, runtime.MaxBatchBytes) }()
 	var payloadBytes int
-	for len(b.recs) < max && payloadBytes < maxBatchBytes {
+	for b.Len() < max && payloadBytes < runtime.MaxBatchBytes {
 		if ctx.Err() != nil {
 			return b, false, nil
 		}
@@ -539,7 +527,7 @@ func (s *objectSource) Next(ctx context.Context, max int) (*batch, bool, error) 
 				if s.poll == 0 {
 					return b, true, nil
 				}
-				if len(b.recs) > 0 {
+				if b.Len() > 0 {
 					return b, false, nil // hand over what we have; list again next time
 				}
 				if err := s.relist(ctx); err != nil {
@@ -583,7 +571,7 @@ func (s *objectSource) Next(ctx context.Context, max int) (*batch, bool, error) 
 
 // add appends a record for the line just read, unless it is being skipped
 // (already committed) or blank (no index, as in the file source).
-func (s *objectSource) add(b *batch, line []byte, tooLong int) {
+func (s *objectSource) add(b *runtime.Batch, line []byte, tooLong int) {
 	s.line++
 	if s.line <= s.skip {
 		return
@@ -591,14 +579,12 @@ func (s *objectSource) add(b *batch, line []byte, tooLong int) {
 	if tooLong == 0 && len(bytes.TrimSpace(line)) == 0 {
 		return
 	}
-	start := len(b.arena)
-	b.arena = append(b.arena, line...)
-	rec := Record{Payload: b.arena[start:len(b.arena):len(b.arena)], Seq: s.nextSeq, Next: s.line}
+	rec := runtime.Record{Seq: s.nextSeq, Next: s.line}
 	if tooLong > 0 {
-		rec.kill(fmt.Sprintf("record of %d bytes exceeds max_record_bytes = %d (payload truncated to %d bytes) in object %s", tooLong, s.maxRecord, len(line), s.cur))
+		rec.DeadLetter(fmt.Sprintf("record of %d bytes exceeds max_record_bytes = %d (payload truncated to %d bytes) in object %s", tooLong, s.maxRecord, len(line), s.cur))
 	}
 	s.nextSeq++
-	b.recs = append(b.recs, rec)
+	b.AddCopy(rec, line)
 }
 
 // readLine returns the next line without its ending. A line longer than
@@ -615,7 +601,7 @@ func (s *objectSource) readLine() (line []byte, tooLong int, err error) {
 		if !over {
 			if len(s.scratch)+len(chunk) > s.maxRecord+2 { // +2: the line ending is not part of the record
 				over = true
-				keep := min(dlqSnippetBytes, len(s.scratch)+len(chunk))
+				keep := min(runtime.DLQSnippetBytes, len(s.scratch)+len(chunk))
 				s.scratch = append(s.scratch, chunk[:max(0, keep-len(s.scratch))]...)
 			} else {
 				s.scratch = append(s.scratch, chunk...)
@@ -637,4 +623,12 @@ func (s *objectSource) readLine() (line []byte, tooLong int, err error) {
 			return nil, 0, err
 		}
 	}
+}
+
+// truncate is the start of an over-long line the DLQ keeps.
+func truncate(b []byte) []byte {
+	if len(b) > runtime.DLQSnippetBytes {
+		return b[:runtime.DLQSnippetBytes]
+	}
+	return b
 }

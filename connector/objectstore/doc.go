@@ -1,0 +1,15 @@
+// Package objectstore is the object_store source and sink, over a Google
+// Cloud Storage bucket prefix (gs://) or a local directory (file://), the
+// store reached through one small interface (store.go). The sink writes
+// whole immutable objects, each put carrying a does-not-exist
+// precondition: named by a UUIDv7 under name_by = write_time, or, under
+// name_by = source_position, named for the run of source positions each
+// holds, so that a replay, recognised from one listing of the prefix,
+// writes nothing twice. The source reads every object under the prefix
+// in key order, one record per line (gzip and zstd objects decompressed),
+// checkpointing the object and line it reached; with poll_interval it
+// keeps listing.
+//
+// It registers the "object_store" kind with the runtime in init; a binary
+// that runs plans links it with a blank import, as connector/all does.
+package objectstore
