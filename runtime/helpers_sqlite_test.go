@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"database/sql"
 	"testing"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
@@ -13,17 +12,7 @@ var idAmountLines = plantest.IDAmountLines
 // rows to scan.
 func sqlQuery[T any](t *testing.T, driver, dsn, query string, scan func(*testing.T, sqlRows) T) T {
 	t.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	return scan(t, rows)
+	return plantest.SQLQuery(t, driver, dsn, query, scan)
 }
 
 // sqliteMap reads the (key, value) rows query returns from the SQLite

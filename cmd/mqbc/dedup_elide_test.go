@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -170,15 +169,7 @@ func pgStrings(t *testing.T, url, query string) map[string]string {
 
 func myStrings(t *testing.T, dsn, query string) map[string]string {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	return plantest.ScanPairs[string](t, rows)
+	return plantest.SQLQuery(t, "mysql", dsn, query, func(t *testing.T, rows plantest.Rows) map[string]string {
+		return plantest.ScanPairs[string](t, rows)
+	})
 }

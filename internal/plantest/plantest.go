@@ -10,6 +10,7 @@ package plantest
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -355,6 +356,23 @@ func CheckRefused(t testing.TB, err error, names []string, secrets ...string) {
 		}
 	}
 	t.Log(err)
+}
+
+// SQLQuery runs query on a fresh database/sql connection (driver, dsn)
+// and hands its rows to scan.
+func SQLQuery[T any](t *testing.T, driver, dsn, query string, scan func(*testing.T, Rows) T) T {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	return scan(t, rows)
 }
 
 // PGQuery runs query on a fresh connection to the PostgreSQL server at url
