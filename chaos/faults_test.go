@@ -151,7 +151,7 @@ func pebbleRoute(name string) string {
 	return `route ` + name + ` {
   from file { path = "in.jsonl", checkpoint_store = "pebble://state/checkpoint" }
   id payload.order_id
-  dedup { key = meta["mqb.id"], store = "pebble://state/dedup", ttl = 1h }
+  dedup { key = meta["mqb.id"], store = "pebble://state/dedup", ttl = 1h, keep = true } # the store under test
   to sql {
     url          = "sqlite://out.db"
     create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)"
