@@ -71,8 +71,8 @@ func (p *KeyPath) Text() string {
 
 // DelPath is the path after `del` in a map block: `payload.tmp` in
 // `del payload.tmp`. It is read only right after a key `del`, and only
-// when the path is all that follows on the line; anything else after
-// `del` is the item's argument, as before.
+// when the path ends the item (see Parse); anything else after `del` is
+// the item's argument, as before.
 type DelPath struct {
 	Pos      lexer.Position
 	EndPos   lexer.Position // just past the path's last byte
@@ -97,7 +97,10 @@ func (d *DelPath) Parse(lex *lexer.PeekingLexer) error {
 	if len(segs) == 0 {
 		last = at
 	}
-	if next := rawToken(lex, last+1); !(next.EOF() || next.Type == TNewline || next.Type == TComment || isPunct(next, ",") || isPunct(next, "}")) {
+	// The path must end the item: a newline, a comment, a comma, the
+	// block's end, or the next item's key on the same line (`{ del a b }`
+	// is `del a` and `b`, as `{ del a, b }` is, which is how fmt prints it).
+	if next := rawToken(lex, last+1); !(next.EOF() || next.Type == TNewline || next.Type == TComment || next.Type == TIdent || isPunct(next, ",") || isPunct(next, "}")) {
 		return participle.NextMatch
 	}
 	lex.FastForward(last)
