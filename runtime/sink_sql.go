@@ -162,7 +162,9 @@ func newSQLSink(ctx context.Context, a nodeAttrs, cfg *sqlSinkConfig, c *compile
 // absorbCount counts the records whose insert changed nothing because
 // the conflict clause absorbed them, when the route's plan elided a dedup
 // in favour of that clause (plan.Elision): the route then counts them as
-// deduplicated. Counts are added once their transaction committed.
+// deduplicated. Counts are added once their transaction committed. Only
+// ON CONFLICT (k) DO NOTHING stands in for a dedup, so SQLite and
+// PostgreSQL count; MySQL has no such clause.
 type absorbCount struct {
 	on bool
 	n  atomic.Int64

@@ -248,7 +248,6 @@ const mysqlChunk = 256
 // was, so the transaction is rolled back and errMySQLRowRefused returned.
 func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*Record) error {
 	var ev evaluator
-	var absorbed int64
 	type row struct {
 		r    *Record
 		args []driver.NamedValue
@@ -316,18 +315,13 @@ func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*Record) err
 			if err != nil {
 				return fail("insert", err)
 			}
-			if s.outcome || s.absorb.on {
+			if s.outcome {
 				mr, ok := res.(mysql.Result)
 				if !ok || len(mr.AllRowsAffected()) != len(chunk) {
 					return fail("rows affected", fmt.Errorf("%d results for %d statements", len(mr.AllRowsAffected()), len(chunk)))
 				}
 				for i, n := range mr.AllRowsAffected() {
-					if n == 0 {
-						absorbed++
-					}
-					if s.outcome {
-						setOutcome(chunk[i].r, n == 1)
-					}
+					setOutcome(chunk[i].r, n == 1)
 				}
 			}
 		}
@@ -339,7 +333,6 @@ func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*Record) err
 		if _, err := exec("COMMIT", nil); err != nil {
 			return fail("commit", err)
 		}
-		s.absorb.add(absorbed)
 		return nil
 	})
 	if err != nil && outErr == nil {
@@ -357,7 +350,6 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
 		return err
 	}
 	var ev evaluator
-	var absorbed int64
 	args := make([]any, len(s.params))
 	tx, err := s.my.BeginTx(ctx, nil)
 	if err != nil {
@@ -377,18 +369,13 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
 			tx.Rollback()
 			return s.batchError("insert", err)
 		}
-		if s.outcome || s.absorb.on {
+		if s.outcome {
 			n, err := res.RowsAffected()
 			if err != nil {
 				tx.Rollback()
 				return s.batchError("rows affected", err)
 			}
-			if n == 0 {
-				absorbed++
-			}
-			if s.outcome {
-				setOutcome(r, n == 1)
-			}
+			setOutcome(r, n == 1)
 		}
 	}
 	if s.outboxRoute != "" {
@@ -400,7 +387,6 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*Record) error {
 	if err := tx.Commit(); err != nil {
 		return s.batchError("commit", err)
 	}
-	s.absorb.add(absorbed)
 	return nil
 }
 
@@ -721,9 +707,10 @@ func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, 
 // copyRows writes the live rows in COPY's text format, each led by its
 // index among them when numbered.
 func copyRows(buf *bytes.Buffer, rows [][][]byte, live []int, numbered bool) {
+	var num [20]byte
 	for k, i := range live {
 		if numbered {
-			buf.WriteString(strconv.Itoa(k))
+			buf.Write(strconv.AppendInt(num[:0], int64(k), 10))
 		}
 		for j, v := range rows[i] {
 			if numbered || j > 0 {
