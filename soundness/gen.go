@@ -50,6 +50,9 @@ type Case struct {
 	aux *rand.Rand
 	// partDirs are the part directories of the routes generated so far.
 	partDirs []string
+	// ext draws the shapes added after the dedup elision and map paths
+	// landed (see shapes.go), from a stream of its own.
+	ext *rand.Rand
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -117,7 +120,8 @@ type Artifact struct {
 // generate builds the case of one seed.
 func generate(seed uint64, kills int) (*Case, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x50a4d))
-	c := &Case{Name: fmt.Sprintf("seed-%d", seed), Seed: seed, Kills: kills, aux: rand.New(rand.NewPCG(seed, 0xa0c))}
+	c := &Case{Name: fmt.Sprintf("seed-%d", seed), Seed: seed, Kills: kills, aux: rand.New(rand.NewPCG(seed, 0xa0c)),
+		ext: rand.New(rand.NewPCG(seed, 0xe1d))}
 	c.Input = genData(rng, 300+rng.IntN(1200))
 	// The mode comes from a stream of its own, so adding it left every
 	// seed's routes as they were.
@@ -192,6 +196,11 @@ type routeGen struct {
 	timed    bool
 	// outcome is the meta key a report_outcome handler sets, if any.
 	outcome string
+	// handled: the route has a handle step.
+	handled bool
+	// forced, while set, makes sqlLeaf write the sink a dedup elision
+	// needs (see elidableTail).
+	forced *elidable
 }
 
 func (g *routeGen) pick(options ...string) string { return options[g.rng.IntN(len(options))] }
@@ -234,6 +243,11 @@ func (g *routeGen) route() string {
 		for range g.rng.IntN(3) {
 			b.WriteString(g.outputStep())
 		}
+		g.handled = true
+	}
+	elide := g.elidableTail()
+	if elide != nil {
+		b.WriteString(elide.dedup)
 	}
 	// Every route has a dlq: the data holds malformed lines, and a route
 	// without one stops at the first (exit 1, nothing committed past it),
@@ -246,7 +260,13 @@ func (g *routeGen) route() string {
 			ByContent: g.c.Mode != "" || g.c.Broker != "", Volatile: g.volatileFields()})
 		fmt.Fprintf(&b, "dlq { to file { path = %q } }\n", dlq)
 	}
-	fmt.Fprintf(&b, "to %s\n}\n", g.sink(0, ""))
+	if elide != nil {
+		g.forced = elide
+		fmt.Fprintf(&b, "to %s\n}\n", g.sqlLeaf("", false))
+		g.forced = nil
+	} else {
+		fmt.Fprintf(&b, "to %s\n}\n", g.sink(0, ""))
+	}
 	return b.String()
 }
 
@@ -319,6 +339,9 @@ func (g *routeGen) filterExpr() string {
 }
 
 func (g *routeGen) mapStep() string {
+	if m := g.mapPathStep(); m != "" {
+		return m
+	}
 	switch g.rng.IntN(6) {
 	case 0:
 		g.volatile["stamp"] = true
@@ -477,7 +500,7 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 	db := fmt.Sprintf("out/%s.db", g.name)
 	table := fmt.Sprintf("t%d", n)
 	art := Artifact{Kind: "table", Path: db, Table: table, Group: orGroup(group, db+":"+table)}
-	keyed := g.chance(75)
+	keyed := g.chance(75) || g.forced != nil
 	var ddl string
 	if keyed {
 		ddl = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (id %s, qty INTEGER, body TEXT, big INTEGER, x TEXT)", table,
@@ -515,6 +538,9 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 		}
 	}
 	key := keyOpts[g.rng.IntN(len(keyOpts))]
+	if g.forced != nil {
+		key = val{g.forced.sqlKey, g.forced.volatile}
+	}
 	cols := []string{"id", "qty"}
 	vals := []string{key.sql, g.pick(`${payload.qty}`, `${payload.qty}`, `abs(${payload.qty})`)}
 	if key.volatile {
@@ -564,6 +590,9 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 	r := g.rng.IntN(100)
 	if report && g.chance(85) {
 		r %= 30 // ON CONFLICT (id) DO NOTHING: the outcome has a duplicate to report
+	}
+	if g.forced != nil {
+		r = 0
 	}
 	switch {
 	case r < 30:

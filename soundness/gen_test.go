@@ -33,14 +33,14 @@ func TestGeneratedFilesParseAndAreFormatted(t *testing.T) {
 				kinds[a.Kind]++
 			}
 		}
-		for _, w := range []string{"ON CONFLICT (id) DO NOTHING", "DO UPDATE SET", "INSERT OR IGNORE", "switch", "fanout", "request", "handle", "dedup", "filter", "map", "name_by = source_position", "name_by = write_time", "route_b"} {
+		for _, w := range []string{"ON CONFLICT (id) DO NOTHING", "DO UPDATE SET", "INSERT OR IGNORE", "switch", "fanout", "request", "handle", "dedup", "filter", "map", "name_by = source_position", "name_by = write_time", "route_b", "del payload", "payload = {", "meta[\"origin\"]", "payload.extra", "keep = true"} {
 			if strings.Contains(c.Source, w) {
 				kinds[w]++
 			}
 		}
 	}
 	// The generator reaches every feature it is meant to.
-	for _, k := range []string{"table", "parts", "lines", "dlq", "ON CONFLICT (id) DO NOTHING", "DO UPDATE SET", "INSERT OR IGNORE", "switch", "fanout", "request", "handle", "dedup", "filter", "map", "name_by = source_position", "name_by = write_time", "route_b"} {
+	for _, k := range []string{"table", "parts", "lines", "dlq", "ON CONFLICT (id) DO NOTHING", "DO UPDATE SET", "INSERT OR IGNORE", "switch", "fanout", "request", "handle", "dedup", "filter", "map", "name_by = source_position", "name_by = write_time", "route_b", "del payload", "payload = {", "meta[\"origin\"]", "payload.extra", "keep = true"} {
 		if kinds[k] == 0 {
 			t.Errorf("no generated file over 200 seeds has %q", k)
 		}
