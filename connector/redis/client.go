@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -92,3 +93,11 @@ func staticStream(b *runtime.BuildEnv, parts []plan.Part) (string, error) {
 	}
 	return s, nil
 }
+
+// quietLogger drops go-redis's own log lines (a failed dial, say): the
+// source and sink report what failed, with the route's logger.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func init() { goredis.SetLogger(quietLogger{}) }

@@ -24,7 +24,10 @@ func sinkPlan(t testing.TB, input, url, stream, attrs string) plan.Plan {
   batch_size = 128
   from file { path = %q }
   id payload.order_id
-  map { meta["region"] = "eu" }
+  map {
+    meta["region"] = "eu"
+    meta["origin"] = "test"
+  }
   to redis {
     url    = %q
     stream = %q

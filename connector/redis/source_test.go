@@ -178,10 +178,22 @@ func TestRedisSourceBadInput(t *testing.T) {
 	}
 }
 
-// TestRedisServerOutage: the server stops mid-run and comes back on the
-// same port and append-only file; the route waits, reads on, and every
-// order lands once.
+// TestRedisServerOutage: the server stops (gracefully, or killed) mid-run
+// and comes back on the same port and append-only file; the route waits,
+// reads on, and every order lands once.
 func TestRedisServerOutage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		stop func(*testsrv.RedisServer, testing.TB)
+	}{
+		{"stop", (*testsrv.RedisServer).Stop},
+		{"kill", (*testsrv.RedisServer).Kill},
+	} {
+		t.Run(c.name, func(t *testing.T) { testOutage(t, c.stop) })
+	}
+}
+
+func testOutage(t *testing.T, stop func(*testsrv.RedisServer, testing.TB)) {
 	srv := testsrv.NewRedis(t)
 	c := srv.Client(t)
 	const n = 6000
@@ -193,7 +205,7 @@ func TestRedisServerOutage(t *testing.T) {
 		run.Stop(t)
 		t.Fatal("nothing delivered before the outage")
 	}
-	srv.Stop(t)
+	stop(srv, t)
 	time.Sleep(500 * time.Millisecond)
 	srv.Start(t)
 	addOrders(t, c, "orders", n/2, n, nil)
