@@ -76,7 +76,7 @@ func warnVolatile(ctx context.Context, log *slog.Logger, c *goredis.Client) {
 		return
 	}
 	if cfg["appendonly"] != "yes" || cfg["appendfsync"] != "always" {
-		log.Warn("redis sink: the server acknowledges writes before they are on disk (appendonly "+cfg["appendonly"]+", appendfsync "+cfg["appendfsync"]+
+		log.Warn("redis sink: the server acknowledges writes before they are on disk (appendonly " + cfg["appendonly"] + ", appendfsync " + cfg["appendfsync"] +
 			"): a server crash can lose entries the route counted as delivered; set appendonly yes and appendfsync always")
 	}
 }
