@@ -473,6 +473,7 @@ func pairs() []pair {
 			out = append(out, pair{src: fileSource, sink: sc, concurrency: 1, elided: true})
 		}
 	}
+	out = append(out, redisPairs()...)
 	return out
 }
 

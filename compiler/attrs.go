@@ -553,6 +553,7 @@ var runnableFormats = map[string][]string{
 	"object_store/" + plan.RoleSink:   {"json", "text"},
 	"mongodb/" + plan.RoleSink:        {"json"},
 	"mongodb/" + plan.RoleHandler:     {"json"},
+	"redis/" + plan.RoleSource:        {"json", "text", "raw"},
 }
 
 func (rc *routeCtx) checkFormat(n *nodeInfo, ai *attrInfo) {

@@ -213,4 +213,31 @@ var Kinds = []Kind{
 		Name: "fanout", Sink: true, Structural: true, Absorb: AbsorbStructural,
 		Doc: "Writes each record to every nested `to`; acked when all succeed.",
 	},
+	{
+		Name: "redis", Source: true, Sink: true, Broker: true,
+		Doc:    "A Redis stream. As a source, a consumer group read with XREADGROUP: an entry is acknowledged (XACK) only once the route has committed past it, entries read and not acknowledged are read again on the next start (those of other consumers of the group idle for claim_idle are claimed with XAUTOCLAIM), and the group is created (with the stream) when absent. An entry's `payload_field` is the payload, its `mq_bridge.message_id` field the identity, every other field a meta entry; an entry without the payload field, or deleted before it was acknowledged, goes to the DLQ. As a sink, XADD per record (pipelined per batch) carrying the payload, `mq_bridge.message_id` = message_id and every forwarded meta entry as fields: a replay appends again (at-least-once). A write counts as durable when the server acknowledges it: run the server with appendonly yes and appendfsync always for a server crash to lose nothing acknowledged (the sink warns at start-up otherwise).",
+		IDs:    IDsStable,
+		IDNote: "message_id is the entry's mq_bridge.message_id field when its producer stamped one (this sink does), else derived from the stream name and the entry id: the same on every redelivery.",
+		// The position is the entry id: a re-read of the group's pending
+		// entries yields the same entries at the same positions.
+		PositionModes: []string{"*"},
+		SourceMeta: []SourceMeta{
+			{Key: "mqb.src.stream", Stable: true, Doc: "the stream"},
+			{Key: "mqb.src.id", Stable: true, Positional: true, Doc: "the entry id (ms-seq)"},
+		},
+		Absorb:  AbsorbNone,
+		Schemes: []string{"redis", "rediss"},
+		Attrs: []Attr{
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "redis://[user:password@]host:port[/db], or rediss:// over TLS."},
+			{Name: "stream", Type: String, Required: true, Template: true, Doc: "The stream key. A sink's may be a template (rendered per record); a source reads one stream."},
+			{Name: "group", End: EndSource, Type: String, Doc: "Consumer group (required): the server keeps its position and its pending entries."},
+			{Name: "consumer", End: EndSource, Type: String, Doc: "Consumer name within the group, by default the route's name. Keep it across restarts: the entries read under it and not acknowledged are read again on the next start."},
+			{Name: "group_start", End: EndSource, Type: Enum, Enum: []string{"beginning", "end"}, Default: "beginning", Doc: "Where a group the route creates starts: beginning (id 0: every entry the stream holds) or end ($: only entries added after). An existing group keeps its position."},
+			{Name: "claim_idle", End: EndSource, Type: Duration, Default: "1m", Doc: "At start, entries other consumers of the group read and left unacknowledged this long are claimed (XAUTOCLAIM) and read again: a consumer that died leaves nothing behind."},
+			{Name: "block", End: EndSource, Type: Duration, Default: "1s", Doc: "How long one XREADGROUP waits for new entries."},
+			{Name: "payload_field", Type: String, Default: "payload", Doc: "The entry field that holds the record's payload."},
+			{Name: "max_len", End: EndSink, Type: Int, Default: int64(0), Doc: "Sink: trim the stream to about this many entries on every XADD (MAXLEN ~); 0 keeps every entry. Trimming drops the oldest entries whether or not a consumer group has read them."},
+			sourceEnd(formatAttr), sourceEnd(sourceMetadataAttr),
+		},
+	},
 }

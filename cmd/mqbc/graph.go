@@ -90,6 +90,7 @@ var targetAttrs = map[string][]string{
 	"mongodb":      {"database", "collection"},
 	"http":         {"url"},
 	"postgres_cdc": {"publication"},
+	"redis":        {"stream"},
 	"dedup":        {"key"},
 	"switch":       {"on"},
 }

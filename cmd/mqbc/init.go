@@ -52,6 +52,13 @@ var starterSources = map[string]string{
   }`,
 	"object_store": `  # Every object under the prefix, in key order.
   from object_store { url = "file://incoming" }`,
+	"redis": `  # A stream read by a consumer group; an entry is acknowledged only once
+  # delivered (or dead-lettered), and what was not is read again.
+  from redis {
+    url    = "redis://127.0.0.1:6379"
+    stream = "orders"
+    group  = "mqb-orders"
+  }`,
 }
 
 var starterSinks = map[string]string{
@@ -95,6 +102,11 @@ var starterSinks = map[string]string{
   to http { url = "http://127.0.0.1:8080/orders" }`,
 	"object_store": `  # Immutable objects named by source position: a replay rewrites the same names.
   to object_store { url = "file://out/objects", name_by = auto }`,
+	"redis": `  # XADD carrying the record's identity; a stream cannot absorb a replay.
+  to redis {
+    url    = "redis://127.0.0.1:6379"
+    stream = "orders-out"
+  }`,
 }
 
 func runInit(args []string, stdout, stderr io.Writer) int {

@@ -17,5 +17,6 @@ import (
 	_ "github.com/mqb-dev/mqb/connector/nats"        // from nats, to nats
 	_ "github.com/mqb-dev/mqb/connector/objectstore" // from object_store, to object_store
 	_ "github.com/mqb-dev/mqb/connector/postgrescdc" // from postgres_cdc
+	_ "github.com/mqb-dev/mqb/connector/redis"       // from redis, to redis
 	_ "github.com/mqb-dev/mqb/connector/structural"  // to switch, to fanout, to request
 )
