@@ -13,7 +13,7 @@ import (
 // over hand-written edge cases and every .mqb file of the golden cases.
 func TestParseDeclsMatchesWholeParse(t *testing.T) {
 	srcs := map[string]string{
-		"trailing blanks": "route a {\n  from file { path = \"a\" }\n  to file { path = \"b\" }\n}   ",
+		"trailing blanks":  "route a {\n  from file { path = \"a\" }\n  to file { path = \"b\" }\n}   ",
 		"no final newline": "route a {\n  from file { path = \"a\" }\n}\nroute b { to file { path = \"b\" } }",
 		"comments between": "# head\n\nroute a { id payload.x }\n# between\n  # indented\noutput o = file { path = \"x\" }\n\n\ninput i = file { path = \"y\" } # tail\n",
 		"two on a line":    "route a { id payload.x } route b { id payload.y }\n",
