@@ -79,6 +79,9 @@ type compiler struct {
 	// map block: E028 reported them, and the checks of their blocks skip
 	// them.
 	misplaced map[*lang.Item]bool
+	// fileDDLs are the create_table statements of each file by url
+	// (fileCreateTables), collected on first use.
+	fileDDLs map[*lang.File]map[string][]string
 }
 
 // namedEndpoint is an `output NAME = kind { … }` or `input NAME = …`

@@ -317,18 +317,23 @@ func literalDefault(s []sqlTok) (shown string, ok bool) {
 	return b.String(), false
 }
 
-// fileDDL is a create_table written on some sql endpoint of the file, with
-// that endpoint's url as written.
-type fileDDL struct{ url, ddl string }
-
 // fileCreateTables collects every create_table of the route's file (inline
-// endpoints, named ones, nested branches), so a table declared by one
-// route's sink can be read for another's on the same database.
-func (rc *routeCtx) fileCreateTables() []fileDDL {
+// endpoints, named ones, nested branches) by the url written beside it, in
+// file order, so a table declared by one route's sink can be read for
+// another's on the same database. A file is walked once per build: walking
+// it for every sink made a build quadratic in its routes.
+func (rc *routeCtx) fileCreateTables() map[string][]string {
 	if rc.file == nil {
 		return nil
 	}
-	var out []fileDDL
+	if byURL, ok := rc.c.fileDDLs[rc.file]; ok {
+		return byURL
+	}
+	byURL := map[string][]string{}
+	if rc.c.fileDDLs == nil {
+		rc.c.fileDDLs = map[*lang.File]map[string][]string{}
+	}
+	rc.c.fileDDLs[rc.file] = byURL
 	str := func(it *lang.Item) (string, bool) {
 		if it.Assign == nil || it.Assign.Expr == nil {
 			return "", false
@@ -358,7 +363,7 @@ func (rc *routeCtx) fileCreateTables() []fileDDL {
 			}
 		}
 		if hasDDL {
-			out = append(out, fileDDL{url: url, ddl: ddl})
+			byURL[url] = append(byURL[url], ddl)
 		}
 	}
 	for _, d := range rc.file.Decls {
@@ -369,7 +374,7 @@ func (rc *routeCtx) fileCreateTables() []fileDDL {
 			walk(d.Endpoint.Body)
 		}
 	}
-	return out
+	return byURL
 }
 
 // tableKeys finds what create_table says about table: the sink's own
@@ -385,11 +390,8 @@ func (rc *routeCtx) tableKeys(n *nodeInfo, table string, d sqlDialect) (keys *sq
 	if !ok || !static {
 		return nil, false, false
 	}
-	for _, fd := range rc.fileCreateTables() {
-		if fd.url != url {
-			continue
-		}
-		if keys, found := readCreateTable(fd.ddl, table, d); found {
+	for _, ddl := range rc.fileCreateTables()[url] {
+		if keys, found := readCreateTable(ddl, table, d); found {
 			return keys, false, true
 		}
 	}

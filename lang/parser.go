@@ -42,9 +42,9 @@ func parseTokensOf(filename string, src []byte, toks []lexer.Token, diags diag.L
 			f.Comments = append(f.Comments, t)
 		}
 	}
-	parsed, err := parseTokens(toks)
+	decls, err := parseDecls(toks)
 	if err == nil {
-		f.Decls = parsed.Decls
+		f.Decls = decls
 	} else {
 		// Recover: parse each top-level declaration on its own, so one
 		// broken route does not hide the errors (or the checks) of the rest.
@@ -154,6 +154,38 @@ func clampRanges(l diag.List, n int) diag.List {
 		}
 	}
 	return l
+}
+
+// parseDecls parses the file's declarations one chunk (splitDecls) at a
+// time: the same declarations, positions included, as one parse of the
+// whole file (a chunk ends with the newlines and comments after its
+// declaration, which is what ends a node's EndPos), but participle holds a
+// copy of one declaration's tokens at a time instead of the whole file's,
+// which cost a large file time and memory. When a chunk does not parse,
+// the whole file is parsed as one: its declarations when it parses (a
+// chunk cut inside a block at a line starting like a declaration), else
+// its error, as the recovery expects.
+func parseDecls(toks []lexer.Token) ([]*Decl, error) {
+	var decls []*Decl
+	chunks := splitDecls(toks)
+	if n := len(chunks); n > 0 && len(toks) > 0 && toks[len(toks)-1].EOF() {
+		// The last chunk ends where the file does, trailing blanks
+		// included, as a node ending at end of file does in one parse.
+		last := chunks[n-1]
+		last[len(last)-1] = toks[len(toks)-1]
+	}
+	for _, chunk := range chunks {
+		p, err := parseTokens(chunk)
+		if err != nil {
+			whole, err := parseTokens(toks)
+			if err != nil {
+				return nil, err
+			}
+			return whole.Decls, nil
+		}
+		decls = append(decls, p.Decls...)
+	}
+	return decls, nil
 }
 
 func parseTokens(toks []lexer.Token) (*File, error) {
