@@ -333,6 +333,11 @@ func (rc *routeCtx) producerPremises(g *guaranteeProof, source *nodeInfo) {
 		if t := source.attrs["topic"]; t != nil {
 			target = t.val.Str
 		}
+	case "amqp":
+		header = "mq_bridge.message_id header or message_id property"
+		if t := source.attrs["queue"]; t != nil {
+			target = t.val.Str
+		}
 	case "nats":
 		header = "mq_bridge.message_id or Nats-Msg-Id header"
 		if t := source.attrs["subject"]; t != nil {
@@ -343,7 +348,7 @@ func (rc *routeCtx) producerPremises(g *guaranteeProof, source *nodeInfo) {
 	switch source.kind.Name {
 	case "kafka":
 		holds += " (without it, message_id comes from a 16-byte message key, which distinct records can share, or from the partition and offset)"
-	case "nats":
+	case "nats", "amqp":
 		holds += " (without it, message_id is a fresh UUID per delivery)"
 	}
 	mk := func(uses []string) premiseAt {

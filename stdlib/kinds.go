@@ -213,4 +213,27 @@ var Kinds = []Kind{
 		Name: "fanout", Sink: true, Structural: true, Absorb: AbsorbStructural,
 		Doc: "Writes each record to every nested `to`; acked when all succeed.",
 	},
+	{
+		Name: "amqp", Source: true, Sink: true, Broker: true,
+		Doc:           "An AMQP 0-9-1 broker (RabbitMQ). As a source, a consumer of one queue with manual acks: a message is acked only once the route has committed past it, so a crash or a lost connection leaves it unacked and the broker redelivers it (at-least-once by redelivery; prefetch bounds how many are in flight). As a sink, persistent publishes to an exchange with a routing key, mandatory and under publisher confirms: a write returns only when the broker confirmed every message of it; a message no queue took (returned) goes to the DLQ with the reason, a nack fails the batch retryably. Each message carries message_id as its message_id property and mq_bridge.message_id header.",
+		IDs:           IDsFromProducer,
+		IDNote:        "message_id is taken from the mq_bridge.message_id header or the message_id property when the publisher stamped one (a value that is not a UUID is hashed into one); otherwise it is a fresh UUIDv7 per delivery. The compiler counts on the producer's id only with producer_ids = true, and then checks per record that it is there (a message without one goes to the DLQ). A queue is not a replayable position.",
+		ProducerIDsIf: "producer_ids",
+		SourceMeta: []SourceMeta{
+			{Key: "mqb.src.exchange", Stable: true, Doc: "the exchange the message was published to (empty: the default exchange)"},
+			{Key: "mqb.src.routing_key", Stable: true, Doc: "the routing key it was published with"},
+			{Key: "mqb.src.redelivered", Doc: "true when the broker delivered it before (to this or another consumer)"},
+		},
+		Absorb:  AbsorbNone,
+		Schemes: []string{"amqp", "amqps"},
+		Attrs: []Attr{
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Broker URL, amqp://user:pass@host:5672/vhost (amqps:// for TLS)."},
+			{Name: "queue", End: EndSource, Type: String, Doc: "Source: the queue to consume (it must exist: declare it durable, with its bindings, where the topology is kept)."},
+			{Name: "prefetch", End: EndSource, Type: Int, Default: int64(4096), Doc: "Source: how many unacked messages the broker hands the route at once (basic.qos); they are redelivered after a crash."},
+			{Name: "producer_ids", End: EndSource, Type: Bool, Default: false, Doc: "Source: the queue's producers stamp every message with a message_id property or mq_bridge.message_id header, so message_id is stable across redeliveries; a proof may rest on it, and a message without one goes to the DLQ."},
+			sourceEnd(formatAttr), sourceEnd(sourceMetadataAttr),
+			{Name: "exchange", End: EndSink, Type: String, Default: "", Doc: "Sink: the exchange to publish to; empty is the default exchange, which routes to the queue named by routing_key."},
+			{Name: "routing_key", End: EndSink, Type: String, Template: true, Doc: "Sink: the routing key, rendered per record (e.g. \"orders.${payload.country}\")."},
+		},
+	},
 }

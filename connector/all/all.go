@@ -10,6 +10,7 @@
 package all
 
 import (
+	_ "github.com/mqb-dev/mqb/connector/amqp"        // from amqp, to amqp
 	_ "github.com/mqb-dev/mqb/connector/clickhouse"  // to clickhouse
 	_ "github.com/mqb-dev/mqb/connector/http"        // to http, call http
 	_ "github.com/mqb-dev/mqb/connector/kafka"       // from kafka, to kafka
