@@ -473,6 +473,8 @@ func pairs() []pair {
 			out = append(out, pair{src: fileSource, sink: sc, concurrency: 1, elided: true})
 		}
 	}
+	into(amqpSource, "sqlite") // a queue has no replayable position: no positional sink
+	out = append(out, pair{src: fileSource, sink: amqpSink})
 	return out
 }
 
