@@ -220,9 +220,9 @@ var Kinds = []Kind{
 		IDNote:        "message_id is taken from the mq_bridge.message_id header or the message_id property when the publisher stamped one (a value that is not a UUID is hashed into one); otherwise it is a fresh UUIDv7 per delivery. The compiler counts on the producer's id only with producer_ids = true, and then checks per record that it is there (a message without one goes to the DLQ). A queue is not a replayable position.",
 		ProducerIDsIf: "producer_ids",
 		SourceMeta: []SourceMeta{
-			{Key: "mqb.src.exchange", Stable: true, Doc: "the exchange the message was published to (empty: the default exchange)"},
+			{Key: "mqb.src.exchange", Stable: true, Doc: "the exchange the message was published to; empty for the default exchange"},
 			{Key: "mqb.src.routing_key", Stable: true, Doc: "the routing key it was published with"},
-			{Key: "mqb.src.redelivered", Doc: "true when the broker delivered it before (to this or another consumer)"},
+			{Key: "mqb.src.redelivered", Doc: "true when the broker delivered it before, to this or another consumer"},
 		},
 		Absorb:  AbsorbNone,
 		Schemes: []string{"amqp", "amqps"},
