@@ -19,19 +19,45 @@ func queueName(t testing.TB) string {
 	return strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 }
 
-// declareQueue declares a durable queue, emptied and deleted when the
-// test ends, and returns a channel for the test's own use.
-func declareQueue(t testing.TB, url, queue string) *amqp.Channel {
+// testChannel is a channel of a connection of the test's own, closed
+// when the test ends.
+func testChannel(t testing.TB, url string) *amqp.Channel {
+	t.Helper()
+	c, ch := dialTest(t, url)
+	t.Cleanup(func() { c.Close() })
+	return ch
+}
+
+// dialTest opens a connection and a channel on it; the caller closes the
+// connection.
+func dialTest(t testing.TB, url string) (*amqp.Connection, *amqp.Channel) {
 	t.Helper()
 	c, err := amqp.Dial(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
 	ch, err := c.Channel()
 	if err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
+	return c, ch
+}
+
+// withDLQ puts a dlq step writing to the file dlq after the source of
+// p's route.
+func withDLQ(p plan.Plan, at int, dlq string) plan.Plan {
+	nodes := p.Routes[0].Nodes
+	p.Routes[0].Nodes = append(append(nodes[:at:at], plantest.DLQFile("d", dlq, "")), nodes[at:]...)
+	p.Routes[0].Edges = plantest.Chain(p.Routes[0].Nodes)
+	return p
+}
+
+// declareQueue declares a durable queue, emptied and deleted when the
+// test ends, and returns a channel for the test's own use.
+func declareQueue(t testing.TB, url, queue string) *amqp.Channel {
+	t.Helper()
+	ch := testChannel(t, url)
 	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -51,15 +77,8 @@ func declareQueue(t testing.TB, url, queue string) *amqp.Channel {
 // order id → message_id.
 func publishOrders(t testing.TB, url, queue string, from, n int, withID bool) map[string]string {
 	t.Helper()
-	c, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ch := dialTest(t, url)
 	defer c.Close()
-	ch, err := c.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
@@ -98,15 +117,8 @@ func publishOrders(t testing.TB, url, queue string, from, n int, withID bool) ma
 // consumer's connection closes, the broker puts those back).
 func queueReady(t testing.TB, url, queue string) int {
 	t.Helper()
-	c, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ch := dialTest(t, url)
 	defer c.Close()
-	ch, err := c.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -44,9 +44,7 @@ func TestPremiseProducerIDAMQP(t *testing.T) {
 	d := t.TempDir()
 	db, dlq := filepath.Join(d, "orders.db"), filepath.Join(d, "dlq.jsonl")
 	p := sqlitePlan(url, q, db, 16, 100, true)
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = []plan.Node{nodes[0], plantest.DLQFile("d", dlq, ""), nodes[1]}
-	p.Routes[0].Edges = plantest.Chain(p.Routes[0].Nodes)
+	p = withDLQ(p, 1, dlq)
 	p = plantest.WithPremise(t, p, plan.Premise{Kind: plan.PremiseProducerID, When: plan.CheckPerRecord, Node: "n0",
 		Holds: "every message carries a message_id", Reason: "dedup: key message_id"})
 	st := runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool {

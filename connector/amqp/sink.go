@@ -80,14 +80,9 @@ func newSink(b *runtime.BuildEnv, cfg *sinkConfig) (*sink, error) {
 
 // connect opens a connection and a channel in confirm mode.
 func (s *sink) connect() error {
-	conn, err := dial(s.url, "mqb route "+s.route)
+	conn, ch, err := dial(s.url, "mqb route "+s.route)
 	if err != nil {
 		return err
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		conn.Close()
-		return fmt.Errorf("open a channel: %w", err)
 	}
 	if err := ch.Confirm(false); err != nil {
 		conn.Close()

@@ -25,15 +25,8 @@ func sinkNode(url string, key ...plan.Part) plan.Node {
 // or none comes for a while.
 func consumeAll(t testing.TB, url, queue string, n int) []amqp.Delivery {
 	t.Helper()
-	c, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ch := dialTest(t, url)
 	defer c.Close()
-	ch, err := c.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ds, err := ch.Consume(queue, "", true, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -108,9 +101,7 @@ func TestAMQPSinkUnroutableToDLQ(t *testing.T) {
 	// o-1x… go to a queue that does not exist.
 	sink := sinkNode(url, plantest.Ex(`payload.order_id startsWith "o-1" ? "`+q+`-missing" : "`+q+`"`))
 	p := plantest.SinkPlan(e.Input, e.State, 32, sink)
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = []plan.Node{nodes[0], nodes[1], plantest.DLQFile("d", e.DLQ, ""), nodes[2]}
-	p.Routes[0].Edges = plantest.Chain(p.Routes[0].Nodes)
+	p = withDLQ(p, 2, e.DLQ)
 	rs := runtest.RunRoute(t, context.Background(), p, runtest.Options(), "publish")
 	const unroutable = 1 + 10 + 100 // o-1, o-10…o-19, o-100…o-199
 	if rs.DeadLettered != unroutable || rs.Out != n-unroutable {

@@ -109,14 +109,9 @@ func (s *source) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ runt
 
 // connect opens a connection and a channel consuming the queue.
 func (s *source) connect() error {
-	conn, err := dial(s.url, "mqb route "+s.route)
+	conn, ch, err := dial(s.url, "mqb route "+s.route)
 	if err != nil {
 		return err
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		conn.Close()
-		return fmt.Errorf("open a channel: %w", err)
 	}
 	if err := ch.Qos(s.prefetch, 0, false); err != nil {
 		conn.Close()
@@ -134,8 +129,9 @@ func (s *source) connect() error {
 	return nil
 }
 
-// dial connects to url, with a heartbeat that notices a dead broker.
-func dial(url, name string) (*amqp.Connection, error) {
+// dial connects to url, with a heartbeat that notices a dead broker, and
+// opens a channel.
+func dial(url, name string) (*amqp.Connection, *amqp.Channel, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(name)
 	conn, err := amqp.DialConfig(url, amqp.Config{
@@ -144,9 +140,14 @@ func dial(url, name string) (*amqp.Connection, error) {
 		Dial:       amqp.DefaultDial(10 * time.Second),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %s", plan.RedactURLs(url), plan.RedactURLs(err.Error()))
+		return nil, nil, fmt.Errorf("connect to %s: %s", plan.RedactURLs(url), plan.RedactURLs(err.Error()))
 	}
-	return conn, nil
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("open a channel: %w", err)
+	}
+	return conn, ch, nil
 }
 
 // Next returns the messages received so far, waiting for the first.

@@ -9,7 +9,6 @@ import (
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
-	"github.com/mqb-dev/mqb/plan"
 )
 
 // Every message lands once with its producer's message_id, and once the
@@ -141,9 +140,7 @@ func TestAMQPBadInputToDLQ(t *testing.T) {
 	d := t.TempDir()
 	db, dlq := filepath.Join(d, "orders.db"), filepath.Join(d, "dlq.jsonl")
 	p := sqlitePlan(url, q, db, 16, 100, false)
-	nodes := p.Routes[0].Nodes
-	p.Routes[0].Nodes = []plan.Node{nodes[0], plantest.DLQFile("d", dlq, ""), nodes[1]}
-	p.Routes[0].Edges = plantest.Chain(p.Routes[0].Nodes)
+	p = withDLQ(p, 1, dlq)
 	st := runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool {
 		return runtest.CountRows(t, db) == 10 && len(plantest.ReadDLQLines(t, dlq)) == 2
 	})
