@@ -7,6 +7,7 @@ require (
 	github.com/ClickHouse/clickhouse-go/v2 v2.51.0
 	github.com/alecthomas/participle/v2 v2.1.4
 	github.com/cockroachdb/pebble v1.1.5
+	github.com/eclipse/paho.golang v0.23.0
 	github.com/expr-lang/expr v1.17.8
 	github.com/fsouza/fake-gcs-server v1.56.1
 	github.com/go-sql-driver/mysql v1.10.1

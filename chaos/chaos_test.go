@@ -475,6 +475,8 @@ func pairs() []pair {
 	}
 	into(amqpSource, "sqlite") // a queue has no replayable position: no positional sink
 	out = append(out, pair{src: fileSource, sink: amqpSink})
+	into(mqttSource, "sqlite") // a topic has no replayable position: no positional sink
+	out = append(out, pair{src: fileSource, sink: mqttSink})
 	return out
 }
 

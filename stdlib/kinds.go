@@ -236,4 +236,27 @@ var Kinds = []Kind{
 			{Name: "routing_key", End: EndSink, Type: String, Template: true, Doc: "Sink: the routing key, rendered per record (e.g. \"orders.${payload.country}\")."},
 		},
 	},
+	{
+		Name: "mqtt", Source: true, Sink: true, Broker: true,
+		Doc:           "An MQTT 5 broker (Mosquitto). As a source, a subscription to a topic filter at QoS 1 in a persistent session (a fixed client_id, clean start off, a session that outlives a disconnect): a message is acknowledged (PUBACK) only once the route has committed past it, so the broker sends what a crash left unacknowledged again when the session resumes (at-least-once by redelivery). At QoS 0 the broker sends each message once and forgets it: at-most-once. As a sink, QoS 1 publishes, each waiting for its PUBACK, carrying message_id as the user property mq_bridge.message_id.",
+		IDs:           IDsFromProducer,
+		IDNote:        "message_id is taken from the user property mq_bridge.message_id when the publisher set one (a value that is not a UUID is hashed into one); otherwise it is a fresh UUIDv7 per delivery. The compiler counts on the producer's id only with producer_ids = true, and then checks per record that it is there (a message without one goes to the DLQ). A topic is not a replayable position.",
+		ProducerIDsIf: "producer_ids",
+		SourceMeta: []SourceMeta{
+			{Key: "mqb.src.topic", Stable: true, Doc: "the topic the message was published to"},
+		},
+		AtMostOnce: []Loss{{Attr: "qos", Value: "0",
+			Why: "at QoS 0 (qos = 0) the broker sends a message once and keeps no state for it, so messages in flight at a crash, or published while the route is down, are lost"}},
+		Absorb:  AbsorbNone,
+		Schemes: []string{"mqtt"},
+		Attrs: []Attr{
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Broker URL, mqtt://host:1883."},
+			{Name: "topic", Type: String, Required: true, Template: true, Doc: "Source: the topic filter to subscribe to (+ and # allowed); sink: the topic to publish to, rendered per record."},
+			{Name: "client_id", Type: String, Doc: "Client identifier. Source: required, fixed across runs: the broker keeps the persistent session (the subscription and the unacknowledged messages) under it."},
+			{Name: "qos", End: EndSource, Type: Int, Default: int64(1), Doc: "Source: 1 (acknowledged after the route's commit, redelivered after a crash) or 0 (at-most-once)."},
+			{Name: "session_expiry", End: EndSource, Type: Duration, Default: "24h", Doc: "Source: how long the broker keeps the session, and the messages it queues for it, while the route is down."},
+			{Name: "producer_ids", End: EndSource, Type: Bool, Default: false, Doc: "Source: the topic's publishers set the user property mq_bridge.message_id on every message, so message_id is stable across redeliveries; a proof may rest on it, and a message without one goes to the DLQ."},
+			sourceEnd(formatAttr), sourceEnd(sourceMetadataAttr),
+		},
+	},
 }
