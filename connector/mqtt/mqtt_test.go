@@ -181,3 +181,40 @@ func TestMQTTSinkFromFile(t *testing.T) {
 		}
 	}
 }
+
+// The broker stopped mid-run: the route fails, saying the connection was
+// lost (the source does not reconnect by itself); the broker, started
+// again on the same port and data, kept the session, and the next run
+// delivers every order once.
+func TestMQTTOutage(t *testing.T) {
+	srv := testsrv.SharedMosquitto(t)
+	url := srv.URL()
+	topic, id := "orders/"+t.Name(), "mqb-"+t.Name()
+	db := filepath.Join(t.TempDir(), "orders.db")
+	p := sqlitePlan(url, topic, id, db, 32)
+	createSession(t, url, id, topic)
+	const n = 10000
+	publishOrders(t, client(t, url, nil), topic, 0, n, false)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := runtime.Run(context.Background(), p, runtest.Options())
+		ended <- err
+	}()
+	if !plantest.WaitFor(func() bool { return runtest.CountRows(t, db) > 0 }, time.Minute, 10*time.Millisecond) {
+		t.Fatal("no row within a minute")
+	}
+	srv.Stop(t)
+	t.Logf("broker stopped with %d rows written", runtest.CountRows(t, db))
+	select {
+	case err := <-ended:
+		if err == nil || !strings.Contains(err.Error(), "connection lost") {
+			t.Fatalf("run ended with %v, want the lost connection", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the run did not stop after the broker did")
+	}
+	srv.Start(t)
+	st := runtest.RunUntil(t, p, runtest.Options(), 2*time.Minute, func() bool { return runtest.CountRows(t, db) == n })
+	runtest.CheckCounts(t, st.Route("consume"))
+	runtest.CheckOrders(t, db, n)
+}
