@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/mqb-dev/mqb/connector/internal/brokersrc"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
@@ -49,9 +50,8 @@ type source struct {
 	// record without a producer-stamped id (RequireProducerID).
 	producerIDReason string
 
-	mu      sync.Mutex
-	base    uint64     // Seq of unacked[0]
-	unacked []delivery // deliveries read, not yet acked, by Seq
+	mu      sync.Mutex // guards conn, ch, deliveries and gen across a reconnect
+	unacked brokersrc.Unacked[delivery]
 }
 
 // delivery is what an ack needs of a message read: its tag on the
@@ -240,8 +240,9 @@ func (s *source) add(b *runtime.Batch, d *amqp.Delivery) {
 		r.Meta[runtime.MetaSourcePrefix+"redelivered"] = strconv.FormatBool(d.Redelivered)
 	}
 	s.mu.Lock()
-	s.unacked = append(s.unacked, delivery{tag: d.DeliveryTag, gen: s.gen})
+	gen := s.gen
 	s.mu.Unlock()
+	s.unacked.Push(delivery{tag: d.DeliveryTag, gen: gen})
 	b.Add(r)
 }
 
@@ -268,16 +269,10 @@ var idSpace = uuid.MustParse("3f0b6c52-8e1d-4a57-b0c4-5d2e9a71f6c8")
 // stable across redeliveries). Without either, the id is minted per read.
 func messageID(d *amqp.Delivery) (uuid.UUID, bool) {
 	h, _ := d.Headers[runtime.HeaderMessageID].(string)
-	for _, v := range []string{h, d.MessageId} {
-		if v == "" {
-			continue
-		}
-		if id, err := uuid.Parse(v); err == nil {
-			return id, true
-		}
-		return uuid.NewSHA1(idSpace, []byte(v)), true
+	if h == "" {
+		h = d.MessageId
 	}
-	return uuid.UUID{}, false
+	return brokersrc.MessageID(idSpace, h)
 }
 
 // Commit acks every delivery up to the route's committed position: each
@@ -290,12 +285,8 @@ func (s *source) Commit(_ context.Context, changed map[int32]runtime.AckPos) err
 	if !ok {
 		return nil
 	}
+	acks := s.unacked.Take(pos.Next)
 	s.mu.Lock()
-	n := int(pos.Next - s.base)
-	n = min(max(n, 0), len(s.unacked))
-	acks := s.unacked[:n]
-	s.unacked = s.unacked[n:]
-	s.base += uint64(n)
 	ch, gen := s.ch, s.gen
 	s.mu.Unlock()
 	var last uint64

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/google/uuid"
 
+	"github.com/mqb-dev/mqb/connector/internal/brokersrc"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
@@ -43,9 +43,7 @@ type source struct {
 	seq              uint64
 	producerIDReason string
 
-	mu      sync.Mutex
-	base    uint64
-	unacked []*paho.Publish // QoS 1 messages read, not yet acknowledged, by Seq
+	unacked brokersrc.Unacked[*paho.Publish] // QoS 1 messages read, not yet acknowledged, by Seq
 }
 
 // sourceConfig is an mqtt source's attributes.
@@ -207,16 +205,13 @@ func (s *source) add(b *runtime.Batch, m *paho.Publish) {
 	if s.metadata {
 		r.Meta[runtime.MetaSourcePrefix+"topic"] = m.Topic
 	}
-	if m.QoS > 0 {
-		s.mu.Lock()
-		s.unacked = append(s.unacked, m)
-		s.mu.Unlock()
-	} else if s.qos == 1 {
+	switch {
+	case m.QoS > 0:
+		s.unacked.Push(m)
+	case s.qos == 1:
 		// A QoS 0 message on a QoS 1 subscription (its publisher sent it
 		// at QoS 0): nothing to acknowledge, but it holds its Seq.
-		s.mu.Lock()
-		s.unacked = append(s.unacked, nil)
-		s.mu.Unlock()
+		s.unacked.Push(nil)
 	}
 	b.Add(r)
 }
@@ -227,14 +222,7 @@ var idSpace = uuid.MustParse("a1c7e2d4-6b3f-4e09-8d51-2f7a9c0b3e64")
 // messageID reads the record's identity from the user property
 // mq_bridge.message_id (a value that is not a UUID is hashed into one).
 func messageID(user paho.UserProperties) (uuid.UUID, bool) {
-	v := user.Get(runtime.HeaderMessageID)
-	if v == "" {
-		return uuid.UUID{}, false
-	}
-	if id, err := uuid.Parse(v); err == nil {
-		return id, true
-	}
-	return uuid.NewSHA1(idSpace, []byte(v)), true
+	return brokersrc.MessageID(idSpace, user.Get(runtime.HeaderMessageID))
 }
 
 // Commit acknowledges, in the order received, every QoS 1 message up to
@@ -244,14 +232,7 @@ func (s *source) Commit(_ context.Context, changed map[int32]runtime.AckPos) err
 	if !ok || s.qos == 0 {
 		return nil
 	}
-	s.mu.Lock()
-	n := int(pos.Next - s.base)
-	n = min(max(n, 0), len(s.unacked))
-	acks := s.unacked[:n]
-	s.unacked = s.unacked[n:]
-	s.base += uint64(n)
-	s.mu.Unlock()
-	for _, m := range acks {
+	for _, m := range s.unacked.Take(pos.Next) {
 		if m == nil {
 			continue
 		}
