@@ -7,6 +7,7 @@ require (
 	github.com/ClickHouse/clickhouse-go/v2 v2.51.0
 	github.com/alecthomas/participle/v2 v2.1.4
 	github.com/cockroachdb/pebble v1.1.5
+	github.com/eclipse/paho.golang v0.23.0
 	github.com/expr-lang/expr v1.17.8
 	github.com/fsouza/fake-gcs-server v1.56.1
 	github.com/go-sql-driver/mysql v1.10.1
@@ -18,6 +19,7 @@ require (
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

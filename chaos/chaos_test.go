@@ -474,6 +474,10 @@ func pairs() []pair {
 		}
 	}
 	out = append(out, redisPairs()...)
+	into(amqpSource, "sqlite") // a queue has no replayable position: no positional sink
+	out = append(out, pair{src: fileSource, sink: amqpSink})
+	into(mqttSource, "sqlite") // a topic has no replayable position: no positional sink
+	out = append(out, pair{src: fileSource, sink: mqttSink})
 	return out
 }
 

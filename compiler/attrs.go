@@ -538,7 +538,7 @@ func (rc *routeCtx) checkRunnable(n *nodeInfo) {
 
 // runnableFormats lists, per kind and role, the formats the runtime's
 // reader or writer implements (runtime/source_*.go, connector/objectstore,
-// connector/mongodb refuse the others at start-up; the file sink writes the
+// connector/amqp, connector/mqtt, connector/mongodb refuse the others at start-up; the file sink writes the
 // payload as it is, one per line, and has no csv writer). It is an
 // allow-list: a kind and role whose format is not listed here builds with
 // nothing but its declared default (TestRunnableFormatsCoverEveryFormat
@@ -554,6 +554,8 @@ var runnableFormats = map[string][]string{
 	"mongodb/" + plan.RoleSink:        {"json"},
 	"mongodb/" + plan.RoleHandler:     {"json"},
 	"redis/" + plan.RoleSource:        {"json", "text", "raw"},
+	"amqp/" + plan.RoleSource:         {"json", "text", "raw"},
+	"mqtt/" + plan.RoleSource:         {"json", "text", "raw"},
 }
 
 func (rc *routeCtx) checkFormat(n *nodeInfo, ai *attrInfo) {

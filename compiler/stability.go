@@ -405,6 +405,9 @@ func (rc *routeCtx) messageIDStability() stability {
 		if rc.src.Name == "nats" && rc.coreNATS() {
 			return perDelivery("core NATS carries no ids a replay could repeat")
 		}
+		if a := rc.src.ProducerIDsIf; a != "" && !rc.sourceBool(a) {
+			return perDelivery("message_id from %s is a fresh UUIDv7 per delivery unless its producers stamp one; set %s = true if they do (checked per record)", rc.src.Name, a)
+		}
 		return stability{Stable: true, ProducerID: rc.src.Name}
 	}
 	return perDelivery("message_id of a %s source is a fresh UUIDv7 per read", rc.src.Name)

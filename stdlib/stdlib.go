@@ -115,6 +115,11 @@ type Kind struct {
 	IDs IDStability
 	// IDNote explains where message_id comes from.
 	IDNote string
+	// ProducerIDsIf names a bool source attribute that must be true for
+	// IDsFromProducer to hold (amqp's producer_ids): unset or false, the
+	// route has not said its producers stamp ids, and message_id counts
+	// as a fresh id per delivery.
+	ProducerIDsIf string
 	// PositionModes lists the values of the `mode` attribute under which
 	// the source has a replayable position; ["*"] means every mode, nil
 	// means never.

@@ -10,10 +10,12 @@
 package all
 
 import (
-	_ "github.com/mqb-dev/mqb/connector/clickhouse"  // to clickhouse
-	_ "github.com/mqb-dev/mqb/connector/http"        // to http, call http
-	_ "github.com/mqb-dev/mqb/connector/kafka"       // from kafka, to kafka
-	_ "github.com/mqb-dev/mqb/connector/mongodb"     // to mongodb
+	_ "github.com/mqb-dev/mqb/connector/amqp"       // from amqp, to amqp
+	_ "github.com/mqb-dev/mqb/connector/clickhouse" // to clickhouse
+	_ "github.com/mqb-dev/mqb/connector/http"       // to http, call http
+	_ "github.com/mqb-dev/mqb/connector/kafka"      // from kafka, to kafka
+	_ "github.com/mqb-dev/mqb/connector/mongodb"
+	_ "github.com/mqb-dev/mqb/connector/mqtt"        // from mqtt, to mqtt     // to mongodb
 	_ "github.com/mqb-dev/mqb/connector/nats"        // from nats, to nats
 	_ "github.com/mqb-dev/mqb/connector/objectstore" // from object_store, to object_store
 	_ "github.com/mqb-dev/mqb/connector/postgrescdc" // from postgres_cdc

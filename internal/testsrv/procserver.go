@@ -37,6 +37,9 @@ type procServer struct {
 	// server that shuts its children down itself; otherwise the whole
 	// process group gets it.
 	signalLeader bool
+	// stopped, when set, runs after each stop: a helper process the
+	// server needs while it runs (RabbitMQ's epmd) stops with it.
+	stopped func()
 
 	// private is set for a server started for one test: its databases go
 	// away with it, so they are not dropped one by one.
@@ -94,6 +97,9 @@ func (s *procServer) stop(sig syscall.Signal) {
 	s.mu.Unlock()
 	if p == nil {
 		return
+	}
+	if s.stopped != nil {
+		defer s.stopped()
 	}
 	if !s.signalLeader {
 		p.stop(sig, s.grace)

@@ -1,0 +1,13 @@
+// Package amqp is the amqp source and sink, over AMQP 0-9-1 (RabbitMQ).
+// As a source, a consumer of one queue with manual acks and a prefetch
+// window, acking a message only once the route has committed past it, so
+// the broker redelivers whatever a crash or a lost connection left
+// unacked (at-least-once by redelivery); as a sink, persistent, mandatory
+// publishes under publisher confirms, each message carrying message_id as
+// its message_id property and mq_bridge.message_id header. The source can
+// tell a producer-stamped id from a minted one, for the producer-id
+// premise.
+//
+// It registers the "amqp" kind with the runtime in init; a binary that
+// runs plans links it with a blank import, as connector/all does.
+package amqp

@@ -1,0 +1,147 @@
+package amqp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// queueName is a queue of the test's own on the shared node.
+func queueName(t testing.TB) string {
+	return strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+}
+
+// testChannel is a channel of a connection of the test's own, closed
+// when the test ends.
+func testChannel(t testing.TB, url string) *amqp.Channel {
+	t.Helper()
+	c, ch := dialTest(t, url)
+	t.Cleanup(func() { c.Close() })
+	return ch
+}
+
+// dialTest opens a connection and a channel on it; the caller closes the
+// connection.
+func dialTest(t testing.TB, url string) (*amqp.Connection, *amqp.Channel) {
+	t.Helper()
+	c, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.Channel()
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	return c, ch
+}
+
+// withDLQ puts a dlq step writing to the file dlq after the source of
+// p's route.
+func withDLQ(p plan.Plan, at int, dlq string) plan.Plan {
+	nodes := p.Routes[0].Nodes
+	p.Routes[0].Nodes = append(append(nodes[:at:at], plantest.DLQFile("d", dlq, "")), nodes[at:]...)
+	p.Routes[0].Edges = plantest.Chain(p.Routes[0].Nodes)
+	return p
+}
+
+// declareQueue declares a durable queue, emptied and deleted when the
+// test ends, and returns a channel for the test's own use.
+func declareQueue(t testing.TB, url, queue string) *amqp.Channel {
+	t.Helper()
+	ch := testChannel(t, url)
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c, err := amqp.Dial(url); err == nil {
+			if ch, err := c.Channel(); err == nil {
+				ch.QueueDelete(queue, false, false, false)
+			}
+			c.Close()
+		}
+	})
+	return ch
+}
+
+// publishOrders publishes n persistent orders to queue under publisher
+// confirms, each stamped with a UUID message_id when withID; it returns
+// order id → message_id.
+func publishOrders(t testing.TB, url, queue string, from, n int, withID bool) map[string]string {
+	t.Helper()
+	c, ch := dialTest(t, url)
+	defer c.Close()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ids := map[string]string{}
+	pending := make([]*amqp.DeferredConfirmation, 0, 1024)
+	wait := func() {
+		for _, dc := range pending {
+			if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+				t.Fatalf("publish not confirmed: %v", err)
+			}
+		}
+		pending = pending[:0]
+	}
+	for i := from; i < from+n; i++ {
+		m := amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))}
+		if withID {
+			m.MessageId = uuid.NewString()
+			ids[fmt.Sprintf("o-%d", i)] = m.MessageId
+		}
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pending = append(pending, dc); len(pending) == cap(pending) {
+			wait()
+		}
+	}
+	wait()
+	return ids
+}
+
+// queueReady is how many messages queue holds ready for delivery (not
+// counting those delivered to a consumer and not yet acked: once the
+// consumer's connection closes, the broker puts those back).
+func queueReady(t testing.TB, url, queue string) int {
+	t.Helper()
+	c, ch := dialTest(t, url)
+	defer c.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
+}
+
+// sqlitePlan is the route "consume": queue into the orders table of db
+// (ON CONFLICT (id) DO NOTHING), with producer_ids as given.
+func sqlitePlan(url, queue, db string, batch, prefetch int, producerIDs bool) plan.Plan {
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "amqp", Attrs: map[string]plan.Value{
+			"url": plantest.Str(url), "queue": plantest.Str(queue), "prefetch": plantest.Int(int64(prefetch)),
+			"producer_ids":    {Type: plan.TBool, Bool: producerIDs},
+			"source_metadata": {Type: plan.TBool, Bool: true}}},
+		{ID: "n1", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
+			"url":          plantest.Tmpl(plantest.Lit("sqlite://" + db)),
+			"create_table": plantest.Str(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, msgid TEXT, rk TEXT)`),
+			"insert_query": plantest.Tmpl(plantest.Lit("INSERT INTO orders (id, amount, msgid, rk) VALUES ("), plantest.Ex(`payload.order_id`),
+				plantest.Lit(", "), plantest.Ex("payload.amount"), plantest.Lit(", "), plantest.Ex("message_id"), plantest.Lit(", "), plantest.Ex(`meta["mqb.src.routing_key"]`),
+				plantest.Lit(") ON CONFLICT (id) DO NOTHING")),
+		}},
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "consume", Guarantee: plan.EffectivelyOnce,
+		Concurrency: 1, BatchSize: batch, Nodes: nodes, Edges: plantest.Chain(nodes)}}}
+}

@@ -1,0 +1,129 @@
+package amqp
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
+)
+
+// sinkNode publishes on the default exchange with routing key key.
+func sinkNode(url string, key ...plan.Part) plan.Node {
+	return plan.Node{Kind: "amqp", Attrs: map[string]plan.Value{
+		"url": plantest.Str(url), "routing_key": plantest.Tmpl(key...)}}
+}
+
+// consumeAll reads every message of queue (acking them) until it has n
+// or none comes for a while.
+func consumeAll(t testing.TB, url, queue string, n int) []amqp.Delivery {
+	t.Helper()
+	c, ch := dialTest(t, url)
+	defer c.Close()
+	ds, err := ch.Consume(queue, "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []amqp.Delivery
+	for len(out) < n {
+		select {
+		case d := <-ds:
+			out = append(out, d)
+		case <-time.After(5 * time.Second):
+			return out
+		}
+	}
+	// Anything past n is a duplicate: wait a moment for one.
+	select {
+	case d := <-ds:
+		out = append(out, d)
+	case <-time.After(500 * time.Millisecond):
+	}
+	return out
+}
+
+// file → amqp: every line is published once, persistent, with its
+// message_id as the message_id property and mq_bridge.message_id header,
+// and the route's meta as headers.
+func TestAMQPSinkFromFile(t *testing.T) {
+	url := testsrv.RabbitMQ(t)
+	q := queueName(t)
+	declareQueue(t, url, q)
+	e := plantest.NewEnv(t)
+	const n = 3000
+	lines := plantest.WriteOrders(t, e.Input, n)
+	rs := runtest.RunRoute(t, context.Background(), plantest.SinkPlan(e.Input, e.State, 128, sinkNode(url, plantest.Lit(q))), runtest.Options(), "publish")
+	if rs.Out != n {
+		t.Fatalf("stats %+v, want out %d", rs, n)
+	}
+	want := map[string]bool{}
+	for _, l := range lines {
+		want[l] = true
+	}
+	got := consumeAll(t, url, q, n)
+	if len(got) != n {
+		t.Errorf("queue gave %d messages, want %d", len(got), n)
+	}
+	for _, d := range got {
+		delete(want, string(d.Body))
+		if len(d.MessageId) != 36 || d.Headers[runtime.HeaderMessageID] != d.MessageId {
+			t.Fatalf("message_id %q, %s header %v: want the same UUID", d.MessageId, runtime.HeaderMessageID, d.Headers[runtime.HeaderMessageID])
+		}
+		if d.DeliveryMode != amqp.Persistent {
+			t.Fatalf("delivery mode %d, want persistent", d.DeliveryMode)
+		}
+		if id, _ := d.Headers["mqb.id"].(string); !strings.Contains(string(d.Body), `"`+id+`"`) {
+			t.Fatalf("mqb.id header %q is not the order's id: %s", id, d.Body)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("%d lines never published", len(want))
+	}
+}
+
+// A record whose routing key reaches no queue is returned by the broker
+// (the sink publishes mandatory): it goes to the DLQ with the reason,
+// and the others are published.
+func TestAMQPSinkUnroutableToDLQ(t *testing.T) {
+	url := testsrv.RabbitMQ(t)
+	q := queueName(t)
+	declareQueue(t, url, q)
+	e := plantest.NewEnv(t)
+	const n = 200
+	plantest.WriteOrders(t, e.Input, n)
+	// o-1x… go to a queue that does not exist.
+	sink := sinkNode(url, plantest.Ex(`payload.order_id startsWith "o-1" ? "`+q+`-missing" : "`+q+`"`))
+	p := plantest.SinkPlan(e.Input, e.State, 32, sink)
+	p = withDLQ(p, 2, e.DLQ)
+	rs := runtest.RunRoute(t, context.Background(), p, runtest.Options(), "publish")
+	const unroutable = 1 + 10 + 100 // o-1, o-10…o-19, o-100…o-199
+	if rs.DeadLettered != unroutable || rs.Out != n-unroutable {
+		t.Errorf("stats %+v, want %d dead-lettered and %d out", rs, unroutable, n-unroutable)
+	}
+	for _, l := range plantest.ReadDLQLines(t, e.DLQ) {
+		if !strings.Contains(l.Error, "unroutable") || !strings.Contains(l.Error, q+"-missing") {
+			t.Errorf("DLQ reason %q", l.Error)
+		}
+	}
+	if got := consumeAll(t, url, q, n-unroutable); len(got) != n-unroutable {
+		t.Errorf("queue gave %d messages, want %d", len(got), n-unroutable)
+	}
+}
+
+// A missing exchange is refused at build, naming the attribute.
+func TestAMQPSinkMissingExchange(t *testing.T) {
+	url := testsrv.RabbitMQ(t)
+	node := &plan.Node{Role: plan.RoleSink, Kind: "amqp", Attrs: map[string]plan.Value{
+		"url": plantest.Str(url), "exchange": plantest.Str("no-such-exchange"), "routing_key": plantest.Str("k")}}
+	_, err := runtime.BuildSink(context.Background(), "r", "", node, runtime.Options{})
+	if err == nil || !strings.Contains(err.Error(), "exchange") || !strings.Contains(err.Error(), "no-such-exchange") {
+		t.Fatalf("err %v, want one naming the exchange", err)
+	}
+}

@@ -1,0 +1,51 @@
+package mqtt
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// connect dials the broker of rawURL and opens an MQTT 5 session; cfg's
+// Conn and ClientID are filled in here.
+func connect(ctx context.Context, rawURL string, cfg paho.ClientConfig, cp *paho.Connect) (*paho.Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "mqtt" || u.Host == "" {
+		return nil, fmt.Errorf("url %s: want mqtt://host:port", plan.RedactURLs(rawURL))
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "1883")
+	}
+	d := net.Dialer{Timeout: 10 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", plan.RedactURLs(rawURL), err)
+	}
+	cfg.Conn = conn
+	cfg.ClientID = cp.ClientID
+	c := paho.NewClient(cfg)
+	if u.User != nil {
+		cp.Username, cp.UsernameFlag = u.User.Username(), true
+		if pw, ok := u.User.Password(); ok {
+			cp.Password, cp.PasswordFlag = []byte(pw), true
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	ca, err := c.Connect(cctx, cp)
+	if err != nil {
+		conn.Close()
+		if ca != nil {
+			return nil, fmt.Errorf("connect to %s: %w (reason %d %s)", plan.RedactURLs(rawURL), err, ca.ReasonCode, ca.Properties.ReasonString)
+		}
+		return nil, fmt.Errorf("connect to %s: %w", plan.RedactURLs(rawURL), err)
+	}
+	return c, nil
+}

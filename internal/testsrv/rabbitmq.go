@@ -1,0 +1,194 @@
+package testsrv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// RabbitMQ on this machine is Debian's rabbitmq-server 3.10 on Erlang/OTP
+// 25. What we met running it by hand:
+//
+//   - /usr/sbin/rabbitmq-server is a wrapper that switches to the rabbitmq
+//     user (whose files our temp dirs are not); /usr/lib/rabbitmq/bin/
+//     rabbitmq-server runs as we are.
+//   - That script keeps a shell in front of the VM, which would outlive a
+//     killed test binary's parent-death signal; RUNNING_UNDER_SYSTEMD
+//     makes it exec the VM, so the process we start is beam.smp itself.
+//   - The node needs an epmd. Left alone, its start-up forks `epmd
+//     -daemon` into a session of its own that nothing stops. We run our
+//     own on a free port of 127.0.0.1 (ERL_EPMD_PORT) before the node,
+//     as a child we stop with it, under a name in the server's directory
+//     (a symlink) so that the orphan check finds it like the node.
+//   - Start-up takes 10 to 40 s on a loaded machine; a graceful stop
+//     (SIGTERM to the VM) takes a few seconds.
+
+// RabbitMQServer is a RabbitMQ node from the Debian rabbitmq-server
+// package, run by hand on 127.0.0.1 with its data, logs and config in a
+// temp dir. Log in as guest/guest (allowed from the loopback interface).
+//
+// Stop shuts the node down (SIGTERM, SIGKILL after 20 s), Kill kills it
+// (SIGKILL) as a crash would; Start brings it back on the same port and
+// data (durable queues and persistent messages survive).
+type RabbitMQServer struct {
+	procServer
+	amqpPort, distPort, epmdPort int
+	epmd                         *process
+}
+
+const (
+	rabbitmqInstalled = "/usr/sbin/rabbitmq-server"
+	rabbitmqServer    = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+	epmdPath          = "/usr/bin/epmd"
+)
+
+var sharedRabbit sharedServer[*RabbitMQServer]
+
+// RabbitMQ returns the AMQP URL, amqp://guest:guest@127.0.0.1:PORT/, of the
+// RabbitMQ node the test binary shares, starting it on first use. Tests
+// sharing it use queues and exchanges of their own names.
+func RabbitMQ(t testing.TB) string {
+	t.Helper()
+	checkRabbitMQ(t)
+	return SharedRabbitMQ(t).URL()
+}
+
+// SharedRabbitMQ returns the RabbitMQ node the test binary shares, to stop
+// and restart in a test of an outage (the tests after it find it running).
+func SharedRabbitMQ(t testing.TB) *RabbitMQServer {
+	t.Helper()
+	checkRabbitMQ(t)
+	return sharedRabbit.get(t, "RabbitMQ", "rabbitmq", startRabbitMQ)
+}
+
+// NewRabbitMQ starts a RabbitMQ node for this test alone (one to stop and
+// restart), stopped and removed when the test ends.
+func NewRabbitMQ(t testing.TB) *RabbitMQServer {
+	t.Helper()
+	checkRabbitMQ(t)
+	return startPrivate(t, "RabbitMQ", "rabbitmq-", startRabbitMQ)
+}
+
+func checkRabbitMQ(t testing.TB) {
+	t.Helper()
+	if hidden("rabbitmq") {
+		unavailable(t, "rabbitmq-server", "RabbitMQ hidden by %s", HideEnv)
+	}
+	for _, p := range []string{rabbitmqInstalled, rabbitmqServer, epmdPath} {
+		if _, err := os.Stat(p); err != nil {
+			unavailable(t, "rabbitmq-server", "RabbitMQ not found: no %s", p)
+		}
+	}
+}
+
+func startRabbitMQ(dir string) (*RabbitMQServer, error) {
+	for _, d := range []string{"home", "mnesia", "log"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
+		return nil, err
+	}
+	epmd := filepath.Join(dir, "epmd")
+	if err := os.Symlink(epmdPath, epmd); err != nil {
+		return nil, err
+	}
+	s := &RabbitMQServer{}
+	s.procServer = procServer{
+		name: "RabbitMQ", dir: dir, logName: "rabbitmq-server.log",
+		command: func() (string, []string, error) {
+			if err := s.startEPMD(epmd); err != nil {
+				return "", nil, err
+			}
+			return "/usr/bin/env", append(s.env(dir), rabbitmqServer), nil
+		},
+		ready: func(context.Context) error {
+			c, err := amqp.DialConfig(s.URL(), amqp.Config{Dial: amqp.DefaultDial(time.Second)})
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		},
+		readyTimeout: 3 * time.Minute,
+		stopSignal:   syscall.SIGTERM,
+		grace:        20 * time.Second,
+		stopped:      s.stopEPMD,
+	}
+	err := s.startOnFreePorts(3, func(ports []int) error {
+		s.amqpPort, s.distPort, s.epmdPort = ports[0], ports[1], ports[2]
+		conf := fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\nlog.console = false\nlog.file.level = warning\n", s.amqpPort)
+		return os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(conf), 0o644)
+	})
+	if err != nil {
+		s.stopEPMD()
+		return nil, err
+	}
+	return s, nil
+}
+
+// env is the node's environment: everything it writes under dir, every
+// port on 127.0.0.1.
+func (s *RabbitMQServer) env(dir string) []string {
+	return []string{
+		"HOME=" + filepath.Join(dir, "home"), // the Erlang cookie
+		"RUNNING_UNDER_SYSTEMD=true",
+		"ERL_EPMD_ADDRESS=127.0.0.1",
+		"ERL_EPMD_PORT=" + strconv.Itoa(s.epmdPort),
+		"RABBITMQ_NODENAME=mqb" + strconv.Itoa(s.amqpPort) + "@localhost",
+		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+		"RABBITMQ_NODE_PORT=" + strconv.Itoa(s.amqpPort),
+		"RABBITMQ_DIST_PORT=" + strconv.Itoa(s.distPort),
+		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-kernel inet_dist_use_interface {127,0,0,1}",
+		"RABBITMQ_MNESIA_BASE=" + filepath.Join(dir, "mnesia"),
+		"RABBITMQ_LOG_BASE=" + filepath.Join(dir, "log"),
+		"RABBITMQ_CONFIG_FILE=" + filepath.Join(dir, "rabbitmq.conf"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(dir, "enabled_plugins"),
+		"RABBITMQ_PID_FILE=" + filepath.Join(dir, "rabbitmq.pid"),
+	}
+}
+
+// startEPMD starts the node's epmd unless it runs; it is called with mu
+// held (from command).
+func (s *RabbitMQServer) startEPMD(path string) error {
+	if s.epmd != nil && s.epmd.running() {
+		return nil
+	}
+	p, err := startProcess(filepath.Join(s.dir, "epmd.log"), nil, path, "-port", strconv.Itoa(s.epmdPort), "-address", "127.0.0.1")
+	if err != nil {
+		return err
+	}
+	s.epmd = p
+	// The node must find it listening, or it forks an epmd of its own.
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.epmdPort))
+	return p.waitReady(10*time.Second, func(ctx context.Context) error {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+}
+
+// stopEPMD stops the node's epmd once the node is down.
+func (s *RabbitMQServer) stopEPMD() {
+	s.mu.Lock()
+	p := s.epmd
+	s.mu.Unlock()
+	if p != nil {
+		p.stop(syscall.SIGTERM, 5*time.Second)
+	}
+}
+
+// URL is amqp://guest:guest@127.0.0.1:PORT/.
+func (s *RabbitMQServer) URL() string {
+	return fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", s.amqpPort)
+}
