@@ -42,9 +42,12 @@ func (u *UnnestArg) Parse(lex *lexer.PeekingLexer) error {
 		last = at
 	}
 	var as *lexer.Token
-	if kw, name := rawToken(lex, last+1), rawToken(lex, last+2); kw.Type == TIdent && kw.Value == "as" && name.Type == TIdent {
-		as = &name
-		last += 2
+	// The stream ends with one EOF token: read the name only after a word.
+	if kw := rawToken(lex, last+1); kw.Type == TIdent && kw.Value == "as" {
+		if name := rawToken(lex, last+2); name.Type == TIdent {
+			as = &name
+			last += 2
+		}
 	}
 	// The argument must end the item: a newline, a comment, a comma, the
 	// block's end, or the next item's key on the same line, so that what
