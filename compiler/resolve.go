@@ -33,7 +33,10 @@ type routeCtx struct {
 	idSet   bool
 	idStab  stability
 	idText  string
-	taint   payloadTaint // payload fields rewritten by map
+	// msgIDAfter, when set, is the stability of message_id after an
+	// unnest derived it from the parent's (unnest.go).
+	msgIDAfter *stability
+	taint      payloadTaint // payload fields rewritten by map
 	// metaWrites are the meta keys map set or deleted, with the stability
 	// of their values; a handler may set meta keys of its own, so it
 	// forgets them.

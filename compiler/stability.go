@@ -395,6 +395,9 @@ func (w *stabWalk) call(c *ast.CallNode) stabVal {
 }
 
 func (rc *routeCtx) messageIDStability() stability {
+	if rc.msgIDAfter != nil {
+		return *rc.msgIDAfter
+	}
 	if rc.src == nil {
 		return stableValue
 	}

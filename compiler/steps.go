@@ -17,6 +17,10 @@ import (
 func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *nodeInfo {
 	n := &nodeInfo{role: plan.RoleStep, side: side, name: st.Name, step: st, rng: it.Range()}
 	switch {
+	case st.PathArg:
+		if !rc.checkUnnest(n, it) {
+			return nil
+		}
 	case st.ExprArg:
 		if it.Arg == nil {
 			rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s in route %s takes an expression: %s <expr>", st.Name, rc.name, st.Name), "For example: id payload.order_id, filter payload.total > 0.")

@@ -82,20 +82,22 @@ func (b *Block) Items() []*Item {
 //	key "label" { … }      case "x" { … }
 //	key { … }              dedup { … }, default { … }, dlq { … }
 //	del path               a map delete: del payload.tmp (Del holds the path)
+//	unnest path [as name]  unnest payload.items as item (Unnest holds both)
 //	key expr               id payload.order_id, filter x > 1, guarantee effectively_once
 //	key                    a bare word
 type Item struct {
 	Pos    lexer.Position
 	EndPos lexer.Position
-	Key    *Ident   `parser:"@@"`
-	Path   *KeyPath `parser:"@@?"`
-	Ref    *Ident   `parser:"( 'ref' @@"`
-	Assign *Value   `parser:"| '=' @@"`
-	Kind   *Ident   `parser:"| ( ( (?= Ident '{') @@"`
-	Label  *Str     `parser:"    | (?= (String | Raw) '{') @@ )?"`
-	Body   *Block   `parser:"  @@ )"`
-	Del    *DelPath `parser:"| @@"`
-	Arg    *Expr    `parser:"| @@ )?"`
+	Key    *Ident     `parser:"@@"`
+	Path   *KeyPath   `parser:"@@?"`
+	Ref    *Ident     `parser:"( 'ref' @@"`
+	Assign *Value     `parser:"| '=' @@"`
+	Kind   *Ident     `parser:"| ( ( (?= Ident '{') @@"`
+	Label  *Str       `parser:"    | (?= (String | Raw) '{') @@ )?"`
+	Body   *Block     `parser:"  @@ )"`
+	Del    *DelPath   `parser:"| @@"`
+	Unnest *UnnestArg `parser:"| @@"`
+	Arg    *Expr      `parser:"| @@ )?"`
 }
 
 // Ident is an identifier with its position.

@@ -292,7 +292,7 @@ func (f *formatter) blankBetween(a, b *Item) bool {
 // next written on the following line: as `it ref x` when next is `ref x`,
 // or as `it y { … }` when next is `y { … }`.
 func joinsNext(it, next *Item) bool {
-	bare := it.Ref == nil && it.Assign == nil && it.Body == nil && it.Arg == nil && it.Del == nil
+	bare := it.Ref == nil && it.Assign == nil && it.Body == nil && it.Arg == nil && it.Del == nil && it.Unnest == nil
 	return bare && (next.Key.Name == "ref" || next.Body != nil && next.Kind == nil && next.Label == nil)
 }
 
@@ -314,6 +314,8 @@ func (f *formatter) item(depth int, it *Item, pad, first int) {
 		f.block(depth, head, "", it.Body, first, false)
 	case it.Del != nil:
 		f.emit(depth, key+" "+it.Del.Text(), first, f.endAt[it.Del.EndPos.Offset])
+	case it.Unnest != nil:
+		f.emit(depth, key+" "+it.Unnest.Text(), first, f.endAt[it.Unnest.EndPos.Offset])
 	case it.Arg != nil:
 		f.emit(depth, key+" "+f.expr(it.Arg), first, f.tok(it.Arg.Tokens[len(it.Arg.Tokens)-1].Pos))
 	default:
@@ -421,6 +423,8 @@ func (f *formatter) inlineItem(it *Item) string {
 		return head + f.inlineBlock(it.Body)
 	case it.Del != nil:
 		return key + " " + it.Del.Text()
+	case it.Unnest != nil:
+		return key + " " + it.Unnest.Text()
 	case it.Arg != nil:
 		return key + " " + f.expr(it.Arg)
 	}

@@ -192,6 +192,8 @@ func dumpBlock(b *strings.Builder, blk *Block, depth int) {
 		switch {
 		case it.Del != nil:
 			fmt.Fprintf(b, " del %s\n", it.Del.Text())
+		case it.Unnest != nil:
+			fmt.Fprintf(b, " unnest %s\n", it.Unnest.Text())
 		case it.Ref != nil:
 			fmt.Fprintf(b, " ref %s\n", it.Ref.Name)
 		case it.Assign != nil:

@@ -19,6 +19,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("route r { to switch { on = meta[\"x\"]  case \"a\" { to ref e }  default { to file { path = \"x\" } } } }\n")
 	f.Add("output e = http { url = \"http://${env(\\\"H\\\")}/x\" }\nroute r { from kafka { url = \"k\", topic = \"t\" } to ref e }\n")
 	f.Add("route r {\n  map {\n    payload.customer.email = lower(payload.email)  # nested\n    meta[\"k\"] = payload.k\n    del payload.tmp\n  }\n  map { payload = {\"line\": payload} }\n}\n")
+	f.Add("route r {\n  from file { path = \"o.jsonl\" }\n  unnest payload.items as item  # one per line item\n  unnest payload[\"a b\"].c\n  map { unnest a as, b = 1 }\n}\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		file, diags := Parse("f.mqb", []byte(src))
 		if file == nil {
@@ -90,6 +91,9 @@ func checkNodePositions(t *testing.T, f *File, n int) {
 			}
 			if it.Del != nil {
 				check("del path", it.Del.Pos, it.Del.EndPos)
+			}
+			if it.Unnest != nil {
+				check("unnest argument", it.Unnest.Pos, it.Unnest.EndPos)
 			}
 			if it.Assign != nil {
 				value(it.Assign)

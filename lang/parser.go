@@ -24,7 +24,8 @@ func Grammar() string {
 	return "// Generated from lang's participle grammar by `go test ./lang -update`. Do not edit.\n" +
 		"// Expr is an expr-lang expression (or one literal), parsed by lang.Expr.Parse.\n" +
 		"// KeyPath is ( \".\" <ident> | \"[\" <string> \"]\" )* after a key, the \"[\" touching what precedes it;\n" +
-		"// DelPath is <ident> KeyPath after a key `del`, alone on its line (lang.KeyPath.Parse, lang.DelPath.Parse).\n\n" +
+		"// DelPath is <ident> KeyPath after a key `del`, alone on its line (lang.KeyPath.Parse, lang.DelPath.Parse);\n" +
+		"// UnnestArg is <ident> KeyPath [ \"as\" <ident> ] after a key `unnest`, ending its item (lang.UnnestArg.Parse).\n\n" +
 		parser.String() + "\n"
 }
 

@@ -83,7 +83,7 @@ type DelPath struct {
 // Parse implements participle.Parseable.
 func (d *DelPath) Parse(lex *lexer.PeekingLexer) error {
 	at := lex.MakeCheckpoint().RawCursor()
-	if !afterDelKey(lex, at) {
+	if !afterKey(lex, at, "del") {
 		return participle.NextMatch
 	}
 	root := rawToken(lex, at)
@@ -127,19 +127,6 @@ func (d *DelPath) Text() string {
 
 // Range of the path.
 func (d *DelPath) Range() diag.Range { return Range(d.Pos, d.EndPos) }
-
-// afterDelKey reports whether the raw token before at is an item key
-// `del` (not a segment `.del` of a longer key) on the same line as at.
-func afterDelKey(lex *lexer.PeekingLexer, at lexer.RawCursor) bool {
-	if at < 1 {
-		return false
-	}
-	key := rawToken(lex, at-1)
-	if key.Type != TIdent || key.Value != "del" {
-		return false
-	}
-	return at < 2 || !isOp(rawToken(lex, at-2), ".")
-}
 
 // readSegments reads `.name` and `["key"]` segments from the raw token at
 // from on, and returns them with the raw index of their last token. A

@@ -26,6 +26,16 @@ type ackEntry struct {
 	seq   uint64 // the record's sequence number (an offset tracker's may skip)
 	next  int64  // source offset just after the record
 	acked bool
+	// parts, once a part of the record is acked (AckPart), are the parts
+	// acked so far; the record is acked when all are.
+	parts *partAcks
+}
+
+// partAcks are the acked parts of one record that became several (unnest).
+type partAcks struct {
+	n    uint32
+	done uint32
+	bits []uint64
 }
 
 // NewAckTracker starts a tracker whose first record is seq first.
@@ -109,9 +119,51 @@ func (t *AckTracker) AckAll(seqs []uint64) error {
 	return nil
 }
 
+// AckPart acks part of record seq, which became parts records (an unnest
+// of an array of that many elements): the record is acked once every part
+// is. Acking a part twice is harmless; parts 0 acks the record itself.
+func (t *AckTracker) AckPart(seq uint64, part, parts uint32) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if parts == 0 {
+		return t.ackLocked(seq)
+	}
+	i, err := t.findLocked(seq)
+	if err != nil || i < 0 || t.ents[i].acked {
+		return err
+	}
+	e := &t.ents[i]
+	if e.parts == nil {
+		e.parts = &partAcks{n: parts, bits: make([]uint64, (parts+63)/64)}
+	}
+	p := e.parts
+	if p.n != parts || part >= parts {
+		return fmt.Errorf("ack tracker: record %d acked as part %d of %d, after parts of %d", seq, part, parts, p.n)
+	}
+	if bit := uint64(1) << (part % 64); p.bits[part/64]&bit == 0 {
+		p.bits[part/64] |= bit
+		p.done++
+	}
+	if p.done == p.n {
+		e.acked, e.parts = true, nil
+	}
+	return nil
+}
+
 func (t *AckTracker) ackLocked(seq uint64) error {
+	i, err := t.findLocked(seq)
+	if err != nil || i < 0 {
+		return err
+	}
+	t.ents[i].acked = true
+	return nil
+}
+
+// findLocked returns the index of record seq's entry, or -1 when it is
+// already committed.
+func (t *AckTracker) findLocked(seq uint64) (int, error) {
 	if seq < t.base {
-		return nil // already committed
+		return -1, nil // already committed
 	}
 	var i int
 	if t.gaps {
@@ -126,17 +178,16 @@ func (t *AckTracker) ackLocked(seq uint64) error {
 			}
 		}
 		if lo == len(t.ents) || t.ents[lo].seq != seq {
-			return fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
+			return 0, fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
 		}
 		i = lo
 	} else {
 		i = t.head + int(seq-t.base)
 		if i >= len(t.ents) {
-			return fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
+			return 0, fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
 		}
 	}
-	t.ents[i].acked = true
-	return nil
+	return i, nil
 }
 
 // Advance drops the contiguous acked prefix and reports the last record of

@@ -272,6 +272,12 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 			return err
 		}
 		rt.steps = append(rt.steps, s)
+	case "unnest":
+		s, err := newUnnestStep(rt.name, n, c)
+		if err != nil {
+			return err
+		}
+		rt.steps = append(rt.steps, s)
 	case "parse":
 		s, err := newParseStep(a, c)
 		if err != nil {

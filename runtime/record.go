@@ -32,6 +32,11 @@ type Record struct {
 
 	gen uint32 // generation of the partition's assignment it was read under
 
+	// kid and kids: the record is element kid of the kids records an
+	// unnest made of the one read at Seq, which is acked once all kids
+	// are (kids 0: the record read).
+	kid, kids uint32
+
 	value any  // decoded payload (nil until decoded, or when not needed)
 	dirty bool // value changed by map: re-encode before writing
 

@@ -19,14 +19,18 @@ type (
 )
 
 // ackRef names one tracked record: its partition, the generation of the
-// partition's assignment it was read under, and its Seq.
+// partition's assignment it was read under, and its Seq; kid and kids
+// name one of the records an unnest made of it (kids 0: the record itself).
 type ackRef struct {
-	part int32
-	gen  uint32
-	seq  uint64
+	part      int32
+	gen       uint32
+	seq       uint64
+	kid, kids uint32
 }
 
-func refOf(r *Record) ackRef { return ackRef{part: r.Partition, gen: r.gen, seq: r.Seq} }
+func refOf(r *Record) ackRef {
+	return ackRef{part: r.Partition, gen: r.gen, seq: r.Seq, kid: r.kid, kids: r.kids}
+}
 
 // partitionAcks keeps one AckTracker per partition. A partition starts
 // being tracked with its first record; a record of a newer generation
@@ -103,7 +107,7 @@ func (p *partitionAcks) ack(refs []ackRef) error {
 		if pa == nil || pa.gen != ref.gen {
 			continue // revoked since it was read: its position is no longer ours
 		}
-		if err := pa.t.Ack(ref.seq); err != nil {
+		if err := pa.t.AckPart(ref.seq, ref.kid, ref.kids); err != nil {
 			return fmt.Errorf("partition %d: %w", ref.part, err)
 		}
 	}

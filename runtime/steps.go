@@ -1,12 +1,15 @@
 package runtime
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
 	"sort"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime/dedup"
@@ -570,4 +573,150 @@ func encodePayload(r *Record) error {
 	}
 	r.Payload, r.dirty = b, false
 	return nil
+}
+
+// unnestStep is `unnest payload.items [as item]`: each live record whose
+// array holds n elements becomes n records, in place and in order, each
+// carrying its parent's source position and an identity derived from the
+// parent's and its index (see deriveIDs). The parent's position is acked
+// once all n are (Record.kid, AckTracker.AckPart): every record a source
+// record became is in its batch until the batch is delivered, so the
+// step numbers them all, across unnests.
+type unnestStep struct {
+	path  []string // the array's fields from the payload's root
+	as    string   // "": the element becomes the payload
+	text  string   // unnest payload.items, for reasons
+	whole *program // `payload`: the step needs the payload decoded whole
+}
+
+// unnestNamespace is the UUIDv5 namespace of derived meta["mqb.id"]s.
+var unnestNamespace = uuid.MustParse("6d71622d-756e-4e65-8374-2d6964000000")
+
+func newUnnestStep(route string, n *plan.Node, c *compiler) (*unnestStep, error) {
+	s := &unnestStep{as: n.Attrs["as"].Str}
+	for _, v := range n.Attrs["path"].List {
+		if v.Type != plan.TString {
+			return nil, fmt.Errorf("route %s: unnest (%s): path holds a %s, not field names", route, n.Pos, v.Type)
+		}
+		s.path = append(s.path, v.Str)
+	}
+	if len(s.path) == 0 {
+		return nil, fmt.Errorf("route %s: unnest (%s): no path", route, n.Pos)
+	}
+	s.text = "unnest " + plan.PayloadPathText(s.path)
+	whole, err := c.compile("payload")
+	if err != nil {
+		return nil, err
+	}
+	s.whole = whole
+	return s, nil
+}
+
+func (s *unnestStep) programs() []*program { return []*program{s.whole} }
+
+func (s *unnestStep) apply(w *worker, b *batch) error {
+	var out []Record
+	for i := range b.recs {
+		r := &b.recs[i]
+		var arr []any
+		if r.state == stLive {
+			var why string
+			if arr, why = arrayAt(r.value, s.path); why != "" {
+				r.kill(s.text + ": " + why)
+			} else if len(arr) == 0 {
+				r.state = stFiltered // nothing to deliver: acked, counted as filtered
+			}
+		}
+		if r.state != stLive {
+			if out != nil {
+				out = append(out, *r)
+			}
+			continue
+		}
+		if out == nil {
+			out = make([]Record, 0, len(b.recs)+len(arr))
+			out = append(out, b.recs[:i]...)
+		}
+		parentMsg := r.msgIDValue()
+		parentKey, keyed := r.Meta[metaID]
+		if !keyed {
+			parentKey = parentMsg.String()
+		}
+		for j, e := range arr {
+			c := *r
+			c.Meta = maps.Clone(r.Meta)
+			var key string
+			c.msgID, key = deriveIDs(parentMsg, parentKey, j)
+			c.hasMsgID = true
+			c.setMeta(metaID, key)
+			if s.as == "" {
+				c.value = e
+			} else {
+				var fresh freshObjects
+				root := deletePath(r.value, s.path, &fresh).(map[string]any)
+				root[s.as] = e
+				c.value = root
+			}
+			c.dirty = true
+			out = append(out, c)
+		}
+	}
+	if out == nil {
+		return nil // no record was unnested
+	}
+	numberParts(out)
+	b.recs = out
+	return nil
+}
+
+// deriveIDs returns the message_id and meta["mqb.id"] of element index of
+// a record: UUIDv5s of the parent's message_id and of its identity (its
+// meta["mqb.id"], or its message_id), each with the index, so a replay of
+// the parent gives the element the same ids.
+func deriveIDs(parentMsg uuid.UUID, parentKey string, index int) (uuid.UUID, string) {
+	var ix [8]byte
+	binary.BigEndian.PutUint64(ix[:], uint64(index))
+	msg := uuid.NewSHA1(parentMsg, ix[:])
+	key := uuid.NewSHA1(unnestNamespace, append(append([]byte(parentKey), 0), ix[:]...))
+	return msg, key.String()
+}
+
+// numberParts numbers the records each source record became: a run of
+// records with one partition and position is kid 0…n-1 of n.
+func numberParts(recs []Record) {
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].Partition == recs[i].Partition && recs[j].Seq == recs[i].Seq && recs[j].gen == recs[i].gen {
+			j++
+		}
+		if n := j - i; n > 1 {
+			for k := i; k < j; k++ {
+				recs[k].kid, recs[k].kids = uint32(k-i), uint32(n)
+			}
+		}
+		i = j
+	}
+}
+
+// arrayAt returns the array at path in a decoded payload; why says what
+// is there instead.
+func arrayAt(v any, path []string) ([]any, string) {
+	for i, k := range path {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			what := "payload"
+			if i > 0 {
+				what = plan.PayloadPathText(path[:i])
+			}
+			return nil, fmt.Sprintf("%s is %s, not an object", what, jsonKind(v))
+		}
+		if v, ok = obj[k]; !ok {
+			return nil, fmt.Sprintf("%s is missing", plan.PayloadPathText(path[:i+1]))
+		}
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Sprintf("%s is %s, not an array", plan.PayloadPathText(path), jsonKind(v))
+	}
+	return arr, ""
 }

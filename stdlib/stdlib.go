@@ -88,7 +88,9 @@ type Step struct {
 	Free bool
 	// Nested: the block holds one `to <kind> { … }` (dlq).
 	Nested bool
-	Attrs  []Attr
+	// PathArg: the step is written `name payload.path [as NAME]` (unnest).
+	PathArg bool
+	Attrs   []Attr
 }
 
 // Absorb says how a sink absorbs a repeated write.

@@ -44,6 +44,18 @@ var Steps = []Step{
 		},
 	},
 	{
+		Name: "unnest", Side: InputOnly, PathArg: true,
+		Doc: "Emits one record per element of the array at a payload path (`unnest payload.items`): the element becomes the payload, " +
+			"or, with `as item`, the parent's payload is kept with the array taken out and the element put under payload.item. " +
+			"Each record gets a derived identity, the parent's and the element's index: meta[\"mqb.id\"] is a UUIDv5 of the parent's meta[\"mqb.id\"] " +
+			"(of its message_id when no id step ran) and the index, and message_id a UUIDv5 of the parent's message_id and the index, " +
+			"so a replay of the parent gives its elements the same ids. The derived id is stable when the parent's identity is stable and the array is " +
+			"(a field of the payload as read, or of a stable map); key the sink on meta[\"mqb.id\"]. " +
+			"The parent's position is committed only once every element is delivered, filtered or dead-lettered. " +
+			"An empty array emits nothing: the parent is acked and counted as filtered. A payload where the path holds no array " +
+			"(missing, null, an object, a scalar) goes to the DLQ with the reason. A dedup cannot stand before unnest (E060): put it after, keyed on meta[\"mqb.id\"].",
+	},
+	{
 		Name: "retry", Side: OutputOnly,
 		Doc: "Retries a failed sink write with exponential backoff; only retryable errors (connection, deadlock, timeout) are retried.",
 		Attrs: []Attr{

@@ -265,6 +265,8 @@ func stepForm(s stdlib.Step) string {
 		return "`" + s.Name + " { target = <expr> … }`, a target being `field`, `payload.a.b`, `payload[\"a b\"]`, `payload` or `meta[\"k\"]`; `del <target>` deletes"
 	case s.Nested:
 		return "`" + s.Name + " { to <kind> { … } }`"
+	case s.PathArg:
+		return "`" + s.Name + " payload.<path>` or `" + s.Name + " payload.<path> as <name>`"
 	}
 	return "`" + s.Name + " { … }`"
 }
