@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/storage"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
@@ -103,14 +102,6 @@ type objectReader interface {
 
 func (s *dirStore) open(_ context.Context, name string) (io.ReadCloser, error) {
 	return os.Open(s.path(name))
-}
-
-func (s *gcsStore) open(ctx context.Context, name string) (io.ReadCloser, error) {
-	r, err := s.bucket.Object(s.prefix + name).NewReader(ctx)
-	if err != nil {
-		return nil, gcsError(err)
-	}
-	return r, nil
 }
 
 // A failed listing, object open or read is retried this many times, the
@@ -462,7 +453,7 @@ func (s *objectSource) openNext(ctx context.Context) (ok bool, err error) {
 	}
 	key := s.keys[s.nextKey]
 	body, err := s.openBody(ctx, key)
-	if errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) {
 		// Deleted since the listing: there is nothing of it to read.
 		s.log.Warn("object_store source: object listed but gone; skipping it", "object", key)
 		s.nextKey++
