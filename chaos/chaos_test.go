@@ -473,6 +473,8 @@ func pairs() []pair {
 			out = append(out, pair{src: fileSource, sink: sc, concurrency: 1, elided: true})
 		}
 	}
+	out = append(out, pair{src: fileSource, sink: objectStoreS3Sink})
+	into(objectStoreS3Source, "file (source_position)")
 	return out
 }
 

@@ -130,6 +130,9 @@ type objectSourceConfig struct {
 	MaxRecordBytes  int64         `attr:"max_record_bytes"`
 	PollInterval    time.Duration `attr:"poll_interval"`    // 0: end at the end of the listing
 	CheckpointStore string        `attr:"checkpoint_store"` // the engine opens it
+	Endpoint        string        `attr:"endpoint"`
+	Region          string        `attr:"region"`
+	PathStyle       bool          `attr:"path_style"`
 }
 
 func init() {
@@ -170,7 +173,11 @@ func buildObjectSource(b *runtime.BuildEnv, cfg *objectSourceConfig) (runtime.So
 			return nil, b.Errorf("url", "%v", err)
 		}
 	}
-	st, err := openObjectStore(context.Background(), rawURL, b.BaseDir())
+	s3o, err := s3OptionsFor(b, rawURL, s3Options{Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: cfg.PathStyle})
+	if err != nil {
+		return nil, err
+	}
+	st, err := openObjectStore(context.Background(), rawURL, b.BaseDir(), s3o)
 	if err != nil {
 		return nil, b.Errorf("url", "%v", err)
 	}
@@ -220,6 +227,7 @@ func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP 
 	for {
 		var err error
 		if keys, err = s.store.List(ctx, ""); err == nil {
+			keys = withoutProbes(keys)
 			break
 		}
 		err = fmt.Errorf("route %s: object_store source %s: list: %w", s.route, s.url, err)
@@ -338,6 +346,7 @@ func (s *objectSource) relist(ctx context.Context) error {
 	case <-time.After(s.poll):
 	}
 	keys, err := s.store.List(ctx, "")
+	keys = withoutProbes(keys)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
