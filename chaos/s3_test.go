@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/mqb-dev/mqb/internal/testsrv"
@@ -21,16 +20,6 @@ import (
 // S3 emulator (positional parts, effectively-once, its put_if_absent
 // premise probed at every start), and an s3:// prefix read into positional
 // part files.
-
-func s3TestClient(srv *testsrv.S3Server) *s3.Client {
-	return s3.New(s3.Options{
-		Region:                     "us-east-1",
-		BaseEndpoint:               aws.String(srv.Endpoint()),
-		UsePathStyle:               true,
-		Credentials:                credentials.NewStaticCredentialsProvider("mqb-test", "mqb-test-secret", ""),
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-	})
-}
 
 // countS3 counts the records of every object under lake/orders/ but the
 // start-up probe's (one a kill interrupted may be left behind).
@@ -67,7 +56,7 @@ func countS3(t *testing.T, c *s3.Client) map[string]int {
 
 var objectStoreS3Sink = sinkCase{"object_store s3://", effectivelyOnce, true, func(t *testing.T, dir string) (string, []string, func(*testing.T) map[string]int) {
 	srv := testsrv.NewS3(t, "lake")
-	c := s3TestClient(srv)
+	c := srv.Client()
 	return `object_store { url = "s3://lake/orders", path_style = true }`, srv.S3Env(), func(t *testing.T) map[string]int {
 		return countS3(t, c)
 	}
@@ -75,7 +64,7 @@ var objectStoreS3Sink = sinkCase{"object_store s3://", effectivelyOnce, true, fu
 
 var objectStoreS3Source = sourceCase{name: "object_store s3://", setup: func(t *testing.T, dir string) sourceSetup {
 	srv := testsrv.NewS3(t, "lake")
-	c := s3TestClient(srv)
+	c := srv.Client()
 	n := 0
 	return sourceSetup{from: `object_store { url = "s3://lake/in", path_style = true }`,
 		env: srv.S3Env(),

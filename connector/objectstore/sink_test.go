@@ -400,39 +400,6 @@ func TestObjectStoreListingDenied(t *testing.T) {
 	}
 }
 
-// The emulator goes away mid-run and comes back: failed puts are retried
-// by the retry step (a put that did land answers 412, which is success)
-// and every record is still in exactly one part.
-func TestObjectStoreGCSOutage(t *testing.T) {
-	srv := testsrv.NewGCS(t, "lake")
-	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
-	e := plantest.NewEnv(t)
-	const n = 60000
-	ds := plantest.GenDataset(t, e.Input, n, 9)
-	want, bad := plantest.PartsWant(ds)
-	url := "gs://lake/outage"
-	p := plantest.WithRetryAt(objectPlan(e, url, 256, 2, map[string]plan.Value{"name_by": plantest.Enum("source_position")}), 1, 100) // before the DLQ
-	opts := runtest.Options()
-	runtest.OnFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
-		t.Logf("stopping the emulator: %s", progress)
-		srv.Restart(t, 500*time.Millisecond)
-	})
-	st, err := runtime.Run(context.Background(), p, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("objects")
-	runtest.CheckCounts(t, rs)
-	seen, names := readObjectParts(t, openTestStore(t, url), ds)
-	plantest.CheckPartsExactlyOnce(t, seen, want)
-	plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), bad, true)
-	// A record a failed attempt had already written is out, not a duplicate.
-	if rs.Out != int64(len(want)) || rs.Deduplicated != 0 {
-		t.Errorf("%+v: want out %d, deduplicated 0", rs, len(want))
-	}
-	t.Logf("%d parts; %+v", len(names), rs)
-}
-
 func TestObjectStoreS3SourcePosition(t *testing.T) {
 	srv := startS3(t)
 	testObjectStoreSourcePosition(t, "s3://lake/orders", map[string]plan.Value{
@@ -443,33 +410,6 @@ func TestObjectStoreS3SourcePosition(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-}
-
-// The emulator goes away mid-run and comes back, as in
-// TestObjectStoreGCSOutage: every record still lands in exactly one part.
-func TestObjectStoreS3Outage(t *testing.T) {
-	srv := startS3(t)
-	e := plantest.NewEnv(t)
-	const n = 40000
-	ds := plantest.GenDataset(t, e.Input, n, 19)
-	want, bad := plantest.PartsWant(ds)
-	url := "s3://lake/outage"
-	p := plantest.WithRetryAt(objectPlan(e, url, 256, 2, map[string]plan.Value{"name_by": plantest.Enum("source_position")}), 1, 100)
-	opts := runtest.Options()
-	runtest.OnFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
-		t.Logf("stopping the emulator: %s", progress)
-		srv.Restart(t, 500*time.Millisecond)
-	})
-	st, err := runtime.Run(context.Background(), p, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route("objects")
-	runtest.CheckCounts(t, rs)
-	seen, names := readObjectParts(t, openTestStore(t, url), ds)
-	plantest.CheckPartsExactlyOnce(t, seen, want)
-	plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), bad, true)
-	t.Logf("%d parts; %+v", len(names), rs)
 }
 
 // TestObjectStoreS3Premise compiles an s3:// positional sink as mqbc does:
@@ -537,6 +477,52 @@ route objects {
 			if len(names) != 1 || !strings.HasPrefix(names[0], "part-") {
 				t.Errorf("objects %v: want one part and no probe left", names)
 			}
+		})
+	}
+}
+
+// restarter is an emulator that can go away for a while (testsrv.GCSServer,
+// testsrv.S3Server).
+type restarter interface {
+	Restart(t testing.TB, downtime time.Duration)
+}
+
+// The emulator goes away mid-run and comes back: failed puts are retried
+// by the retry step (a put that did land answers 412, which is success)
+// and every record is still in exactly one part.
+func TestObjectStoreOutage(t *testing.T) {
+	gcs := testsrv.NewGCS(t, "lake")
+	t.Setenv("STORAGE_EMULATOR_HOST", gcs.EmulatorHost())
+	s3 := startS3(t)
+	for i, tc := range []struct {
+		url string
+		srv restarter
+	}{{"gs://lake/outage", gcs}, {"s3://lake/outage", s3}} {
+		t.Run(strings.SplitN(tc.url, ":", 2)[0], func(t *testing.T) {
+			e := plantest.NewEnv(t)
+			const n = 60000
+			ds := plantest.GenDataset(t, e.Input, n, uint64(9+i))
+			want, bad := plantest.PartsWant(ds)
+			p := plantest.WithRetryAt(objectPlan(e, tc.url, 256, 2, map[string]plan.Value{"name_by": plantest.Enum("source_position")}), 1, 100) // before the DLQ
+			opts := runtest.Options()
+			runtest.OnFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
+				t.Logf("stopping the emulator: %s", progress)
+				tc.srv.Restart(t, 500*time.Millisecond)
+			})
+			st, err := runtime.Run(context.Background(), p, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := st.Route("objects")
+			runtest.CheckCounts(t, rs)
+			seen, names := readObjectParts(t, openTestStore(t, tc.url), ds)
+			plantest.CheckPartsExactlyOnce(t, seen, want)
+			plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), bad, true)
+			// A record a failed attempt had already written is out, not a duplicate.
+			if rs.Out != int64(len(want)) || rs.Deduplicated != 0 {
+				t.Errorf("%+v: want out %d, deduplicated 0", rs, len(want))
+			}
+			t.Logf("%d parts; %+v", len(names), rs)
 		})
 	}
 }

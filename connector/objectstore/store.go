@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 
@@ -27,6 +28,16 @@ type objectStore interface {
 	Close() error
 	// String is the store's location with any secret removed.
 	String() string
+}
+
+// readObject reads a whole object from a store that streams it.
+func readObject(ctx context.Context, s objectReader, name string) ([]byte, error) {
+	r, err := s.open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }
 
 // errPermanent marks a store error that retrying will not cure (a denied

@@ -105,12 +105,7 @@ func (s *gcsStore) List(ctx context.Context, prefix string) ([]string, error) {
 }
 
 func (s *gcsStore) Get(ctx context.Context, name string) ([]byte, error) {
-	r, err := s.open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return io.ReadAll(r)
+	return readObject(ctx, s, name)
 }
 
 // open streams an object's body (objectReader). A missing object is an

@@ -1,7 +1,8 @@
 // Package testsrv starts real servers on 127.0.0.1 for tests: PostgreSQL and
 // MariaDB from their Debian packages, an embedded NATS JetStream server, an
 // in-process Kafka-protocol broker (franz-go's kfake), an in-process GCS
-// emulator (fake-gcs-server) and ClickHouse from Debian's clickhouse-server.
+// emulator (fake-gcs-server), an in-process S3 emulator (gofakes3) and
+// ClickHouse from Debian's clickhouse-server.
 // No mocks: the code under test talks to the real protocol.
 //
 //	func TestMain(m *testing.M) { testsrv.Main(m) }
@@ -12,6 +13,7 @@
 //	nc := testsrv.NATS(t)             // nats://127.0.0.1:P, JetStream on
 //	brokers := testsrv.Kafka(t, "orders:3", "payments")
 //	endpoint, client := testsrv.GCS(t, "lake")
+//	s3 := testsrv.NewS3(t, "lake")    // s3.Endpoint(), path-style; s3.S3Env()
 //	addr := testsrv.ClickHouse(t)     // native protocol, user "default"
 //
 // Servers that take a while to start (PostgreSQL, MariaDB, ClickHouse) are
@@ -23,7 +25,7 @@
 // pays for it. The in-process servers are cheap and started per call.
 //
 // Fault injection: every server has a handle (NewPostgres, NewMariaDB,
-// NewClickHouse, NewNATS, NewKafka, NewKafkaProcess, NewGCS, or the
+// NewClickHouse, NewNATS, NewKafka, NewKafkaProcess, NewGCS, NewS3, or the
 // Shared* ones) with Stop, Start and Restart keeping the port and the data,
 // and Kill (or Postgres's Crash, an immediate shutdown) for a crash. Stopping
 // a shared server disturbs every test using it: fault tests should use a

@@ -3,10 +3,12 @@ package testsrv
 import (
 	"net"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
@@ -17,13 +19,9 @@ import (
 // signature: any access key will do. Stop and Start take it off and back
 // on the network without losing its objects, to simulate an outage.
 type S3Server struct {
+	httpOnPort
 	backend *s3mem.Backend
-	handler http.Handler
-	addr    string
-
-	mu     sync.Mutex
-	http   *http.Server
-	ignore bool // drop If-None-Match from PutObject requests
+	ignore  atomic.Bool // drop If-None-Match from PutObject requests
 }
 
 // S3Env is the environment the AWS SDK reads, pointing code under test
@@ -55,8 +53,14 @@ func NewS3(t testing.TB, buckets ...string) *S3Server {
 			t.Fatalf("testsrv: S3 emulator: create bucket %s: %v", b, err)
 		}
 	}
-	s := &S3Server{backend: backend, addr: ln.Addr().String(),
-		handler: gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()}
+	s := &S3Server{backend: backend}
+	fake := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+	s.httpOnPort = httpOnPort{addr: ln.Addr().String(), handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && s.ignore.Load() {
+			r.Header.Del("If-None-Match")
+		}
+		fake.ServeHTTP(w, r)
+	})}
 	s.serve(ln)
 	t.Cleanup(s.stop)
 	return s
@@ -65,68 +69,7 @@ func NewS3(t testing.TB, buckets ...string) *S3Server {
 // IgnoreIfNoneMatch makes the emulator answer as a server without
 // conditional writes does (as S3 itself did before August 2024): it
 // ignores If-None-Match on PutObject and replaces the object.
-func (s *S3Server) IgnoreIfNoneMatch(ignore bool) {
-	s.mu.Lock()
-	s.ignore = ignore
-	s.mu.Unlock()
-}
-
-func (s *S3Server) serve(ln net.Listener) {
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		ignore := s.ignore
-		s.mu.Unlock()
-		if ignore && r.Method == http.MethodPut {
-			r.Header.Del("If-None-Match")
-		}
-		s.handler.ServeHTTP(w, r)
-	})}
-	s.mu.Lock()
-	s.http = hs
-	s.mu.Unlock()
-	go hs.Serve(ln)
-}
-
-func (s *S3Server) stop() {
-	s.mu.Lock()
-	hs := s.http
-	s.http = nil
-	s.mu.Unlock()
-	if hs != nil {
-		hs.Close()
-	}
-}
-
-// Stop takes the emulator off the network: connections are closed and
-// new ones refused. Its objects stay.
-func (s *S3Server) Stop(t testing.TB) {
-	t.Helper()
-	s.stop()
-}
-
-// Start puts a stopped emulator back on its address.
-func (s *S3Server) Start(t testing.TB) {
-	t.Helper()
-	s.mu.Lock()
-	running := s.http != nil
-	s.mu.Unlock()
-	if running {
-		return
-	}
-	ln, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		t.Fatalf("testsrv: restart S3 emulator on %s: %v", s.addr, err)
-	}
-	s.serve(ln)
-}
-
-// Restart stops the emulator, waits for downtime, and starts it again.
-func (s *S3Server) Restart(t testing.TB, downtime time.Duration) {
-	t.Helper()
-	s.Stop(t)
-	time.Sleep(downtime)
-	s.Start(t)
-}
+func (s *S3Server) IgnoreIfNoneMatch(ignore bool) { s.ignore.Store(ignore) }
 
 // Endpoint is the emulator's URL, http://127.0.0.1:PORT, for an S3
 // client's endpoint (with path-style addressing).
@@ -135,3 +78,15 @@ func (s *S3Server) Endpoint() string { return "http://" + s.addr }
 // Backend is the emulator's storage, for tests that inspect or remove
 // objects behind the code under test.
 func (s *S3Server) Backend() gofakes3.Backend { return s.backend }
+
+// Client is an AWS SDK S3 client of the emulator (path-style, the
+// credentials of S3Env).
+func (s *S3Server) Client() *s3.Client {
+	return s3.New(s3.Options{
+		Region:                     "us-east-1",
+		BaseEndpoint:               aws.String(s.Endpoint()),
+		UsePathStyle:               true,
+		Credentials:                credentials.NewStaticCredentialsProvider("mqb-test", "mqb-test-secret", ""),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+	})
+}

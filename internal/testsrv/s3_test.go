@@ -11,22 +11,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/mqb-dev/mqb/internal/testsrv"
 )
-
-func s3Client(srv *testsrv.S3Server) *s3.Client {
-	return s3.New(s3.Options{
-		Region:                     "us-east-1",
-		BaseEndpoint:               aws.String(srv.Endpoint()),
-		UsePathStyle:               true,
-		Credentials:                credentials.NewStaticCredentialsProvider("k", "s", ""),
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-	})
-}
 
 func putIfAbsent(ctx context.Context, c *s3.Client, key, body string) error {
 	_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("lake"), Key: aws.String(key),
@@ -49,7 +38,7 @@ func status(err error) int {
 // writes and replaces the object.
 func TestS3(t *testing.T) {
 	srv := testsrv.NewS3(t, "lake")
-	c := s3Client(srv)
+	c := srv.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := putIfAbsent(ctx, c, "orders/b.json", `{"id":1}`); err != nil {
@@ -103,7 +92,7 @@ func TestS3(t *testing.T) {
 
 func TestS3Restart(t *testing.T) {
 	srv := testsrv.NewS3(t, "lake")
-	c := s3Client(srv)
+	c := srv.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("lake"), Key: aws.String("a.txt"), Body: bytes.NewReader([]byte("kept"))}); err != nil {
