@@ -478,6 +478,8 @@ func pairs() []pair {
 	out = append(out, pair{src: fileSource, sink: amqpSink})
 	into(mqttSource, "sqlite") // a topic has no replayable position: no positional sink
 	out = append(out, pair{src: fileSource, sink: mqttSink})
+	out = append(out, pair{src: fileSource, sink: objectStoreS3Sink})
+	into(objectStoreS3Source, "file (source_position)")
 	return out
 }
 

@@ -26,7 +26,7 @@ import (
 //	NATS JetStream      connector/nats.TestNATSSinkServerRestart
 //	Kafka broker        connector/kafka.TestKafkaSinkBrokerRestart (in-process);
 //	                    TestKafkaBrokerProcessRestart below (both processes)
-//	GCS emulator        connector/objectstore.TestObjectStoreGCSOutage
+//	GCS, S3 emulators   connector/objectstore.TestObjectStoreOutage
 //	ClickHouse          connector/clickhouse.TestClickHouseSinkServerKilled
 //
 // Added here: the broker as a process of its own, and the disk under the

@@ -601,6 +601,9 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 		}
 		p.ok = true
 		p.reasons = []string{fmt.Sprintf("write: %s names immutable parts by source position (%s); %s has a replayable position, so a replay rewrites the same names and is skipped", n.name, how, srcDesc)}
+		if n.name == "object_store" {
+			p.premises = objectStorePremises(n, p.reasons[0])
+		}
 		return p
 	}
 	if n.name == "object_store" && rc.concurrency > 1 && !rc.inNamedUnused {
@@ -618,6 +621,24 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time and %s has no replayable position; write to a key-addressed sink (SQL ON CONFLICT, Mongo id_field) instead", n.name, srcDesc)
 	}
 	return p
+}
+
+// objectStorePremises is what a positional object_store's proof assumes
+// of the store: that it refuses a second write of one name and lists what
+// it wrote at once. A gs:// bucket (ifGenerationMatch=0) and a file://
+// directory (link(2)) do by construction; an S3-compatible server may
+// ignore If-None-Match, so an s3:// url, or one whose scheme is known only
+// at run time, carries the premise, which the sink checks at start-up by
+// writing a probe object twice.
+func objectStorePremises(n *nodeInfo, reason string) []premiseAt {
+	text, _, ok := urlText(n.attrs["url"])
+	if ok && (strings.HasPrefix(text, "gs://") || strings.HasPrefix(text, "file://")) {
+		return nil
+	}
+	text = plan.RedactURLs(text)
+	return []premiseAt{{node: n, p: plan.Premise{Kind: plan.PremisePutIfAbsent, When: plan.CheckStartup, Target: text,
+		Holds:  fmt.Sprintf("the store at %s refuses a second write of one name made with If-None-Match: * (412) and lists an object as soon as it is written", text),
+		Reason: reason}}}
 }
 
 // partDirUse is the first sink that writes positional parts into a

@@ -117,6 +117,12 @@ const (
 	// from is present and non-null (Columns names the fields or
 	// columns); a record that lacks one goes to the DLQ.
 	PremiseKeyPresent = "key_present"
+	// PremisePutIfAbsent: the object store refuses a second write of one
+	// name made with If-None-Match: * (412), so a part, once written, is
+	// never replaced, and it lists an object as soon as it is written, so
+	// the listing a positional sink starts with sees every earlier part.
+	// Target is the store's url.
+	PremisePutIfAbsent = "put_if_absent"
 )
 
 // When a premise is checked.

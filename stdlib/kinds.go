@@ -155,13 +155,13 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "object_store", Source: true, Sink: true,
-		Doc:           "Objects under a prefix of a bucket (gs://bucket/prefix) or a local directory (file:///dir). As a source, reads every object under the prefix in key order (*.gz and *.zst decompressed), one record per line, and ends at the end of the listing (or, with poll_interval, keeps listing); the next run resumes after the last committed line, so the prefix should grow at the end of its key order (as this sink writes it) with objects never rewritten.",
+		Doc:           "Objects under a prefix of a bucket (gs://bucket/prefix, s3://bucket/prefix on AWS or an S3-compatible server) or a local directory (file:///dir). As a source, reads every object under the prefix in key order (*.gz and *.zst decompressed), one record per line, and ends at the end of the listing (or, with poll_interval, keeps listing); the next run resumes after the last committed line, so the prefix should grow at the end of its key order (as this sink writes it) with objects never rewritten.",
 		IDNote:        "As a source, message_id is a fresh UUIDv7 per read; the position is the object key and line.",
 		PositionModes: []string{"*"},
 		Absorb:        AbsorbNone,
-		Schemes:       []string{"gs", "file"},
+		Schemes:       []string{"gs", "s3", "file"},
 		Attrs: []Attr{
-			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "gs://bucket/prefix or file:///dir."},
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "gs://bucket/prefix, s3://bucket/prefix or file:///dir."},
 			{Name: "name_by", End: EndSink, Type: Enum, Enum: []string{"write_time", "source_position", "auto"}, Default: "auto", Doc: nameByAttr.Doc},
 			sinkEnd(idempotencyAttr), formatAttr,
 			{Name: "date_partition", End: EndSink, Type: Bool, Default: false, Doc: "Write under YYYY/MM/DD/ prefixes (write_time only; ignored under source_position)."},
@@ -170,6 +170,9 @@ var Kinds = []Kind{
 			{Name: "checkpoint_store", End: EndSource, Type: String, Default: "pebble://.mqb/state", Doc: "Source: where the committed position (object key and line) is kept."},
 			{Name: "max_record_bytes", End: EndSource, Type: Int, Default: int64(16 << 20), Doc: "Source: longest line accepted; a longer one goes to the DLQ."},
 			{Name: "poll_interval", End: EndSource, Type: Duration, Doc: "Source: follow the prefix, listing it again this often for objects that sort after the last one read (the route runs until stopped). Unset: end at the end of the listing."},
+			{Name: "endpoint", Type: String, Doc: "s3:// only: the S3-compatible server's URL (http://127.0.0.1:9000); default: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL."},
+			{Name: "region", Type: String, Doc: "s3:// only: the bucket's region; default: AWS_REGION or the shared config's, else us-east-1."},
+			{Name: "path_style", Type: Bool, Default: false, Doc: "s3:// only: address the bucket in the path (http://host/bucket/key), as most S3-compatible servers want, rather than in the host name."},
 		},
 	},
 	{

@@ -37,9 +37,11 @@ import (
 // precondition and "already exists" is success.
 type objectSink struct {
 	route       string
+	node        string // the plan node, which premises name
 	log         *slog.Logger
 	store       objectStore
-	ext         string // ".jsonl", ".jsonl.gz", …
+	opened      objectStore // store before any test hook wrapped it
+	ext         string      // ".jsonl", ".jsonl.gz", …
 	contentType string
 	compression string
 	maxBytes    int
@@ -89,6 +91,9 @@ type objectSinkConfig struct {
 	DatePartition  bool        `attr:"date_partition"`
 	Compression    string      `attr:"compression"`
 	MaxObjectBytes int64       `attr:"max_object_bytes"`
+	Endpoint       string      `attr:"endpoint"`
+	Region         string      `attr:"region"`
+	PathStyle      bool        `attr:"path_style"`
 }
 
 func init() {
@@ -98,7 +103,7 @@ func init() {
 			return nil, nil, err
 		}
 		return s, nil, nil
-	})
+	}, runtime.ChecksPremises(plan.PremisePutIfAbsent))
 }
 
 func newObjectSink(b *runtime.BuildEnv, cfg *objectSinkConfig) (*objectSink, error) {
@@ -108,6 +113,7 @@ func newObjectSink(b *runtime.BuildEnv, cfg *objectSinkConfig) (*objectSink, err
 	}
 	s := &objectSink{
 		route:         b.Route(),
+		node:          b.NodeID(),
 		log:           b.Logger(),
 		datePartition: cfg.DatePartition,
 		now:           time.Now,
@@ -176,9 +182,14 @@ func newObjectSink(b *runtime.BuildEnv, cfg *objectSinkConfig) (*objectSink, err
 		}
 	}
 
-	if s.store, err = openObjectStore(b.Context(), rawURL, b.BaseDir()); err != nil {
+	s3o, err := s3OptionsFor(b, rawURL, s3Options{Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: cfg.PathStyle})
+	if err != nil {
+		return nil, err
+	}
+	if s.store, err = openObjectStore(b.Context(), rawURL, b.BaseDir(), s3o); err != nil {
 		return nil, b.Errorf("url", "%s", plan.RedactURLs(err.Error()))
 	}
+	s.opened = s.store
 	if objectStoreHook != nil {
 		s.store = objectStoreHook(s.store)
 	}

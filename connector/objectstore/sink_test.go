@@ -27,6 +27,9 @@ import (
 // objectPlan is file → (dlq file) → object_store at url.
 func objectPlan(e plantest.Env, url string, batch, concurrency int, attrs map[string]plan.Value) plan.Plan {
 	sinkAttrs := map[string]plan.Value{"url": plantest.Tmpl(plantest.Lit(url))}
+	for k, v := range s3TestAttrs(url) {
+		sinkAttrs[k] = v
+	}
 	for k, v := range attrs {
 		sinkAttrs[k] = v
 	}
@@ -42,10 +45,34 @@ func objectPlan(e plantest.Env, url string, batch, concurrency int, attrs map[st
 		Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 }
 
+// testS3Options address the S3 emulator's buckets in the path; its
+// endpoint and credentials come from the environment (startS3).
+var testS3Options = s3Options{PathStyle: true}
+
+// s3TestAttrs are the attributes an s3:// url needs to reach the emulator.
+func s3TestAttrs(url string) map[string]plan.Value {
+	if !strings.HasPrefix(url, "s3://") {
+		return nil
+	}
+	return map[string]plan.Value{"path_style": {Type: plan.TBool, Bool: true}}
+}
+
+// startS3 starts an S3 emulator with bucket lake and points the AWS SDK at
+// it through the environment (inherited by a crash helper).
+func startS3(t testing.TB) *testsrv.S3Server {
+	t.Helper()
+	srv := testsrv.NewS3(t, "lake")
+	for _, kv := range srv.S3Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	return srv
+}
+
 // openTestStore opens the store a sink at url writes to, for reading back.
 func openTestStore(t testing.TB, url string) objectStore {
 	t.Helper()
-	s, err := openObjectStore(context.Background(), url, "")
+	s, err := openObjectStore(context.Background(), url, "", testS3Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +340,8 @@ func TestCrashObjectStoreExactlyOnce(t *testing.T) {
 	bin := runtest.BuildCrashHelper(t)
 	srv := testsrv.NewGCS(t, "lake")
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost()) // inherited by the helper
-	for i, url := range []string{"gs://lake/crash", "file://" + filepath.Join(t.TempDir(), "crash")} {
+	startS3(t)
+	for i, url := range []string{"gs://lake/crash", "file://" + filepath.Join(t.TempDir(), "crash"), "s3://lake/crash"} {
 		seed := uint64(31 + i)
 		e := plantest.NewEnv(t)
 		ds := plantest.GenDataset(t, e.Input, 100000, seed)
@@ -372,35 +400,129 @@ func TestObjectStoreListingDenied(t *testing.T) {
 	}
 }
 
+func TestObjectStoreS3SourcePosition(t *testing.T) {
+	srv := startS3(t)
+	testObjectStoreSourcePosition(t, "s3://lake/orders", map[string]plan.Value{
+		"name_by": plantest.Enum("source_position"), "compression": plantest.Enum("zstd"),
+		"max_object_bytes": plantest.Int(64 << 10)},
+		func(name string) {
+			if _, err := srv.Backend().DeleteObject("lake", "orders/"+name); err != nil {
+				t.Fatal(err)
+			}
+		})
+}
+
+// TestObjectStoreS3Premise compiles an s3:// positional sink as mqbc does:
+// the plan carries the put_if_absent premise, the route runs on a server
+// that honours If-None-Match (leaving no probe object behind), and is
+// refused before its first record on one that ignores it.
+func TestObjectStoreS3Premise(t *testing.T) {
+	srv := startS3(t)
+	src := func(prefix string) string {
+		return `
+route objects {
+  guarantee effectively_once
+  from file { path = "in.jsonl" }
+  dlq { to file { path = "dlq.jsonl" } }
+  to object_store {
+    url        = "s3://lake/` + prefix + `"
+    endpoint   = "` + srv.Endpoint() + `"
+    path_style = true
+    name_by    = source_position
+  }
+}
+`
+	}
+	for _, tc := range []struct {
+		name   string
+		ignore bool
+	}{{"honoured", false}, {"ignored", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"a"}`, `{"id":"b"}`, `not json`)
+			p := plantest.Compile(t, src(tc.name))
+			var premises []plan.Premise
+			for _, pr := range p.Routes[0].Premises {
+				if pr.Kind == plan.PremisePutIfAbsent {
+					premises = append(premises, pr)
+				}
+			}
+			if len(premises) != 1 || premises[0].When != plan.CheckStartup {
+				t.Fatalf("premises %+v: want one start-up put_if_absent", p.Routes[0].Premises)
+			}
+			srv.IgnoreIfNoneMatch(tc.ignore)
+			defer srv.IgnoreIfNoneMatch(false)
+			st := openTestStore(t, "s3://lake/"+tc.name)
+			if tc.ignore {
+				opts := runtest.Options()
+				opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
+				_, err := runtime.Run(context.Background(), p, opts)
+				if err == nil || !strings.Contains(err.Error(), "If-None-Match") {
+					t.Fatalf("run on a server ignoring If-None-Match: %v, want the premise refused", err)
+				}
+				names, _ := st.List(context.Background(), "part-")
+				if len(names) != 0 {
+					t.Errorf("parts written before the premise was checked: %v", names)
+				}
+				return
+			}
+			rs := runtest.RunIn(t, dir, p).Route("objects")
+			if rs.Out != 2 || rs.DeadLettered != 1 {
+				t.Errorf("%+v: want out 2, the bad line dead-lettered", rs)
+			}
+			names, err := st.List(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(names) != 1 || !strings.HasPrefix(names[0], "part-") {
+				t.Errorf("objects %v: want one part and no probe left", names)
+			}
+		})
+	}
+}
+
+// restarter is an emulator that can go away for a while (testsrv.GCSServer,
+// testsrv.S3Server).
+type restarter interface {
+	Restart(t testing.TB, downtime time.Duration)
+}
+
 // The emulator goes away mid-run and comes back: failed puts are retried
 // by the retry step (a put that did land answers 412, which is success)
 // and every record is still in exactly one part.
-func TestObjectStoreGCSOutage(t *testing.T) {
-	srv := testsrv.NewGCS(t, "lake")
-	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
-	e := plantest.NewEnv(t)
-	const n = 60000
-	ds := plantest.GenDataset(t, e.Input, n, 9)
-	want, bad := plantest.PartsWant(ds)
-	url := "gs://lake/outage"
-	p := plantest.WithRetryAt(objectPlan(e, url, 256, 2, map[string]plan.Value{"name_by": plantest.Enum("source_position")}), 1, 100) // before the DLQ
-	opts := runtest.Options()
-	runtest.OnFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
-		t.Logf("stopping the emulator: %s", progress)
-		srv.Restart(t, 500*time.Millisecond)
-	})
-	st, err := runtime.Run(context.Background(), p, opts)
-	if err != nil {
-		t.Fatal(err)
+func TestObjectStoreOutage(t *testing.T) {
+	gcs := testsrv.NewGCS(t, "lake")
+	t.Setenv("STORAGE_EMULATOR_HOST", gcs.EmulatorHost())
+	s3 := startS3(t)
+	for i, tc := range []struct {
+		url string
+		srv restarter
+	}{{"gs://lake/outage", gcs}, {"s3://lake/outage", s3}} {
+		t.Run(strings.SplitN(tc.url, ":", 2)[0], func(t *testing.T) {
+			e := plantest.NewEnv(t)
+			const n = 60000
+			ds := plantest.GenDataset(t, e.Input, n, uint64(9+i))
+			want, bad := plantest.PartsWant(ds)
+			p := plantest.WithRetryAt(objectPlan(e, tc.url, 256, 2, map[string]plan.Value{"name_by": plantest.Enum("source_position")}), 1, 100) // before the DLQ
+			opts := runtest.Options()
+			runtest.OnFirstProgress(&opts, 20*time.Millisecond, func(progress string) {
+				t.Logf("stopping the emulator: %s", progress)
+				tc.srv.Restart(t, 500*time.Millisecond)
+			})
+			st, err := runtime.Run(context.Background(), p, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := st.Route("objects")
+			runtest.CheckCounts(t, rs)
+			seen, names := readObjectParts(t, openTestStore(t, tc.url), ds)
+			plantest.CheckPartsExactlyOnce(t, seen, want)
+			plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), bad, true)
+			// A record a failed attempt had already written is out, not a duplicate.
+			if rs.Out != int64(len(want)) || rs.Deduplicated != 0 {
+				t.Errorf("%+v: want out %d, deduplicated 0", rs, len(want))
+			}
+			t.Logf("%d parts; %+v", len(names), rs)
+		})
 	}
-	rs := st.Route("objects")
-	runtest.CheckCounts(t, rs)
-	seen, names := readObjectParts(t, openTestStore(t, url), ds)
-	plantest.CheckPartsExactlyOnce(t, seen, want)
-	plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), bad, true)
-	// A record a failed attempt had already written is out, not a duplicate.
-	if rs.Out != int64(len(want)) || rs.Deduplicated != 0 {
-		t.Errorf("%+v: want out %d, deduplicated 0", rs, len(want))
-	}
-	t.Logf("%d parts; %+v", len(names), rs)
 }

@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/storage"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
@@ -105,14 +104,6 @@ func (s *dirStore) open(_ context.Context, name string) (io.ReadCloser, error) {
 	return os.Open(s.path(name))
 }
 
-func (s *gcsStore) open(ctx context.Context, name string) (io.ReadCloser, error) {
-	r, err := s.bucket.Object(s.prefix + name).NewReader(ctx)
-	if err != nil {
-		return nil, gcsError(err)
-	}
-	return r, nil
-}
-
 // A failed listing, object open or read is retried this many times, the
 // wait doubling from objectRetryBackoff up to objectRetryMaxBackoff (about
 // 30 s in all), unless the store says it is permanent (a missing bucket, a
@@ -139,6 +130,9 @@ type objectSourceConfig struct {
 	MaxRecordBytes  int64         `attr:"max_record_bytes"`
 	PollInterval    time.Duration `attr:"poll_interval"`    // 0: end at the end of the listing
 	CheckpointStore string        `attr:"checkpoint_store"` // the engine opens it
+	Endpoint        string        `attr:"endpoint"`
+	Region          string        `attr:"region"`
+	PathStyle       bool          `attr:"path_style"`
 }
 
 func init() {
@@ -179,7 +173,11 @@ func buildObjectSource(b *runtime.BuildEnv, cfg *objectSourceConfig) (runtime.So
 			return nil, b.Errorf("url", "%v", err)
 		}
 	}
-	st, err := openObjectStore(context.Background(), rawURL, b.BaseDir())
+	s3o, err := s3OptionsFor(b, rawURL, s3Options{Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: cfg.PathStyle})
+	if err != nil {
+		return nil, err
+	}
+	st, err := openObjectStore(context.Background(), rawURL, b.BaseDir(), s3o)
 	if err != nil {
 		return nil, b.Errorf("url", "%v", err)
 	}
@@ -229,6 +227,7 @@ func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP 
 	for {
 		var err error
 		if keys, err = s.store.List(ctx, ""); err == nil {
+			keys = withoutProbes(keys)
 			break
 		}
 		err = fmt.Errorf("route %s: object_store source %s: list: %w", s.route, s.url, err)
@@ -347,6 +346,7 @@ func (s *objectSource) relist(ctx context.Context) error {
 	case <-time.After(s.poll):
 	}
 	keys, err := s.store.List(ctx, "")
+	keys = withoutProbes(keys)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -462,7 +462,7 @@ func (s *objectSource) openNext(ctx context.Context) (ok bool, err error) {
 	}
 	key := s.keys[s.nextKey]
 	body, err := s.openBody(ctx, key)
-	if errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) {
 		// Deleted since the listing: there is nothing of it to read.
 		s.log.Warn("object_store source: object listed but gone; skipping it", "object", key)
 		s.nextKey++

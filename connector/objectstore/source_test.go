@@ -69,6 +69,14 @@ func putObjects(t testing.TB, url string, ds plantest.Dataset, per int) int {
 // objectSourcePlan is object_store (url) → dlq → SQLite, ON CONFLICT on the
 // payload's order_id: duplicates in the objects land once.
 func objectSourcePlan(e plantest.Env, url string, batch, concurrency int) plan.Plan {
+	p := objectSourcePlanOf(e, url, batch, concurrency)
+	for k, v := range s3TestAttrs(url) {
+		p.Routes[0].Nodes[0].Attrs[k] = v
+	}
+	return p
+}
+
+func objectSourcePlanOf(e plantest.Env, url string, batch, concurrency int) plan.Plan {
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "object_store", Side: plan.SideInput, Attrs: map[string]plan.Value{
 			"url": plantest.Tmpl(plantest.Lit(url)), "format": plantest.Enum("json"),
@@ -86,11 +94,13 @@ func objectSourcePlan(e plantest.Env, url string, batch, concurrency int) plan.P
 		Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 }
 
-// objectSourceURLs are a GCS emulator prefix and a local directory.
+// objectSourceURLs are a GCS emulator prefix, a local directory and an S3
+// emulator prefix.
 func objectSourceURLs(t *testing.T) []string {
 	srv := testsrv.NewGCS(t, "lake")
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost())
-	return []string{"gs://lake/in", "file://" + filepath.Join(t.TempDir(), "bucket", "in")}
+	startS3(t)
+	return []string{"gs://lake/in", "file://" + filepath.Join(t.TempDir(), "bucket", "in"), "s3://lake/in"}
 }
 
 func TestObjectStoreSourceToSQLite(t *testing.T) {
@@ -162,7 +172,8 @@ func TestCrashObjectStoreSourceExactlyOnce(t *testing.T) {
 	bin := runtest.BuildCrashHelper(t)
 	srv := testsrv.NewGCS(t, "lake")
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.EmulatorHost()) // inherited by the helper
-	for i, url := range []string{"gs://lake/crash", "file://" + filepath.Join(t.TempDir(), "bucket", "crash")} {
+	startS3(t)
+	for i, url := range []string{"gs://lake/crash", "file://" + filepath.Join(t.TempDir(), "bucket", "crash"), "s3://lake/crash"} {
 		seed := uint64(61 + i)
 		e := plantest.NewEnv(t)
 		ds := plantest.GenDataset(t, e.Input, 100000, seed)

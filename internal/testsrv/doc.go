@@ -1,8 +1,9 @@
 // Package testsrv starts real servers on 127.0.0.1 for tests: PostgreSQL and
 // MariaDB from their Debian packages, an embedded NATS JetStream server, an
 // in-process Kafka-protocol broker (franz-go's kfake), an in-process GCS
-// emulator (fake-gcs-server), ClickHouse from Debian's clickhouse-server and
-// Redis from Debian's redis-server.
+// emulator (fake-gcs-server), an in-process S3 emulator (gofakes3),
+// ClickHouse from Debian's clickhouse-server and Redis from Debian's
+// redis-server.
 // No mocks: the code under test talks to the real protocol.
 //
 //	func TestMain(m *testing.M) { testsrv.Main(m) }
@@ -13,6 +14,7 @@
 //	nc := testsrv.NATS(t)             // nats://127.0.0.1:P, JetStream on
 //	brokers := testsrv.Kafka(t, "orders:3", "payments")
 //	endpoint, client := testsrv.GCS(t, "lake")
+//	s3 := testsrv.NewS3(t, "lake")    // s3.Endpoint(), path-style; s3.S3Env()
 //	addr := testsrv.ClickHouse(t)     // native protocol, user "default"
 //	url := testsrv.Redis(t)           // redis://127.0.0.1:P, append-only file on
 //
@@ -25,7 +27,7 @@
 // pays for it. The in-process servers are cheap and started per call.
 //
 // Fault injection: every server has a handle (NewPostgres, NewMariaDB,
-// NewClickHouse, NewNATS, NewKafka, NewKafkaProcess, NewGCS, NewRedis, or the
+// NewClickHouse, NewNATS, NewKafka, NewKafkaProcess, NewGCS, NewS3, NewRedis, or the
 // Shared* ones) with Stop, Start and Restart keeping the port and the data,
 // and Kill (or Postgres's Crash, an immediate shutdown) for a crash. Stopping
 // a shared server disturbs every test using it: fault tests should use a

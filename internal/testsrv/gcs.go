@@ -4,10 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
-	"net/http"
-	"sync"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
@@ -19,11 +16,8 @@ import (
 // it off and back on the network without losing its objects, to simulate
 // an outage.
 type GCSServer struct {
-	srv  *fakestorage.Server
-	addr string
-
-	mu   sync.Mutex
-	http *http.Server
+	httpOnPort
+	srv *fakestorage.Server
 }
 
 // GCS starts a GCS emulator for this test with the given buckets and
@@ -65,62 +59,13 @@ func NewGCS(t testing.TB, buckets ...string) *GCSServer {
 	for _, b := range buckets {
 		srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: b})
 	}
-	s := &GCSServer{srv: srv, addr: addr}
+	s := &GCSServer{srv: srv, httpOnPort: httpOnPort{handler: srv.HTTPHandler(), addr: addr}}
 	s.serve(ln)
 	t.Cleanup(func() {
 		s.stop()
 		srv.Stop()
 	})
 	return s
-}
-
-func (s *GCSServer) serve(ln net.Listener) {
-	hs := &http.Server{Handler: s.srv.HTTPHandler()}
-	s.mu.Lock()
-	s.http = hs
-	s.mu.Unlock()
-	go hs.Serve(ln)
-}
-
-func (s *GCSServer) stop() {
-	s.mu.Lock()
-	hs := s.http
-	s.http = nil
-	s.mu.Unlock()
-	if hs != nil {
-		hs.Close()
-	}
-}
-
-// Stop takes the emulator off the network: connections are closed and
-// new ones refused. Its objects stay.
-func (s *GCSServer) Stop(t testing.TB) {
-	t.Helper()
-	s.stop()
-}
-
-// Start puts a stopped emulator back on its address.
-func (s *GCSServer) Start(t testing.TB) {
-	t.Helper()
-	s.mu.Lock()
-	running := s.http != nil
-	s.mu.Unlock()
-	if running {
-		return
-	}
-	ln, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		t.Fatalf("testsrv: restart GCS emulator on %s: %v", s.addr, err)
-	}
-	s.serve(ln)
-}
-
-// Restart stops the emulator, waits for downtime, and starts it again.
-func (s *GCSServer) Restart(t testing.TB, downtime time.Duration) {
-	t.Helper()
-	s.Stop(t)
-	time.Sleep(downtime)
-	s.Start(t)
 }
 
 // Endpoint is the JSON API endpoint to pass to option.WithEndpoint.
