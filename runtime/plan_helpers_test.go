@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"testing"
@@ -69,13 +69,6 @@ func partsPlan(e testEnv, batch, concurrency int) plan.Plan {
 
 var dlqFile = plantest.DLQFile
 
-// withRetry inserts a retry step right before the sink.
-func withRetry(p plan.Plan, attempts int64) plan.Plan {
-	return withRetryAt(p, len(p.Routes[0].Nodes)-1, attempts)
-}
-
-var withRetryAt = plantest.WithRetryAt
-
 var chain = plantest.Chain
 
 // The generated dataset and the checks of what a run made of it are
@@ -98,5 +91,5 @@ var (
 // with the amount of its first occurrence.
 func checkSQLite(t *testing.T, dbPath string, ds dataset) {
 	t.Helper()
-	checkOrderRows(t, sqlQuery(t, sqliteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
+	checkOrderRows(t, sqlQuery(t, plantest.SQLiteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
 }

@@ -392,3 +392,35 @@ func PGQuery[T any](t *testing.T, url, query string, scan func(*testing.T, Rows)
 	defer rows.Close()
 	return scan(t, rows)
 }
+
+// FileRoute is a route named name from file in (its checkpoint under
+// state) through steps to file out, written by time, with its dead
+// letters in file dlq when dlq is not "": at concurrency 1, in batches of
+// 3.
+func FileRoute(name, in, out, dlq, state string, steps ...plan.Node) plan.Plan {
+	nodes := []plan.Node{{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
+		"path": Str(in), "checkpoint_store": Str("pebble://" + state)}}}
+	nodes = append(nodes, steps...)
+	if dlq != "" {
+		nodes = append(nodes, plan.Node{ID: "dlq", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput,
+			Children: []plan.Branch{{Label: plan.BranchTo, Node: plan.Node{Role: plan.RoleSink, Kind: "file",
+				Attrs: map[string]plan.Value{"path": Str(dlq)}}}}})
+	}
+	nodes = append(nodes, plan.Node{ID: "out", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{
+		"path": Str(out), "name_by": Enum("write_time")}})
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: name, Concurrency: 1, BatchSize: 3, Nodes: nodes}}}
+}
+
+// ReadLines reads the lines of the file at path (nil for an empty file).
+func ReadLines(t testing.TB, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimSuffix(string(data), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
