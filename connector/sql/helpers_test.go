@@ -27,8 +27,6 @@ func pgStaging(s runtime.Sink) (staging bool, staged int64, off bool) {
 var (
 	strV  = plantest.Str
 	enumV = plantest.Enum
-	intV  = plantest.Int
-	exprV = plantest.Expr
 	tmplV = plantest.Tmpl
 	lit   = plantest.Lit
 	ex    = plantest.Ex
@@ -44,29 +42,10 @@ func newTestEnv(t *testing.T) testEnv {
 	return testEnv{dir: e.Dir, input: e.Input, db: e.DB, dlq: e.DLQ, state: e.State, dedup: e.Dedup, parts: e.Parts}
 }
 
-const testMaxRecord = plantest.MaxRecordBytes
-
-// sqlitePlan is file → id → dedup → dlq → sqlite ON CONFLICT DO NOTHING.
+// sqlitePlan is file → id → dedup → dlq → sqlite ON CONFLICT DO NOTHING
+// (plantest.SQLitePlan) over e's paths.
 func sqlitePlan(e testEnv, batch, concurrency int) plan.Plan {
-	nodes := []plan.Node{
-		{ID: "n0", Role: plan.RoleSource, Kind: "file", Side: plan.SideInput, Attrs: map[string]plan.Value{
-			"path": strV(e.input), "mode": enumV("consume"), "format": enumV("json"),
-			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
-		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
-		{ID: "n2", Role: plan.RoleStep, Kind: "dedup", Side: plan.SideInput, Attrs: map[string]plan.Value{
-			"key": exprV(`meta["mqb.id"]`), "store": strV("pebble://" + e.dedup),
-			"ttl": {Type: plan.TDuration, Str: "1h", Int: int64(3600e9)}}},
-		dlqFile("n3", e.dlq, "write_time"),
-		{ID: "n4", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-			"url":          tmplV(lit("sqlite://" + e.db)),
-			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, body TEXT)`),
-			"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`),
-				lit(", "), ex("payload.amount"), lit(", "), ex("payload.body"), lit(") ON CONFLICT (id) DO NOTHING")),
-		}},
-	}
-	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
-		Name: "orders", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
-		Nodes: nodes, Edges: chain(nodes)}}}
+	return plantest.SQLitePlan(e.input, e.state, e.dedup, e.dlq, e.db, batch, concurrency)
 }
 
 var dlqFile = plantest.DLQFile

@@ -424,3 +424,29 @@ func ReadLines(t testing.TB, path string) []string {
 	}
 	return strings.Split(s, "\n")
 }
+
+// SQLitePlan is the route orders: the JSON lines of file input (its
+// checkpoint under state) → id payload.order_id → dedup (its keys under
+// dedup) → dlq to file dlq → the SQLite database db, INSERT … ON CONFLICT
+// (id) DO NOTHING into table orders.
+func SQLitePlan(input, state, dedup, dlq, db string, batch, concurrency int) plan.Plan {
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "file", Side: plan.SideInput, Attrs: map[string]plan.Value{
+			"path": Str(input), "mode": Enum("consume"), "format": Enum("json"),
+			"checkpoint_store": Str("pebble://" + state), "max_record_bytes": Int(MaxRecordBytes)}},
+		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
+		{ID: "n2", Role: plan.RoleStep, Kind: "dedup", Side: plan.SideInput, Attrs: map[string]plan.Value{
+			"key": Expr(`meta["mqb.id"]`), "store": Str("pebble://" + dedup),
+			"ttl": {Type: plan.TDuration, Str: "1h", Int: int64(3600e9)}}},
+		DLQFile("n3", dlq, "write_time"),
+		{ID: "n4", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+			"url":          Tmpl(Lit("sqlite://" + db)),
+			"create_table": Str(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, body TEXT)`),
+			"insert_query": Tmpl(Lit("INSERT INTO orders (id, amount, body) VALUES ("), Ex(`meta["mqb.id"]`),
+				Lit(", "), Ex("payload.amount"), Lit(", "), Ex("payload.body"), Lit(") ON CONFLICT (id) DO NOTHING")),
+		}},
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
+		Name: "orders", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
+		Nodes: nodes, Edges: Chain(nodes)}}}
+}
