@@ -34,23 +34,10 @@ var lockOutcomeTable = plantest.LockOutcomeTable
 // pgOrdersDDL is the orders table on PostgreSQL.
 const pgOrdersDDL = `CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, body TEXT)`
 
-// sqlServerPlan is file → id → (dedup) → dlq → sql on a server url.
+// sqlServerPlan is file → id → (dedup) → dlq → sql on a server url
+// (plantest.SQLServerPlan) over e's paths.
 func sqlServerPlan(e testEnv, url, ddl, conflict string, batch, concurrency int, withDedup bool) plan.Plan {
-	p := sqlitePlan(e, batch, concurrency)
-	nodes := p.Routes[0].Nodes
-	sink := &nodes[len(nodes)-1]
-	sink.Attrs = map[string]plan.Value{
-		"url":          tmplV(lit(url)),
-		"create_table": strV(ddl),
-		"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`),
-			lit(", "), ex("payload.amount"), lit(", "), ex("payload.body"), lit(") "+conflict)),
-	}
-	if !withDedup {
-		nodes = append(nodes[:2:2], nodes[3:]...)
-	}
-	p.Routes[0].Nodes = nodes
-	p.Routes[0].Edges = chain(nodes)
-	return p
+	return plantest.SQLServerPlan(e.input, e.state, e.dedup, e.dlq, url, ddl, conflict, batch, concurrency, withDedup)
 }
 
 // sqlRows is what database/sql's and pgx's rows have in common.

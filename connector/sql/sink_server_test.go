@@ -20,23 +20,10 @@ const (
 	myOrdersDDL = `CREATE TABLE IF NOT EXISTS orders (id VARCHAR(64) PRIMARY KEY, amount BIGINT NOT NULL, body TEXT)`
 )
 
-// sqlServerPlan is file → id → (dedup) → dlq → sql on a server url.
+// sqlServerPlan is file → id → (dedup) → dlq → sql on a server url
+// (plantest.SQLServerPlan) over e's paths.
 func sqlServerPlan(e testEnv, url, ddl, conflict string, batch, concurrency int, withDedup bool) plan.Plan {
-	p := sqlitePlan(e, batch, concurrency)
-	nodes := p.Routes[0].Nodes
-	sink := &nodes[len(nodes)-1]
-	sink.Attrs = map[string]plan.Value{
-		"url":          tmplV(lit(url)),
-		"create_table": strV(ddl),
-		"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`),
-			lit(", "), ex("payload.amount"), lit(", "), ex("payload.body"), lit(") "+conflict)),
-	}
-	if !withDedup {
-		nodes = append(nodes[:2:2], nodes[3:]...)
-	}
-	p.Routes[0].Nodes = nodes
-	p.Routes[0].Edges = chain(nodes)
-	return p
+	return plantest.SQLServerPlan(e.input, e.state, e.dedup, e.dlq, url, ddl, conflict, batch, concurrency, withDedup)
 }
 
 // appendTypeErrors adds lines whose amount the database refuses as a value

@@ -450,3 +450,24 @@ func SQLitePlan(input, state, dedup, dlq, db string, batch, concurrency int) pla
 		Name: "orders", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
 		Nodes: nodes, Edges: Chain(nodes)}}}
 }
+
+// SQLServerPlan is SQLitePlan writing to the server at url instead:
+// table orders made by ddl, the insert ending in conflict, without the
+// dedup step unless withDedup.
+func SQLServerPlan(input, state, dedup, dlq, url, ddl, conflict string, batch, concurrency int, withDedup bool) plan.Plan {
+	p := SQLitePlan(input, state, dedup, dlq, "", batch, concurrency)
+	nodes := p.Routes[0].Nodes
+	sink := &nodes[len(nodes)-1]
+	sink.Attrs = map[string]plan.Value{
+		"url":          Tmpl(Lit(url)),
+		"create_table": Str(ddl),
+		"insert_query": Tmpl(Lit("INSERT INTO orders (id, amount, body) VALUES ("), Ex(`meta["mqb.id"]`),
+			Lit(", "), Ex("payload.amount"), Lit(", "), Ex("payload.body"), Lit(") "+conflict)),
+	}
+	if !withDedup {
+		nodes = append(nodes[:2:2], nodes[3:]...)
+	}
+	p.Routes[0].Nodes = nodes
+	p.Routes[0].Edges = Chain(nodes)
+	return p
+}
