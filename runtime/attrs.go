@@ -34,13 +34,6 @@ func (a nodeAttrs) str(name, def string) string {
 	return def
 }
 
-func (a nodeAttrs) boolean(name string, def bool) bool {
-	if v, ok := a.value(name); ok && v.Type == plan.TBool {
-		return v.Bool
-	}
-	return def
-}
-
 // template returns a TTemplate (or a plain string) attribute as parts.
 func (a nodeAttrs) template(name string) ([]plan.Part, bool) {
 	v, ok := a.value(name)

@@ -171,6 +171,7 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 	if rt.sink, rt.sinkProgs, err = rt.buildSink(ctx, nodeAttrs{route: pr.Name, node: sinkNode}, c, o, false); err != nil {
 		return rt, err
 	}
+	routeSink := rt.sink
 	if handlerNode != nil {
 		h, progs, err := rt.buildHandler(ctx, handlerNode, rt.sink, c, o, pr.Guarantee)
 		if err != nil {
@@ -182,8 +183,10 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 	if err := verifyGuarantees(rt.sink, pr.Guarantee); err != nil { // premise.go
 		return rt, err
 	}
-	if err := rt.wireOutbox(ctx); err != nil {
-		return rt, err
+	if ob, ok := rt.sink.(OutboxSink); ok {
+		if err := ob.WireOutbox(ctx, rt.src, OutboxRoute{Name: rt.name, Log: rt.log, InOrder: rt.concurrency == 1}); err != nil {
+			return rt, err
+		}
 	}
 	if err := rt.checkPremises(ctx, pr); err != nil { // premise.go
 		return rt, err
@@ -196,8 +199,8 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		progs = append(progs, s.programs()...)
 	}
 	progs = append(append(progs, rt.sinkProgs...), rt.dlqProgs...)
-	if rt.parts != nil {
-		rt.parts.markRouteSink()
+	if m, ok := routeSink.(RouteSinkMarker); ok {
+		m.MarkRouteSink()
 	}
 	rt.needPayload, rt.payloadFields = payloadNeeds(progs)
 	return rt, nil

@@ -195,6 +195,20 @@ func (p *Program) UsesPayload() bool { return p.usesPayload }
 // UsesMessageID reports whether the expression reads message_id.
 func (p *Program) UsesMessageID() bool { return p.usesMessageID }
 
+// Expr is the expression's source text, as the plan holds it.
+func (p *Program) Expr() string { return p.src }
+
+// PayloadPath is the field path a plain payload.a.b expression reads
+// (nil for any other expression).
+func (p *Program) PayloadPath() []string { return p.payloadPath }
+
+// MetaKey is the key a bare meta["k"] lookup (or message_id) reads; ok
+// is false for any other expression.
+func (p *Program) MetaKey() (key string, ok bool) { return p.metaKey, p.isMeta }
+
+// MetaID is the metadata key of a record's identity (message_id).
+const MetaID = metaID
+
 // FieldProgram is a program reading payload.<field>, a top-level field:
 // a sink that reads fields itself (with Record.Value) returns one per
 // field from its builder, so the route decodes payloads for it.
@@ -253,7 +267,17 @@ func Literal(v plan.Value) (any, error) { return literal(v) }
 
 // UnquoteIdent strips one layer of SQL identifier quotes ("x", `x`, [x])
 // from a column name as a premise names it.
-func UnquoteIdent(name string) string { return unquoteIdent(name) }
+func UnquoteIdent(name string) string {
+	if len(name) >= 2 {
+		switch q := name[0]; {
+		case (q == '"' || q == '`') && name[len(name)-1] == q:
+			return strings.ReplaceAll(name[1:len(name)-1], string([]byte{q, q}), string(q))
+		case q == '[' && name[len(name)-1] == ']':
+			return name[1 : len(name)-1]
+		}
+	}
+	return name
+}
 
 // Stringify renders an expression value as meta and keys hold it.
 func Stringify(v any) (string, error) { return stringify(v) }
@@ -335,13 +359,20 @@ func (pr PartitionRanges) Add(part int32, start, end uint64) {
 	partitionRanges(pr).add(part, start, end)
 }
 
+// LegacyPartSource is a source whose positions may have been written
+// under other names in part names (a file source's, from before part
+// names carried the file's identity).
+type LegacyPartSource interface {
+	LegacyPartSources() []string
+}
+
 // LegacyPartSources are the other names src's positions may have been
-// written under in part names (a file source's, from before part names
-// carried the file's identity): a sink listing its parts counts theirs as
-// covering src's positions too. nil for most sources.
+// written under in part names (see LegacyPartSource): a sink listing its
+// parts counts theirs as covering src's positions too. nil for most
+// sources.
 func LegacyPartSources(src Source) []string {
-	if l, ok := src.(legacyPartSource); ok {
-		return l.legacyPartSources()
+	if l, ok := src.(LegacyPartSource); ok {
+		return l.LegacyPartSources()
 	}
 	return nil
 }
@@ -376,13 +407,9 @@ func (b *BuildEnv) Pos() diag.Pos { return b.a.node.Pos }
 // being built is one. The caller closes it; the programs are the
 // branch's, for the builder to return with its own.
 func (b *BuildEnv) BuildBranch(i int) (Sink, []*Program, error) {
-	// A part-file sink inside a branch is not the route's sink: it skips
-	// positions it already covers on its own (partSink.Write), but the
-	// route must not drop such records before the other branches see
-	// them, so rt.parts keeps what it was.
+	// A sink inside a branch is not the route's sink: the engine marks
+	// only the route's own (RouteSinkMarker).
 	rt := b.rt
-	saved := rt.parts
-	defer func() { rt.parts = saved }()
 	s, progs, err := rt.buildSink(b.ctx, nodeAttrs{route: rt.name, node: &b.a.node.Children[i].Node}, b.c, b.o, b.dlq)
 	out := make([]*Program, len(progs))
 	for j, p := range progs {
@@ -728,4 +755,119 @@ func registered(kind, end string, r registration) Registered {
 	}
 	return Registered{Kind: kind, End: end, Config: r.config, Attrs: configAttrs(r.config),
 		ChecksPremises: set(r.startupPremises), ArmsPremises: set(r.armsPremises), HoldsPremises: set(r.holdsPremises)}
+}
+
+// AppendLines appends recs to buf as lines, as a sink that writes lines
+// (a file, standard output) writes them: each record's payload or, with
+// envelope (the sink is a DLQ's target), the DLQ envelope {"error",
+// "position", "meta", "payload" or "raw"} that says why it is there. A
+// record that cannot be encoded gets no line and is marked with Refuse.
+func AppendLines(buf []byte, recs []*Record, envelope bool) []byte {
+	return appendLines(buf, recs, envelope)
+}
+
+// Snippet is what a source keeps of a record longer than its
+// max_record_bytes, as the payload it dead-letters it with: its first
+// DLQSnippetBytes.
+func Snippet(b []byte) []byte { return snippet(b) }
+
+// What the engine asks of a connector beyond Sink and Source. Each is an
+// interface a sink or source may implement (the engine asks "does this
+// end implement X?") or an option its registration may pass; none names
+// a kind, and an end that implements none of them is an ordinary one.
+//
+//   - RouteSinkMarker: a sink told it is the route's own sink, not a
+//     branch nor a handler's.
+//   - AbsorbCounter, with BuildEnv.AbsorbsElidedDedup: a sink whose
+//     conflict clause stands in for a dedup the compiler elided counts
+//     the repeats it absorbed.
+//   - OutboxSink: a sink that commits the source's position in its own
+//     write transaction.
+//   - LegacyPartSource, CheckpointLocation: what a source needs to name
+//     its parts and its state in messages.
+//   - ListsOutputs, DescribesCheckpoint: what `mqbc state` shows of an
+//     end without building it.
+//   - PremiseTarget, RecordPremiseTarget, ProducerIDSource,
+//     GuaranteeVerifier, BranchingSink, CallResponder: above.
+
+// RouteSinkMarker is a sink that behaves differently as the route's own
+// sink than as a branch of a structural output, a handler's endpoint or a
+// DLQ's target: the engine calls MarkRouteSink once, after the route is
+// built, on the sink built from the route's `to` (a part-file sink then
+// counts a record an earlier run wrote as deduplicated; in a branch the
+// record is the other branches' too, and keeps its state).
+type RouteSinkMarker interface {
+	MarkRouteSink()
+}
+
+// AbsorbsElidedDedup reports whether the node being built is the sink
+// whose conflict clause stands in for a dedup the compiler elided
+// (plan.Elision): such a sink counts the repeats it absorbs, and
+// implements AbsorbCounter.
+func (b *BuildEnv) AbsorbsElidedDedup() bool {
+	return !b.dlq && b.rt.absorbedBy != "" && b.rt.absorbedBy == b.a.node.ID
+}
+
+// AbsorbCounter is a sink that counts the records its writes absorbed as
+// repeats (an INSERT … ON CONFLICT DO NOTHING that inserted nothing): the
+// engine takes the count after each write and counts them as
+// deduplicated, not delivered.
+type AbsorbCounter interface {
+	TakeAbsorbed() int64
+}
+
+// OutboxSink is a sink that can commit the route's source position in
+// its own write transaction (the transactional outbox: a batch's rows and
+// the position past them land together or not at all). The engine calls
+// WireOutbox once, after the route is built and before the source opens;
+// the sink turns the outbox on when src is a source whose position it can
+// commit (and tells src), and does nothing otherwise. It is not called
+// behind a handler, whose sink writes elsewhere.
+type OutboxSink interface {
+	WireOutbox(ctx context.Context, src Source, route OutboxRoute) error
+}
+
+// OutboxRoute is what WireOutbox learns of the route.
+type OutboxRoute struct {
+	Name string
+	Log  *slog.Logger
+	// InOrder is true when batches reach the sink in read order
+	// (concurrency = 1), which an outbox position needs.
+	InOrder bool
+}
+
+// CheckpointLocation describes where host's checkpoint is kept, for a
+// source's messages: a Pebble directory, or "the checkpoint_store
+// server".
+func CheckpointLocation(host SourceHost) string { return stateLocation(host) }
+
+// ListsOutputs declares, with a sink's registration, the local files a
+// sink of the kind writes, for `mqbc state`: list gets the node's config
+// as the builder would (nothing is built or opened) and returns them.
+func ListsOutputs[C any](list func(b *BuildEnv, cfg *C) []OutputState) RegisterOption {
+	return func(r *registration) {
+		r.outputs = func(b *buildEnv) []OutputState {
+			cfg := new(C)
+			if err := decodeConfig(b.a, cfg); err != nil {
+				return nil
+			}
+			return list((*BuildEnv)(b), cfg)
+		}
+	}
+}
+
+// DescribesCheckpoint declares, with a source's registration, how `mqbc
+// state` describes the source's committed position beyond Describe (the
+// byte of which file, the file's identity).
+func DescribesCheckpoint(describe func(pos checkpoint.Position) CheckpointDetail) RegisterOption {
+	return func(r *registration) { r.describe = describe }
+}
+
+// CheckpointDetail is what a source says of its committed position.
+type CheckpointDetail struct {
+	// Detail says what the position is in ("byte 4410 of /data/in.jsonl").
+	Detail string
+	// File and Identity are the file the position is in and which file
+	// it was (device, inode, fingerprint), for a source that reads files.
+	File, Identity string
 }

@@ -1,8 +1,10 @@
-package runtime
+package runtime_test
 
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/mqb-dev/mqb/runtime"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
@@ -14,9 +16,9 @@ var buildCrashHelper = plantest.BuildCrashHelper
 // crashAndFinish runs the plan in a real process, SIGKILLs it at kills
 // seeded random moments, then lets a last run finish. It returns the last
 // run's stats.
-func crashAndFinish(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int) Stats {
+func crashAndFinish(t *testing.T, bin string, p plan.Plan, dir string, seed uint64, kills int) runtime.Stats {
 	t.Helper()
-	var st Stats
+	var st runtime.Stats
 	plantest.CrashAndFinish(t, bin, p, dir, seed, kills, &st)
 	return st
 }

@@ -1,133 +1,34 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/runtime"
+
 	"github.com/mqb-dev/mqb/internal/plantest"
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-func testOptions(testing.TB) Options {
-	return Options{Logger: plantest.Logger()}
-}
-
-func checkCounts(t testing.TB, st RouteStats) {
-	t.Helper()
-	if st.In != st.Out+st.Deduplicated+st.Filtered+st.DeadLettered+st.Errors {
-		t.Errorf("counts do not add up: %+v", st)
-	}
-}
-
-// compileMQB compiles .mqb source the way `mqbc run` does.
-var compileMQB = plantest.Compile
-
-// runIn runs p with relative paths resolved in dir and state under dir.
-// (runtest.RunIn is the same for tests outside the package, which may
-// import runtime.)
-func runIn(t testing.TB, dir string, p plan.Plan) Stats {
-	t.Helper()
-	opts := testOptions(t)
-	opts.BaseDir = dir
-	opts.StateDir = filepath.Join(dir, "state")
-	st, err := Run(context.Background(), p, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rs := range st.Routes {
-		checkCounts(t, rs)
-	}
-	return st
-}
-
+// The run helpers are runtest's, shared with the connectors' tests.
 var (
-	writeLines = plantest.WriteLines
-	sameIDs    = plantest.SameIDs
+	testOptions  = func(testing.TB) runtime.Options { return runtest.Options() }
+	checkCounts  = runtest.CheckCounts
+	compileMQB   = plantest.Compile
+	runIn        = runtest.RunIn
+	writeLines   = plantest.WriteLines
+	sameIDs      = plantest.SameIDs
+	runCancelled = runtest.RunCancelled
 )
 
 // runRoute runs p to its end and returns route's stats, whose counts must
 // add up.
-func runRoute(t testing.TB, p plan.Plan, route string) RouteStats {
+func runRoute(t testing.TB, p plan.Plan, route string) runtime.RouteStats {
 	t.Helper()
-	return runRouteWith(t, context.Background(), p, testOptions(t), route)
-}
-
-func runRouteWith(t testing.TB, ctx context.Context, p plan.Plan, opts Options, route string) RouteStats {
-	t.Helper()
-	st, err := Run(ctx, p, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := st.Route(route)
-	checkCounts(t, rs)
-	return rs
-}
-
-// runCancelled runs p until it first reports progress (every interval)
-// and cancels it there: a run stopped part-way, whose stats it returns.
-func runCancelled(t testing.TB, p plan.Plan, route string, every time.Duration) RouteStats {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opts := testOptions(t)
-	onFirstProgress(&opts, every, func(string) { cancel() })
-	return runRouteWith(t, ctx, p, opts, route)
-}
-
-// runRefused runs p, which must fail: the error must name each of names
-// and show none of secrets (a password in a url, say).
-func runRefused(t *testing.T, p plan.Plan, names []string, secrets ...string) {
-	t.Helper()
-	_, err := Run(context.Background(), p, testOptions(t))
-	plantest.CheckRefused(t, err, names, secrets...)
-}
-
-// backgroundRun is a run going on while the test acts on its route.
-type backgroundRun struct {
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the run has ended; st and err are set
-	st     Stats
-	err    error
-}
-
-// startRun runs p in the background under a child of ctx.
-func startRun(ctx context.Context, p plan.Plan, opts Options) *backgroundRun {
-	ctx, cancel := context.WithCancel(ctx)
-	r := &backgroundRun{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		r.st, r.err = Run(ctx, p, opts)
-	}()
-	return r
-}
-
-// wait waits for the run to end and returns its stats; a failed run fails
-// the test.
-func (r *backgroundRun) wait(t testing.TB) Stats {
-	t.Helper()
-	<-r.done
-	if r.err != nil {
-		t.Fatalf("run: %v", r.err)
-	}
-	return r.st
-}
-
-// stop cancels the run, which drains and commits, and waits for it.
-func (r *backgroundRun) stop(t testing.TB) Stats {
-	t.Helper()
-	r.cancel()
-	return r.wait(t)
-}
-
-// onFirstProgress calls f, with the progress line, the first time the run
-// reports progress (every interval): the moment a test breaks something
-// mid-run.
-func onFirstProgress(opts *Options, every time.Duration, f func(progress string)) {
-	opts.Progress = plantest.FirstWrite(f)
-	opts.ProgressInterval = every
+	return runtest.RunRoute(t, context.Background(), p, runtest.Options(), route)
 }
 
 func TestFileToSQLite(t *testing.T) {

@@ -63,9 +63,7 @@ type handledRecord struct {
 // buildHandler wraps next, the route's sink, in the handler plan node n
 // declares. progs are the handler's expressions.
 func (rt *route) buildHandler(ctx context.Context, n *plan.Node, next sink, c *compiler, o *Options, guarantee string) (*handlerSink, []*program, error) {
-	parts := rt.parts // a handler writing part files must not take the sink's place there
 	h, progs, err := rt.buildSink(ctx, nodeAttrs{route: rt.name, node: n}, c, o, false)
-	rt.parts = parts
 	if err != nil {
 		return nil, nil, err
 	}

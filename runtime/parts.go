@@ -70,19 +70,3 @@ func (pr partitionRanges) add(part int32, start, end uint64) {
 	}
 	rs.add(start, end)
 }
-
-// markRouteSink tells the part sink it is the route's own sink, not a
-// branch of a switch or fanout. Covered records are skipped by Write, not
-// before the route's steps: the steps have to see them. A dedup step in
-// front of the sink remembers the key of every record it lets through,
-// and the key of a record already in a part must be remembered too: after
-// a kill between the part's write and the promotion of its keys, a later
-// repeat of that key would otherwise pass the dedup step on the next run
-// and land, where a run without the kill dropped it. Write skips the
-// covered records and, the sink being the route's, counts them as
-// deduplicated.
-func (s *partSink) markRouteSink() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.routeSink = true
-}

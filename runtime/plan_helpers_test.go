@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"testing"
@@ -29,27 +29,10 @@ func newTestEnv(t *testing.T) testEnv {
 
 const testMaxRecord = plantest.MaxRecordBytes
 
-// sqlitePlan is file → id → dedup → dlq → sqlite ON CONFLICT DO NOTHING.
+// sqlitePlan is file → id → dedup → dlq → sqlite ON CONFLICT DO NOTHING
+// (plantest.SQLitePlan) over e's paths.
 func sqlitePlan(e testEnv, batch, concurrency int) plan.Plan {
-	nodes := []plan.Node{
-		{ID: "n0", Role: plan.RoleSource, Kind: "file", Side: plan.SideInput, Attrs: map[string]plan.Value{
-			"path": strV(e.input), "mode": enumV("consume"), "format": enumV("json"),
-			"checkpoint_store": strV("pebble://" + e.state), "max_record_bytes": intV(testMaxRecord)}},
-		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
-		{ID: "n2", Role: plan.RoleStep, Kind: "dedup", Side: plan.SideInput, Attrs: map[string]plan.Value{
-			"key": exprV(`meta["mqb.id"]`), "store": strV("pebble://" + e.dedup),
-			"ttl": {Type: plan.TDuration, Str: "1h", Int: int64(3600e9)}}},
-		dlqFile("n3", e.dlq, "write_time"),
-		{ID: "n4", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
-			"url":          tmplV(lit("sqlite://" + e.db)),
-			"create_table": strV(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, body TEXT)`),
-			"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`),
-				lit(", "), ex("payload.amount"), lit(", "), ex("payload.body"), lit(") ON CONFLICT (id) DO NOTHING")),
-		}},
-	}
-	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
-		Name: "orders", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
-		Nodes: nodes, Edges: chain(nodes)}}}
+	return plantest.SQLitePlan(e.input, e.state, e.dedup, e.dlq, e.db, batch, concurrency)
 }
 
 // partsPlan is file → file (name_by = source_position), with a DLQ.
@@ -68,13 +51,6 @@ func partsPlan(e testEnv, batch, concurrency int) plan.Plan {
 }
 
 var dlqFile = plantest.DLQFile
-
-// withRetry inserts a retry step right before the sink.
-func withRetry(p plan.Plan, attempts int64) plan.Plan {
-	return withRetryAt(p, len(p.Routes[0].Nodes)-1, attempts)
-}
-
-var withRetryAt = plantest.WithRetryAt
 
 var chain = plantest.Chain
 
@@ -98,5 +74,5 @@ var (
 // with the amount of its first occurrence.
 func checkSQLite(t *testing.T, dbPath string, ds dataset) {
 	t.Helper()
-	checkOrderRows(t, sqlQuery(t, sqliteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
+	checkOrderRows(t, sqlQuery(t, plantest.SQLiteDriver, "file:"+dbPath, `SELECT id, amount FROM orders`, scanOrderRows), ds, true)
 }

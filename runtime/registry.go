@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
 
 // buildEnv is what a connector's builder gets besides its config: the
@@ -34,6 +36,12 @@ type registration struct {
 	// enforces once armed (through RecordPremiseTarget); holdsPremises
 	// the per-record ones a sink keeps by construction, with nothing to arm.
 	startupPremises, armsPremises, holdsPremises map[string]bool
+
+	// outputs lists the local files a sink of the kind writes
+	// (ListsOutputs); describe describes a source's checkpoint
+	// (DescribesCheckpoint). nil when the kind declared none.
+	outputs  func(b *buildEnv) []OutputState
+	describe func(pos checkpoint.Position) CheckpointDetail
 }
 
 // with applies opts to r.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/stdlib"
 )
@@ -37,14 +38,14 @@ func TestDecodeConfig(t *testing.T) {
 	}{
 		{
 			name: "defaults from stdlib",
-			node: node("file", plan.RoleSource, map[string]plan.Value{"path": strV("in.jsonl")}),
+			node: node("file", plan.RoleSource, map[string]plan.Value{"path": plantest.Str("in.jsonl")}),
 			dst:  &cfg{},
 			want: &cfg{Path: "in.jsonl", Mode: "consume", Max: 16 << 20, Store: "pebble://.mqb/state", Parts: []plan.Part{{Lit: "in.jsonl"}}},
 		},
 		{
 			name: "a placeholder where none is allowed",
 			node: node("file", plan.RoleSource, map[string]plan.Value{
-				"path": tmplV(lit("a-"), ex("payload.x")), "mode": enumV("subscribe"), "max_record_bytes": intV(7),
+				"path": plantest.Tmpl(plantest.Lit("a-"), plantest.Ex("payload.x")), "mode": plantest.Enum("subscribe"), "max_record_bytes": plantest.Int(7),
 				"idempotency": {Type: plan.TBool, Bool: true},
 			}),
 			dst:     &cfg{},
@@ -53,7 +54,7 @@ func TestDecodeConfig(t *testing.T) {
 		{
 			name: "template parts and a raw value",
 			node: node("file", plan.RoleSink, map[string]plan.Value{
-				"mode": enumV("subscribe"), "max_record_bytes": intV(7), "path": strV("p"),
+				"mode": plantest.Enum("subscribe"), "max_record_bytes": plantest.Int(7), "path": plantest.Str("p"),
 				"idempotency": {Type: plan.TBool, Bool: true},
 			}),
 			dst:  &cfg{},
@@ -61,7 +62,7 @@ func TestDecodeConfig(t *testing.T) {
 		},
 		{
 			name:    "an enum value stdlib does not declare",
-			node:    node("file", plan.RoleSource, map[string]plan.Value{"path": strV("p"), "mode": enumV("tail")}),
+			node:    node("file", plan.RoleSource, map[string]plan.Value{"path": plantest.Str("p"), "mode": plantest.Enum("tail")}),
 			dst:     &cfg{},
 			wantErr: `attribute mode: unknown value "tail" (one of consume, subscribe, group_subscribe)`,
 		},
@@ -79,7 +80,7 @@ func TestDecodeConfig(t *testing.T) {
 		},
 		{
 			name: "a duration written in the plan",
-			node: node("dedup", plan.RoleStep, map[string]plan.Value{"ttl": {Type: plan.TDuration, Str: "90s", Int: int64(90 * time.Second)}, "key": exprV("payload.id")}),
+			node: node("dedup", plan.RoleStep, map[string]plan.Value{"ttl": {Type: plan.TDuration, Str: "90s", Int: int64(90 * time.Second)}, "key": plantest.Expr("payload.id")}),
 			dst:  &dedupCfg{},
 			want: &dedupCfg{Key: "payload.id", TTL: 90 * time.Second},
 		},

@@ -48,7 +48,6 @@ type route struct {
 	// dedup the compiler elided: the repeats it absorbs count as
 	// deduplicated (plan.Elision).
 	absorbedBy  string
-	parts       *partSink // the sink, when it writes part files
 	retry       retryPolicy
 	dlq         sink
 	dlqProgs    []*program
@@ -384,10 +383,6 @@ func (rt *route) groupSize() int {
 	return 16
 }
 
-// absorbCounter is a sink that counts the records its write absorbed as
-// repeats (see sqlSink.takeAbsorbed).
-type absorbCounter interface{ takeAbsorbed() int64 }
-
 // deliver writes the live records of a group of batches to the sink and
 // the dead ones to the DLQ, then promotes dedup keys and acks every record.
 func (rt *route) deliver(w *worker, group []*batch) error {
@@ -429,8 +424,8 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		return fmt.Errorf("route %s: sink: %w", rt.name, sinkErr)
 	}
 	var out, filtered, dups int64
-	if ac, ok := rt.sink.(absorbCounter); ok && rt.absorbedBy != "" {
-		n := ac.takeAbsorbed()
+	if ac, ok := rt.sink.(AbsorbCounter); ok && rt.absorbedBy != "" {
+		n := ac.TakeAbsorbed()
 		out, dups = -n, n
 	}
 	var late []*Record

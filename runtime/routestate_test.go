@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mqb-dev/mqb/runtime"
 
 	"github.com/cockroachdb/pebble"
 
@@ -70,7 +72,7 @@ func writeRepeatedOrders(t testing.TB, path string, n int) []string {
 	return ids
 }
 
-func checkTwoRoutes(t *testing.T, dir string, st Stats, n int, want []string) {
+func checkTwoRoutes(t *testing.T, dir string, st runtime.Stats, n int, want []string) {
 	t.Helper()
 	for _, table := range []string{"orders", "lines"} {
 		rs := st.Route(table)
@@ -173,7 +175,7 @@ func TestLegacyDedupStoreRefused(t *testing.T) {
 	h.Close()
 	opts := testOptions(t)
 	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-	_, err = Run(context.Background(), compileMQB(t, twoRoutesSrc(dir, "")), opts)
+	_, err = runtime.Run(context.Background(), compileMQB(t, twoRoutesSrc(dir, "")), opts)
 	if err == nil || !strings.Contains(err.Error(), "holds 1 dedup keys written by an mqb that kept one key space") ||
 		!strings.Contains(err.Error(), "Remove that store") {
 		t.Fatalf("err %v, want the legacy store refused", err)

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/sqlkv"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
-	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
 )
 
 // A route's state is what lets a rerun go on where the last run stopped:
@@ -46,10 +46,13 @@ type CheckpointState struct {
 	// for a Pebble store, its directory does not exist).
 	Found    bool
 	Position checkpoint.Position
-	// File and Identity are, for a file source, the path the position is
-	// in and which file it was (device, inode, fingerprint; empty for a
-	// checkpoint written before file identities).
+	// File and Identity are, for a source that reads files, the path the
+	// position is in and which file it was (device, inode, fingerprint;
+	// empty for a checkpoint written before file identities).
 	File, Identity string
+	// detail is what the source's kind says the position is in
+	// (DescribesCheckpoint); "" for the source's name.
+	detail string
 }
 
 // Resumes reports whether a run would start past the source's beginning.
@@ -98,11 +101,12 @@ func (c *CheckpointState) Describe() string {
 	return b.String()
 }
 
-// Detail says what the position is in: "byte 4410 of /data/in.jsonl" for
-// a file, the source's name otherwise.
+// Detail says what the position is in: what the source's kind describes
+// (DescribesCheckpoint: "byte 4410 of /data/in.jsonl" for a file), the
+// source's name otherwise.
 func (c *CheckpointState) Detail() string {
-	if c.SourceKind == "file" {
-		return fmt.Sprintf("byte %d of %s", c.Position.Offset, c.File)
+	if c.detail != "" {
+		return c.detail
 	}
 	return plan.RedactURLs(c.Position.Source)
 }
@@ -124,14 +128,16 @@ type DedupState struct {
 // Shared reports whether other routes may use the namespace too.
 func (d DedupState) Shared() bool { return strings.HasPrefix(d.Namespace, "shared/") }
 
-// OutputState is a local file a route's sink writes: a file sink's file
-// or part directory, or a SQLite database.
+// OutputState is a local file a route's sink writes (a file sink's file
+// or part directory, a SQLite database), as the sink's kind lists them
+// (ListsOutputs).
 type OutputState struct {
 	Path string
 	// Parts is true for a part directory (name_by = source_position).
 	Parts bool
-	// SQLite is true for a sql sink's sqlite:// database.
-	SQLite bool
+	// Label says what the output is when it is not a file or a part
+	// directory ("SQLite database"); "" otherwise.
+	Label string
 	// Gone is true when the file or directory does not exist, or holds
 	// nothing (an empty file, a directory without part files).
 	Gone bool
@@ -312,7 +318,7 @@ func openRouteStores(ctx context.Context, pr *plan.Route, o *Options) (_ *routeS
 			}
 			rs.dedup = append(rs.dedup, slot)
 		case n.Role == plan.RoleSink:
-			rs.outputs = append(rs.outputs, fileOutputs(n, o)...)
+			rs.outputs = append(rs.outputs, localOutputs(rt, n, c, o)...)
 		}
 	}
 	return rs, nil
@@ -368,48 +374,36 @@ func openDedupSlot(a nodeAttrs, o *Options, ns string) (dedupSlot, error) {
 	return dedupSlot{ns: ns, where: plan.RedactURLs(st.Where()), st: st}, nil
 }
 
-// fileOutputs lists the local files the sinks under n (a sink, or a
-// switch or fanout holding sinks) write: file sinks' files or part
-// directories, and SQLite databases.
-func fileOutputs(n *plan.Node, o *Options) []OutputState {
+// localOutputs lists the local files the sinks under n (a sink, or a
+// switch or fanout holding sinks) write, as their kinds' registrations
+// list them (ListsOutputs).
+func localOutputs(rt *route, n *plan.Node, c *compiler, o *Options) []OutputState {
 	var out []OutputState
-	if n.Kind == "sql" {
-		a := nodeAttrs{node: n}
-		if path, ok := strings.CutPrefix(a.str("url", ""), "sqlite://"); ok {
-			path, _, _ = strings.Cut(path, "?")
-			if path != "" && !strings.HasPrefix(path, ":memory:") {
-				if !filepath.IsAbs(path) && o.BaseDir != "" {
-					path = filepath.Join(o.BaseDir, path)
-				}
-				if abs, err := filepath.Abs(path); err == nil {
-					path = abs
-				}
-				out = append(out, OutputState{Path: path, SQLite: true, Gone: outputGone(path, false)})
-			}
-		}
-	}
-	if n.Kind == "file" {
-		a := nodeAttrs{node: n}
-		if path := a.str("path", ""); path != "" && path != "-" {
-			if !filepath.IsAbs(path) && o.BaseDir != "" {
-				path = filepath.Join(o.BaseDir, path)
-			}
-			if abs, err := filepath.Abs(path); err == nil {
-				path = abs
-			}
-			nameBy := a.str("name_by", "write_time")
-			if _, set := a.value("name_by"); !set && a.boolean("idempotency", false) {
-				nameBy = "source_position"
-			}
-			parts := nameBy == "source_position"
-			out = append(out, OutputState{Path: path, Parts: parts, Gone: outputGone(path, parts)})
-		}
+	if list := registry.sinks[n.Kind].outputs; list != nil {
+		out = append(out, list(&buildEnv{ctx: context.Background(), rt: rt, a: nodeAttrs{route: rt.name, node: n}, c: c, o: o})...)
 	}
 	for i := range n.Children {
-		out = append(out, fileOutputs(&n.Children[i].Node, o)...)
+		out = append(out, localOutputs(rt, &n.Children[i].Node, c, o)...)
 	}
 	return out
 }
+
+// LocalPath is path resolved against b's BaseDir and made absolute, as
+// `mqbc state` shows an output.
+func LocalPath(b *BuildEnv, path string) string {
+	if !filepath.IsAbs(path) && b.o.BaseDir != "" {
+		path = filepath.Join(b.o.BaseDir, path)
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return path
+}
+
+// OutputGone reports whether a sink's file (or database) is missing or
+// empty, or, with parts, its part directory is missing or holds no part
+// file.
+func OutputGone(path string, parts bool) bool { return outputGone(path, parts) }
 
 // outputGone reports whether a sink's file (or database) is missing or
 // empty, or its part directory is missing or holds no part file.
@@ -440,8 +434,9 @@ func (rs *routeStores) state(now time.Time) (RouteState, error) {
 				return st, fmt.Errorf("route %s: %s", rs.route, plan.RedactURLs(err.Error()))
 			}
 			cs.Found, cs.Position = found, pos
-			if rs.sourceKind == "file" {
-				cs.File, cs.Identity = FileCheckpointSource(pos.Source)
+			if describe := registry.sources[rs.sourceKind].describe; describe != nil {
+				d := describe(pos)
+				cs.detail, cs.File, cs.Identity = d.Detail, d.File, d.Identity
 			}
 		}
 		st.Checkpoint = cs

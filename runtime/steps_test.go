@@ -1,43 +1,22 @@
-package runtime
+package runtime_test
 
 import (
-	"context"
-	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mqb-dev/mqb/runtime"
+
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
 )
 
-func fileRoute(name, in, out, dlq, state string, steps ...plan.Node) plan.Plan {
-	nodes := []plan.Node{{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
-		"path": strV(in), "checkpoint_store": strV("pebble://" + state)}}}
-	nodes = append(nodes, steps...)
-	if dlq != "" {
-		nodes = append(nodes, plan.Node{ID: "dlq", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput,
-			Children: []plan.Branch{{Label: plan.BranchTo, Node: plan.Node{Role: plan.RoleSink, Kind: "file",
-				Attrs: map[string]plan.Value{"path": strV(dlq)}}}}})
-	}
-	nodes = append(nodes, plan.Node{ID: "out", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{
-		"path": strV(out), "name_by": enumV("write_time")}})
-	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: name, Concurrency: 1, BatchSize: 3, Nodes: nodes}}}
-}
-
-func readLines(t *testing.T, path string) []string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.TrimSuffix(string(data), "\n")
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
+var (
+	fileRoute = plantest.FileRoute
+	readLines = plantest.ReadLines
+)
 
 func TestFilterMapSteps(t *testing.T) {
 	d := t.TempDir()
@@ -108,68 +87,8 @@ func TestTextFormatAndMaxRecordBytes(t *testing.T) {
 		t.Errorf("output %q", got)
 	}
 	dl := readLines(t, dlq)
-	if len(dl) != 1 || !strings.Contains(dl[0], "exceeds max_record_bytes") || len(dl[0]) > 2*dlqSnippetBytes {
+	if len(dl) != 1 || !strings.Contains(dl[0], "exceeds max_record_bytes") || len(dl[0]) > 2*runtime.DLQSnippetBytes {
 		t.Errorf("dlq %d lines, first %.200q", len(dl), dl)
-	}
-}
-
-func TestSQLReportOutcomeAndBinding(t *testing.T) {
-	d := t.TempDir()
-	n := plan.Node{ID: "s", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
-		"url":            tmplV(lit("sqlite://"), lit(filepath.Join(d, "o.db"))),
-		"create_table":   strV(`CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER, f REAL, obj TEXT, b INTEGER)`),
-		"report_outcome": {Type: plan.TBool, Bool: true},
-		"insert_query": tmplV(lit("INSERT INTO t VALUES ("), ex("payload.id"), lit(", "), ex("payload.n"), lit(", "),
-			ex("payload.f"), lit(", "), ex("payload.obj"), lit(", "), ex("payload.b"), lit(") ON CONFLICT (id) DO NOTHING")),
-	}}
-	a := nodeAttrs{route: "r", node: &n}
-	var cfg sqlSinkConfig
-	if err := decodeConfig(a, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSQLSink(context.Background(), a, &cfg, &compiler{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mk := func(v map[string]any) *Record { return &Record{value: v} }
-	recs := []*Record{
-		mk(map[string]any{"id": "a", "n": int64(9007199254740993), "f": 1.5, "obj": map[string]any{"k": []any{int64(1)}}, "b": true}),
-		mk(map[string]any{"id": "'; DROP TABLE t; --", "n": int64(2)}),
-		mk(map[string]any{"id": "c", "n": func() {}}), // unbindable
-	}
-	if err := s.Write(context.Background(), recs); err != nil {
-		t.Fatal(err)
-	}
-	if recs[0].Meta[metaSQLOutcome] != "inserted" || recs[1].Meta[metaSQLOutcome] != "inserted" {
-		t.Errorf("outcomes %v %v", recs[0].Meta, recs[1].Meta)
-	}
-	if !strings.Contains(recs[2].sinkErr, "cannot be bound") {
-		t.Errorf("unbindable value: sinkErr %q", recs[2].sinkErr)
-	}
-	again := []*Record{mk(map[string]any{"id": "a", "n": int64(0)})}
-	if err := s.Write(context.Background(), again); err != nil {
-		t.Fatal(err)
-	}
-	if again[0].Meta[metaSQLOutcome] != "existed" {
-		t.Errorf("repeat outcome %v", again[0].Meta)
-	}
-	var n64 int64
-	var f float64
-	var obj string
-	var typ string
-	// The sink pins its one connection; read through another.
-	db, err := sql.Open(sqliteDriver, "file:"+filepath.Join(d, "o.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	row := db.QueryRow(`SELECT n, f, obj, typeof(n) FROM t WHERE id = 'a'`)
-	if err := row.Scan(&n64, &f, &obj, &typ); err != nil {
-		t.Fatal(err)
-	}
-	if n64 != 9007199254740993 || f != 1.5 || obj != `{"k":[1]}` || typ != "integer" {
-		t.Errorf("row: n %d (%s) f %v obj %s", n64, typ, f, obj)
 	}
 }
 

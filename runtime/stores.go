@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/mqb-dev/mqb/internal/sqlkv"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 	"github.com/mqb-dev/mqb/runtime/dedup"
-	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
 )
 
 // dedupStore is where a dedup step keeps its keys: a Pebble directory
@@ -197,4 +198,23 @@ func literalStoreURL(a nodeAttrs, attr string) error {
 func instanceOwner() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+}
+
+// stateLocation describes where host's checkpoint is kept: a Pebble
+// directory, or a description of another store.
+func stateLocation(host sourceHost) string {
+	rt, ok := host.(*route)
+	if !ok || rt.cp == nil {
+		return "the checkpoint store"
+	}
+	switch cp := rt.cp.(type) {
+	case *checkpoint.Store:
+		if dir, err := filepath.Abs(cp.Handle().Dir); err == nil {
+			return dir
+		}
+		return cp.Handle().Dir
+	case *checkpoint.SQLStore:
+		return "the checkpoint_store server"
+	}
+	return "the checkpoint store"
 }

@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mqb-dev/mqb/runtime"
 
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
@@ -23,7 +25,7 @@ func TestTwoInstancesSharePostgresDedup(t *testing.T) {
 	ds := genDataset(t, base.input, 40000, 17)
 	const ddl = `CREATE TABLE IF NOT EXISTS orders (id TEXT, amount INTEGER NOT NULL, body TEXT)`
 	var wg sync.WaitGroup
-	stats := make([]RouteStats, 2)
+	stats := make([]runtime.RouteStats, 2)
 	errs := make([]error, 2)
 	for i := range 2 {
 		e := base
@@ -35,7 +37,7 @@ func TestTwoInstancesSharePostgresDedup(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := Run(context.Background(), p, testOptions(t))
+			st, err := runtime.Run(context.Background(), p, testOptions(t))
 			stats[i], errs[i] = st.Route("orders"), err
 		}()
 	}
@@ -68,7 +70,7 @@ func TestPostgresCheckpointStoreFencesRoute(t *testing.T) {
 	ds := genDataset(t, e.input, 3000, 4)
 	p := sqlServerPlan(e, url, pgOrdersDDL, "ON CONFLICT (id) DO NOTHING", 256, 1, false)
 	p.Routes[0].Nodes[0].Attrs["checkpoint_store"] = strV(url)
-	st, err := Run(context.Background(), p, testOptions(t))
+	st, err := runtime.Run(context.Background(), p, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func TestPostgresCheckpointStoreFencesRoute(t *testing.T) {
 		t.Fatalf("committed %d of %d", rs.Committed, ds.Records)
 	}
 	// A second run reads nothing: the position came from PostgreSQL.
-	st, err = Run(context.Background(), p, testOptions(t))
+	st, err = runtime.Run(context.Background(), p, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +89,8 @@ func TestPostgresCheckpointStoreFencesRoute(t *testing.T) {
 
 	// Fencing through the route's store: the route's handle loses the
 	// route to a newer owner and its next save is refused.
-	a := nodeAttrs{route: "orders", node: &plan.Node{Kind: "file", Role: plan.RoleSource, Attrs: map[string]plan.Value{"checkpoint_store": strV(url)}}}
-	var o Options
-	older, err := openCheckpointStore(a, &o)
+	n := &plan.Node{Kind: "file", Role: plan.RoleSource, Attrs: map[string]plan.Value{"checkpoint_store": strV(url)}}
+	older, err := runtime.OpenCheckpointStore("orders", n, runtime.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestPostgresCheckpointStoreFencesRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newer, err := openCheckpointStore(a, &o)
+	newer, err := runtime.OpenCheckpointStore("orders", n, runtime.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,15 +113,5 @@ func TestPostgresCheckpointStoreFencesRoute(t *testing.T) {
 	}
 	if err := newer.Save("orders", pos); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// A templated store url is refused rather than read as unset (which would
-// keep the state in the default Pebble directory).
-func TestStoreURLTemplateRefused(t *testing.T) {
-	a := nodeAttrs{route: "r", node: &plan.Node{Kind: "dedup", Role: plan.RoleStep, Attrs: map[string]plan.Value{
-		"store": tmplV(ex(`env("DEDUP_URL")`))}}}
-	if _, err := openDedupStore(a, &Options{}, "route/r"); err == nil || !strings.Contains(err.Error(), "attribute store") {
-		t.Errorf("err %v: want the templated store refused", err)
 	}
 }

@@ -105,7 +105,7 @@ func writeRouteState(w io.Writer, s runtime.RouteState) {
 		fmt.Fprintf(w, "  checkpoint  none in %s: the next run reads the source from its start\n", cp.Where)
 	default:
 		fmt.Fprintf(w, "  checkpoint  %s, %s, in %s\n", cp.Describe(), cp.Detail(), cp.Where)
-		if cp.SourceKind == "file" {
+		if cp.File != "" { // a source that reads files
 			id := cp.Identity
 			if id == "" {
 				id = "not recorded (written by an older mqb)"
@@ -133,8 +133,8 @@ func writeRouteState(w io.Writer, s runtime.RouteState) {
 		switch {
 		case o.Parts:
 			what = "part files in"
-		case o.SQLite:
-			what = "SQLite database"
+		case o.Label != "":
+			what = o.Label
 		}
 		gone := ""
 		if o.Gone {
@@ -258,8 +258,8 @@ func stateNotes(ctx context.Context, p plan.Plan, opts runtime.Options, paths []
 			switch {
 			case o.Parts:
 				what = "part directory " + o.Path + " is gone or holds no part file"
-			case o.SQLite:
-				what = "SQLite database " + o.Path + " is gone or empty"
+			case o.Label != "":
+				what = o.Label + " " + o.Path + " is gone or empty"
 			}
 			notes = append(notes, stateNote{warn: true, route: s.Route,
 				msg: fmt.Sprintf("route %s: its %s, but its state says records were delivered: %s. "+

@@ -558,6 +558,6 @@ func TestKafkaMessageID(t *testing.T) {
 }
 
 // partNameRE matches the name of a part the file sink writes under
-// name_by = source_position (runtime/sink_file.go): its source, partition,
+// name_by = source_position (connector/file/sink.go): its source, partition,
 // and first and last Seq.
 var partNameRE = regexp.MustCompile(`^part-(.+?)(?:-(\d{10}))?-(\d{20})-(\d{20})\.jsonl$`)

@@ -392,3 +392,82 @@ func PGQuery[T any](t *testing.T, url, query string, scan func(*testing.T, Rows)
 	defer rows.Close()
 	return scan(t, rows)
 }
+
+// FileRoute is a route named name from file in (its checkpoint under
+// state) through steps to file out, written by time, with its dead
+// letters in file dlq when dlq is not "": at concurrency 1, in batches of
+// 3.
+func FileRoute(name, in, out, dlq, state string, steps ...plan.Node) plan.Plan {
+	nodes := []plan.Node{{ID: "n0", Role: plan.RoleSource, Kind: "file", Attrs: map[string]plan.Value{
+		"path": Str(in), "checkpoint_store": Str("pebble://" + state)}}}
+	nodes = append(nodes, steps...)
+	if dlq != "" {
+		nodes = append(nodes, plan.Node{ID: "dlq", Role: plan.RoleStep, Kind: "dlq", Side: plan.SideOutput,
+			Children: []plan.Branch{{Label: plan.BranchTo, Node: plan.Node{Role: plan.RoleSink, Kind: "file",
+				Attrs: map[string]plan.Value{"path": Str(dlq)}}}}})
+	}
+	nodes = append(nodes, plan.Node{ID: "out", Role: plan.RoleSink, Kind: "file", Attrs: map[string]plan.Value{
+		"path": Str(out), "name_by": Enum("write_time")}})
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: name, Concurrency: 1, BatchSize: 3, Nodes: nodes}}}
+}
+
+// ReadLines reads the lines of the file at path (nil for an empty file).
+func ReadLines(t testing.TB, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimSuffix(string(data), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// SQLitePlan is the route orders: the JSON lines of file input (its
+// checkpoint under state) → id payload.order_id → dedup (its keys under
+// dedup) → dlq to file dlq → the SQLite database db, INSERT … ON CONFLICT
+// (id) DO NOTHING into table orders.
+func SQLitePlan(input, state, dedup, dlq, db string, batch, concurrency int) plan.Plan {
+	nodes := []plan.Node{
+		{ID: "n0", Role: plan.RoleSource, Kind: "file", Side: plan.SideInput, Attrs: map[string]plan.Value{
+			"path": Str(input), "mode": Enum("consume"), "format": Enum("json"),
+			"checkpoint_store": Str("pebble://" + state), "max_record_bytes": Int(MaxRecordBytes)}},
+		{ID: "n1", Role: plan.RoleStep, Kind: "id", Side: plan.SideInput, Expr: "payload.order_id"},
+		{ID: "n2", Role: plan.RoleStep, Kind: "dedup", Side: plan.SideInput, Attrs: map[string]plan.Value{
+			"key": Expr(`meta["mqb.id"]`), "store": Str("pebble://" + dedup),
+			"ttl": {Type: plan.TDuration, Str: "1h", Int: int64(3600e9)}}},
+		DLQFile("n3", dlq, "write_time"),
+		{ID: "n4", Role: plan.RoleSink, Kind: "sql", Side: plan.SideOutput, Attrs: map[string]plan.Value{
+			"url":          Tmpl(Lit("sqlite://" + db)),
+			"create_table": Str(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, body TEXT)`),
+			"insert_query": Tmpl(Lit("INSERT INTO orders (id, amount, body) VALUES ("), Ex(`meta["mqb.id"]`),
+				Lit(", "), Ex("payload.amount"), Lit(", "), Ex("payload.body"), Lit(") ON CONFLICT (id) DO NOTHING")),
+		}},
+	}
+	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{
+		Name: "orders", Guarantee: plan.EffectivelyOnce, Concurrency: concurrency, BatchSize: batch,
+		Nodes: nodes, Edges: Chain(nodes)}}}
+}
+
+// SQLServerPlan is SQLitePlan writing to the server at url instead:
+// table orders made by ddl, the insert ending in conflict, without the
+// dedup step unless withDedup.
+func SQLServerPlan(input, state, dedup, dlq, url, ddl, conflict string, batch, concurrency int, withDedup bool) plan.Plan {
+	p := SQLitePlan(input, state, dedup, dlq, "", batch, concurrency)
+	nodes := p.Routes[0].Nodes
+	sink := &nodes[len(nodes)-1]
+	sink.Attrs = map[string]plan.Value{
+		"url":          Tmpl(Lit(url)),
+		"create_table": Str(ddl),
+		"insert_query": Tmpl(Lit("INSERT INTO orders (id, amount, body) VALUES ("), Ex(`meta["mqb.id"]`),
+			Lit(", "), Ex("payload.amount"), Lit(", "), Ex("payload.body"), Lit(") "+conflict)),
+	}
+	if !withDedup {
+		nodes = append(nodes[:2:2], nodes[3:]...)
+	}
+	p.Routes[0].Nodes = nodes
+	p.Routes[0].Edges = Chain(nodes)
+	return p
+}

@@ -7,9 +7,8 @@
 // The helpers that only build plans and read files are in
 // internal/plantest.
 //
-// Package runtime's own tests cannot import this package (it imports
-// runtime); they keep a twin of RunIn, CheckCounts, the background run
-// and the crash loop.
+// Package runtime's engine tests that run routes are an external test
+// package (runtime_test), which imports this one like any connector's.
 package runtest
 
 import (

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
+	"github.com/mqb-dev/mqb/internal/sqlkv"
 )
 
 // SQLStore keeps positions in a table on a postgres:// or mysql:// server,

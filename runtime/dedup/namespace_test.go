@@ -8,8 +8,8 @@ import (
 
 	"github.com/cockroachdb/pebble"
 
+	"github.com/mqb-dev/mqb/internal/sqlkv"
 	"github.com/mqb-dev/mqb/internal/testsrv"
-	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
 )
 
 // namespacedStore is what both stores offer the runtime beyond Reserve.

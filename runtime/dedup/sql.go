@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
+	"github.com/mqb-dev/mqb/internal/sqlkv"
 )
 
 // SQLStore is the dedup store on a postgres:// or mysql:// server, shared

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/sqlkv"
 	"github.com/mqb-dev/mqb/internal/testsrv"
-	"github.com/mqb-dev/mqb/runtime/internal/sqlkv"
 )
 
 func TestMain(m *testing.M) { testsrv.Main(m) }

@@ -1,0 +1,597 @@
+package file
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mqb-dev/mqb/runtime"
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
+)
+
+// File source modes.
+const (
+	modeConsume        = "consume"
+	modeSubscribe      = "subscribe"
+	modeGroupSubscribe = "group_subscribe"
+)
+
+// fileSource reads one record per line.
+type fileSource struct {
+	route     string
+	pipeline  string // the .mqb file that declares the route, for the reset command
+	log       *slog.Logger
+	path      string
+	mode      string
+	format    string
+	maxRecord int
+	poll      time.Duration
+
+	f       *os.File
+	r       *bufio.Reader
+	offset  int64  // byte offset of the next unread byte
+	nextSeq uint64 // index of the next record
+	partial []byte // follow modes: an unterminated last line, kept until its newline arrives
+	// partialLen is the length of that line so far; more than len(partial)
+	// when it is already too long and only a snippet is kept.
+	partialLen int
+	scratch    []byte // a line longer than the read buffer
+	// arenaHint sizes the next batch's payload arena from the last one, so
+	// it is allocated once instead of grown (and copied) by doubling.
+	arenaHint int
+
+	size      atomic.Int64 // file size at open (consume), for progress
+	bytesRead atomic.Int64
+
+	// state says where the route's checkpoint is, for messages.
+	state string
+	// id is the file being read; label its name in part names, and
+	// legacyLabels the names part files of the same input carried before
+	// part names had identities (recognised only when resuming a
+	// checkpoint written then).
+	id           fileIdentity
+	label        string
+	legacyLabels []string
+	// segs are the files read this run, in order, with the record index
+	// each starts at: in a follow mode a rotation starts a new one, and a
+	// checkpoint names the file its committed position is in.
+	segMu sync.Mutex
+	segs  []fileSeg
+	// rotated: the path now names another file (or a truncated one);
+	// once the open file is read to its end it is finished and the
+	// source moves to the path's new file. rotatedAt bounds how long an
+	// unterminated last line of the old file is waited for.
+	rotated   bool
+	rotatedAt time.Time
+	truncated bool
+}
+
+// fileSeg is one file a source read.
+type fileSeg struct {
+	first uint64 // Seq of its first record
+	start int64  // byte offset reading started at
+	id    fileIdentity
+}
+
+// rotateGrace is how long a rotated-away file must stay unchanged (its
+// writer may still hold it open) before it is taken as finished, its
+// unterminated last line, if any, as its last record.
+const rotateGrace = 2 * time.Second
+
+// Name is the name the file's part files carry: its base name, the
+// route and a short key of the file's identity (see partsKey). Before open
+// it is worked out from the file as it is now.
+func (s *fileSource) Name() string {
+	if s.label != "" {
+		return s.label
+	}
+	if f, err := os.Open(s.path); err == nil {
+		id, _, err := identify(f)
+		f.Close()
+		if err == nil {
+			return s.labelFor(partsKey(s.route, id))
+		}
+	}
+	return s.baseName()
+}
+
+func (s *fileSource) labelFor(key string) string {
+	return s.baseName() + "." + partSafe(s.route) + "." + key
+}
+
+// LegacyPartSources are the source names of part files written before part
+// names carried the file's identity: they cover this file's positions only
+// when the route resumes a checkpoint written then.
+func (s *fileSource) LegacyPartSources() []string { return s.legacyLabels }
+
+func partSafe(name string) string {
+	name = runtime.SafeName(name)
+	return strings.ReplaceAll(name, "-", "_") // '-' separates the numbers in a part name
+}
+
+// baseName is the file's base name without extension, safe in a part name.
+func (s *fileSource) baseName() string {
+	base := filepath.Base(s.path)
+	if ext := filepath.Ext(base); ext != "" && ext != base {
+		base = strings.TrimSuffix(base, ext)
+	}
+	base = partSafe(base)
+	if base == "" {
+		base = "file"
+	}
+	return base
+}
+
+// replayable reports whether positions repeat across runs (consume mode).
+// fileSourceConfig is a file source's attributes (stdlib declares them).
+type fileSourceConfig struct {
+	Path            string `attr:"path"`
+	Mode            string `attr:"mode"`
+	Format          string `attr:"format"`
+	MaxRecordBytes  int64  `attr:"max_record_bytes"`
+	CheckpointStore string `attr:"checkpoint_store"` // openCheckpointStore
+}
+
+func init() {
+	runtime.RegisterSource("file", func(b *runtime.BuildEnv, cfg *fileSourceConfig) (runtime.Source, error) {
+		path := cfg.Path
+		if !filepath.IsAbs(path) && b.BaseDir() != "" {
+			path = filepath.Join(b.BaseDir(), path)
+		}
+		s := &fileSource{
+			route:     b.Route(),
+			pipeline:  b.Pos().File,
+			log:       b.Logger(),
+			path:      path,
+			mode:      cfg.Mode,
+			format:    cfg.Format,
+			maxRecord: int(cfg.MaxRecordBytes),
+			poll:      100 * time.Millisecond,
+		}
+		switch s.format {
+		case "json", "text", "raw":
+		default:
+			return nil, b.Errorf("format", "format %q is not supported by the file source yet", s.format)
+		}
+		if s.maxRecord <= 0 {
+			return nil, b.Errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
+		}
+		return s, nil
+	}, runtime.DescribesCheckpoint(describeFileCheckpoint))
+}
+
+// describeFileCheckpoint says which byte of which file a file source's
+// committed position is, for `mqbc state`.
+func describeFileCheckpoint(pos checkpoint.Position) runtime.CheckpointDetail {
+	file, identity := CheckpointSource(pos.Source)
+	return runtime.CheckpointDetail{Detail: fmt.Sprintf("byte %d of %s", pos.Offset, file), File: file, Identity: identity}
+}
+
+func (s *fileSource) Replayable() bool { return s.mode == modeConsume }
+
+// Finite: a consumed file ends at its end; a subscribed one is followed.
+func (s *fileSource) Finite() bool { return s.mode == modeConsume }
+
+func (s *fileSource) RecordFormat() string { return s.format }
+
+func (s *fileSource) SeqGaps() bool { return false }
+
+func (s *fileSource) Progress() (read, size int64, ok bool) {
+	size = s.size.Load()
+	return s.bytesRead.Load(), size, size > 0 && s.mode == modeConsume
+}
+
+// Position is the file's one partition: the next record index, the byte
+// offset it starts at, and which file that offset is in (the path and the
+// file's identity, see encodeFileSource). After a rotation the committed
+// position may still be in the old file.
+func (s *fileSource) Position(committed map[int32]runtime.AckPos) (checkpoint.Position, bool) {
+	c := committed[0]
+	s.segMu.Lock()
+	defer s.segMu.Unlock()
+	if len(s.segs) == 0 {
+		return checkpoint.Position{Source: s.path, Mode: s.mode, NextIndex: c.Next, Offset: c.Offset}, true
+	}
+	i := 0
+	for j := range s.segs {
+		if s.segs[j].first <= c.Next {
+			i = j
+		}
+	}
+	seg, off := s.segs[i], c.Offset
+	if i > 0 && c.Next == seg.first {
+		off = seg.start // nothing of this file committed yet: every earlier file is
+	}
+	s.segs = s.segs[i:] // files before the committed one are done with
+	return checkpoint.Position{Source: encodeFileSource(s.path, seg.id), Mode: s.mode, NextIndex: c.Next, Offset: off}, true
+}
+
+// Commit has nothing to do: the checkpoint store holds the position.
+func (s *fileSource) Commit(context.Context, map[int32]runtime.AckPos) error { return nil }
+
+// Open positions the source: consume resumes after the committed record
+// index, group_subscribe at the committed byte offset, subscribe at the end.
+// Its one partition, 0, starts being tracked at the resumed record index.
+func (s *fileSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, host runtime.SourceHost) error {
+	s.state = runtime.CheckpointLocation(host)
+	if err := s.openFile(ctx, cp, haveCP); err != nil || s.f == nil {
+		return err
+	}
+	if haveCP && s.offset > 0 {
+		s.log.Info("resuming from checkpoint", "next_index", s.nextSeq, "offset", s.offset)
+	}
+	return nil
+}
+
+func (s *fileSource) ResumeAt() map[int32]runtime.AckPos {
+	return map[int32]runtime.AckPos{0: {Next: s.nextSeq, Offset: s.offset}}
+}
+
+func (s *fileSource) openFile(ctx context.Context, cp checkpoint.Position, haveCP bool) error {
+	for {
+		f, err := os.Open(s.path)
+		if err == nil {
+			s.f = f
+			break
+		}
+		if s.mode == modeConsume || !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("route %s: file source: %w", s.route, err)
+		}
+		select { // follow modes wait for the file to appear
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.poll):
+		}
+	}
+	cur, size, err := identify(s.f)
+	if err != nil {
+		return fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
+	}
+	s.size.Store(size)
+	s.id = cur
+	s.id.Parts = partsKey(s.route, cur)
+	switch s.mode {
+	case modeConsume, modeGroupSubscribe:
+		if haveCP && cp.Mode == s.mode {
+			if err := s.resume(cp, cur, size); err != nil {
+				return err
+			}
+		}
+	case modeSubscribe:
+		s.offset = size
+	default:
+		return fmt.Errorf("route %s: file source attribute mode: unknown mode %q", s.route, s.mode)
+	}
+	s.label = s.labelFor(s.id.Parts)
+	s.segs = []fileSeg{{first: s.nextSeq, start: s.offset, id: s.id}}
+	if _, err := s.f.Seek(s.offset, io.SeekStart); err != nil {
+		return fmt.Errorf("route %s: file source: seek: %w", s.route, err)
+	}
+	s.bytesRead.Store(s.offset)
+	s.r = bufio.NewReaderSize(s.f, 1<<20)
+	return nil
+}
+
+// resume positions the source at the checkpoint cp after making sure it is
+// a position in this file: the same inode, the same first bytes, at least
+// as long as the offset, and the offset at a record boundary. Anything else
+// is refused (a follow mode first looks for the file under a rotated name):
+// an offset into other content would skip records quietly.
+func (s *fileSource) resume(cp checkpoint.Position, cur fileIdentity, size int64) error {
+	path, id, hasID := decodeFileSource(cp.Source)
+	if path != s.path {
+		return nil // the route was pointed at another input: it starts over
+	}
+	if !hasID {
+		// Written before checkpoints named their file: taken once as it
+		// stands (if the file is long enough), and from the next commit
+		// on the checkpoint records this file's identity. Part files of
+		// that time, named without an identity, still cover its records.
+		if cp.Offset > size {
+			return s.refuse(cp, fmt.Sprintf("the checkpoint offset %d is past the end of the file (%d bytes)", cp.Offset, size))
+		}
+		s.log.Info("the checkpoint has no file identity (written by an older mqb): resuming from it once; from now on it records which file it is for",
+			"path", s.path, "offset", cp.Offset)
+		s.legacyLabels = []string{s.baseName()}
+		return s.at(cp, size)
+	}
+	if cp.Offset == 0 && cp.NextIndex == 0 {
+		return nil // nothing was read: nothing to skip in whichever file this is
+	}
+	same, why, err := id.sameFile(s.f, cur)
+	if err != nil {
+		return fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
+	}
+	if same && cp.Offset > size {
+		same, why = false, fmt.Sprintf("it is shorter (%d bytes) than the checkpoint offset %d: truncated or rewritten", size, cp.Offset)
+	}
+	if !same && s.mode == modeGroupSubscribe {
+		// The file at the path was rotated away while the route was
+		// down: finish it under its new name, then start the new one.
+		if p, f := findRotated(filepath.Dir(s.path), id); f != nil {
+			if st, err := f.Stat(); err == nil && st.Size() >= cp.Offset {
+				s.log.Info("the checkpoint's file was rotated: finishing it, then reading the new file from its start",
+					"rotated_to", p, "offset", cp.Offset)
+				s.f.Close()
+				s.f, cur, size = f, id, st.Size()
+				s.rotated, s.rotatedAt = true, time.Now()
+				same = true
+			} else {
+				f.Close()
+			}
+		}
+	}
+	if !same {
+		return s.refuse(cp, "the file at the path is not the one the checkpoint was taken in: "+why)
+	}
+	// The same file: keep the identity its parts are named by, with the
+	// fingerprint over as much of the start as there is now.
+	s.id = cur
+	s.id.Parts = id.Parts
+	if cur.HeadLen < id.HeadLen {
+		s.id.HeadLen, s.id.Head = id.HeadLen, id.Head
+	}
+	return s.at(cp, size)
+}
+
+// at takes cp's position once it is known to be in this file, refusing an
+// offset that is not at a record boundary: consume reads a finished file's
+// unterminated last line as a record, so a file that has since grown past
+// it had been read while still being written.
+func (s *fileSource) at(cp checkpoint.Position, size int64) error {
+	if cp.Offset > 0 && cp.Offset < size {
+		// The byte before the offset ends the last line read, or the
+		// next one does (the line was whole: its newline came later).
+		var b [2]byte
+		if _, err := s.f.ReadAt(b[:], cp.Offset-1); err != nil {
+			return fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
+		}
+		if b[0] != '\n' && b[1] != '\n' && b[1] != '\r' {
+			return s.refuse(cp, fmt.Sprintf("the last line read (ending at byte %d) had no newline, and the file has grown since: that line was read before it was whole", cp.Offset))
+		}
+	}
+	s.offset, s.nextSeq = cp.Offset, cp.NextIndex
+	return nil
+}
+
+// refuse is the error for a checkpoint that is not a position in the file
+// at the path.
+func (s *fileSource) refuse(cp checkpoint.Position, why string) error {
+	orRemove := "or remove " + s.state + ", which holds the state of every route kept there"
+	if !filepath.IsAbs(s.state) {
+		orRemove = "or delete the route's position in " + s.state
+	}
+	return fmt.Errorf("route %s: file source %s: the route's checkpoint (record %d, byte %d; state in %s) does not fit the file: %s. "+
+		"mqb does not resume at a byte offset into other content. To read the file from its start, reset the route's state: "+
+		"`mqbc state reset %s %s` (%s)",
+		s.route, s.path, cp.NextIndex, cp.Offset, s.state, why, cmp.Or(s.pipeline, "FILE.mqb"), s.route, orRemove)
+}
+
+func (s *fileSource) Close() error {
+	if s.f == nil {
+		return nil
+	}
+	return s.f.Close()
+}
+
+// Next reads the next batch. eof is true when a consume-mode source has
+// reached the end of the file; follow modes never end (they return an empty
+// batch when ctx is done).
+func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof bool, err error) {
+	b = runtime.NewBatchArena(size, s.arenaHint)
+	var payloadBytes int
+	for b.Len() < size && payloadBytes < runtime.MaxBatchBytes {
+		line, tooLong, n, err := s.readLine()
+		if err == io.EOF {
+			if s.mode == modeConsume {
+				if len(line) > 0 || tooLong > 0 { // a last line without newline
+					s.add(b, line, tooLong, n)
+				}
+				return b, true, nil
+			}
+			if b.Len() > 0 {
+				break // hand over what we have; wait for more next time
+			}
+			moved, err := s.followRotation(b)
+			if err != nil {
+				return nil, false, err
+			}
+			if moved {
+				if b.Len() > 0 {
+					break
+				}
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return b, false, nil
+			case <-time.After(s.poll):
+			}
+			continue
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("route %s: read %s at byte %d: %w", s.route, s.path, s.offset, err)
+		}
+		if s.rotated {
+			s.rotatedAt = time.Now() // the rotated file still grows: its writer has not moved on
+		}
+		payloadBytes += len(line)
+		s.add(b, line, tooLong, n)
+		if s.mode != modeConsume && s.r.Buffered() == 0 && b.Len() > 0 {
+			break // following a live file: do not wait to fill a batch
+		}
+	}
+	s.arenaHint = min(b.PayloadBytes()+b.PayloadBytes()/8, runtime.MaxBatchBytes)
+	return b, false, nil
+}
+
+// add appends a record for line (n bytes of file consumed). Blank lines are
+// skipped without taking an index, which keeps numbering deterministic.
+func (s *fileSource) add(b *runtime.Batch, line []byte, tooLong, n int) {
+	s.offset += int64(n)
+	s.bytesRead.Store(s.offset)
+	if tooLong == 0 && len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	rec := runtime.Record{Seq: s.nextSeq, Next: s.offset}
+	if tooLong > 0 {
+		rec.DeadLetter(fmt.Sprintf("record of %d bytes exceeds max_record_bytes = %d (payload truncated to %d bytes)", tooLong, s.maxRecord, len(line)))
+	}
+	s.nextSeq++
+	b.AddCopy(rec, line)
+}
+
+// readLine returns the next line without its line ending and the number
+// of bytes it took in the file. A line longer than max_record_bytes is read
+// through to its newline without keeping more than a snippet: tooLong is
+// then its full length. At the end of a follow-mode file an unterminated
+// line is kept in s.partial and io.EOF returned.
+func (s *fileSource) readLine() (line []byte, tooLong, n int, err error) {
+	s.scratch = append(s.scratch[:0], s.partial...)
+	total := max(s.partialLen, len(s.partial))
+	over := total > s.maxRecord+2
+	s.partial, s.partialLen = s.partial[:0], 0
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		total += len(chunk)
+		if !over {
+			if len(s.scratch)+len(chunk) > s.maxRecord+2 { // +2: the line ending is not part of the record
+				over = true
+				keep := min(runtime.DLQSnippetBytes, len(s.scratch)+len(chunk))
+				s.scratch = append(s.scratch, chunk[:max(0, keep-len(s.scratch))]...)
+			} else if err == nil && len(s.scratch) == 0 {
+				line = chunk // fast path: the whole line is in the buffer
+			} else {
+				s.scratch = append(s.scratch, chunk...)
+			}
+		}
+		switch {
+		case err == nil:
+			if line == nil {
+				line = s.scratch
+			}
+			content := bytes.TrimRight(line, "\r\n")
+			if over || len(content) > s.maxRecord {
+				return runtime.Snippet(content), max(total-1, len(content)), total, nil
+			}
+			return content, 0, total, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF:
+			if s.mode != modeConsume {
+				// Keep the unterminated line (or, once too long, a snippet
+				// and its length) for when its newline arrives; the offset
+				// moves only when the record is complete.
+				s.partial = append(s.partial, s.scratch...)
+				s.partialLen = total
+				return nil, 0, 0, io.EOF
+			}
+			content := bytes.TrimRight(s.scratch, "\r")
+			if over || len(content) > s.maxRecord {
+				return runtime.Snippet(content), total, total, io.EOF
+			}
+			return content, 0, total, io.EOF
+		default:
+			return nil, 0, 0, err
+		}
+	}
+}
+
+// followRotation is called by a follow mode at the end of its file. When
+// the path names another file than the one open (rotated: renamed away and
+// a new file created), the open one is read until it has not grown for
+// rotateGrace (its writer may still hold it); an unterminated last line is
+// then taken as the finished file's last record, and the source moves to
+// the new file from byte 0 with its own identity.
+// A file truncated or rewritten in place is read again from its start. It
+// reports whether there is something to read at once.
+func (s *fileSource) followRotation(b *runtime.Batch) (bool, error) {
+	if !s.rotated {
+		st, err := os.Stat(s.path)
+		if err != nil {
+			return false, nil // renamed away, no new file yet: the old one may still grow
+		}
+		var dev, ino uint64
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			dev, ino = uint64(sys.Dev), uint64(sys.Ino)
+		}
+		switch {
+		case dev != s.id.Dev || ino != s.id.Ino:
+			s.rotated, s.rotatedAt = true, time.Now()
+			return true, nil // read the old file to its end once more
+		case st.Size() < s.offset+int64(max(s.partialLen, len(s.partial))):
+			s.truncated = true
+		default:
+			head, err := headHash(s.f, s.id.HeadLen)
+			if err != nil || head == s.id.Head {
+				return false, nil
+			}
+			s.truncated = true // rewritten in place
+		}
+		s.log.Warn("the file was truncated or rewritten in place: reading it again from its start", "path", s.path, "offset", s.offset)
+		s.partial, s.partialLen = s.partial[:0], 0 // its bytes are gone with the old content
+		return s.switchFile()
+	}
+	if time.Since(s.rotatedAt) < rotateGrace {
+		return false, nil // its writer may not have moved on yet
+	}
+	if len(s.partial) > 0 || s.partialLen > 0 {
+		s.takePartial(b)
+	}
+	return s.switchFile()
+}
+
+// switchFile moves to the file now at the path, from byte 0.
+func (s *fileSource) switchFile() (bool, error) {
+	f, err := os.Open(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
+	}
+	cur, _, err := identify(f)
+	if err != nil {
+		f.Close()
+		return false, fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
+	}
+	if !s.truncated {
+		s.log.Info("the file was rotated: the old one is read to its end; reading the new one from its start", "path", s.path)
+	}
+	s.f.Close()
+	s.f, s.id, s.offset = f, cur, 0
+	s.id.Parts = partsKey(s.route, cur)
+	s.r.Reset(f)
+	s.rotated, s.truncated = false, false
+	s.bytesRead.Store(0)
+	s.segMu.Lock()
+	s.segs = append(s.segs, fileSeg{first: s.nextSeq, start: 0, id: s.id})
+	s.segMu.Unlock()
+	return true, nil
+}
+
+// takePartial takes the kept unterminated line as a record: its file is
+// finished.
+func (s *fileSource) takePartial(b *runtime.Batch) {
+	total := max(s.partialLen, len(s.partial))
+	content := bytes.TrimRight(s.partial, "\r")
+	tooLong := 0
+	if total > s.maxRecord {
+		tooLong, content = total, runtime.Snippet(content)
+	}
+	line := append([]byte(nil), content...)
+	s.partial, s.partialLen = s.partial[:0], 0
+	s.add(b, line, tooLong, total)
+}

@@ -1,0 +1,20 @@
+// Package sql is the sql source and the sql sink.
+//
+// The sink writes each record with the route's insert_query into SQLite
+// (sqlite://), PostgreSQL (postgres://) or MySQL/MariaDB (mysql://), one
+// transaction per batch, a row the database refuses dead-lettered alone
+// (sink.go, sink_server.go; pgstage.go stages a PostgreSQL batch through
+// COPY). Before the first record it checks the premises the compiler's
+// proof rests on — the unique index a conflict clause names, the columns
+// a replace keeps stable (premise.go) — and that a key column stores its
+// values as they are (columnfit.go).
+//
+// The source pages a table or query by a unique integer cursor column,
+// which is its position. Reading and writing one database at concurrency
+// 1, the two commit the cursor in the sink's own transaction
+// (outbox.go, through runtime.OutboxSink).
+//
+// It registers the "sql" kind with the runtime in init; a binary that
+// runs plans links it with a blank import, as connector/all does. The
+// package is named after the kind, so it imports database/sql as dbsql.
+package sql

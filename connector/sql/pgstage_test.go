@@ -1,0 +1,80 @@
+package sql
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/mqb-dev/mqb/runtime"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// stageRecs are records keyed id with amount (nil for none).
+func stageRecs(kv ...any) []*runtime.Record {
+	var recs []*runtime.Record
+	for i := 0; i < len(kv); i += 2 {
+		recs = append(recs, valueRecord(kv[i].(string), map[string]any{"amount": kv[i+1]}))
+	}
+	return recs
+}
+
+// A staged batch lands what the row-by-row inserts land: a repeat within
+// the batch absorbed by DO NOTHING (the first one kept), an accumulating
+// DO UPDATE adding a key's amounts even when the key is twice in a batch,
+// a refused row dead-lettered alone. The staged form is used for every
+// batch it can write, and the row-by-row path for the others.
+func TestPostgresStagedInsert(t *testing.T) {
+	url := testsrv.Postgres(t)
+	for _, tc := range []struct {
+		name, table, conflict string
+		batches               [][]*runtime.Record
+		want                  map[string]int
+		refused               []string // ids dead-lettered
+		staged                int64
+	}{
+		{"do nothing", "nothing", "ON CONFLICT (id) DO NOTHING",
+			[][]*runtime.Record{stageRecs("a", 1, "b", 2, "a", 3), stageRecs("c", "twelve", "d", 4), stageRecs("e", 5, "a", 9, "d", 8)},
+			map[string]int{"a": 1, "b": 2, "d": 4, "e": 5}, []string{"c"}, 2},
+		{"accumulate", "accumulate", "ON CONFLICT (id) DO UPDATE SET amount = accumulate.amount + EXCLUDED.amount",
+			[][]*runtime.Record{stageRecs("a", 1, "b", 2), stageRecs("a", 10, "a", 100, "c", nil), stageRecs("b", 5)},
+			map[string]int{"a": 111, "b": 7}, []string{"c"}, 2},
+		{"plain insert", "plain", "",
+			[][]*runtime.Record{stageRecs("a", 1, "b", 2), stageRecs("c", 3, "a", 4)},
+			map[string]int{"a": 1, "b": 2, "c": 3}, []string{"a"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := newServerSinkForTest(t, map[string]plan.Value{
+				"url":          strV(url),
+				"create_table": strV(fmt.Sprintf(`CREATE TABLE %s (id TEXT PRIMARY KEY, amount BIGINT NOT NULL, doc JSONB)`, tc.table)),
+				"insert_query": tmplV(lit("INSERT INTO "+tc.table+" (id, amount, doc) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+					ex("payload.amount"), lit(", "), ex(`{"n": payload.amount}`), lit(") "+tc.conflict))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			staging, _, _ := pgStaging(s)
+			if !staging {
+				t.Fatal("insert_query not staged")
+			}
+			var refused []string
+			for _, b := range tc.batches {
+				if err := s.Write(context.Background(), b); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range b {
+					if r.Refused() != "" {
+						refused = append(refused, r.Meta[runtime.MetaID])
+					}
+				}
+			}
+			got := pgQuery(t, url, `SELECT id, amount FROM `+tc.table, scanOrderRows)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || fmt.Sprint(refused) != fmt.Sprint(tc.refused) {
+				t.Errorf("rows %v refused %v, want %v and %v", got, refused, tc.want, tc.refused)
+			}
+			if _, n, off := pgStaging(s); n != tc.staged || off {
+				t.Errorf("%d batches staged (off %v), want %d", n, off, tc.staged)
+			}
+		})
+	}
+}

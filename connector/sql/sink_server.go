@@ -1,0 +1,746 @@
+package sql
+
+import (
+	"bytes"
+	"context"
+	dbsql "database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqb-dev/mqb/runtime"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mqb-dev/mqb/internal/sqlkv"
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// sqlServerSink is the `sql` sink on a database server: postgres:// (the
+// pgx wire protocol, pgconn) or mysql:// (go-sql-driver/mysql, MariaDB
+// too). insert_query runs as written, once per record, every ${…} a bound
+// parameter ($n for PostgreSQL, ? for MySQL), each batch in one
+// transaction; a conflict clause the user wrote (ON CONFLICT … DO NOTHING /
+// DO UPDATE, ON DUPLICATE KEY UPDATE, INSERT IGNORE) is what absorbs a
+// replayed record.
+//
+// A row the database refuses on its own (a constraint, a value of the
+// wrong type) fails alone: its record is dead-lettered and the rest of the
+// batch is committed without it. Losing the connection, a deadlock, a
+// serialization failure or a lock timeout fails the batch as retryable: the
+// transaction is rolled back and the route's retry step writes it again.
+//
+// report_outcome sets meta["sql.outcome"] from the rows the statement
+// affected: 1 → inserted, 0 → existed. PostgreSQL's ON CONFLICT DO UPDATE
+// reports 1 for an update as for an insert, so there every row reads
+// "inserted" (use DO NOTHING to tell them apart). MySQL reports 1 for an
+// insert, 2 for a row ON DUPLICATE KEY UPDATE changed and 0 for one it left
+// as it was (or INSERT IGNORE skipped): 1 → inserted, 0 and 2 → existed.
+type sqlServerSink struct {
+	route   string
+	dialect sqlDialect
+	rawURL  string
+	url     string // redacted, for errors
+	query   string
+	params  []*runtime.Program
+	absent  *absentWarner // placeholders naming fields records lack
+	outcome bool
+	absorb  absorbCount
+
+	// PostgreSQL
+	pg       *pgPool
+	copySQL  string // bulk_copy: COPY t (cols) FROM STDIN
+	copyCols int
+	stage    *pgStaged    // batches go through a stage table (sink_pgstage.go)
+	stageOff atomic.Bool  // the server refused the staged form: row by row
+	staged   atomic.Int64 // batches written through the stage table
+
+	// MySQL
+	my *dbsql.DB
+
+	// keyParams: see sqlSink.keyParams; fits, sqlSink.fits (MySQL key
+	// columns, columnfit.go).
+	keyParams map[int]string
+	fits      map[int]columnFit
+
+	// outboxRoute, when set, is the route whose cursor position every
+	// batch's transaction also commits (outbox.go).
+	outboxRoute string
+}
+
+func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfig, raw string) (*sqlServerSink, error) {
+	d := dialectOf(raw)
+	s := &sqlServerSink{route: b.Route(), dialect: d, rawURL: raw, url: plan.RedactURLs(raw), outcome: sc.ReportOutcome}
+	var err error
+	if s.query, s.params, err = compileInsert(b, sc.InsertQuery, d.placeholder); err != nil {
+		return nil, err
+	}
+	if sc.BulkCopy {
+		if d != dialectPostgres {
+			return nil, b.Errorf("bulk_copy", "COPY is PostgreSQL's; a %s sink inserts row by row", d)
+		}
+		table, cols, ok := copyTarget(s.query, len(s.params))
+		if !ok {
+			return nil, b.Errorf("bulk_copy", "needs insert_query of the form INSERT INTO table (col, …) VALUES (${…}, …) with one ${…} per column and nothing else, to load by COPY")
+		}
+		s.copySQL = "COPY " + table + " (" + cols + ") FROM STDIN"
+		s.copyCols = len(s.params)
+	}
+	if d == dialectPostgres && !sc.BulkCopy && !sc.ReportOutcome {
+		if st, ok := stagedInsert(sc.InsertQuery); ok && st.params == len(s.params) {
+			s.stage = &st
+		}
+	}
+	const size = 16 // idle connections kept; a route rarely runs more sink workers
+	switch d {
+	case dialectPostgres:
+		cfg, err := pgConfig(raw)
+		if err != nil {
+			return nil, b.Errorf("url", "%v", err)
+		}
+		s.pg = &pgPool{cfg: cfg, query: s.query, idle: make(chan *pgConn, size)}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if ddl := sc.CreateTable; ddl != "" {
+			conn, err := pgconn.ConnectConfig(cctx, cfg)
+			if err != nil {
+				return nil, b.Errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+			}
+			_, err = conn.Exec(cctx, ddl).ReadAll()
+			if sqlkv.CreateRace(err) { // another instance created it at the same moment
+				_, err = conn.Exec(cctx, ddl).ReadAll()
+			}
+			conn.Close(cctx)
+			if err != nil {
+				return nil, b.Errorf("create_table", "%v", err)
+			}
+		}
+		// Connect and prepare now: a wrong url or a query the server
+		// rejects fails the route before a record moves.
+		conn, err := s.pg.get(cctx)
+		if err != nil {
+			if pe, ok := err.(*pgPrepareError); ok {
+				return nil, b.Errorf("insert_query", "prepare %q: %v", s.query, pe.err)
+			}
+			return nil, b.Errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+		}
+		s.pg.put(cctx, conn)
+	case dialectMySQL:
+		cfg, err := mysqlConfig(raw)
+		if err != nil {
+			return nil, b.Errorf("url", "%v", err)
+		}
+		// Batches go as multi-statement queries (see writeMySQLMulti);
+		// every value is still escaped by the driver.
+		cfg.MultiStatements = true
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, b.Errorf("url", "%s: %s", s.url, plan.RedactURLs(err.Error()))
+		}
+		s.my = dbsql.OpenDB(conn)
+		s.my.SetMaxOpenConns(size)
+		s.my.SetMaxIdleConns(size)
+		s.my.SetConnMaxIdleTime(5 * time.Minute)
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := s.my.PingContext(cctx); err != nil {
+			s.my.Close()
+			return nil, b.Errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+		}
+		if ddl := sc.CreateTable; ddl != "" {
+			if _, err := s.my.ExecContext(cctx, ddl); err != nil {
+				s.my.Close()
+				return nil, b.Errorf("create_table", "%v", err)
+			}
+		}
+	default:
+		return nil, b.Errorf("url", "%s: not a postgres:// or mysql:// url", s.url)
+	}
+	return s, nil
+}
+
+// copyTargetRE matches the one insert shape COPY can load: a plain column
+// list and a VALUES row of bare placeholders.
+var copyTargetRE = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+([^\s(]+)\s*\(([^)]*)\)\s*VALUES\s*\(([^)]*)\)\s*;?\s*$`)
+
+func copyTarget(query string, n int) (table, cols string, ok bool) {
+	m := copyTargetRE.FindStringSubmatch(query)
+	if m == nil {
+		return "", "", false
+	}
+	vals := strings.Split(m[3], ",")
+	if len(vals) != n || len(strings.Split(m[2], ",")) != n {
+		return "", "", false
+	}
+	for i, v := range vals {
+		if strings.TrimSpace(v) != "$"+strconv.Itoa(i+1) {
+			return "", "", false
+		}
+	}
+	return m[1], strings.TrimSpace(m[2]), true
+}
+
+func (s *sqlServerSink) Close() error {
+	if s.pg != nil {
+		s.pg.close()
+	}
+	if s.my != nil {
+		return s.my.Close()
+	}
+	return nil
+}
+
+// batchError wraps a batch-level failure with the route, and marks it
+// retryable when a new attempt can succeed. Server messages never carry the
+// password; pgconn's connect errors name the host and user only, and are
+// redacted all the same.
+func (s *sqlServerSink) batchError(op string, err error) error {
+	e := fmt.Errorf("route %s: sql sink (%s): %s: %s", s.route, s.url, op, plan.RedactURLs(err.Error()))
+	if s.dialect.classify(err) == sqlRetryable {
+		return runtime.Retryable(e)
+	}
+	return e
+}
+
+// bindRow evaluates every parameter of r into out; it returns why r
+// cannot be written, or "".
+func (s *sqlServerSink) bindRow(ev *runtime.Evaluator, r *runtime.Record, out []any) string {
+	return bindParams(ev, s.params, s.keyParams, s.fits, s.absent, r, func(i int, v any) { out[i] = v })
+}
+
+func setOutcome(r *runtime.Record, inserted bool) {
+	if inserted {
+		r.SetMeta(metaSQLOutcome, "inserted")
+	} else {
+		r.SetMeta(metaSQLOutcome, "existed")
+	}
+}
+
+func (s *sqlServerSink) Write(ctx context.Context, recs []*runtime.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if s.dialect == dialectMySQL {
+		return s.writeMySQL(ctx, recs)
+	}
+	return s.writePG(ctx, recs)
+}
+
+// ---- MySQL / MariaDB
+
+// errMySQLRowRefused: a multi-statement batch hit a refused row; the batch
+// is written again row by row to find it.
+var errMySQLRowRefused = errors.New("a row was refused")
+
+// mysqlChunk is how many inserts go in one multi-statement query.
+const mysqlChunk = 256
+
+// writeMySQLMulti writes the batch in one transaction as multi-statement
+// queries of mysqlChunk inserts each: one round trip per chunk instead of
+// per row. The rows affected of every statement give report_outcome. A
+// refused row stops the server at that statement without saying which it
+// was, so the transaction is rolled back and errMySQLRowRefused returned.
+func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*runtime.Record) error {
+	var ev runtime.Evaluator
+	type row struct {
+		r    *runtime.Record
+		args []driver.NamedValue
+	}
+	rows := make([]row, 0, len(recs))
+	args := make([]any, len(s.params))
+	for _, r := range recs {
+		if reason := s.bindRow(&ev, r, args); reason != "" {
+			r.Refuse(reason)
+			continue
+		}
+		nv := make([]driver.NamedValue, len(args))
+		for i, v := range args {
+			nv[i] = driver.NamedValue{Value: v}
+		}
+		rows = append(rows, row{r, nv})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	conn, err := s.my.Conn(ctx)
+	if err != nil {
+		return s.batchError("connect", err)
+	}
+	defer conn.Close()
+	var outErr error
+	err = conn.Raw(func(dc any) error {
+		ex, ok := dc.(driver.ExecerContext)
+		if !ok {
+			return fmt.Errorf("driver connection %T cannot exec", dc)
+		}
+		exec := func(q string, nv []driver.NamedValue) (driver.Result, error) { return ex.ExecContext(ctx, q, nv) }
+		fail := func(op string, err error) error {
+			exec("ROLLBACK", nil)
+			if classifyMySQL(err) == sqlRowLevel {
+				outErr = errMySQLRowRefused
+			} else {
+				outErr = s.batchError(op, err)
+			}
+			if classifyMySQL(err) == sqlRetryable {
+				return driver.ErrBadConn // let database/sql drop the connection
+			}
+			return nil
+		}
+		if _, err := exec("BEGIN", nil); err != nil {
+			return fail("begin", err)
+		}
+		var q strings.Builder
+		var nv []driver.NamedValue
+		for start := 0; start < len(rows); start += mysqlChunk {
+			chunk := rows[start:min(start+mysqlChunk, len(rows))]
+			q.Reset()
+			nv = nv[:0]
+			for i, rw := range chunk {
+				if i > 0 {
+					q.WriteString(";\n")
+				}
+				q.WriteString(s.query)
+				for _, v := range rw.args {
+					v.Ordinal = len(nv) + 1
+					nv = append(nv, v)
+				}
+			}
+			res, err := exec(q.String(), nv)
+			if err != nil {
+				return fail("insert", err)
+			}
+			if s.outcome {
+				mr, ok := res.(mysql.Result)
+				if !ok || len(mr.AllRowsAffected()) != len(chunk) {
+					return fail("rows affected", fmt.Errorf("%d results for %d statements", len(mr.AllRowsAffected()), len(chunk)))
+				}
+				for i, n := range mr.AllRowsAffected() {
+					setOutcome(chunk[i].r, n == 1)
+				}
+			}
+		}
+		if s.outboxRoute != "" {
+			if _, err := exec(outboxUpsertMySQL, []driver.NamedValue{{Ordinal: 1, Value: s.outboxRoute}, {Ordinal: 2, Value: int64(outboxNext(recs))}}); err != nil {
+				return fail("outbox position", err)
+			}
+		}
+		if _, err := exec("COMMIT", nil); err != nil {
+			return fail("commit", err)
+		}
+		return nil
+	})
+	if err != nil && outErr == nil {
+		return s.batchError("connection", err)
+	}
+	return outErr
+}
+
+// writeMySQL runs the batch through writeMySQLMulti and, when a row is
+// refused, again in one transaction row by row: InnoDB undoes just the
+// failing statement of a refused row and the transaction goes on; a
+// deadlock rolls back the whole transaction and fails the batch.
+func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*runtime.Record) error {
+	if err := s.writeMySQLMulti(ctx, recs); !errors.Is(err, errMySQLRowRefused) {
+		return err
+	}
+	var ev runtime.Evaluator
+	args := make([]any, len(s.params))
+	tx, err := s.my.BeginTx(ctx, nil)
+	if err != nil {
+		return s.batchError("begin", err)
+	}
+	for _, r := range recs {
+		if reason := s.bindRow(&ev, r, args); reason != "" {
+			r.Refuse(reason)
+			continue
+		}
+		res, err := tx.ExecContext(ctx, s.query, args...)
+		if err != nil {
+			if classifyMySQL(err) == sqlRowLevel {
+				r.Refuse("sql insert: " + err.Error())
+				continue
+			}
+			tx.Rollback()
+			return s.batchError("insert", err)
+		}
+		if s.outcome {
+			n, err := res.RowsAffected()
+			if err != nil {
+				tx.Rollback()
+				return s.batchError("rows affected", err)
+			}
+			setOutcome(r, n == 1)
+		}
+	}
+	if s.outboxRoute != "" {
+		if _, err := tx.ExecContext(ctx, outboxUpsertMySQL, s.outboxRoute, outboxNext(recs)); err != nil {
+			tx.Rollback()
+			return s.batchError("outbox position", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.batchError("commit", err)
+	}
+	return nil
+}
+
+// ---- PostgreSQL
+
+// pgConn is a pooled connection with insert_query prepared on it.
+type pgConn struct {
+	conn   *pgconn.PgConn
+	stmt   *pgconn.StatementDescription
+	staged bool // the stage table exists in this session
+}
+
+// pgPool holds idle connections. A connection the server dropped is
+// noticed when it is used (the batch fails as retryable) and closed when
+// returned, so the retry dials a fresh one.
+type pgPool struct {
+	cfg   *pgconn.Config
+	query string
+	idle  chan *pgConn
+	mu    sync.Mutex
+	done  bool
+}
+
+type pgPrepareError struct{ err error }
+
+func (e *pgPrepareError) Error() string { return e.err.Error() }
+func (e *pgPrepareError) Unwrap() error { return e.err }
+
+const pgStmtName = "mqb_insert"
+
+func (p *pgPool) get(ctx context.Context) (*pgConn, error) {
+	for {
+		select {
+		case c := <-p.idle:
+			if c.conn.IsClosed() {
+				continue
+			}
+			return c, nil
+		default:
+		}
+		conn, err := pgconn.ConnectConfig(ctx, p.cfg)
+		if err != nil {
+			return nil, err
+		}
+		stmt, err := conn.Prepare(ctx, pgStmtName, p.query, nil)
+		if err != nil {
+			conn.Close(ctx)
+			if classifyPG(err) == sqlRetryable {
+				return nil, err
+			}
+			return nil, &pgPrepareError{err}
+		}
+		return &pgConn{conn: conn, stmt: stmt}, nil
+	}
+}
+
+// put returns c to the pool, rolling back a transaction an error left open.
+func (p *pgPool) put(ctx context.Context, c *pgConn) {
+	if !c.conn.IsClosed() && c.conn.TxStatus() != 'I' {
+		if _, err := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
+			c.conn.Close(ctx)
+		}
+	}
+	if c.conn.IsClosed() || c.conn.IsBusy() {
+		c.conn.Close(ctx)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		c.conn.Close(ctx)
+		return
+	}
+	select {
+	case p.idle <- c:
+	default:
+		c.conn.Close(ctx)
+	}
+}
+
+func (p *pgPool) close() {
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		select {
+		case c := <-p.idle:
+			c.conn.Close(ctx)
+		default:
+			return
+		}
+	}
+}
+
+// pgValue is a bound value in PostgreSQL's text format (nil is NULL); the
+// server parses it as the type of the column or expression the placeholder
+// stands for, so a value of the wrong type is the server's row-level
+// error (22P02), not a client-side failure.
+func pgValue(v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case string:
+		return []byte(x)
+	case []byte:
+		return x
+	case int64:
+		return strconv.AppendInt(nil, x, 10)
+	case uint64:
+		return strconv.AppendUint(nil, x, 10)
+	case json.Number:
+		return []byte(x)
+	case float64:
+		return strconv.AppendFloat(nil, x, 'g', -1, 64)
+	case bool:
+		if x {
+			return []byte("true")
+		}
+		return []byte("false")
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// writePG writes the batch in one transaction sent as one pipeline (BEGIN,
+// every insert, COMMIT: a single round trip). A refused row aborts a
+// PostgreSQL transaction, so when one is refused the batch is written
+// again with a savepoint around each row, rolling back to it past each
+// refused row (writePGSavepoints). bulk_copy loads the batch with one COPY,
+// and falls back to the inserts when COPY refuses a row.
+func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) error {
+	var ev runtime.Evaluator
+	args := make([]any, len(s.params))
+	rows := make([][][]byte, len(recs))
+	live := make([]int, 0, len(recs))
+	for i, r := range recs {
+		if reason := s.bindRow(&ev, r, args); reason != "" {
+			r.Refuse(reason)
+			continue
+		}
+		row := make([][]byte, len(args))
+		for j, v := range args {
+			row[j] = pgValue(v)
+		}
+		rows[i] = row
+		live = append(live, i)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	c, err := s.pg.get(ctx)
+	if err != nil {
+		if pe, ok := err.(*pgPrepareError); ok {
+			return fmt.Errorf("route %s: sql sink (%s): prepare %q: %w", s.route, s.url, s.query, pe.err)
+		}
+		return s.batchError("connect", err)
+	}
+	defer s.pg.put(ctx, c)
+
+	if s.copySQL != "" {
+		err := s.copyPG(ctx, c, rows, live, outboxNext(recs))
+		if err == nil {
+			if s.outcome {
+				for _, i := range live {
+					setOutcome(recs[i], true)
+				}
+			}
+			return nil
+		}
+		if classifyPG(err) != sqlRowLevel {
+			return s.batchError("copy", err)
+		}
+		// A refused row fails the whole COPY: find it with the inserts.
+	}
+	if s.stage != nil && !s.stageOff.Load() {
+		affected, err := s.stagePG(ctx, c, recs, rows, live)
+		if err == nil {
+			s.staged.Add(1)
+			s.absorb.add(int64(len(live)) - affected)
+			return nil
+		}
+		if c.conn.TxStatus() != 'I' {
+			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil {
+				return s.batchError("rollback", rerr)
+			}
+		}
+		retry, off := stageFallback(err)
+		if retry {
+			return s.batchError("insert", err)
+		}
+		if off {
+			s.stageOff.Store(true) // and the inserts below write this batch
+		}
+	}
+
+	var b pgconn.Batch
+	b.ExecParams("BEGIN", nil, nil, nil, nil)
+	for _, i := range live {
+		b.ExecStatement(c.stmt, rows[i], nil, nil)
+	}
+	s.queueOutbox(&b, recs)
+	b.ExecParams("COMMIT", nil, nil, nil, nil)
+	res, err := c.conn.ExecBatch(ctx, &b).ReadAll()
+	if err == nil {
+		var absorbed int64
+		for k, i := range live {
+			n := res[1+k].CommandTag.RowsAffected()
+			if n == 0 {
+				absorbed++
+			}
+			if s.outcome {
+				setOutcome(recs[i], n > 0)
+			}
+		}
+		s.absorb.add(absorbed)
+		return nil
+	}
+	if classifyPG(err) != sqlRowLevel || len(res) == 0 || len(res) > len(live) {
+		return s.batchError("insert", err)
+	}
+	// res holds BEGIN and the inserts before the refused one.
+	bad := live[len(res)-1]
+	recs[bad].Refuse("sql insert: " + err.Error())
+	if _, err := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
+		return s.batchError("rollback", err)
+	}
+	return s.writePGSavepoints(ctx, c, recs, rows, live)
+}
+
+// writePGSavepoints writes the live records that have no sinkErr yet, each
+// inside a savepoint, still pipelined: when row k is refused, the server
+// skips the rest of the pipeline; the sink rolls back to k's savepoint,
+// marks k and sends the rows after it. Every refused row costs one round
+// trip more, not a rewrite of the batch.
+func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) error {
+	todo := live[:0:0]
+	for _, i := range live {
+		if recs[i].Refused() == "" {
+			todo = append(todo, i)
+		}
+	}
+	first := true
+	var absorbed int64 // rows of the transaction whose insert changed nothing
+	written := func(res []*pgconn.Result, off int, rows []int) {
+		for k, i := range rows {
+			n := res[off+3*k+1].CommandTag.RowsAffected()
+			if n == 0 {
+				absorbed++
+			}
+			if s.outcome {
+				setOutcome(recs[i], n > 0)
+			}
+		}
+	}
+	for {
+		var b pgconn.Batch
+		if first {
+			b.ExecParams("BEGIN", nil, nil, nil, nil)
+		}
+		for _, i := range todo {
+			b.ExecParams("SAVEPOINT mqb_row", nil, nil, nil, nil)
+			b.ExecStatement(c.stmt, rows[i], nil, nil)
+			b.ExecParams("RELEASE SAVEPOINT mqb_row", nil, nil, nil, nil)
+		}
+		s.queueOutbox(&b, recs)
+		b.ExecParams("COMMIT", nil, nil, nil, nil)
+		res, err := c.conn.ExecBatch(ctx, &b).ReadAll()
+		off := 0
+		if first {
+			off = 1
+		}
+		first = false
+		if err == nil {
+			written(res, off, todo)
+			s.absorb.add(absorbed)
+			return nil
+		}
+		n := len(res) - off // commands of the rows that went through, and the refused row's SAVEPOINT
+		k := n / 3
+		if classifyPG(err) != sqlRowLevel || n < 0 || n%3 != 1 || k >= len(todo) {
+			return s.batchError("insert", err)
+		}
+		written(res, off, todo[:k])
+		recs[todo[k]].Refuse("sql insert: " + err.Error())
+		if _, err := c.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT mqb_row").ReadAll(); err != nil {
+			return s.batchError("rollback to savepoint", err)
+		}
+		todo = todo[k+1:]
+	}
+}
+
+// copyPG loads the rows with COPY … FROM STDIN in text format: one
+// statement, atomic on its own (in a transaction with the outbox position
+// when there is one).
+func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, live []int, next uint64) error {
+	var buf bytes.Buffer
+	copyRows(&buf, rows, live, false)
+	if s.outboxRoute == "" {
+		_, err := c.conn.CopyFrom(ctx, &buf, s.copySQL)
+		return err
+	}
+	if _, err := c.conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+		return err
+	}
+	if _, err := c.conn.CopyFrom(ctx, &buf, s.copySQL); err != nil {
+		c.conn.Exec(ctx, "ROLLBACK").ReadAll()
+		return err
+	}
+	var b pgconn.Batch
+	b.ExecParams(outboxUpsertPG, [][]byte{[]byte(s.outboxRoute), strconv.AppendUint(nil, next, 10)}, nil, nil, nil)
+	b.ExecParams("COMMIT", nil, nil, nil, nil)
+	_, err := c.conn.ExecBatch(ctx, &b).ReadAll()
+	return err
+}
+
+// copyRows writes the live rows in COPY's text format, each led by its
+// index among them when numbered.
+func copyRows(buf *bytes.Buffer, rows [][][]byte, live []int, numbered bool) {
+	var num [20]byte
+	for k, i := range live {
+		if numbered {
+			buf.Write(strconv.AppendInt(num[:0], int64(k), 10))
+		}
+		for j, v := range rows[i] {
+			if numbered || j > 0 {
+				buf.WriteByte('\t')
+			}
+			if v == nil {
+				buf.WriteString(`\N`)
+				continue
+			}
+			copyEscape(buf, v)
+		}
+		buf.WriteByte('\n')
+	}
+}
+
+func copyEscape(buf *bytes.Buffer, v []byte) {
+	for _, ch := range v {
+		switch ch {
+		case '\\':
+			buf.WriteString(`\\`)
+		case '\n':
+			buf.WriteString(`\n`)
+		case '\r':
+			buf.WriteString(`\r`)
+		case '\t':
+			buf.WriteString(`\t`)
+		default:
+			buf.WriteByte(ch)
+		}
+	}
+}
