@@ -15,7 +15,7 @@ import (
 // metrics are the runtime's Prometheus collectors, labelled by route.
 type metrics struct {
 	in, out, dedup, filtered, dlq, errors *prometheus.CounterVec
-	unmatched                             *prometheus.CounterVec
+	unmatched, added                      *prometheus.CounterVec
 	lag                                   *prometheus.GaugeVec
 }
 
@@ -23,6 +23,7 @@ type metrics struct {
 type routeMetrics struct {
 	in, out, dedup, filtered, dlq, errors prometheus.Counter
 	unmatched                             prometheus.Counter // a switch without default dropped them (part of out)
+	added                                 prometheus.Counter // unnest made them, beyond each array's first
 	lag                                   prometheus.Gauge
 }
 
@@ -39,6 +40,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		errors:   counter("record_errors_total", "Records that failed with no dead-letter queue to take them."),
 		unmatched: counter("records_unmatched_total",
 			"Records a switch without default dropped for matching no case (acked, and counted in records_out_total)."),
+		added: counter("records_added_total",
+			"Records an unnest step made beyond the first element of each array (in + added = out + deduplicated + filtered + dead-lettered + errors)."),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "mqb", Name: "commit_lag_records",
 			Help: "Records read but not yet covered by the committed checkpoint."}, []string{"route"}),
 	}
@@ -46,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	for _, c := range []**prometheus.CounterVec{&m.in, &m.out, &m.dedup, &m.filtered, &m.dlq, &m.errors, &m.unmatched} {
+	for _, c := range []**prometheus.CounterVec{&m.in, &m.out, &m.dedup, &m.filtered, &m.dlq, &m.errors, &m.unmatched, &m.added} {
 		if *c, err = register(reg, *c); err != nil {
 			return nil, err
 		}
@@ -78,6 +81,7 @@ func (m *metrics) forRoute(name string) *routeMetrics {
 		dedup: m.dedup.WithLabelValues(name), filtered: m.filtered.WithLabelValues(name),
 		dlq: m.dlq.WithLabelValues(name), errors: m.errors.WithLabelValues(name),
 		unmatched: m.unmatched.WithLabelValues(name),
+		added:     m.added.WithLabelValues(name),
 		lag:       m.lag.WithLabelValues(name),
 	}
 }

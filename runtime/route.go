@@ -75,7 +75,10 @@ type route struct {
 
 type routeCounters struct {
 	in, out, deduplicated, filtered, deadLettered, errors atomic.Int64
-	committed                                             atomic.Int64
+	// added counts the records unnest made beyond the first of each
+	// array: in + added = out + deduplicated + filtered + dead-lettered + errors.
+	added     atomic.Int64
+	committed atomic.Int64
 }
 
 // worker holds per-goroutine scratch: a JSON decoder, an expression VM.
@@ -429,9 +432,13 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		out, dups = -n, n
 	}
 	var late []*Record
+	var added int64
 	for _, b := range group {
 		for i := range b.recs {
 			r := &b.recs[i]
+			if r.kid > 0 {
+				added++ // an element after its array's first (unnest)
+			}
 			switch r.state {
 			case stLive:
 				if r.sinkErr != "" {
@@ -505,7 +512,9 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	rt.stats.deduplicated.Add(dups)
 	rt.stats.deadLettered.Add(dlqd)
 	rt.stats.errors.Add(errs)
+	rt.stats.added.Add(added)
 	rt.metrics.add(out, filtered, dups, dlqd, errs)
+	rt.metrics.added.Add(float64(added))
 	if len(lost) > 0 {
 		return rt.lostError(lost)
 	}

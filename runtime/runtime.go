@@ -59,6 +59,10 @@ type RouteStats struct {
 	// Errors counts records that failed with no DLQ to take them (logged
 	// and dropped) or that the DLQ itself refused.
 	Errors int64 `json:"errors"`
+	// Added counts the records an unnest step made beyond the first of
+	// each array (an array of n elements turns one record into n), so
+	// In + Added = Out + Deduplicated + Filtered + DeadLettered + Errors.
+	Added int64 `json:"added,omitempty"`
 	// Committed is the number of leading records whose position is
 	// checkpointed (the next record index to read on restart).
 	Committed int64 `json:"committed"`
@@ -158,7 +162,7 @@ func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
 			opts.Health.set(rt.name, "ended", "")
 			st := rt.snapshot()
 			rt.log.Info("route ended", "in", st.In, "out", st.Out, "deduplicated", st.Deduplicated,
-				"filtered", st.Filtered, "dead_lettered", st.DeadLettered, "errors", st.Errors,
+				"filtered", st.Filtered, "dead_lettered", st.DeadLettered, "errors", st.Errors, "added", st.Added,
 				"elapsed", time.Since(start).Round(time.Millisecond))
 		}()
 	}
@@ -201,6 +205,7 @@ func (rt *route) snapshot() RouteStats {
 		Filtered:     rt.stats.filtered.Load(),
 		DeadLettered: rt.stats.deadLettered.Load(),
 		Errors:       rt.stats.errors.Load(),
+		Added:        rt.stats.added.Load(),
 		Committed:    rt.stats.committed.Load(),
 		Unmatched:    rt.unmatchedDropped(),
 		Interrupted:  rt.interrupted(),

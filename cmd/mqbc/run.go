@@ -134,8 +134,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		if r.Unmatched > 0 { // part of out: a switch without default dropped them
 			unmatched = fmt.Sprintf(", unmatched %d", r.Unmatched)
 		}
-		fmt.Fprintf(stdout, "%s: in %d, out %d, deduplicated %d, filtered %d, dead-lettered %d, errors %d%s (%s)\n",
-			r.Name, r.In, r.Out, r.Deduplicated, r.Filtered, r.DeadLettered, r.Errors, unmatched, time.Since(start).Round(time.Millisecond))
+		added := ""
+		if r.Added > 0 { // unnest turned records into several
+			added = fmt.Sprintf(", added %d", r.Added)
+		}
+		fmt.Fprintf(stdout, "%s: in %d%s, out %d, deduplicated %d, filtered %d, dead-lettered %d, errors %d%s (%s)\n",
+			r.Name, r.In, added, r.Out, r.Deduplicated, r.Filtered, r.DeadLettered, r.Errors, unmatched, time.Since(start).Round(time.Millisecond))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "mqbc run:", plan.RedactURLs(err.Error()))

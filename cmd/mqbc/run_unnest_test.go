@@ -56,6 +56,12 @@ func TestRunUnnest(t *testing.T) {
 		if !strings.Contains(r.stdout+r.stderr, "lines: effectively-once") {
 			t.Errorf("run %d does not report the route effectively-once:\n%s%s", run, r.stdout, r.stderr)
 		}
+		// The counts add up: 4 orders read and 3 records added by unnest
+		// (o1's second item, o4's second and third) are 5 rows written,
+		// o2 filtered and o3 dead-lettered.
+		if want := "lines: in 4, added 3, out 5, deduplicated 0, filtered 1, dead-lettered 1, errors 0"; run == 1 && !strings.Contains(r.stdout, want) {
+			t.Errorf("run 1 does not count %q:\n%s", want, r.stdout)
+		}
 		got := sqliteRows(t, filepath.Join(dir, "out.db"), "SELECT order_id || ' ' || sku || ' ' || qty FROM t ORDER BY order_id, qty")
 		if want := "o1 a 1\no1 b 2\no4 c 3\no4 a 4\no4 d 5\n"; got != want {
 			t.Errorf("after run %d the rows are\n%swant\n%s", run, got, want)

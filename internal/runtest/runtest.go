@@ -34,7 +34,7 @@ func Options() runtime.Options {
 // error.
 func CheckCounts(t testing.TB, st runtime.RouteStats) {
 	t.Helper()
-	if st.In != st.Out+st.Deduplicated+st.Filtered+st.DeadLettered+st.Errors {
+	if st.In+st.Added != st.Out+st.Deduplicated+st.Filtered+st.DeadLettered+st.Errors {
 		t.Errorf("counts do not add up: %+v", st)
 	}
 }
