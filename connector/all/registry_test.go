@@ -96,6 +96,8 @@ func TestPremiseDeclarations(t *testing.T) {
 		"mongodb sink":    {checks: plan.PremiseUniqueIndex, arms: plan.PremiseKeyPresent},
 		"kafka sink":      {holds: plan.PremiseKeyPresent},
 		"nats sink":       {holds: plan.PremiseKeyPresent},
+		// s3:// buckets are probed for If-None-Match at start-up.
+		"object_store sink": {checks: plan.PremisePutIfAbsent},
 	}
 	for _, r := range runtime.Registrations() {
 		name := r.Kind + " " + r.End
