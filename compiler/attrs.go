@@ -536,10 +536,10 @@ func (rc *routeCtx) checkRunnable(n *nodeInfo) {
 	}
 }
 
-// runnableFormats lists, per kind and role, the formats the runtime's
-// reader or writer implements (runtime/source_*.go, connector/objectstore,
-// connector/amqp, connector/mqtt, connector/mongodb refuse the others at start-up; the file sink writes the
-// payload as it is, one per line, and has no csv writer). It is an
+// runnableFormats lists, per kind and role, the formats the connector's
+// reader or writer implements (the packages under connector/ refuse the
+// others at start-up; the file sink writes the payload as it is, one per
+// line, and has no csv writer). It is an
 // allow-list: a kind and role whose format is not listed here builds with
 // nothing but its declared default (TestRunnableFormatsCoverEveryFormat
 // fails when a kind declares format without an entry).

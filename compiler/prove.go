@@ -414,7 +414,7 @@ func templateOrStr(a *attrInfo) string {
 const outboxReason = "source position committed in the sink's transaction (transactional outbox, table mqb_outbox): each source row is written exactly once, even by a plain INSERT"
 
 // outboxApplies reports whether the runtime will run the route with the
-// transactional outbox (runtime/sqloutbox.go, wireOutbox): a sql cursor
+// transactional outbox (connector/sql/outbox.go, WireOutbox): a sql cursor
 // source and a sql sink (not behind a handler, a switch or a fan-out) on
 // the same database as the same user (plan.SameDatabase, which the runtime
 // calls too), at concurrency 1. The caller checks that there is no handler.
