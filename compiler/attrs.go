@@ -536,34 +536,21 @@ func (rc *routeCtx) checkRunnable(n *nodeInfo) {
 	}
 }
 
-// runnableFormats lists, per kind and role, the formats the connector's
-// reader or writer implements (the packages under connector/ refuse the
-// others at start-up; the file sink writes the payload as it is, one per
-// line, and has no csv writer). It is an
-// allow-list: a kind and role whose format is not listed here builds with
-// nothing but its declared default (TestRunnableFormatsCoverEveryFormat
-// fails when a kind declares format without an entry).
-var runnableFormats = map[string][]string{
-	"file/" + plan.RoleSource:         {"json", "text", "raw"},
-	"file/" + plan.RoleSink:           {"json", "text", "raw"},
-	"stdin/" + plan.RoleSource:        {"json", "text", "raw"},
-	"kafka/" + plan.RoleSource:        {"json", "text", "raw"},
-	"nats/" + plan.RoleSource:         {"json", "text", "raw"},
-	"object_store/" + plan.RoleSource: {"json", "text", "raw"},
-	"object_store/" + plan.RoleSink:   {"json", "text"},
-	"mongodb/" + plan.RoleSink:        {"json"},
-	"mongodb/" + plan.RoleHandler:     {"json"},
-	"redis/" + plan.RoleSource:        {"json", "text", "raw"},
-	"amqp/" + plan.RoleSource:         {"json", "text", "raw"},
-	"mqtt/" + plan.RoleSource:         {"json", "text", "raw"},
-}
+// runnableFormats returns the formats the connector of kind implements
+// in role, as stdlib declares them (Kind.Formats): the connector packages
+// refuse the others at start-up; the file sink writes the payload as it
+// is, one per line, and has no csv writer. It is an allow-list: a kind
+// and role with no entry builds with nothing but its declared default
+// (TestRunnableFormatsCoverEveryFormat fails when a kind declares format
+// without an entry).
+func runnableFormats(k *stdlib.Kind, role string) []string { return k.Formats[role] }
 
 func (rc *routeCtx) checkFormat(n *nodeInfo, ai *attrInfo) {
 	role := n.role
-	if role == plan.RoleHandler && runnableFormats[n.kind.Name+"/"+role] == nil {
+	if role == plan.RoleHandler && runnableFormats(n.kind, role) == nil {
 		role = plan.RoleSink
 	}
-	ok := runnableFormats[n.kind.Name+"/"+role]
+	ok := runnableFormats(n.kind, role)
 	if ok == nil {
 		if a := n.kind.Attr("format"); a != nil && a.Default != nil {
 			ok = []string{fmt.Sprint(a.Default)}

@@ -8,7 +8,7 @@ import (
 	"github.com/mqb-dev/mqb/stdlib"
 )
 
-// TestRunnableFormatsCoverEveryFormat keeps runnableFormats an allow-list
+// TestRunnableFormatsCoverEveryFormat keeps stdlib's Formats an allow-list
 // that is complete: every kind that declares format at an end it has must
 // name there the formats its runtime reader or writer implements, each one
 // declared, and the declared default among them. A kind added without an
@@ -28,9 +28,9 @@ func TestRunnableFormatsCoverEveryFormat(t *testing.T) {
 			if !end.has || (a.End != "" && a.End != end.end) || k.Unimplemented[end.end] != "" {
 				continue
 			}
-			ok, listed := runnableFormats[name+"/"+end.role]
-			if !listed {
-				t.Errorf("%s %s declares format %v but runnableFormats has no entry for it", name, end.role, a.Enum)
+			ok := runnableFormats(k, end.role)
+			if ok == nil {
+				t.Errorf("%s %s declares format %v but stdlib's Formats has no entry for it", name, end.role, a.Enum)
 				continue
 			}
 			for _, f := range ok {

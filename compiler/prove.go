@@ -331,33 +331,16 @@ func (rc *routeCtx) producerPremises(g *guaranteeProof, source *nodeInfo) {
 		return
 	}
 	target, header := "", "mq_bridge.message_id header"
-	switch source.kind.Name {
-	case "kafka":
-		if t := source.attrs["topic"]; t != nil {
-			target = t.val.Str
-		}
-	case "mqtt":
-		header = "mq_bridge.message_id user property"
-		if t := source.attrs["topic"]; t != nil {
-			target = templateOrStr(t)
-		}
-	case "amqp":
-		header = "mq_bridge.message_id header or message_id property"
-		if t := source.attrs["queue"]; t != nil {
-			target = t.val.Str
-		}
-	case "nats":
-		header = "mq_bridge.message_id or Nats-Msg-Id header"
-		if t := source.attrs["subject"]; t != nil {
+	holdsWithout := ""
+	if f := source.kind.ProducerID; f != nil {
+		header, holdsWithout = f.Header, f.Without
+		if t := source.attrs[f.Target]; t != nil {
 			target = templateOrStr(t)
 		}
 	}
 	holds := fmt.Sprintf("every record from %s %s carries the %s its producer stamped", source.kind.Name, target, header)
-	switch source.kind.Name {
-	case "kafka":
-		holds += " (without it, message_id comes from a 16-byte message key, which distinct records can share, or from the partition and offset)"
-	case "nats", "amqp", "mqtt":
-		holds += " (without it, message_id is a fresh UUID per delivery)"
+	if holdsWithout != "" {
+		holds += " (without it, " + holdsWithout + ")"
 	}
 	mk := func(uses []string) premiseAt {
 		return premiseAt{node: source, p: plan.Premise{Kind: plan.PremiseProducerID, When: plan.CheckPerRecord, Target: target,

@@ -19,6 +19,7 @@ var (
 var Kinds = []Kind{
 	{
 		Name: "file", Source: true, Sink: true,
+		Formats:       map[string][]string{EndSource: []string{"json", "text", "raw"}, EndSink: []string{"json", "text", "raw"}},
 		Doc:           "A local file of records. As a source, reads JSON lines (or text/raw); as a sink, appends (write_time) or writes immutable part files (source_position).",
 		IDNote:        "message_id is a fresh UUIDv7 per read: re-reading the same file produces new ids. Use `id` to derive a stable identity.",
 		PositionModes: []string{"consume"},
@@ -57,6 +58,8 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "kafka", Source: true, Sink: true, Broker: true,
+		Formats:       map[string][]string{EndSource: []string{"json", "text", "raw"}},
+		ProducerID:    &ProducerIDFacts{Header: "mq_bridge.message_id header", Target: "topic", Without: "message_id comes from a 16-byte message key, which distinct records can share, or from the partition and offset"},
 		Doc:           "A Kafka topic (any Kafka-protocol broker).",
 		IDs:           IDsFromProducer,
 		IDNote:        "message_id is the mq_bridge.message_id header if present, else a 16-byte message key, else partition<<64 | offset. Only the header is both stable and unique: distinct records that share a 16-byte key get one id. A proof that relies on message_id carries the per-record premise that the header is present.",
@@ -87,9 +90,11 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "nats", Source: true, Sink: true, Broker: true,
-		Doc:    "A NATS subject, with JetStream (default) or core NATS.",
-		IDs:    IDsFromProducer,
-		IDNote: "message_id is taken from the mq_bridge.message_id or Nats-Msg-Id header when the publisher stamped one; otherwise it is a fresh UUIDv7 per delivery. A proof that relies on message_id carries the per-record premise that the header is present. A subject is not a replayable position.",
+		Formats:    map[string][]string{EndSource: []string{"json", "text", "raw"}},
+		ProducerID: &ProducerIDFacts{Header: "mq_bridge.message_id or Nats-Msg-Id header", Target: "subject", Without: "message_id is a fresh UUID per delivery"},
+		Doc:        "A NATS subject, with JetStream (default) or core NATS.",
+		IDs:        IDsFromProducer,
+		IDNote:     "message_id is taken from the mq_bridge.message_id or Nats-Msg-Id header when the publisher stamped one; otherwise it is a fresh UUIDv7 per delivery. A proof that relies on message_id carries the per-record premise that the header is present. A subject is not a replayable position.",
 		SourceMeta: []SourceMeta{
 			{Key: "mqb.src.subject", Stable: true, Doc: "the subject the message was published to"},
 			{Key: "mqb.src.stream", Stable: true, Unless: "no_jetstream", Doc: "the JetStream stream"},
@@ -111,6 +116,7 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "stdin", Source: true,
+		Formats:    map[string][]string{EndSource: []string{"json", "text", "raw"}},
 		Doc:        "The process's standard input, one record per line: `cat orders.jsonl | mqbc run p.mqb`. It cannot be read again, so a crash loses the lines read and not yet delivered (at-most-once), and nothing is checkpointed; a drain (SIGTERM) stops reading and delivers what was read. One route of a run reads it.",
 		IDNote:     "message_id is a fresh UUIDv7 per read. Use `id` to derive an identity from the record.",
 		AtMostOnce: []Loss{{Why: "stdin cannot be read again: lines read and not yet delivered at a crash are lost, and a rerun cannot resume where the last run stopped"}},
@@ -155,6 +161,7 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "object_store", Source: true, Sink: true,
+		Formats:       map[string][]string{EndSource: []string{"json", "text", "raw"}, EndSink: {"json", "text"}},
 		Doc:           "Objects under a prefix of a bucket (gs://bucket/prefix, s3://bucket/prefix on AWS or an S3-compatible server) or a local directory (file:///dir). As a source, reads every object under the prefix in key order (*.gz and *.zst decompressed), one record per line, and ends at the end of the listing (or, with poll_interval, keeps listing); the next run resumes after the last committed line, so the prefix should grow at the end of its key order (as this sink writes it) with objects never rewritten.",
 		IDNote:        "As a source, message_id is a fresh UUIDv7 per read; the position is the object key and line.",
 		PositionModes: []string{"*"},
@@ -177,6 +184,7 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "mongodb", Source: true, Sink: true,
+		Formats:       map[string][]string{EndSink: {"json"}, "handler": {"json"}},
 		Doc:           "A MongoDB collection.",
 		IDNote:        "As a capture source, the position is the snapshot index then the change-stream token.",
 		PositionModes: []string{"*"},
@@ -218,9 +226,10 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "redis", Source: true, Sink: true, Broker: true,
-		Doc:    "A Redis stream. As a source, a consumer group read with XREADGROUP: an entry is acknowledged (XACK) only once the route has committed past it, entries read and not acknowledged are read again on the next start (those of other consumers of the group idle for claim_idle are claimed with XAUTOCLAIM), and the group is created (with the stream) when absent. An entry's `payload_field` is the payload, its `mq_bridge.message_id` field the identity, every other field a meta entry; an entry without the payload field, or deleted before it was acknowledged, goes to the DLQ. As a sink, XADD per record (pipelined per batch) carrying the payload, `mq_bridge.message_id` = message_id and every forwarded meta entry as fields: a replay appends again (at-least-once). A write counts as durable when the server acknowledges it: run the server with appendonly yes and appendfsync always for a server crash to lose nothing acknowledged (the sink warns at start-up otherwise).",
-		IDs:    IDsStable,
-		IDNote: "message_id is the entry's mq_bridge.message_id field when its producer stamped one (this sink does), else derived from the stream name and the entry id: the same on every redelivery.",
+		Formats: map[string][]string{EndSource: []string{"json", "text", "raw"}},
+		Doc:     "A Redis stream. As a source, a consumer group read with XREADGROUP: an entry is acknowledged (XACK) only once the route has committed past it, entries read and not acknowledged are read again on the next start (those of other consumers of the group idle for claim_idle are claimed with XAUTOCLAIM), and the group is created (with the stream) when absent. An entry's `payload_field` is the payload, its `mq_bridge.message_id` field the identity, every other field a meta entry; an entry without the payload field, or deleted before it was acknowledged, goes to the DLQ. As a sink, XADD per record (pipelined per batch) carrying the payload, `mq_bridge.message_id` = message_id and every forwarded meta entry as fields: a replay appends again (at-least-once). A write counts as durable when the server acknowledges it: run the server with appendonly yes and appendfsync always for a server crash to lose nothing acknowledged (the sink warns at start-up otherwise).",
+		IDs:     IDsStable,
+		IDNote:  "message_id is the entry's mq_bridge.message_id field when its producer stamped one (this sink does), else derived from the stream name and the entry id: the same on every redelivery.",
 		// The position is the entry id: a re-read of the group's pending
 		// entries yields the same entries at the same positions.
 		PositionModes: []string{"*"},
@@ -245,6 +254,8 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "amqp", Source: true, Sink: true, Broker: true,
+		Formats:       map[string][]string{EndSource: []string{"json", "text", "raw"}},
+		ProducerID:    &ProducerIDFacts{Header: "mq_bridge.message_id header or message_id property", Target: "queue", Without: "message_id is a fresh UUID per delivery"},
 		Doc:           "An AMQP 0-9-1 broker (RabbitMQ). As a source, a consumer of one queue with manual acks: a message is acked only once the route has committed past it, so a crash or a lost connection leaves it unacked and the broker redelivers it (at-least-once by redelivery; prefetch bounds how many are in flight). As a sink, persistent publishes to an exchange with a routing key, mandatory and under publisher confirms: a write returns only when the broker confirmed every message of it; a message no queue took (returned) goes to the DLQ with the reason, a nack fails the batch retryably. Each message carries message_id as its message_id property and mq_bridge.message_id header.",
 		IDs:           IDsFromProducer,
 		IDNote:        "message_id is taken from the mq_bridge.message_id header or the message_id property when the publisher stamped one (a value that is not a UUID is hashed into one); otherwise it is a fresh UUIDv7 per delivery. The compiler counts on the producer's id only with producer_ids = true, and then checks per record that it is there (a message without one goes to the DLQ). A queue is not a replayable position.",
@@ -268,6 +279,8 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "mqtt", Source: true, Sink: true, Broker: true,
+		Formats:       map[string][]string{EndSource: []string{"json", "text", "raw"}},
+		ProducerID:    &ProducerIDFacts{Header: "mq_bridge.message_id user property", Target: "topic", Without: "message_id is a fresh UUID per delivery"},
 		Doc:           "An MQTT 5 broker (Mosquitto). As a source, a subscription to a topic filter at QoS 1 in a persistent session (a fixed client_id, clean start off, a session that outlives a disconnect): a message is acknowledged (PUBACK) only once the route has committed past it, so the broker sends what a crash left unacknowledged again when the session resumes (at-least-once by redelivery). At QoS 0 the broker sends each message once and forgets it: at-most-once. As a sink, QoS 1 publishes, each waiting for its PUBACK, carrying message_id as the user property mq_bridge.message_id.",
 		IDs:           IDsFromProducer,
 		IDNote:        "message_id is taken from the user property mq_bridge.message_id when the publisher set one (a value that is not a UUID is hashed into one); otherwise it is a fresh UUIDv7 per delivery. The compiler counts on the producer's id only with producer_ids = true, and then checks per record that it is there (a message without one goes to the DLQ). A topic is not a replayable position.",

@@ -93,6 +93,14 @@ type Step struct {
 	Attrs   []Attr
 }
 
+// ProducerIDFacts are the words of a producer-stamped id's premise: where
+// the producer puts the id (Header), the attribute naming what the source
+// reads (Target), and what message_id is on a message without one
+// (Without).
+type ProducerIDFacts struct {
+	Header, Target, Without string
+}
+
 // Absorb says how a sink absorbs a repeated write.
 type Absorb string
 
@@ -122,6 +130,16 @@ type Kind struct {
 	// route has not said its producers stamp ids, and message_id counts
 	// as a fresh id per delivery.
 	ProducerIDsIf string
+	// ProducerID says, for a source whose ids come from the producer,
+	// where the producer stamps its id and what the source reads: the
+	// words of the per-record premise a proof resting on it carries.
+	ProducerID *ProducerIDFacts
+	// Formats lists, per role ("source", "sink", "handler"), the formats
+	// the connector's reader or writer implements; the compiler refuses
+	// any other at build time (E026). A role with no entry runs its
+	// format attribute's default only; a handler with none takes the
+	// sink's.
+	Formats map[string][]string
 	// PositionModes lists the values of the `mode` attribute under which
 	// the source has a replayable position; ["*"] means every mode, nil
 	// means never.
