@@ -82,25 +82,10 @@ type DelPath struct {
 
 // Parse implements participle.Parseable.
 func (d *DelPath) Parse(lex *lexer.PeekingLexer) error {
-	at := lex.MakeCheckpoint().RawCursor()
-	if !afterKey(lex, at, "del") {
-		return participle.NextMatch
-	}
-	root := rawToken(lex, at)
-	if root.Type != TIdent {
-		return participle.NextMatch
-	}
-	segs, last, ok := readSegments(lex, at+1, false)
-	if !ok {
-		return participle.NextMatch
-	}
-	if len(segs) == 0 {
-		last = at
-	}
-	// The path must end the item: a newline, a comment, a comma, the
-	// block's end, or the next item's key on the same line (`{ del a b }`
-	// is `del a` and `b`, as `{ del a, b }` is, which is how fmt prints it).
-	if next := rawToken(lex, last+1); !(next.EOF() || next.Type == TNewline || next.Type == TComment || next.Type == TIdent || isPunct(next, ",") || isPunct(next, "}")) {
+	root, segs, last, ok := keyPath(lex, "del")
+	// The path must end the item (`{ del a b }` is `del a` and `b`, as
+	// `{ del a, b }` is, which is how fmt prints it).
+	if !ok || !endsItem(lex, last) {
 		return participle.NextMatch
 	}
 	lex.FastForward(last)
@@ -116,10 +101,13 @@ func (d *DelPath) Parse(lex *lexer.PeekingLexer) error {
 }
 
 // Text returns the path as written: `payload.a.b`.
-func (d *DelPath) Text() string {
+func (d *DelPath) Text() string { return pathText(d.Root, d.Segments) }
+
+// pathText writes a path as written: its root word, then its segments.
+func pathText(root *Ident, segs []Segment) string {
 	var b strings.Builder
-	b.WriteString(d.Root.Name)
-	for _, s := range d.Segments {
+	b.WriteString(root.Name)
+	for _, s := range segs {
 		b.WriteString(s.Text())
 	}
 	return b.String()
@@ -223,4 +211,33 @@ func (it *Item) KeyRange() diag.Range {
 		return it.Key.Range()
 	}
 	return Range(it.Key.Pos, it.Path.EndPos)
+}
+
+// keyPath reads the path that follows the item key key (del, unnest)
+// from the lexer's cursor: its root word, its segments, and the raw
+// cursor of its last token.
+func keyPath(lex *lexer.PeekingLexer, key string) (root lexer.Token, segs []Segment, last lexer.RawCursor, ok bool) {
+	at := lex.MakeCheckpoint().RawCursor()
+	if !afterKey(lex, at, key) {
+		return root, nil, 0, false
+	}
+	if root = rawToken(lex, at); root.Type != TIdent {
+		return root, nil, 0, false
+	}
+	if segs, last, ok = readSegments(lex, at+1, false); !ok {
+		return root, nil, 0, false
+	}
+	if len(segs) == 0 {
+		last = at
+	}
+	return root, segs, last, true
+}
+
+// endsItem reports whether the token after last ends an item: a newline,
+// a comment, a comma, the block's end, or the next item's key on the
+// same line, so that what fmt prints (one item per line, or a comma
+// between) reads back the same.
+func endsItem(lex *lexer.PeekingLexer, last lexer.RawCursor) bool {
+	next := rawToken(lex, last+1)
+	return next.EOF() || next.Type == TNewline || next.Type == TComment || next.Type == TIdent || isPunct(next, ",") || isPunct(next, "}")
 }

@@ -1,8 +1,6 @@
 package lang
 
 import (
-	"strings"
-
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
 
@@ -26,20 +24,9 @@ type UnnestArg struct {
 
 // Parse implements participle.Parseable.
 func (u *UnnestArg) Parse(lex *lexer.PeekingLexer) error {
-	at := lex.MakeCheckpoint().RawCursor()
-	if !afterKey(lex, at, "unnest") {
-		return participle.NextMatch
-	}
-	root := rawToken(lex, at)
-	if root.Type != TIdent {
-		return participle.NextMatch
-	}
-	segs, last, ok := readSegments(lex, at+1, false)
+	root, segs, last, ok := keyPath(lex, "unnest")
 	if !ok {
 		return participle.NextMatch
-	}
-	if len(segs) == 0 {
-		last = at
 	}
 	var as *lexer.Token
 	// The stream ends with one EOF token: read the name only after a word.
@@ -49,11 +36,9 @@ func (u *UnnestArg) Parse(lex *lexer.PeekingLexer) error {
 			last += 2
 		}
 	}
-	// The argument must end the item: a newline, a comment, a comma, the
-	// block's end, or the next item's key on the same line, so that what
-	// fmt prints (one item per line, or a comma between) reads back the
-	// same. `unnest a as` with no name is `unnest a`, then an item `as`.
-	if next := rawToken(lex, last+1); !(next.EOF() || next.Type == TNewline || next.Type == TComment || next.Type == TIdent || isPunct(next, ",") || isPunct(next, "}")) {
+	// The argument must end the item. `unnest a as` with no name is
+	// `unnest a`, then an item `as`.
+	if !endsItem(lex, last) {
 		return participle.NextMatch
 	}
 	lex.FastForward(last)
@@ -71,14 +56,7 @@ func (u *UnnestArg) Parse(lex *lexer.PeekingLexer) error {
 }
 
 // PathText returns the array's path as written: `payload.items`.
-func (u *UnnestArg) PathText() string {
-	var b strings.Builder
-	b.WriteString(u.Root.Name)
-	for _, s := range u.Segments {
-		b.WriteString(s.Text())
-	}
-	return b.String()
-}
+func (u *UnnestArg) PathText() string { return pathText(u.Root, u.Segments) }
 
 // Text returns the argument as written, normalised: `payload.items as item`.
 func (u *UnnestArg) Text() string {
