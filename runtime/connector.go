@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/plan"
@@ -666,6 +667,9 @@ type Batch struct {
 	reserved []reservation
 	// seq numbers the batches a route reads, in order (see turnGate).
 	seq uint64
+	// span is the batch's trace while it is in flight (tracing.go); nil
+	// without tracing.
+	span trace.Span
 }
 
 // NewBatch is an empty batch with room for n records.

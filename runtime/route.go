@@ -14,6 +14,7 @@ import (
 	"github.com/mqb-dev/mqb/internal/jsonvalue"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 	"github.com/mqb-dev/mqb/runtime/dedup"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // metaError is the metadata key a dead-lettered record carries its reason in.
@@ -24,8 +25,9 @@ const metaError = "mqb.error"
 type route struct {
 	name   string
 	log    *slog.Logger
-	health *Health // nil: nobody asks
-	tap    *Tap    // nil: nobody can watch
+	health *Health      // nil: nobody asks
+	tap    *Tap         // nil: nobody can watch
+	tracer trace.Tracer // nil: no spans (see tracing.go)
 	// stepNames name rt.steps as tap points: the kind, then kind#2… for
 	// a kind's later steps.
 	stepNames   []string
@@ -191,6 +193,7 @@ func (rt *route) run(ctx context.Context) error {
 		defer wg.Done()
 		defer close(procCh)
 		for {
+			t0 := time.Now()
 			b, eof, err := rt.src.Next(readCtx, rt.batchSize)
 			if err != nil {
 				rt.fail(err)
@@ -203,6 +206,7 @@ func (rt *route) run(ctx context.Context) error {
 				}
 				b.seq = rt.readSeq
 				rt.readSeq++
+				rt.startBatchSpan(b, t0)
 				n := int64(len(b.recs))
 				rt.stats.in.Add(n)
 				rt.metrics.in.Add(float64(n))
@@ -231,11 +235,15 @@ func (rt *route) run(ctx context.Context) error {
 			for b := range procCh {
 				if rt.failed.Load() {
 					rt.passTurns(b)
+					endBatchSpans([]*batch{b}, errRouteFailed)
 					continue
 				}
+				endSteps := rt.stageSpan(b, "mqb.steps")
 				err := rt.process(w, b)
+				endSteps(err)
 				rt.passTurns(b)
 				if err != nil {
+					endBatchSpans([]*batch{b}, err)
 					rt.releaseAll([]*batch{b})
 					rt.fail(err)
 					continue
@@ -273,6 +281,7 @@ func (rt *route) run(ctx context.Context) error {
 					continue
 				}
 				if err := rt.deliver(w, group); err != nil {
+					endBatchSpans(group, err)
 					rt.releaseAll(group)
 					rt.fail(err)
 				}
@@ -412,14 +421,24 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	}
 	w.dead = early
 	earlyDone := make(chan error, 1)
-	go func() { earlyDone <- rt.deadLetter(ctx, early) }()
+	go func() {
+		endDLQ := func(error) {}
+		if len(early) > 0 {
+			endDLQ = rt.groupSpan(group, "mqb.dlq.write", len(early))
+		}
+		err := rt.deadLetter(ctx, early)
+		endDLQ(err)
+		earlyDone <- err
+	}()
 
 	if rt.tap.watching() {
 		rt.tap.send(rt.name, "sink", live)
 	}
+	endWrite := rt.groupSpan(group, "mqb.sink.write", len(live))
 	sinkErr := rt.retry.write(ctx, rt.sink, live, func(err error) {
-		rt.log.Warn("sink write failed, retrying", "err", err)
+		rt.log.Warn("sink write failed, retrying", append([]any{"err", err}, traceAttrs(group[0])...)...)
 	})
+	endWrite(sinkErr)
 	if err := <-earlyDone; err != nil {
 		return err
 	}
@@ -518,6 +537,7 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	if len(lost) > 0 {
 		return rt.lostError(lost)
 	}
+	endBatchSpans(group, nil)
 	return nil
 }
 
@@ -598,6 +618,7 @@ func (rt *route) deadLetter(ctx context.Context, dead []*Record) error {
 
 // releaseAll frees the dedup reservations of batches that will not be acked.
 func (rt *route) releaseAll(group []*batch) {
+	endBatchSpans(group, errRouteFailed)
 	for _, b := range group {
 		for _, res := range b.reserved {
 			if err := res.store.Release(res.keys); err != nil {
@@ -615,7 +636,10 @@ func (rt *route) releaseAll(group []*batch) {
 func (rt *route) commit() error {
 	rt.commitMu.Lock()
 	defer rt.commitMu.Unlock()
-	return rt.commitLocked()
+	end := rt.commitSpan()
+	err := rt.commitLocked()
+	end(err)
+	return err
 }
 
 func (rt *route) commitLocked() error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/stdlib"
@@ -42,6 +43,9 @@ type Options struct {
 	// acked position (default 100ms; a drain or the end of a file always
 	// commits). Longer means fewer fsyncs and more replay after a crash.
 	CommitInterval time.Duration
+	// Tracer, when set, receives a trace per batch and a span per commit
+	// (see tracing.go); nil traces nothing and costs nothing.
+	Tracer trace.TracerProvider
 }
 
 // RouteStats counts a route's records. Every record read ends in exactly
@@ -137,6 +141,9 @@ func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
 		}
 		rt.health = opts.Health
 		rt.tap = opts.Tap
+		if opts.Tracer != nil {
+			rt.tracer = opts.Tracer.Tracer(tracerName)
+		}
 		opts.Tap.addRoute(rt.name, append(append([]string{"source"}, rt.stepNames...), "sink"))
 		rt.metrics = metrics.forRoute(pr.Name)
 		routes = append(routes, rt)

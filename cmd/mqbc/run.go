@@ -21,7 +21,7 @@ import (
 func init() {
 	register(&command{
 		Name:    "run",
-		Usage:   "mqbc run FILE… [--check] [--state DIR] [--metrics-addr ADDR] [--log-level debug|info|warn|error] [--log-format text|json] [--progress auto|on|off]",
+		Usage:   "mqbc run FILE… [--check] [--state DIR] [--metrics-addr ADDR] [--log-level debug|info|warn|error] [--log-format text|json] [--progress auto|on|off] [--otlp-endpoint URL]",
 		Summary: "compile .mqb files and run every route until finite sources end or SIGINT/SIGTERM drains them; --check only checks, as mqbc check does",
 		Run:     runRun,
 	})
@@ -35,6 +35,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	check := fs.Bool("check", false, "check every premise and open every connection, as `mqbc check` does, then exit without reading a record")
 	stateDir := fs.String("state", "", stateFlagDoc)
+	otlpEndpoint := fs.String("otlp-endpoint", "", otlpEndpointDoc)
 	progress := fs.String("progress", "auto", "progress line on stderr for file sources: auto (when stderr is a terminal), on or off")
 	paths, ok := parseFiles(c, fs, args, stderr, nil)
 	if !ok {
@@ -78,6 +79,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	opts := runtime.Options{Logger: slog.New(handler), StateDir: *stateDir}
 	if *progress == "on" || *progress == "auto" && isTerminal(stderr) {
 		opts.Progress = stderr
+	}
+
+	tp, flush, err := startTracing(*otlpEndpoint)
+	if err != nil {
+		fmt.Fprintln(stderr, "mqbc run: tracing:", err)
+		return exitUsage
+	}
+	defer flush()
+	if tp != nil {
+		opts.Tracer = tp
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
