@@ -13,7 +13,7 @@ import (
 	"github.com/mqb-dev/mqb/diag"
 )
 
-var parser = participle.MustBuild[File](
+var participleParser = participle.MustBuild[File](
 	participle.Lexer(definition{}),
 	participle.Elide("Comment"),
 	participle.UseLookahead(4),
@@ -26,7 +26,7 @@ func Grammar() string {
 		"// KeyPath is ( \".\" <ident> | \"[\" <string> \"]\" )* after a key, the \"[\" touching what precedes it;\n" +
 		"// DelPath is <ident> KeyPath after a key `del`, alone on its line (lang.KeyPath.Parse, lang.DelPath.Parse);\n" +
 		"// UnnestArg is <ident> KeyPath [ \"as\" <ident> ] after a key `unnest`, ending its item (lang.UnnestArg.Parse).\n\n" +
-		parser.String() + "\n"
+		participleParser.String() + "\n"
 }
 
 // Parse parses one .mqb file within DefaultLimits. It always returns a File
@@ -36,21 +36,46 @@ func Parse(filename string, src []byte) (*File, diag.List) {
 	return ParseWithin(filename, src, DefaultLimits)
 }
 
+// declParser parses tokens ending with an EOF token as a whole file.
+type declParser func(toks []lexer.Token) ([]*Decl, error)
+
+// parseWhole is the recursive-descent parser as a declParser.
+func parseWhole(toks []lexer.Token) ([]*Decl, error) {
+	decls, err := parseDeclTokens(toks)
+	if err != nil {
+		return nil, err
+	}
+	return decls, nil
+}
+
+// participleDecls is the participle parser as a declParser.
+func participleDecls(toks []lexer.Token) ([]*Decl, error) {
+	f, err := parseTokens(toks)
+	if err != nil {
+		return nil, err
+	}
+	return f.Decls, nil
+}
+
 func parseTokensOf(filename string, src []byte, toks []lexer.Token, diags diag.List) (*File, diag.List) {
+	return parseTokensWith(filename, src, toks, diags, parseWhole, parseWhole)
+}
+
+func parseTokensWith(filename string, src []byte, toks []lexer.Token, diags diag.List, whole, chunkParser declParser) (*File, diag.List) {
 	f := &File{Name: filename, Src: src, Tokens: len(toks)}
 	for _, t := range toks {
 		if t.Type == TComment {
 			f.Comments = append(f.Comments, t)
 		}
 	}
-	decls, err := parseDecls(toks)
+	decls, err := whole(toks)
 	if err == nil {
 		f.Decls = decls
 	} else {
 		// Recover: parse each top-level declaration on its own, so one
 		// broken route does not hide the errors (or the checks) of the rest.
 		for _, chunk := range splitDecls(toks) {
-			p, err := parseTokens(chunk)
+			decls, err := chunkParser(chunk)
 			if err != nil {
 				d := syntaxError(err)
 				caseWithSeveralValues(chunk, &d)
@@ -64,7 +89,7 @@ func parseTokensOf(filename string, src []byte, toks []lexer.Token, diags diag.L
 				diags = append(diags, d)
 				continue
 			}
-			f.Decls = append(f.Decls, p.Decls...)
+			f.Decls = append(f.Decls, decls...)
 		}
 	}
 	for _, d := range f.Decls {
@@ -197,7 +222,7 @@ func parseTokens(toks []lexer.Token) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parser.ParseFromLexer(pl)
+	return participleParser.ParseFromLexer(pl)
 }
 
 // splitDecls cuts the token stream at every line that starts, at brace
@@ -283,7 +308,10 @@ func isCaseValue(t lexer.Token) bool { return t.Type == TString }
 func isPunct(t lexer.Token, v string) bool { return t.Type == TPunct && t.Value == v }
 
 func syntaxError(err error) diag.Diagnostic {
-	var perr participle.Error
+	var perr interface {
+		Message() string
+		Position() lexer.Position
+	}
 	if errors.As(err, &perr) {
 		pos := posOf(perr.Position())
 		end := pos
