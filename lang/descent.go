@@ -2,12 +2,11 @@ package lang
 
 import (
 	"fmt"
-
-	"github.com/alecthomas/participle/v2/lexer"
 )
 
 // The parser is recursive descent over the lexed tokens, one function per
-// production of grammar.ebnf. Newlines and comments are skipped between
+// production of grammar.ebnf, whose text is the function's comment (a test
+// holds the two together). Newlines and comments are skipped between
 // tokens (only Expr and the key paths read them); a node's Pos is its first
 // token and its EndPos the raw token just after its last one, a newline or
 // a comment included.
@@ -26,7 +25,7 @@ const lookahead = 4
 
 // parser holds one parse's tokens; the stream ends with an EOF token.
 type parser struct {
-	toks []lexer.Token
+	toks []Token
 }
 
 // state is where a parse is and the furthest error it has met. raw is the
@@ -48,7 +47,7 @@ type perr struct {
 
 // syntaxErr is a perr with its token, as the parse returns it.
 type syntaxErr struct {
-	tok    lexer.Token
+	tok    Token
 	expect string
 }
 
@@ -58,7 +57,7 @@ func (e *syntaxErr) Error() string {
 }
 
 // Position is where the unexpected token starts.
-func (e *syntaxErr) Position() lexer.Position { return e.tok.Pos }
+func (e *syntaxErr) Position() Position { return e.tok.Pos }
 
 // Message is the error without its position.
 func (e *syntaxErr) Message() string {
@@ -69,11 +68,11 @@ func (e *syntaxErr) Message() string {
 	return m
 }
 
-func elided(t *lexer.Token) bool { return t.Type == TNewline || t.Type == TComment }
+func elided(t *Token) bool { return t.Type == TNewline || t.Type == TComment }
 
 // parseDeclTokens parses toks, which end with an EOF token, as a whole
 // file: its declarations, or the error that stops them.
-func parseDeclTokens(toks []lexer.Token) ([]*Decl, *syntaxErr) {
+func parseDeclTokens(toks []Token) ([]*Decl, *syntaxErr) {
 	p := &parser{toks: toks}
 	s := state{}
 	p.skip(&s)
@@ -94,11 +93,11 @@ func (p *parser) skip(s *state) {
 	}
 }
 
-func (p *parser) peek(s *state) *lexer.Token    { return &p.toks[s.next] }
-func (p *parser) rawPeek(s *state) *lexer.Token { return &p.toks[s.raw] }
+func (p *parser) peek(s *state) *Token    { return &p.toks[s.next] }
+func (p *parser) rawPeek(s *state) *Token { return &p.toks[s.raw] }
 
 // advance reads the next token other than a newline or a comment.
-func (p *parser) advance(s *state) *lexer.Token {
+func (p *parser) advance(s *state) *Token {
 	t := &p.toks[s.next]
 	if t.Type == TEOF {
 		return t
@@ -126,9 +125,9 @@ func (p *parser) fastForward(s *state, i int) {
 }
 
 // rawAt is the raw token at i, or a zero token before the stream.
-func (p *parser) rawAt(i int) lexer.Token {
+func (p *parser) rawAt(i int) Token {
 	if i < 0 {
-		return lexer.Token{}
+		return Token{}
 	}
 	return p.toks[i]
 }
@@ -214,7 +213,7 @@ func (a *alts) none(s *state) perr {
 	return a.first
 }
 
-// file: Decl* .
+// File = Decl* .
 func (p *parser) file(s *state) ([]*Decl, perr) {
 	var decls []*Decl
 	for {
@@ -235,7 +234,7 @@ func (p *parser) file(s *state) ([]*Decl, perr) {
 	}
 }
 
-// decl: Route | NamedEndpoint .
+// Decl = Route | NamedEndpoint .
 func (p *parser) decl(s *state) (*Decl, bool, perr) {
 	var a alts
 	b := *s
@@ -271,7 +270,7 @@ func fail(s *state, err perr) perr {
 	return err
 }
 
-// route: "route" Ident Block .
+// Route = "route" Ident Block .
 func (p *parser) route(s *state) (*Route, bool, perr) {
 	pos := p.peek(s).Pos
 	if !p.lit(s, "route") {
@@ -291,7 +290,7 @@ func (p *parser) route(s *state) (*Route, bool, perr) {
 	return &Route{Pos: pos, EndPos: p.rawPeek(s).Pos, Name: name, Body: body}, true, perr{}
 }
 
-// endpoint: ( "output" | "input" ) Ident "=" Ident Block .
+// NamedEndpoint = ("output" | "input") Ident "=" Ident Block .
 func (p *parser) endpoint(s *state) (*NamedEndpoint, bool, perr) {
 	t := p.peek(s)
 	if t.Value != "output" && t.Value != "input" {
@@ -319,7 +318,7 @@ func (p *parser) endpoint(s *state) (*NamedEndpoint, bool, perr) {
 	return e, true, perr{}
 }
 
-// ident: <ident> .
+// Ident = <ident> .
 func (p *parser) ident(s *state) *Ident {
 	t := p.peek(s)
 	if t.Type != TIdent {
@@ -329,7 +328,7 @@ func (p *parser) ident(s *state) *Ident {
 	return &Ident{Pos: t.Pos, EndPos: p.rawPeek(s).Pos, Name: t.Value}
 }
 
-// str: <string> | <raw> .
+// Str = (<string> | <raw>) .
 func (p *parser) str(s *state) *Str {
 	t := p.peek(s)
 	if t.Type != TString && t.Type != TRaw {
@@ -339,7 +338,7 @@ func (p *parser) str(s *state) *Str {
 	return &Str{Pos: t.Pos, EndPos: p.rawPeek(s).Pos, Raw: t.Value}
 }
 
-// block: "{" BlockEntry* "}" .
+// Block = "{" BlockEntry* "}" .
 func (p *parser) block(s *state) (*Block, bool, perr) {
 	pos := p.peek(s).Pos
 	if !p.lit(s, "{") {
@@ -368,7 +367,7 @@ func (p *parser) block(s *state) (*Block, bool, perr) {
 	return &Block{Pos: pos, EndPos: p.rawPeek(s).Pos, Entries: entries}, true, perr{}
 }
 
-// entry: Item | "," .
+// BlockEntry = Item | "," .
 func (p *parser) entry(s *state) (*BlockEntry, bool, perr) {
 	var a alts
 	b := *s
@@ -393,8 +392,7 @@ func (p *parser) entry(s *state) (*BlockEntry, bool, perr) {
 	return nil, false, perr{}
 }
 
-// item: Ident KeyPath? ( "ref" Ident | "=" Value | ( Ident-before-"{" |
-// Str-before-"{" )? Block | DelPath | UnnestArg | Expr )? .
+// Item = Ident KeyPath? (("ref" Ident) | ("=" Value) | ((((?= <ident> "{") Ident) | ((?= (<string> | <raw>) "{") Str))? Block) | DelPath | UnnestArg | Expr)? .
 func (p *parser) item(s *state) (*Item, bool, perr) {
 	pos := p.peek(s).Pos
 	key := p.ident(s)
@@ -519,7 +517,7 @@ func (p *parser) kindOrLabel(s *state) (*Ident, *Str) {
 
 // before reports whether the next two tokens are one of type typ and then
 // v, newlines and comments between them skipped.
-func (p *parser) before(s *state, typ lexer.TokenType, v string) bool {
+func (p *parser) before(s *state, typ TokenType, v string) bool {
 	b := *s
 	if p.peek(&b).Type != typ {
 		return false
@@ -528,7 +526,7 @@ func (p *parser) before(s *state, typ lexer.TokenType, v string) bool {
 	return p.peek(&b).Value == v
 }
 
-// value: List | Block-not-map-literal | Expr .
+// Value = List | ((?! "{" (<string> | <raw> | <ident>) ":") Block) | Expr .
 func (p *parser) value(s *state) (*Value, bool, perr) {
 	var a alts
 	v := &Value{Pos: p.peek(s).Pos}
@@ -594,7 +592,7 @@ func (p *parser) mapLiteral(s *state) bool {
 	return p.peek(&b).Value == ":"
 }
 
-// list: "[" ( Value | "," )* "]" .
+// List = "[" (Value | ",")* "]" .
 func (p *parser) list(s *state) (*List, bool, perr) {
 	pos := p.peek(s).Pos
 	if !p.lit(s, "[") {
@@ -625,7 +623,7 @@ func (p *parser) list(s *state) (*List, bool, perr) {
 	return &List{Pos: pos, EndPos: p.rawPeek(s).Pos, Elems: elems}, true, perr{}
 }
 
-// listEntry: Value | "," ; a comma matches with a nil value.
+// listEntry is one of List's (Value | ","); a comma matches with a nil value.
 func (p *parser) listEntry(s *state) (*Value, bool, perr) {
 	var a alts
 	b := *s
