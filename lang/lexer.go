@@ -49,7 +49,10 @@ func Lex(filename string, src []byte) ([]Token, diag.List) {
 // maxTokens (0: no bound); over reports that it stopped there.
 func lexWithin(filename string, src []byte, maxTokens int) (toks []Token, diags diag.List, over bool) {
 	l := &lexState{src: string(src), pos: Position{Filename: filename, Line: 1, Column: 1}, max: maxTokens}
-	n := len(src)/4 + 16
+	// A generated file runs about 7 bytes a token, a commented one more:
+	// one byte in six reserves enough for most files without the third of
+	// the array a byte in four left unused.
+	n := len(src)/6 + 16
 	if maxTokens > 0 {
 		n = min(n, maxTokens+1)
 	}
