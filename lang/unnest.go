@@ -41,6 +41,7 @@ func (p *parser) unnestArg(s *state) *UnnestArg {
 		return nil
 	}
 	var as *Token
+	pathLast := last
 	// The stream ends with one EOF token: read the name only after a word.
 	if kw := p.rawAt(last + 1); kw.Type == TIdent && kw.Value == "as" {
 		if name := p.rawAt(last + 2); name.Type == TIdent {
@@ -49,9 +50,13 @@ func (p *parser) unnestArg(s *state) *UnnestArg {
 		}
 	}
 	// The argument must end the item. `unnest a as` with no name is
-	// `unnest a`, then an item `as`.
+	// `unnest a`, then an item `as`; so is `unnest a as b()`, whose
+	// `as b` does not end the item, as fmt prints it (one item a line).
 	if !p.endsItem(last) {
-		return nil
+		if as == nil {
+			return nil
+		}
+		as, last = nil, pathLast
 	}
 	p.fastForward(s, last)
 	u := &UnnestArg{Root: identOf(root), Segments: segs}
