@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/alecthomas/participle/v2/lexer"
-
 	"github.com/mqb-dev/mqb/diag"
 	"github.com/mqb-dev/mqb/lang"
 	"github.com/mqb-dev/mqb/plan"
@@ -269,7 +267,7 @@ func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*
 		rc.c.add("E015", v.Range(), fmt.Sprintf("%s.%s%s expects %s, got %s", owner, a.Name, rc.where(), want, describe(v)), detail)
 		return nil, false
 	}
-	var tok lexer.Token
+	var tok lang.Token
 	single := false
 	if v.Expr != nil {
 		tok, single = v.Expr.Single()
@@ -384,7 +382,7 @@ func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*
 
 // convertString handles a String attribute: plain text, or a template
 // whose placeholders each compile as expressions.
-func (rc *routeCtx) convertString(a *stdlib.Attr, tok lexer.Token, owner string, ai *attrInfo) (*attrInfo, bool) {
+func (rc *routeCtx) convertString(a *stdlib.Attr, tok lang.Token, owner string, ai *attrInfo) (*attrInfo, bool) {
 	parts, ds := lang.SplitTemplate(tok)
 	rc.c.diags = append(rc.c.diags, ds...)
 	if len(ds) > 0 {
@@ -478,12 +476,12 @@ func templateExpr(parts []lang.TemplatePart) string {
 }
 
 // lexTok rebuilds the token of a label string.
-func lexTok(s *lang.Str) lexer.Token {
+func lexTok(s *lang.Str) lang.Token {
 	t := lang.TString
 	if strings.HasPrefix(s.Raw, `"""`) {
 		t = lang.TRaw
 	}
-	return lexer.Token{Type: t, Value: s.Raw, Pos: s.Pos}
+	return lang.Token{Type: t, Value: s.Raw, Pos: s.Pos}
 }
 
 func joinNames(names []string) string {

@@ -1,62 +1,62 @@
 package lang
 
 import (
-	"github.com/alecthomas/participle/v2/lexer"
-
 	"github.com/mqb-dev/mqb/diag"
 )
 
-// The AST is the participle grammar: each struct's tags are its production.
-// Pos and EndPos are filled by participle on every node.
+// The AST is what the parser (descent.go) builds, one struct per production
+// of grammar.ebnf. Every node has Pos, where its first token starts, and
+// EndPos, where the raw token after its last one starts (a newline or a
+// comment included); Expr, the paths and UnnestArg end at their last byte.
 
 // File is one parsed .mqb file.
 type File struct {
-	Name  string  `parser:""`
-	Src   []byte  `parser:""`
-	Decls []*Decl `parser:"@@*"`
+	Name  string
+	Src   []byte
+	Decls []*Decl
 	// Comments holds every comment token, for the formatter.
-	Comments []lexer.Token `parser:""`
+	Comments []Token
 	// Tokens is how many tokens the file was lexed into (see Limits).
-	Tokens int `parser:""`
+	Tokens int
 }
 
 // Decl is a top-level declaration.
 type Decl struct {
-	Route    *Route         `parser:"  @@"`
-	Endpoint *NamedEndpoint `parser:"| @@"`
+	Route    *Route
+	Endpoint *NamedEndpoint
 }
 
 // Route is `route NAME { … }`.
 type Route struct {
-	Pos    lexer.Position
-	EndPos lexer.Position
-	Name   *Ident `parser:"'route' @@"`
-	Body   *Block `parser:"@@"`
+	Pos    Position
+	EndPos Position
+	Name   *Ident
+	Body   *Block
 }
 
 // NamedEndpoint is `output NAME = kind { … }` (or `input`), used as `ref NAME`.
 type NamedEndpoint struct {
-	Pos    lexer.Position
-	EndPos lexer.Position
-	Dir    string `parser:"@( 'output' | 'input' )"`
-	Name   *Ident `parser:"@@ '='"`
-	Kind   *Ident `parser:"@@"`
-	Body   *Block `parser:"@@"`
+	Pos    Position
+	EndPos Position
+	Dir    string
+	Name   *Ident
+	Kind   *Ident
+	Body   *Block
 }
 
 // Block is `{ item, item … }`; items are separated by newlines or commas.
 type Block struct {
-	Pos     lexer.Position
-	EndPos  lexer.Position
-	Entries []*BlockEntry `parser:"'{' @@* '}'"`
+	Pos     Position
+	EndPos  Position
+	Entries []*BlockEntry
 }
 
-// BlockEntry is an item or a comma; Items() drops the commas. Newlines are
-// elided from the grammar (see parseTokens) to keep participle's branching
-// cheap; Expr.Parse and checkSeparators read them from the raw tokens.
+// BlockEntry is an item or a comma; Items() drops the commas. The grammar
+// skips newlines between tokens; the parser's expr and checkSeparators
+// read them from the raw tokens.
 type BlockEntry struct {
-	Item *Item  `parser:"  @@"`
-	Sep  string `parser:"| @','"`
+	Item *Item
+	Sep  string
 }
 
 // Items returns the block's items in order.
@@ -86,66 +86,66 @@ func (b *Block) Items() []*Item {
 //	key expr               id payload.order_id, filter x > 1, guarantee effectively_once
 //	key                    a bare word
 type Item struct {
-	Pos    lexer.Position
-	EndPos lexer.Position
-	Key    *Ident     `parser:"@@"`
-	Path   *KeyPath   `parser:"@@?"`
-	Ref    *Ident     `parser:"( 'ref' @@"`
-	Assign *Value     `parser:"| '=' @@"`
-	Kind   *Ident     `parser:"| ( ( (?= Ident '{') @@"`
-	Label  *Str       `parser:"    | (?= (String | Raw) '{') @@ )?"`
-	Body   *Block     `parser:"  @@ )"`
-	Del    *DelPath   `parser:"| @@"`
-	Unnest *UnnestArg `parser:"| @@"`
-	Arg    *Expr      `parser:"| @@ )?"`
+	Pos    Position
+	EndPos Position
+	Key    *Ident
+	Path   *KeyPath
+	Ref    *Ident
+	Assign *Value
+	Kind   *Ident
+	Label  *Str
+	Body   *Block
+	Del    *DelPath
+	Unnest *UnnestArg
+	Arg    *Expr
 }
 
 // Ident is an identifier with its position.
 type Ident struct {
-	Pos    lexer.Position
-	EndPos lexer.Position
-	Name   string `parser:"@Ident"`
+	Pos    Position
+	EndPos Position
+	Name   string
 }
 
 // Str is a quoted string or raw block, as written (quotes included).
 type Str struct {
-	Pos    lexer.Position
-	EndPos lexer.Position
-	Raw    string `parser:"@( String | Raw )"`
+	Pos    Position
+	EndPos Position
+	Raw    string
 }
 
 // Value is the right-hand side of `=`. A `{` that opens an expr-lang map
 // literal (`{"line": payload}`, `{line: payload}`) starts an expression,
 // not a block.
 type Value struct {
-	Pos    lexer.Position
-	EndPos lexer.Position
-	List   *List  `parser:"  @@"`
-	Block  *Block `parser:"| (?! '{' (String | Raw | Ident) ':') @@"`
-	Expr   *Expr  `parser:"| @@"`
+	Pos    Position
+	EndPos Position
+	List   *List
+	Block  *Block
+	Expr   *Expr
 }
 
 // List is `[ value, value … ]`.
 type List struct {
-	Pos    lexer.Position
-	EndPos lexer.Position
-	Elems  []*Value `parser:"'[' ( @@ | ',' )* ']'"`
+	Pos    Position
+	EndPos Position
+	Elems  []*Value
 }
 
 // Range returns the source range of a node given its Pos and EndPos.
-func Range(pos, end lexer.Position) diag.Range {
+func Range(pos, end Position) diag.Range {
 	return diag.Range{Start: posOf(pos), End: posOf(end)}
 }
 
 // Range of the identifier.
 // The range ends at the identifier's last byte, not at the next token
-// (participle's EndPos), so a caret underlines exactly the name.
+// (EndPos), so a caret underlines exactly the name.
 func (i *Ident) Range() diag.Range { return tokenRange(i.Pos, i.Name) }
 
 // Range of the string.
 func (s *Str) Range() diag.Range { return tokenRange(s.Pos, s.Raw) }
 
-func tokenRange(pos lexer.Position, text string) diag.Range {
+func tokenRange(pos Position, text string) diag.Range {
 	end := pos
 	advance(&end, text)
 	return Range(pos, end)

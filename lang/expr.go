@@ -3,9 +3,6 @@ package lang
 import (
 	"strings"
 
-	"github.com/alecthomas/participle/v2"
-	"github.com/alecthomas/participle/v2/lexer"
-
 	"github.com/mqb-dev/mqb/diag"
 )
 
@@ -16,9 +13,9 @@ import (
 // a brace, or an operand that cannot follow the previous one — so
 // `on = meta["k"]  case "a" { … }` ends the expression before `case`.
 type Expr struct {
-	Pos    lexer.Position
-	EndPos lexer.Position
-	Tokens []lexer.Token
+	Pos    Position
+	EndPos Position
+	Tokens []Token
 }
 
 // operator words of expr-lang that join two operands.
@@ -27,23 +24,27 @@ var wordOps = map[string]bool{
 	"contains": true, "startsWith": true, "endsWith": true,
 }
 
-// Parse implements participle.Parseable.
-func (e *Expr) Parse(lex *lexer.PeekingLexer) error {
+// expr reads an expression: tokens while they continue one. It stops at a
+// newline, a comma, a brace, or an operand that cannot follow the previous
+// one, so `on = meta["k"]  case "a" { … }` ends before `case`.
+func (p *parser) expr(s *state) *Expr {
+	start := *s
 	depth := 0
 	prevOperand := false
+	n := 0
 loop:
 	for {
-		if raw := lex.RawPeek(); depth == 0 && (raw.Type == TNewline || raw.Type == TComment) {
+		if raw := p.rawPeek(s); depth == 0 && (raw.Type == TNewline || raw.Type == TComment) {
 			// A newline ends an expression, and a statement's argument
 			// (`id payload.x`) must start on its line; but a value after
 			// '=', '[' or ',' may start on a later line, as a list
 			// element written one per line does.
-			if len(e.Tokens) > 0 || !valueMayStartLater(lex) {
+			if n > 0 || !p.valueMayStartLater(s) {
 				break
 			}
 		}
-		t := lex.Peek()
-		if t.EOF() {
+		t := p.peek(s)
+		if t.Type == TEOF {
 			break
 		}
 		switch t.Type {
@@ -60,13 +61,13 @@ loop:
 					prevOperand = false
 				}
 			case "{":
-				if depth == 0 && (prevOperand || !mapLiteralAhead(lex)) {
+				if depth == 0 && (prevOperand || !p.mapLiteralAhead(s)) {
 					break loop
 				}
 				depth++
 				prevOperand = false
 			case "(", "[":
-				if depth == 0 && prevOperand && t.Value == "(" && len(e.Tokens) > 0 && e.Tokens[len(e.Tokens)-1].Type != TIdent {
+				if depth == 0 && prevOperand && t.Value == "(" && n > 0 && p.toks[s.raw-1].Type != TIdent {
 					break loop
 				}
 				depth++
@@ -98,43 +99,46 @@ loop:
 			}
 			prevOperand = false
 		}
-		tok := lex.Next()
-		e.Tokens = append(e.Tokens, *tok)
+		p.advance(s)
+		n++
 	}
-	if len(e.Tokens) == 0 {
-		return participle.NextMatch
+	if n == 0 {
+		return nil
+	}
+	e := &Expr{Tokens: make([]Token, 0, n)}
+	for i := start.next; i < s.raw; i++ {
+		if t := &p.toks[i]; !elided(t) {
+			e.Tokens = append(e.Tokens, *t)
+		}
 	}
 	e.Pos = e.Tokens[0].Pos
-	last := e.Tokens[len(e.Tokens)-1]
-	e.EndPos = last.Pos
-	advance(&e.EndPos, last.Value)
-	return nil
+	e.EndPos = tokenEnd(e.Tokens[n-1])
+	return e
 }
 
-// mapLiteralAhead reports whether the "{" the lexer is at opens an
-// expr-lang map literal, `{}` or `{key: …}` with a quoted or bare key,
-// rather than an mqb block, whose items never start `key:`.
-func mapLiteralAhead(lex *lexer.PeekingLexer) bool {
-	cp := lex.MakeCheckpoint()
-	defer lex.LoadCheckpoint(cp)
-	lex.Next()
-	k := lex.Next()
+// mapLiteralAhead reports whether the "{" next opens an expr-lang map
+// literal, `{}` or `{key: …}` with a quoted or bare key, rather than an
+// mqb block, whose items never start `key:`.
+func (p *parser) mapLiteralAhead(s *state) bool {
+	b := *s
+	p.advance(&b)
+	k := p.advance(&b)
 	if isPunct(*k, "}") {
 		return true
 	}
 	if k.Type != TString && k.Type != TRaw && k.Type != TIdent {
 		return false
 	}
-	return isOp(*lex.Peek(), ":")
+	return isOp(*p.peek(&b), ":")
 }
 
-// valueMayStartLater reports whether the last significant token before the
-// lexer's position lets a value start on a later line: '=', '[' or ','
-// (not an item's key, whose argument must be on the key's line).
-func valueMayStartLater(lex *lexer.PeekingLexer) bool {
-	for i := lex.MakeCheckpoint().RawCursor() - 1; i >= 0; i-- {
-		t := lex.Range(i, i+1)[0]
-		if t.Type == TNewline || t.Type == TComment {
+// valueMayStartLater reports whether the last token other than a newline
+// or a comment before s lets a value start on a later line: '=', '[' or
+// ',' (not an item's key, whose argument must be on the key's line).
+func (p *parser) valueMayStartLater(s *state) bool {
+	for i := s.raw - 1; i >= 0; i-- {
+		t := &p.toks[i]
+		if elided(t) {
 			continue
 		}
 		return t.Type == TOp && t.Value == "=" || t.Type == TPunct && (t.Value == "[" || t.Value == ",")
@@ -161,9 +165,9 @@ func (e *Expr) Text(src []byte) string {
 }
 
 // Single returns the expression's only token when it is one token long.
-func (e *Expr) Single() (lexer.Token, bool) {
+func (e *Expr) Single() (Token, bool) {
 	if len(e.Tokens) == 1 {
 		return e.Tokens[0], true
 	}
-	return lexer.Token{}, false
+	return Token{}, false
 }

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/alecthomas/participle/v2/lexer"
-
 	"github.com/mqb-dev/mqb/diag"
 )
 
@@ -55,7 +53,7 @@ type outLine struct {
 
 type formatter struct {
 	src   []byte
-	toks  []lexer.Token
+	toks  []Token
 	at    map[int]int // token offset → index (non-EOF tokens)
 	endAt map[int]int // offset just past a token → index
 	match map[int]int // bracket index → partner index
@@ -67,7 +65,7 @@ type formatter struct {
 	forceBlank bool // the next element gets a blank line (top level)
 }
 
-func newFormatter(src []byte, toks []lexer.Token) *formatter {
+func newFormatter(src []byte, toks []Token) *formatter {
 	f := &formatter{src: src, toks: toks, at: map[int]int{}, endAt: map[int]int{}, match: map[int]int{}, done: make([]bool, len(toks)), atStart: true}
 	var stack []int
 	for i, t := range toks {
@@ -94,7 +92,7 @@ func newFormatter(src []byte, toks []lexer.Token) *formatter {
 }
 
 // tok returns the index of the token starting at p.
-func (f *formatter) tok(p lexer.Position) int {
+func (f *formatter) tok(p Position) int {
 	if i, ok := f.at[p.Offset]; ok {
 		return i
 	}
@@ -170,11 +168,11 @@ func (f *formatter) flush(before, depth int) {
 	}
 }
 
-func commentText(t lexer.Token) string { return strings.TrimRight(t.Value, " \t\r") }
+func commentText(t Token) string { return strings.TrimRight(t.Value, " \t\r") }
 
 func (f *formatter) file(file *File) {
 	for _, d := range file.Decls {
-		var pos lexer.Position
+		var pos Position
 		switch {
 		case d.Route != nil:
 			pos = d.Route.Pos
@@ -381,7 +379,7 @@ func (f *formatter) list(depth int, prefix, suffix string, l *List, first int) {
 	f.atStart = false
 }
 
-func valuePos(v *Value) lexer.Position {
+func valuePos(v *Value) Position {
 	switch {
 	case v.Block != nil:
 		return v.Block.Pos

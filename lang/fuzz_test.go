@@ -2,8 +2,6 @@ package lang
 
 import (
 	"testing"
-
-	"github.com/alecthomas/participle/v2/lexer"
 )
 
 // FuzzParse feeds arbitrary text to the parser: it must never panic, every
@@ -54,7 +52,7 @@ func FuzzParse(f *testing.F) {
 // input or ends before it starts.
 func checkNodePositions(t *testing.T, f *File, n int) {
 	t.Helper()
-	check := func(what string, pos, end lexer.Position) {
+	check := func(what string, pos, end Position) {
 		if pos.Offset < 0 || end.Offset > n || end.Offset < pos.Offset || pos.Line < 1 {
 			t.Fatalf("%s spans %v..%v, outside the %d-byte input", what, pos, end, n)
 		}

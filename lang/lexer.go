@@ -1,38 +1,35 @@
 package lang
 
 import (
-	"io"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/alecthomas/participle/v2/lexer"
 
 	"github.com/mqb-dev/mqb/diag"
 )
 
 // Token types produced by the lexer.
 const (
-	TEOF      lexer.TokenType = lexer.EOF
-	TNewline  lexer.TokenType = iota + 1 // "\n"
-	TComment                             // # … or // …
-	TIdent                               // route, payload, order_id
-	TInt                                 // 42, 0x1f, 1_000
-	TFloat                               // 1.5, 1e3
-	TDuration                            // 500ms, 1h30m
-	TString                              // "…" or '…' (may hold ${…})
-	TRaw                                 // """…"""
-	TOp                                  // == != <= >= && || ?? ?. .. ** + - * / % < > ! ? : . | ^ =
-	TPunct                               // { } [ ] ( ) ,
+	TEOF      TokenType = -1
+	TNewline  TokenType = iota + 1 // "\n"
+	TComment                       // # … or // …
+	TIdent                         // route, payload, order_id
+	TInt                           // 42, 0x1f, 1_000
+	TFloat                         // 1.5, 1e3
+	TDuration                      // 500ms, 1h30m
+	TString                        // "…" or '…' (may hold ${…})
+	TRaw                           // """…"""
+	TOp                            // == != <= >= && || ?? ?. .. ** + - * / % < > ! ? : . | ^ =
+	TPunct                         // { } [ ] ( ) ,
 )
 
-var symbols = map[string]lexer.TokenType{
+var symbols = map[string]TokenType{
 	"EOF": TEOF, "NL": TNewline, "Comment": TComment, "Ident": TIdent, "Int": TInt,
 	"Float": TFloat, "Duration": TDuration, "String": TString, "Raw": TRaw,
 	"Op": TOp, "Punct": TPunct,
 }
 
 // TokenName returns the grammar name of a token type.
-func TokenName(t lexer.TokenType) string {
+func TokenName(t TokenType) string {
 	for k, v := range symbols {
 		if v == t {
 			return k
@@ -41,71 +38,39 @@ func TokenName(t lexer.TokenType) string {
 	return "?"
 }
 
-// definition adapts Lex to participle's lexer.Definition. The parser does
-// not use it directly (it lexes once and replays the tokens), but participle
-// needs the symbol table to build the grammar.
-type definition struct{}
-
-func (definition) Symbols() map[string]lexer.TokenType { return symbols }
-
-func (definition) Lex(filename string, r io.Reader) (lexer.Lexer, error) {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	toks, _ := Lex(filename, b)
-	return &replay{toks: toks}, nil
-}
-
-// replay feeds already-lexed tokens to participle.
-type replay struct {
-	toks []lexer.Token
-	i    int
-}
-
-func (r *replay) Next() (lexer.Token, error) {
-	if r.i >= len(r.toks) {
-		var pos lexer.Position
-		if n := len(r.toks); n > 0 {
-			pos = r.toks[n-1].Pos
-		}
-		return lexer.EOFToken(pos), nil
-	}
-	t := r.toks[r.i]
-	r.i++
-	return t, nil
-}
-
 // Lex splits src into tokens, ending with an EOF token. It never fails:
 // malformed input is reported as diagnostics and lexed as well as possible.
-func Lex(filename string, src []byte) ([]lexer.Token, diag.List) {
+func Lex(filename string, src []byte) ([]Token, diag.List) {
 	toks, diags, _ := lexWithin(filename, src, 0)
 	return toks, diags
 }
 
 // lexWithin is Lex stopping once tokens and lexical errors together reach
 // maxTokens (0: no bound); over reports that it stopped there.
-func lexWithin(filename string, src []byte, maxTokens int) (toks []lexer.Token, diags diag.List, over bool) {
-	l := &lexState{src: string(src), pos: lexer.Position{Filename: filename, Line: 1, Column: 1}, max: maxTokens}
-	n := len(src)/4 + 16
+func lexWithin(filename string, src []byte, maxTokens int) (toks []Token, diags diag.List, over bool) {
+	l := &lexState{src: string(src), pos: Position{Filename: filename, Line: 1, Column: 1}, max: maxTokens}
+	// A generated file runs about 7 bytes a token, a commented one more:
+	// one byte in six reserves enough for most files without the third of
+	// the array a byte in four left unused.
+	n := len(src)/6 + 16
 	if maxTokens > 0 {
 		n = min(n, maxTokens+1)
 	}
-	l.toks = make([]lexer.Token, 0, n)
+	l.toks = make([]Token, 0, n)
 	l.run()
 	return l.toks, l.diags, l.over
 }
 
 type lexState struct {
 	src   string
-	pos   lexer.Position
-	toks  []lexer.Token
+	pos   Position
+	toks  []Token
 	diags diag.List
 	max   int  // bound on len(toks)+len(diags); 0: none
 	over  bool // stopped at max
 }
 
-func (l *lexState) errorf(code string, at lexer.Position, width int, format string, args ...any) {
+func (l *lexState) errorf(code string, at Position, width int, format string, args ...any) {
 	start := posOf(at)
 	end := start
 	end.Col += width
@@ -114,18 +79,18 @@ func (l *lexState) errorf(code string, at lexer.Position, width int, format stri
 }
 
 // emit appends a token of n bytes starting at the current position.
-func (l *lexState) emit(t lexer.TokenType, n int) {
+func (l *lexState) emit(t TokenType, n int) {
 	v := l.src[l.pos.Offset : l.pos.Offset+n]
-	l.toks = append(l.toks, lexer.Token{Type: t, Value: v, Pos: l.pos})
+	l.toks = append(l.toks, Token{Type: t, Value: v, Pos: l.pos})
 	l.advance(v)
 }
 
 func (l *lexState) advance(s string) { advance(&l.pos, s) }
 
 // advance moves p over s. Columns count bytes, as diag.Pos documents
-// (participle's Position.Advance counts runes); renderers convert to
+// ; renderers convert to
 // display columns, the LSP to UTF-16.
-func advance(p *lexer.Position, s string) {
+func advance(p *Position, s string) {
 	for i := 0; i < len(s); i++ {
 		if s[i] == '\n' {
 			p.Line++
@@ -201,7 +166,7 @@ func (l *lexState) run() {
 			l.advance(rest[:size])
 		}
 	}
-	l.toks = append(l.toks, lexer.EOFToken(l.pos))
+	l.toks = append(l.toks, eofToken(l.pos))
 }
 
 func (l *lexState) raw(rest string) {
@@ -339,7 +304,7 @@ func isHex(c byte) bool        { return isDigit(c) || c >= 'a' && c <= 'f' || c 
 func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 func isIdentPart(c byte) bool  { return isIdentStart(c) || isDigit(c) }
 
-// posOf converts a participle position to a diag position.
-func posOf(p lexer.Position) diag.Pos {
+// posOf converts a token position to a diag position.
+func posOf(p Position) diag.Pos {
 	return diag.Pos{File: p.Filename, Line: p.Line, Col: p.Column, Offset: p.Offset}
 }

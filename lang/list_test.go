@@ -32,8 +32,8 @@ func TestValueOnLaterLine(t *testing.T) {
 }
 
 // TestKindOnNextLine checks that `word` then `name { … }` on the next line
-// are two items (newlines are elided from the grammar, so participle alone
-// would read `word name { … }`).
+// are two items (the grammar skips newlines between tokens, so the parser alone
+// reads `word name { … }`).
 func TestKindOnNextLine(t *testing.T) {
 	tests := []struct{ name, body, want, diag string }{
 		{"bare word then block", "keep\n  dedup { ttl = 1h }", "keep dedup { ttl = Duration:1h", ""},

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alecthomas/participle/v2/lexer"
-
 	"github.com/mqb-dev/mqb/diag"
 )
 
@@ -83,7 +81,7 @@ func (p TemplatePart) IsExpr() bool { return p.Written != "" || p.Expr != "" }
 
 // SplitTemplate decodes a String or Raw token into literal text and ${…}
 // placeholders. A string with no placeholder yields one literal part.
-func SplitTemplate(tok lexer.Token) ([]TemplatePart, diag.List) {
+func SplitTemplate(tok Token) ([]TemplatePart, diag.List) {
 	var diags diag.List
 	var parts []TemplatePart
 	var lit strings.Builder
@@ -151,7 +149,7 @@ func NormalizePlaceholder(s string) string {
 
 // StringValue decodes a String or Raw token with no placeholders allowed
 // to matter: placeholders are kept as written.
-func StringValue(tok lexer.Token) string {
+func StringValue(tok Token) string {
 	parts, _ := SplitTemplate(tok)
 	var b strings.Builder
 	for _, p := range parts {
@@ -165,7 +163,7 @@ func StringValue(tok lexer.Token) string {
 }
 
 // stringBody returns the text between the quotes and its offset in the token.
-func stringBody(tok lexer.Token) (string, int) {
+func stringBody(tok Token) (string, int) {
 	v := tok.Value
 	if tok.Type == TRaw {
 		body := strings.TrimPrefix(v, `"""`)
@@ -205,7 +203,7 @@ func unescape(s string) (string, int, error) {
 	return s[1:2], 2, fmt.Errorf("unknown escape \\%c", s[1])
 }
 
-func advancePos(p lexer.Position, s string) diag.Pos {
+func advancePos(p Position, s string) diag.Pos {
 	advance(&p, s)
 	return posOf(p)
 }

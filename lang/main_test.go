@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +28,26 @@ func TestGrammarFresh(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Errorf("grammar.ebnf is stale: run go test ./lang -run TestGrammarFresh -update")
+	}
+}
+
+// TestGrammarIsTheParser fails when a production of the grammar is not,
+// word for word, the comment of a function of the parser, so that
+// grammar.ebnf changes with the parser.
+func TestGrammarIsTheParser(t *testing.T) {
+	src, err := os.ReadFile("descent.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	comments := map[string]bool{}
+	for _, line := range strings.Split(string(src), "\n") {
+		if c, ok := strings.CutPrefix(line, "// "); ok {
+			comments[c] = true
+		}
+	}
+	for _, prod := range grammar {
+		if !comments[prod] {
+			t.Errorf("no function of descent.go has the production %s as its comment", prod)
+		}
 	}
 }

@@ -2,32 +2,12 @@ package lang
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/alecthomas/participle/v2"
-	"github.com/alecthomas/participle/v2/lexer"
-
 	"github.com/mqb-dev/mqb/diag"
 )
-
-var parser = participle.MustBuild[File](
-	participle.Lexer(definition{}),
-	participle.Elide("Comment"),
-	participle.UseLookahead(4),
-)
-
-// Grammar returns the EBNF of the .mqb grammar, as written to grammar.ebnf.
-func Grammar() string {
-	return "// Generated from lang's participle grammar by `go test ./lang -update`. Do not edit.\n" +
-		"// Expr is an expr-lang expression (or one literal), parsed by lang.Expr.Parse.\n" +
-		"// KeyPath is ( \".\" <ident> | \"[\" <string> \"]\" )* after a key, the \"[\" touching what precedes it;\n" +
-		"// DelPath is <ident> KeyPath after a key `del`, alone on its line (lang.KeyPath.Parse, lang.DelPath.Parse);\n" +
-		"// UnnestArg is <ident> KeyPath [ \"as\" <ident> ] after a key `unnest`, ending its item (lang.UnnestArg.Parse).\n\n" +
-		parser.String() + "\n"
-}
 
 // Parse parses one .mqb file within DefaultLimits. It always returns a File
 // holding every declaration that parsed; the list holds every lexical and
@@ -36,21 +16,21 @@ func Parse(filename string, src []byte) (*File, diag.List) {
 	return ParseWithin(filename, src, DefaultLimits)
 }
 
-func parseTokensOf(filename string, src []byte, toks []lexer.Token, diags diag.List) (*File, diag.List) {
+func parseTokensOf(filename string, src []byte, toks []Token, diags diag.List) (*File, diag.List) {
 	f := &File{Name: filename, Src: src, Tokens: len(toks)}
 	for _, t := range toks {
 		if t.Type == TComment {
 			f.Comments = append(f.Comments, t)
 		}
 	}
-	decls, err := parseDecls(toks)
+	decls, err := parseDeclTokens(toks)
 	if err == nil {
 		f.Decls = decls
 	} else {
 		// Recover: parse each top-level declaration on its own, so one
 		// broken route does not hide the errors (or the checks) of the rest.
 		for _, chunk := range splitDecls(toks) {
-			p, err := parseTokens(chunk)
+			decls, err := parseDeclTokens(chunk)
 			if err != nil {
 				d := syntaxError(err)
 				caseWithSeveralValues(chunk, &d)
@@ -64,7 +44,7 @@ func parseTokensOf(filename string, src []byte, toks []lexer.Token, diags diag.L
 				diags = append(diags, d)
 				continue
 			}
-			f.Decls = append(f.Decls, p.Decls...)
+			f.Decls = append(f.Decls, decls...)
 		}
 	}
 	for _, d := range f.Decls {
@@ -157,53 +137,10 @@ func clampRanges(l diag.List, n int) diag.List {
 	return l
 }
 
-// parseDecls parses the file's declarations one chunk (splitDecls) at a
-// time: the same declarations, positions included, as one parse of the
-// whole file (a chunk ends with the newlines and comments after its
-// declaration, which is what ends a node's EndPos), but participle holds a
-// copy of one declaration's tokens at a time instead of the whole file's,
-// which cost a large file time and memory. When a chunk does not parse,
-// the whole file is parsed as one: its declarations when it parses (a
-// chunk cut inside a block at a line starting like a declaration), else
-// its error, as the recovery expects.
-func parseDecls(toks []lexer.Token) ([]*Decl, error) {
-	var decls []*Decl
-	chunks := splitDecls(toks)
-	if n := len(chunks); n > 0 && len(toks) > 0 && toks[len(toks)-1].EOF() {
-		// The last chunk ends where the file does, trailing blanks
-		// included, as a node ending at end of file does in one parse.
-		last := chunks[n-1]
-		last[len(last)-1] = toks[len(toks)-1]
-	}
-	for _, chunk := range chunks {
-		p, err := parseTokens(chunk)
-		if err != nil {
-			whole, err := parseTokens(toks)
-			if err != nil {
-				return nil, err
-			}
-			return whole.Decls, nil
-		}
-		decls = append(decls, p.Decls...)
-	}
-	return decls, nil
-}
-
-func parseTokens(toks []lexer.Token) (*File, error) {
-	// Newlines are elided: the grammar never needs them except to end an
-	// expression, which Expr.Parse sees with RawPeek. Eliding them halves
-	// participle's branch attempts on a large file.
-	pl, err := lexer.Upgrade(&replay{toks: toks}, TComment, TNewline)
-	if err != nil {
-		return nil, err
-	}
-	return parser.ParseFromLexer(pl)
-}
-
 // splitDecls cuts the token stream at every line that starts, at brace
 // depth 0, with a declaration keyword; each chunk ends with an EOF token.
-func splitDecls(toks []lexer.Token) [][]lexer.Token {
-	var chunks [][]lexer.Token
+func splitDecls(toks []Token) [][]Token {
+	var chunks [][]Token
 	start, depth := 0, 0
 	lineStart := true
 	for i, t := range toks {
@@ -234,7 +171,7 @@ func splitDecls(toks []lexer.Token) [][]lexer.Token {
 	return chunks
 }
 
-func isDeclStart(toks []lexer.Token, i int) bool {
+func isDeclStart(toks []Token, i int) bool {
 	t := toks[i]
 	if t.Type != TIdent || (t.Value != "route" && t.Value != "output" && t.Value != "input") {
 		return false
@@ -242,20 +179,20 @@ func isDeclStart(toks []lexer.Token, i int) bool {
 	return i+1 < len(toks) && toks[i+1].Type == TIdent
 }
 
-func withEOF(toks []lexer.Token) []lexer.Token {
-	out := make([]lexer.Token, len(toks), len(toks)+1)
+func withEOF(toks []Token) []Token {
+	out := make([]Token, len(toks), len(toks)+1)
 	copy(out, toks)
 	last := toks[len(toks)-1]
 	pos := last.Pos
 	advance(&pos, last.Value)
-	return append(out, lexer.EOFToken(pos))
+	return append(out, eofToken(pos))
 }
 
 // caseWithSeveralValues rewrites the syntax error of `case "DE", "FR" { … }`
 // (the parser stops at the second value) into what is wrong: a switch case
 // matches one value. The range covers the values.
-func caseWithSeveralValues(toks []lexer.Token, d *diag.Diagnostic) {
-	i := slices.IndexFunc(toks, func(t lexer.Token) bool { return t.Pos.Offset == d.Range.Start.Offset })
+func caseWithSeveralValues(toks []Token, d *diag.Diagnostic) {
+	i := slices.IndexFunc(toks, func(t Token) bool { return t.Pos.Offset == d.Range.Start.Offset })
 	if i < 0 || !isCaseValue(toks[i]) {
 		return
 	}
@@ -278,23 +215,19 @@ func caseWithSeveralValues(toks []lexer.Token, d *diag.Diagnostic) {
 }
 
 // isCaseValue: a case's value is a string (`case "DE" { … }`).
-func isCaseValue(t lexer.Token) bool { return t.Type == TString }
+func isCaseValue(t Token) bool { return t.Type == TString }
 
-func isPunct(t lexer.Token, v string) bool { return t.Type == TPunct && t.Value == v }
+func isPunct(t Token, v string) bool { return t.Type == TPunct && t.Value == v }
 
-func syntaxError(err error) diag.Diagnostic {
-	var perr participle.Error
-	if errors.As(err, &perr) {
-		pos := posOf(perr.Position())
-		end := pos
-		end.Col++
-		end.Offset++
-		return diag.Diagnostic{Severity: diag.Error, Code: "E001", Summary: friendlyMessage(perr.Message()), Range: diag.Range{Start: pos, End: end}}
-	}
-	return diag.Diagnostic{Severity: diag.Error, Code: "E001", Summary: err.Error()}
+func syntaxError(err *syntaxErr) diag.Diagnostic {
+	pos := posOf(err.Position())
+	end := pos
+	end.Col++
+	end.Offset++
+	return diag.Diagnostic{Severity: diag.Error, Code: "E001", Summary: friendlyMessage(err.Message()), Range: diag.Range{Start: pos, End: end}}
 }
 
-// friendlyMessage rewrites participle's token names into words a user knows.
+// friendlyMessage rewrites the grammar's token names into words a user knows.
 func friendlyMessage(m string) string {
 	r := strings.NewReplacer(
 		`"\n"`, "end of line", `<nl>`, "end of line", `<ident>`, "a name", `<string>`, "a string",

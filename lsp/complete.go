@@ -1,7 +1,6 @@
 package lsp
 
 import (
-	"github.com/alecthomas/participle/v2/lexer"
 	"go.lsp.dev/protocol"
 
 	"github.com/mqb-dev/mqb/lang"
@@ -17,7 +16,7 @@ func (s *server) complete(d *document, off int) []protocol.CompletionItem {
 	}
 	b := d.outline.innermost(off)
 	st := b.stmtAt(off)
-	var before []lexer.Token
+	var before []lang.Token
 	if st != nil {
 		for _, t := range st.toks {
 			if t.Pos.Offset < off {
@@ -119,7 +118,7 @@ func keyItems(b *block, typing *stmt) []protocol.CompletionItem {
 // valueItems lists what may follow the words already written on a
 // statement: a kind after from/to/…, an endpoint name after ref, an enum
 // value after `name =`, a guarantee.
-func (s *server) valueItems(b *block, before []lexer.Token) []protocol.CompletionItem {
+func (s *server) valueItems(b *block, before []lang.Token) []protocol.CompletionItem {
 	first := before[0].Value
 	switch {
 	case len(before) == 1 && endpointKeywords[first]:

@@ -1,8 +1,6 @@
 package lsp
 
 import (
-	"github.com/alecthomas/participle/v2/lexer"
-
 	"github.com/mqb-dev/mqb/lang"
 	"github.com/mqb-dev/mqb/stdlib"
 )
@@ -43,7 +41,7 @@ type block struct {
 // stmt is one item written directly in a block: its tokens at the block's
 // own level (a nested block's tokens belong to the nested block).
 type stmt struct {
-	toks []lexer.Token
+	toks []lang.Token
 	end  int // offset of the newline, comma or "}" that ends it
 }
 
@@ -63,7 +61,7 @@ func (s *stmt) word(i int) string {
 	return ""
 }
 
-func tokEnd(t lexer.Token) int { return t.Pos.Offset + len(t.Value) }
+func tokEnd(t lang.Token) int { return t.Pos.Offset + len(t.Value) }
 
 // endpointKeywords are the statement keys followed by an endpoint kind.
 var endpointKeywords = map[string]bool{"from": true, "to": true, "handle": true, "call": true, "forward": true}
@@ -160,7 +158,7 @@ func buildOutline(src []byte) *block {
 	return top
 }
 
-func isDeclStart(toks []lexer.Token, i int) bool {
+func isDeclStart(toks []lang.Token, i int) bool {
 	t := toks[i]
 	if t.Type != lang.TIdent || (t.Value != "route" && t.Value != "output" && t.Value != "input") {
 		return false
