@@ -42,6 +42,10 @@ const (
 	// mongoSourceRetries bounds the failed reads in a row (a dropped
 	// connection, a server restarting) tried again after poll_interval.
 	mongoSourceRetries = 30
+	// mongoPage is the fewest documents one query asks for: a query
+	// costs a scan of the collection on some servers (FerretDB), so the
+	// source reads ahead of small batches and hands them out from memory.
+	mongoPage = 4096
 )
 
 func init() {
@@ -63,6 +67,10 @@ func init() {
 // restart reads on after it, so documents are replayed only from the
 // last commit (at-least-once), each with the same message_id, derived
 // from the database, the collection and the _id.
+//
+// A query asks for at least mongoPage documents, handed out to the route
+// in batches from memory: on FerretDB every query scans the collection.
+// What was read ahead and not committed is read again after a restart.
 //
 // capture_new's start must survive a crash before any document is
 // committed, or a restart would start again after a later _id and skip
@@ -112,6 +120,8 @@ type mongoSource struct {
 	markSeq     uint64
 	markWait    bool
 	markDone    atomic.Bool
+
+	pending []runtime.Record // read and not handed out yet
 
 	mu  sync.Mutex
 	ids []readID // records read and not yet committed past, in Seq order
@@ -294,7 +304,7 @@ func (s *mongoSource) countBehind(ctx context.Context) (int64, error) {
 
 // Next reads the next page of documents after the cursor; once caught up
 // it checks the premise and polls every poll_interval.
-func (s *mongoSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
+func (s *mongoSource) Next(ctx context.Context, maxRecords int) (*runtime.Batch, bool, error) {
 	for {
 		if ctx.Err() != nil {
 			return runtime.NewBatch(0), false, nil
@@ -309,8 +319,12 @@ func (s *mongoSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, 
 			}
 			continue
 		}
-		b, err := s.page(ctx, max)
-		if err == nil && b.Len() < max {
+		if len(s.pending) > 0 {
+			return s.handOut(maxRecords), false, nil
+		}
+		limit := max(maxRecords, mongoPage)
+		n, err := s.page(ctx, limit)
+		if err == nil && n < limit {
 			err = s.checkCaughtUp(ctx)
 		}
 		var premiseErr *premiseBroken
@@ -325,19 +339,30 @@ func (s *mongoSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, 
 				return nil, false, s.errorf("read: %v (failed %d times in a row)", err, s.failures)
 			}
 			s.log.Warn("mongodb source read failed, retrying", "err", plan.RedactURLs(err.Error()), "attempt", s.failures)
-			if b.Len() > 0 {
-				return b, false, nil
-			}
 		default:
 			s.failures = 0
-			if b.Len() > 0 {
-				return b, false, nil
-			}
+		}
+		if len(s.pending) > 0 {
+			return s.handOut(maxRecords), false, nil
 		}
 		if !sleepCtx(ctx, s.poll) {
 			return runtime.NewBatch(0), false, nil
 		}
 	}
+}
+
+// handOut returns up to max of the documents read and not handed out.
+func (s *mongoSource) handOut(max int) *runtime.Batch {
+	n := min(max, len(s.pending))
+	b := runtime.NewBatch(n)
+	for _, r := range s.pending[:n] {
+		b.Add(r)
+	}
+	s.pending = s.pending[n:]
+	if len(s.pending) == 0 {
+		s.pending = nil
+	}
+	return b
 }
 
 // startMark is capture_new's start as a record the engine acks without
@@ -361,49 +386,52 @@ type premiseBroken struct{ msg string }
 
 func (e *premiseBroken) Error() string { return e.msg }
 
-// page reads up to max documents after the cursor, in _id order.
-func (s *mongoSource) page(ctx context.Context, max int) (*runtime.Batch, error) {
-	b := runtime.NewBatch(min(max, 1024))
+// page reads up to limit documents after the cursor, in _id order, into
+// pending, and says how many.
+func (s *mongoSource) page(ctx context.Context, limit int) (int, error) {
+	n := 0
 	filter := bson.D{}
 	if s.cursor.Type != 0 {
 		filter = bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: s.cursor}}}}
 	}
 	qctx, cancel := context.WithTimeout(ctx, mongoWriteTimeout)
 	defer cancel()
-	cur, err := s.coll.Find(qctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(max)))
+	cur, err := s.coll.Find(qctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
 	if err != nil {
-		return b, err
+		return n, err
 	}
 	defer cur.Close(context.Background())
 	for cur.Next(qctx) {
 		doc := cur.Current
 		id, err := doc.LookupErr("_id")
 		if err != nil {
-			return b, &premiseBroken{"a document without _id"}
+			return n, &premiseBroken{"a document without _id"}
 		}
 		if s.cursor.Type != 0 {
 			if id.Type != s.cursor.Type {
-				return b, &premiseBroken{fmt.Sprintf("document _id %s is a %s, the cursor's a %s", idText(id), id.Type, s.cursor.Type)}
+				return n, &premiseBroken{fmt.Sprintf("document _id %s is a %s, the cursor's a %s", idText(id), id.Type, s.cursor.Type)}
 			}
 			if less, known := idLess(s.cursor, id); known && !less {
-				return b, &premiseBroken{fmt.Sprintf("document _id %s came after %s, which is not smaller: the server did not return documents in increasing _id order", idText(id), idText(s.cursor))}
+				return n, &premiseBroken{fmt.Sprintf("document _id %s came after %s, which is not smaller: the server did not return documents in increasing _id order", idText(id), idText(s.cursor))}
 			}
 		}
-		payload, err := bson.MarshalExtJSON(doc, false, false)
-		if err != nil {
-			return b, &premiseBroken{fmt.Sprintf("document _id %s cannot be written as JSON: %v", idText(id), err)}
-		}
 		s.behind++
-		r := runtime.Record{Payload: payload, Seq: s.nextSeq, Next: s.behind}
+		r := runtime.Record{Seq: s.nextSeq, Next: s.behind}
 		r.SetMessageID(s.messageID(id))
-		b.Add(r)
+		if r.Payload, err = bson.MarshalExtJSON(doc, false, false); err != nil {
+			// Dead-lettered under its _id, never skipped.
+			r.Payload = fmt.Appendf(nil, `{"_id":%q}`, idText(id))
+			r.DeadLetter(fmt.Sprintf("mongodb source: document _id %s cannot be written as JSON: %v", idText(id), err))
+		}
+		s.pending = append(s.pending, r)
+		n++
 		s.mu.Lock()
 		s.ids = append(s.ids, readID{seq: s.nextSeq, id: encodeID(id)})
 		s.mu.Unlock()
 		s.nextSeq++
 		s.cursor = bson.RawValue{Type: id.Type, Value: bytes.Clone(id.Value)}
 	}
-	return b, cur.Err()
+	return n, cur.Err()
 }
 
 // checkCaughtUp checks, once the source has read every document after

@@ -27,7 +27,7 @@ import (
 const captureSrc = `
 route capture {
   guarantee effectively_once
-  batch_size = 200
+  batch_size = 10
   from mongodb {
     url              = "%s"
     database         = "%s"
@@ -286,7 +286,7 @@ func TestCrashMongoSource(t *testing.T) {
 	began := time.Now()
 	db, mdb := mongoDB(t)
 	coll := mdb.Collection("docs")
-	const snapshot, total = 3000, 4500
+	const snapshot, streamed, total = 3000, 4400, 4500
 	insertDocs(t, coll, 0, snapshot)
 	e := newCapture(t, db, "capture_all")
 	planPath := plantest.WriteCrashPlan(t, e.plan, e.dir)
@@ -312,15 +312,18 @@ func TestCrashMongoSource(t *testing.T) {
 	stream := make(chan struct{})
 	go func() {
 		defer close(stream)
-		for n := snapshot; n < total; n += 50 {
+		for n := snapshot; n < streamed; n += 50 {
 			insertDocs(t, coll, n, n+50)
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond)
 		}
 	}()
 	killAt(snapshot + 300)
 	killAt(snapshot + 900)
 	<-stream
+	// The last documents come once the final run is up, so it is
+	// running (and drains on SIGTERM) when the sink holds them all.
 	final := plantest.StartHelper(t, bin, planPath)
+	insertDocs(t, coll, streamed, total)
 	if !runtest.WaitFor(func() bool { return e.count(t) >= total }, 2*time.Minute, 50*time.Millisecond) {
 		final.Cmd.Process.Kill()
 		<-final.Exited
