@@ -14,6 +14,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/mqb-dev/mqb/diag"
+	"github.com/mqb-dev/mqb/stdlib"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden sections of testdata/**/*.txtar")
@@ -111,7 +112,14 @@ func TestEveryCodeHasAGoldenCase(t *testing.T) {
 			seen[m[2]] = true
 		}
 	}
+	unimplemented := false // E027 needs an end stdlib declares and nothing runs
+	for _, k := range stdlib.Kinds {
+		unimplemented = unimplemented || len(k.Unimplemented) > 0
+	}
 	for _, c := range diag.Codes {
+		if c.Code == "E027" && !unimplemented {
+			continue
+		}
 		if !seen[c.Code] {
 			t.Errorf("no golden case under testdata/check reports %s (%s)", c.Code, c.Title)
 		}

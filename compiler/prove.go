@@ -187,6 +187,7 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	}
 	g.reasons = append(g.reasons, rc.dlqReasons()...)
 	rc.producerPremises(&g, source)
+	rc.sourcePremises(&g, source)
 	if d := rc.elidableDedup(handler, sink, sp); d != nil && g.effectivelyOnce() {
 		rc.elideDedup(&g, d, sink, sp)
 	}
@@ -350,6 +351,26 @@ func (rc *routeCtx) producerPremises(g *guaranteeProof, source *nodeInfo) {
 		g.guards = append(g.guards, mk(append(guardUses, proofUses...)))
 	} else {
 		g.premises = append(g.premises, mk(proofUses))
+	}
+}
+
+// sourcePremises adds what the source declares it assumes to lose nothing
+// (stdlib Kind.SourcePremises): a guard, carried whatever the verdict,
+// since even at-least-once rests on it.
+func (rc *routeCtx) sourcePremises(g *guaranteeProof, source *nodeInfo) {
+	if source == nil || source.kind == nil {
+		return
+	}
+	for _, sp := range source.kind.SourcePremises {
+		var parts []string
+		for _, attr := range sp.Target {
+			if a := source.attrs[attr]; a != nil {
+				parts = append(parts, templateOrStr(a))
+			}
+		}
+		target := strings.Join(parts, ".")
+		g.guards = append(g.guards, premiseAt{node: source, p: plan.Premise{Kind: sp.Kind, When: plan.CheckPerRecord, Target: target,
+			Holds: fmt.Sprintf(sp.Holds, target), Reason: "source: " + sp.Why}})
 	}
 }
 
@@ -569,7 +590,7 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 		if !srcHas {
 			if !rc.inNamedUnused {
 				rc.c.add("E040", at, fmt.Sprintf("%s name_by = source_position in route %s needs a replayable source, but %s has none", n.name, rc.name, srcDesc),
-					"Positional names repeat only when the source re-reads records at the same positions: kafka, postgres_cdc, a sql cursor, a file in consume mode, mongodb. Use a key-addressed sink instead, or name_by = write_time.")
+					"Positional names repeat only when the source re-reads records at the same positions: kafka, postgres_cdc, a sql cursor, a file in consume mode. Use a key-addressed sink instead, or name_by = write_time.")
 			}
 			p.missing = fmt.Sprintf("%s has no replayable position for name_by = source_position", srcDesc)
 			return p

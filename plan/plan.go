@@ -123,6 +123,13 @@ const (
 	// the listing a positional sink starts with sees every earlier part.
 	// Target is the store's url.
 	PremisePutIfAbsent = "put_if_absent"
+	// PremiseIncreasingID (per record, on a source): documents are
+	// inserted into the collection (Target, database.collection) in
+	// increasing _id order, all with _ids of one BSON type, so a source
+	// that streams new documents by `_id > the last one read` misses none.
+	// The source stops the route when it meets one inserted behind its
+	// cursor or out of its reach.
+	PremiseIncreasingID = "increasing_id"
 )
 
 // When a premise is checked.

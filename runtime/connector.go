@@ -637,6 +637,14 @@ type ProducerIDSource interface {
 	RequireProducerID(reason string)
 }
 
+// RecordPremiseSource is a source that checks a per-record premise about
+// what it reads (plan.PremiseIncreasingID) itself: the engine arms it
+// before the first record, and the source stops the route, naming the
+// premise, when a record breaks it.
+type RecordPremiseSource interface {
+	ArmPremise(p plan.Premise) error
+}
+
 // MissingProducerID is the reason a record without a producer-stamped id
 // is dead-lettered under a producer-id premise: header names where the
 // id would have been, reason is the premise's.

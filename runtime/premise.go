@@ -133,6 +133,12 @@ func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
 		}
 		src.RequireProducerID(p.Reason)
 		return nil
+	case plan.PremiseIncreasingID:
+		src, ok := rt.src.(RecordPremiseSource)
+		if n.Role != plan.RoleSource || !ok {
+			return fmt.Errorf("this runtime cannot check increasing _ids on %s %s", n.Role, n.Kind)
+		}
+		return src.ArmPremise(p)
 	case plan.PremiseKeyPresent:
 		switch n.Kind {
 		case "id":

@@ -184,19 +184,28 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "mongodb", Source: true, Sink: true,
-		Formats:       map[string][]string{EndSink: {"json"}, "handler": {"json"}},
-		Doc:           "A MongoDB collection.",
-		IDNote:        "As a capture source, the position is the snapshot index then the change-stream token.",
-		PositionModes: []string{"*"},
-		Absorb:        AbsorbKeyField,
-		Schemes:       []string{"mongodb", "mongodb+srv"},
-		Unimplemented: map[string]string{EndSource: "The MongoDB capture source (consume = capture_all | capture_new) is declared but not built yet; read the collection's changes from another source, or write to MongoDB only."},
+		Formats: map[string][]string{EndSource: {"json"}, EndSink: {"json"}, "handler": {"json"}},
+		Doc: "A MongoDB collection. As a source (capture), reads the collection's documents in _id order, then polls for documents inserted later (`_id` greater than the last one read): consume = capture_all reads what is there and then what comes; capture_new only what comes after the largest _id present when the route first starts. " +
+			"Each record's payload is the document as relaxed extended JSON (an ObjectId is {\"$oid\": …}). The position is the _id of the last document committed, kept in checkpoint_store: a restart reads on after it. " +
+			"Only inserts are captured: polling cannot see an update or a delete of a document already read (there is no change stream on every server this runs against). " +
+			"Reading by _id misses nothing only while new documents get greater _ids than those already there, in one BSON type: the plan carries that premise, and the source stops the route, saying so, when it finds a document inserted behind its cursor or of an _id type its cursor cannot reach.",
+		IDs:    IDsStable,
+		IDNote: "As a capture source, message_id is derived from the database, the collection and the document's _id: the same on every replay of the document. Part names cannot follow its position (documents deleted between two runs would renumber the rest), so name_by = source_position over it is refused.",
+		SourcePremises: []SourcePremise{{Kind: "increasing_id", Target: []string{"database", "collection"},
+			Holds: "documents are inserted into %s in increasing _id order, every _id of one BSON type",
+			Why:   "mongodb streams new documents by _id greater than the last one read, so a document inserted behind that cursor would never be read"}},
+		Absorb:  AbsorbKeyField,
+		Schemes: []string{"mongodb", "mongodb+srv"},
 		Attrs: []Attr{
 			{Name: "url", Type: String, Required: true, Secret: true, Doc: "mongodb://host:27017."},
 			{Name: "database", Type: String, Required: true, Doc: "Database name."},
 			{Name: "collection", Type: String, Required: true, Doc: "Collection name."},
-			{Name: "id_field", Type: String, Template: true, Doc: "Top-level payload field (or a template such as \"${meta[\\\"mqb.id\\\"]}\") whose value becomes _id: a repeat hits the unique _id index and is absorbed."},
-			reportOutcomeAttr, requestReplyAttr, formatAttr,
+			{Name: "id_field", End: EndSink, Type: String, Template: true, Doc: "Top-level payload field (or a template such as \"${meta[\\\"mqb.id\\\"]}\") whose value becomes _id: a repeat hits the unique _id index and is absorbed."},
+			sinkEnd(reportOutcomeAttr), sinkEnd(requestReplyAttr), formatAttr,
+			{Name: "consume", End: EndSource, Type: Enum, Enum: []string{"capture_all", "capture_new"}, Default: "capture_all",
+				Doc: "Source: capture_all reads every document in _id order, then the ones inserted later; capture_new starts after the largest _id present when the route first starts (that start is committed before any document is read, so a restart keeps it)."},
+			{Name: "poll_interval", End: EndSource, Type: Duration, Default: "1s", Doc: "Source: how long to wait before looking again for new documents once every one there is read."},
+			{Name: "checkpoint_store", End: EndSource, Type: String, Default: "pebble://.mqb/state", Doc: "Source: where the _id of the last committed document is kept (pebble://dir, or a postgres:// or mysql:// server)."},
 		},
 	},
 	{

@@ -159,6 +159,10 @@ type Kind struct {
 	Unimplemented map[string]string
 	// CDC marks change-data-capture sources (identity is not a version).
 	CDC bool
+	// SourcePremises are what a source assumes about the system it reads
+	// to lose nothing: every route over it carries them in its plan
+	// (whatever its verdict) and the source checks them as it reads.
+	SourcePremises []SourcePremise
 	// Broker marks sinks that cannot deduplicate (Kafka, NATS).
 	Broker bool
 	// Absorb is how the sink absorbs a repeat (refined by the checker,
@@ -186,6 +190,18 @@ const (
 	// there.
 	IDsFromProducer IDStability = "producer"
 )
+
+// SourcePremise is one assumption a source's reading rests on.
+type SourcePremise struct {
+	Kind string // a plan premise kind (plan.PremiseIncreasingID)
+	// Target lists the source attributes, joined with ".", that name
+	// what the premise is about (database, collection).
+	Target []string
+	// Holds says what must be true; %s is the target.
+	Holds string
+	// Why is the reason the route needs it.
+	Why string
+}
 
 // SourceMeta is one mqb.src.* provenance key a source sets.
 type SourceMeta struct {

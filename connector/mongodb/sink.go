@@ -83,14 +83,11 @@ const (
 
 func newMongoSink(b *runtime.BuildEnv, cfg *mongoSinkConfig) (*mongoSink, error) {
 	ctx := b.Context()
-	raw, err := b.RenderStatic("url")
+	raw, err := mongoURL(b)
 	if err != nil {
 		return nil, err
 	}
 	s := &mongoSink{route: b.Route(), node: b.NodeID(), url: plan.RedactURLs(raw), outcome: cfg.ReportOutcome}
-	if !strings.HasPrefix(raw, "mongodb://") && !strings.HasPrefix(raw, "mongodb+srv://") {
-		return nil, b.Errorf("url", "%s: want mongodb://host:27017 or mongodb+srv://host", s.url)
-	}
 	database, collection := cfg.Database, cfg.Collection
 	if database == "" {
 		return nil, b.Errorf("database", "required")
@@ -115,6 +112,38 @@ func newMongoSink(b *runtime.BuildEnv, cfg *mongoSinkConfig) (*mongoSink, error)
 			return nil, err
 		}
 	}
+	if s.client, err = mongoConnect(ctx, raw); err != nil {
+		return nil, b.Errorf("url", "connect to %s: %s", s.url, err)
+	}
+	s.coll = s.client.Database(database).Collection(collection)
+	idDesc := "message_id (UUID)"
+	switch {
+	case s.idField != "":
+		idDesc = "payload." + s.idField
+	case s.idTmpl != nil:
+		idDesc = mongoIDText(s.idTmpl.Parts())
+	}
+	b.Logger().Info("mongodb sink", "url", s.url, "collection", database+"."+collection, "_id", idDesc)
+	return s, nil
+}
+
+// mongoURL renders the node's url (env() allowed) and refuses one that is
+// not mongodb:// or mongodb+srv://.
+func mongoURL(b *runtime.BuildEnv) (string, error) {
+	raw, err := b.RenderStatic("url")
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(raw, "mongodb://") && !strings.HasPrefix(raw, "mongodb+srv://") {
+		return "", b.Errorf("url", "%s: want mongodb://host:27017 or mongodb+srv://host", plan.RedactURLs(raw))
+	}
+	return raw, nil
+}
+
+// mongoConnect connects to the server of raw (a mongodb:// url) and pings
+// it, so an unreachable server or wrong credentials fail at start-up, not
+// on the first batch. Its errors are redacted.
+func mongoConnect(ctx context.Context, raw string) (*mongo.Client, error) {
 	opts := options.Client().ApplyURI(raw)
 	// Defaults shorter than the driver's 30 s, unless the url sets them
 	// (connectTimeoutMS, serverSelectionTimeoutMS, appName).
@@ -128,30 +157,19 @@ func newMongoSink(b *runtime.BuildEnv, cfg *mongoSinkConfig) (*mongoSink, error)
 		opts.SetAppName("mqb")
 	}
 	if err := opts.Validate(); err != nil {
-		return nil, b.Errorf("url", "%s: %s", s.url, plan.RedactURLs(err.Error()))
+		return nil, errors.New(plan.RedactURLs(err.Error()))
 	}
-	s.client, err = mongo.Connect(opts)
+	client, err := mongo.Connect(opts)
 	if err != nil {
-		return nil, b.Errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+		return nil, errors.New(plan.RedactURLs(err.Error()))
 	}
-	// Fail at start-up, not on the first batch, when the server cannot be
-	// reached or the credentials are wrong.
 	pctx, cancel := context.WithTimeout(ctx, 2*mongoConnectTimeout)
 	defer cancel()
-	if err := s.client.Ping(pctx, nil); err != nil {
-		s.client.Disconnect(context.Background())
-		return nil, b.Errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+	if err := client.Ping(pctx, nil); err != nil {
+		client.Disconnect(context.Background())
+		return nil, errors.New(plan.RedactURLs(err.Error()))
 	}
-	s.coll = s.client.Database(database).Collection(collection)
-	idDesc := "message_id (UUID)"
-	switch {
-	case s.idField != "":
-		idDesc = "payload." + s.idField
-	case s.idTmpl != nil:
-		idDesc = mongoIDText(s.idTmpl.Parts())
-	}
-	b.Logger().Info("mongodb sink", "url", s.url, "collection", database+"."+collection, "_id", idDesc)
-	return s, nil
+	return client, nil
 }
 
 // mongoIDText shows a template as written, for logs.
