@@ -32,7 +32,7 @@ func TestPostgresStagedInsert(t *testing.T) {
 		batches               [][]*runtime.Record
 		want                  map[string]int
 		refused               []string // ids dead-lettered
-		staged                int64
+		staged                int64    // chunks (here one per batch)
 	}{
 		{"do nothing", "nothing", "ON CONFLICT (id) DO NOTHING",
 			[][]*runtime.Record{stageRecs("a", 1, "b", 2, "a", 3), stageRecs("c", "twelve", "d", 4), stageRecs("e", 5, "a", 9, "d", 8)},
@@ -74,6 +74,87 @@ func TestPostgresStagedInsert(t *testing.T) {
 			}
 			if _, n, off := pgStaging(s); n != tc.staged || off {
 				t.Errorf("%d batches staged (off %v), want %d", n, off, tc.staged)
+			}
+		})
+	}
+}
+
+// A batch of several chunks: a chunk holding a refused row is written row
+// by row, alone; the other chunks go through the staged statement. Values
+// that text arrays must quote (quotes, backslashes, braces, delimiters,
+// the word NULL, the empty string) land as they were bound.
+func TestPostgresStagedChunks(t *testing.T) {
+	url := testsrv.Postgres(t)
+	odd := []string{`q"uote`, `back\slash`, `{brace}`, `a,b`, `NULL`, ``, ` pad `, `semi;colon`, "tab\tnew\nline", `ünï`}
+	n := 3*stageChunk + 5
+	for _, tc := range []struct {
+		name string
+		bad  []int // indices of rows with an amount the column refuses
+	}{
+		{"clean", nil},
+		{"refused in the first chunk", []int{3}},
+		{"refused in a middle chunk", []int{stageChunk + 7}},
+		{"refused in two chunks", []int{stageChunk + 1, 3*stageChunk + 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := fmt.Sprintf("chunks_%d", len(tc.bad))
+			if len(tc.bad) == 1 {
+				table += fmt.Sprint(tc.bad[0])
+			}
+			s, err := newServerSinkForTest(t, map[string]plan.Value{
+				"url":          strV(url),
+				"create_table": strV(`CREATE TABLE ` + table + ` (id TEXT PRIMARY KEY, amount BIGINT NOT NULL)`),
+				"insert_query": tmplV(lit("INSERT INTO "+table+" (id, amount) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+					ex("payload.amount"), lit(") ON CONFLICT (id) DO NOTHING"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kv []any
+			want := map[string]int{}
+			bad := map[int]bool{}
+			for _, i := range tc.bad {
+				bad[i] = true
+			}
+			for i := range n {
+				id := fmt.Sprintf("k%d", i)
+				if i < len(odd) {
+					id = odd[i]
+				}
+				if bad[i] {
+					kv = append(kv, id, "twelve")
+					continue
+				}
+				kv = append(kv, id, i)
+				want[id] = i
+			}
+			recs := stageRecs(kv...)
+			if err := s.Write(context.Background(), recs); err != nil {
+				t.Fatal(err)
+			}
+			refused := 0
+			for i, r := range recs {
+				if (r.Refused() != "") != bad[i] {
+					t.Errorf("row %d refused %q, want refused %v", i, r.Refused(), bad[i])
+				}
+				if r.Refused() != "" {
+					refused++
+				}
+			}
+			got := pgQuery(t, url, `SELECT id, amount FROM `+table, scanOrderRows)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%d rows landed, want %d (%d refused)", len(got), len(want), refused)
+				for id, v := range want {
+					if g, ok := got[id]; !ok || g != v {
+						t.Errorf("row %q: %d (present %v), want %d", id, g, ok, v)
+					}
+				}
+			}
+			chunks := map[int]bool{}
+			for _, i := range tc.bad {
+				chunks[i/stageChunk] = true
+			}
+			if _, staged, off := pgStaging(s); staged != int64((n+stageChunk-1)/stageChunk-len(chunks)) || off {
+				t.Errorf("%d chunks staged (off %v), want all but the %d with a refused row", staged, off, len(chunks))
 			}
 		})
 	}

@@ -59,9 +59,14 @@ type sqlServerSink struct {
 	pg       *pgPool
 	copySQL  string // bulk_copy: COPY t (cols) FROM STDIN
 	copyCols int
-	stage    *pgStaged    // batches go through a stage table (sink_pgstage.go)
+	stage    *pgStaged    // batches go through unnest arrays (pgstage.go)
 	stageOff atomic.Bool  // the server refused the staged form: row by row
-	staged   atomic.Int64 // batches written through the stage table
+	staged   atomic.Int64 // chunks written by the staged statement
+	// stageSQL is the staged statement, stageDelims each parameter's
+	// array delimiter, learnt from the first connection (stageReady).
+	stageMu     sync.Mutex
+	stageSQL    string
+	stageDelims []byte
 
 	// MySQL
 	my *dbsql.DB
@@ -398,7 +403,7 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*runtime.Record) 
 type pgConn struct {
 	conn   *pgconn.PgConn
 	stmt   *pgconn.StatementDescription
-	staged bool // the stage table exists in this session
+	staged bool // the staged statement is prepared in this session
 }
 
 // pgPool holds idle connections. A connection the server dropped is
@@ -565,27 +570,36 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 		}
 		// A refused row fails the whole COPY: find it with the inserts.
 	}
+	var absorbed int64 // by the staged chunks that committed
 	if s.stage != nil && !s.stageOff.Load() {
-		affected, err := s.stagePG(ctx, c, recs, rows, live)
-		if err == nil {
-			s.staged.Add(1)
-			s.absorb.add(int64(len(live)) - affected)
-			return nil
-		}
-		if c.conn.TxStatus() != 'I' {
-			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil {
-				return s.batchError("rollback", rerr)
+		n, rest, err := s.stagePG(ctx, c, recs, rows, live)
+		if c.conn.TxStatus() != 'I' && !c.conn.IsClosed() {
+			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil && err == nil {
+				err = rerr
 			}
 		}
-		retry, off := stageFallback(err)
-		if retry {
+		if err != nil {
 			return s.batchError("insert", err)
 		}
-		if off {
-			s.stageOff.Store(true) // and the inserts below write this batch
+		if len(rest) == 0 {
+			s.absorb.add(n)
+			return nil
 		}
+		// The chunks that failed as a whole: row by row.
+		absorbed, live = n, rest
 	}
+	n, err := s.writePGRows(ctx, c, recs, rows, live)
+	if err != nil {
+		return err
+	}
+	s.absorb.add(absorbed + n)
+	return nil
+}
 
+// writePGRows writes the live rows with insert_query, one statement each,
+// in one transaction sent as one pipeline, and returns how many of them
+// changed nothing.
+func (s *sqlServerSink) writePGRows(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) (int64, error) {
 	var b pgconn.Batch
 	b.ExecParams("BEGIN", nil, nil, nil, nil)
 	for _, i := range live {
@@ -605,17 +619,16 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 				setOutcome(recs[i], n > 0)
 			}
 		}
-		s.absorb.add(absorbed)
-		return nil
+		return absorbed, nil
 	}
 	if classifyPG(err) != sqlRowLevel || len(res) == 0 || len(res) > len(live) {
-		return s.batchError("insert", err)
+		return 0, s.batchError("insert", err)
 	}
 	// res holds BEGIN and the inserts before the refused one.
 	bad := live[len(res)-1]
 	recs[bad].Refuse("sql insert: " + err.Error())
 	if _, err := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
-		return s.batchError("rollback", err)
+		return 0, s.batchError("rollback", err)
 	}
 	return s.writePGSavepoints(ctx, c, recs, rows, live)
 }
@@ -625,7 +638,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 // skips the rest of the pipeline; the sink rolls back to k's savepoint,
 // marks k and sends the rows after it. Every refused row costs one round
 // trip more, not a rewrite of the batch.
-func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) error {
+func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) (int64, error) {
 	todo := live[:0:0]
 	for _, i := range live {
 		if recs[i].Refused() == "" {
@@ -665,18 +678,17 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 		first = false
 		if err == nil {
 			written(res, off, todo)
-			s.absorb.add(absorbed)
-			return nil
+			return absorbed, nil
 		}
 		n := len(res) - off // commands of the rows that went through, and the refused row's SAVEPOINT
 		k := n / 3
 		if classifyPG(err) != sqlRowLevel || n < 0 || n%3 != 1 || k >= len(todo) {
-			return s.batchError("insert", err)
+			return 0, s.batchError("insert", err)
 		}
 		written(res, off, todo[:k])
 		recs[todo[k]].Refuse("sql insert: " + err.Error())
 		if _, err := c.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT mqb_row").ReadAll(); err != nil {
-			return s.batchError("rollback to savepoint", err)
+			return 0, s.batchError("rollback to savepoint", err)
 		}
 		todo = todo[k+1:]
 	}
