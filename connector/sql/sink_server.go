@@ -531,7 +531,7 @@ func (s *sqlServerSink) pgRows(recs []*runtime.Record) (rows [][][]byte, live []
 	cells := make([][]byte, len(recs)*n)
 	live = make([]int, 0, len(recs))
 	arena := make([]byte, 0, 64*len(recs)) // never nil: a nil slice of it would be NULL, not ''
-	type span struct{ start, end int } // of a value in arena; start < 0: NULL
+	type span struct{ start, end int }     // of a value in arena; start < 0: NULL
 	spans := make([]span, len(recs)*n)
 	for i, r := range recs {
 		if reason := s.bindRow(&ev, r, args); reason != "" {
