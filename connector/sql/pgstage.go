@@ -33,10 +33,10 @@ import (
 // chunk of rows rather than once per row, and nothing is staged in a
 // table: no COPY round trip, no temporary table to create or empty at
 // commit. The rows go in read order, so a conflict clause resolves
-// repeats within a chunk as the row-by-row inserts would (the first one
-// inserted, the next ones doing nothing); what a single statement cannot
-// do the same way fails it, and the chunk is written again by the
-// row-by-row path, which isolates a refused row:
+// repeats as the row-by-row inserts would (the first one inserted, the
+// next ones doing nothing); what a single statement cannot do the same
+// way fails it, and the batch is written again by the row-by-row path,
+// which isolates a refused row:
 //
 //   - a row the server refuses (a constraint, a bad value) fails the whole
 //     statement;
@@ -44,13 +44,12 @@ import (
 //     (21000): a chunk holding a key twice is written row by row, so an
 //     accumulating update adds both.
 //
-// A batch is cut into chunks of stageChunk rows sent in pipeline mode:
-// the server runs chunk N while the sink encodes and sends chunk N+1.
-// Without an outbox each chunk is its own transaction (a failing chunk
-// does not take the others with it); Write returns once every chunk
-// committed or was written row by row, so the engine acks the batch only
-// then, in read order. With an outbox the chunks, the position and COMMIT
-// are one transaction, as the row-by-row path writes them.
+// A batch is cut into chunks of stageChunk rows sent in pipeline mode in
+// one transaction (with the outbox position, if any): the server runs
+// chunk N while the sink encodes and sends chunk N+1, and the batch costs
+// one commit. Write returns once that transaction committed, so the
+// engine acks the batch only then, in read order. A failing chunk rolls
+// the batch back and the row-by-row path writes it.
 //
 // Only statements of exactly that shape are staged: INSERT INTO t [(cols)]
 // VALUES (…) followed by nothing that reads a parameter (DO UPDATE SET may
@@ -66,7 +65,7 @@ const pgStageStmt = "mqb_stage"
 
 // stageChunk is how many rows one staged statement carries: small enough
 // that a batch group makes several chunks to overlap, large enough that
-// the per-statement cost (bind, executor start, commit) is spread thin.
+// the per-statement cost (bind, executor start) is spread thin.
 const stageChunk = 512
 
 // pgStaged is a staged insert: the statement over the parameter arrays
@@ -295,123 +294,83 @@ func appendArrayElem(dst, v []byte) []byte {
 	return append(append(dst, v...), '"')
 }
 
-// stagePG writes the live rows through the staged statement, chunk by
-// chunk in one pipeline. It returns how many rows the statements left
-// unchanged (absorbed by the conflict clause) and the rows of the chunks
-// that must be written row by row instead (a refused row in them, a key
-// twice under DO UPDATE, or staging turned off). An error is the whole
-// batch's (the connection, a deadlock): nothing of it may be acked.
-//
-// With an outbox the chunks are one transaction with the position; a
-// failure of any sends every row to the row-by-row path, after the
-// caller rolled the transaction back.
-func (s *sqlServerSink) stagePG(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) (absorbed int64, rest []int, err error) {
+// stagePG writes the live rows through the staged statement in one
+// transaction, chunk by chunk in one pipeline: BEGIN, each chunk sent as
+// soon as it is encoded, the outbox position if any, COMMIT, then the
+// results. It returns how many rows the statements left unchanged
+// (absorbed by the conflict clause), or rowWise when the batch must be
+// written row by row instead (a refused row, a key twice under DO UPDATE,
+// or staging turned off); the transaction may then be open, aborted: the
+// caller rolls it back. An error is the whole batch's (the connection, a
+// deadlock): nothing of it may be acked.
+func (s *sqlServerSink) stagePG(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) (absorbed int64, rowWise bool, err error) {
 	if err := s.stageReady(ctx, c); err != nil {
 		if errors.Is(err, errStageUnfit) {
 			s.stageOff.Store(true)
-			return 0, live, nil
+			return 0, true, nil
 		}
-		return s.stageFailed(err, live)
+		return s.stageFailed(err)
 	}
-	tx := s.outboxRoute != ""
 	var chunks [][]int
 	for start := 0; start < len(live); start += stageChunk {
 		chunks = append(chunks, live[start:min(start+stageChunk, len(live))])
 	}
 	args := make([][]byte, s.stage.params)
 	p := c.conn.StartPipeline(ctx)
-	var sendErr error
-	if tx {
-		p.SendQueryParams("BEGIN", nil, nil, nil, nil)
-	}
+	p.SendQueryParams("BEGIN", nil, nil, nil, nil)
 	for _, ch := range chunks {
 		args = s.stageArrays(args, rows, ch)
 		p.SendQueryPrepared(pgStageStmt, args, nil, nil)
-		if !tx {
-			p.SendPipelineSync()
-		}
 		// Flush copies args into the socket: the buffers are free for
 		// the next chunk while the server runs this one.
-		if sendErr = p.Flush(); sendErr != nil {
-			break
+		if err := p.Flush(); err != nil {
+			p.Close()
+			return 0, false, err
 		}
 	}
-	if tx && sendErr == nil {
+	if s.outboxRoute != "" {
 		p.SendQueryParams(outboxUpsertPG, [][]byte{[]byte(s.outboxRoute), strconv.AppendUint(nil, outboxNext(recs), 10)}, nil, nil, nil)
-		p.SendQueryParams("COMMIT", nil, nil, nil, nil)
-		p.SendPipelineSync()
-		sendErr = p.Flush()
 	}
-	if sendErr != nil {
+	p.SendQueryParams("COMMIT", nil, nil, nil, nil)
+	p.SendPipelineSync()
+	if err := p.Flush(); err != nil {
 		p.Close()
-		return 0, nil, sendErr
+		return 0, false, err
 	}
-	// Read the results in order: per chunk its statement's then its Sync
-	// (with an outbox: BEGIN, the chunks, the position, COMMIT, one Sync).
-	var failed error // the first chunk failure, or the transaction's
-	if tx {
-		if _, err := pipelineResult(p); err != nil {
-			failed = err
-		}
+	// The results in order: BEGIN, the chunks, the position, COMMIT. After
+	// an error the server skips the rest up to the Sync.
+	var failed error
+	steps := 2 + len(chunks)
+	if s.outboxRoute != "" {
+		steps++
 	}
-	for _, ch := range chunks {
-		if tx && failed != nil {
-			break // the server skipped the rest up to the Sync
-		}
+	for k := 0; k < steps && failed == nil; k++ {
 		tag, err := pipelineResult(p)
 		var pe *pgconn.PgError
 		switch {
 		case err == nil:
-			absorbed += int64(len(ch)) - tag.RowsAffected()
-			if !tx {
-				s.staged.Add(1)
+			if k >= 1 && k <= len(chunks) {
+				absorbed += int64(len(chunks[k-1])) - tag.RowsAffected()
 			}
 		case !errors.As(err, &pe): // the connection: the pipeline is gone
 			p.Close()
-			return 0, nil, err
-		case tx:
-			failed = err
+			return 0, false, err
 		default:
-			if _, _, ferr := s.stageFailed(err, ch); ferr != nil {
-				failed = ferr // retry: still read the other chunks' results
-			} else {
-				rest = append(rest, ch...)
-			}
-		}
-		if !tx {
-			if err := pipelineSync(p); err != nil {
-				p.Close()
-				return 0, nil, err
-			}
+			failed = err
 		}
 	}
-	if tx {
-		for _, step := range []string{"outbox position", "commit"} {
-			if failed != nil {
-				break
-			}
-			if _, err := pipelineResult(p); err != nil {
-				failed = fmt.Errorf("%s: %w", step, err)
-			}
-		}
-		if err := pipelineSync(p); err != nil {
-			p.Close()
-			return 0, nil, err
-		}
+	if err := pipelineSync(p); err != nil {
+		p.Close()
+		return 0, false, err
 	}
 	if err := p.Close(); err != nil {
-		return 0, nil, err
-	}
-	if tx && failed != nil {
-		return s.stageFailed(failed, live)
+		return 0, false, err
 	}
 	if failed != nil {
-		return 0, nil, failed
+		return s.stageFailed(failed)
 	}
-	if tx {
-		s.staged.Add(int64(len(chunks)))
-	}
-	return absorbed, rest, nil
+	s.staged.Add(int64(len(chunks)))
+	return absorbed, false, nil
 }
 
 // pipelineResult reads the next statement's result off p.
@@ -439,21 +398,20 @@ func pipelineSync(p *pgconn.Pipeline) error {
 	return nil
 }
 
-// stageFailed says what a failed staged write means for its rows: an
-// error to retry the batch (the connection, a deadlock), or the rows to
-// write row by row; staging is turned off when it cannot work for this
-// statement at all.
-func (s *sqlServerSink) stageFailed(err error, rows []int) (int64, []int, error) {
+// stageFailed says what a failed staged write means: an error to retry
+// the batch (the connection, a deadlock), or a write row by row; staging
+// is turned off when it cannot work for this statement at all.
+func (s *sqlServerSink) stageFailed(err error) (absorbed int64, rowWise bool, _ error) {
 	switch classifyPG(err) {
 	case sqlRetryable:
-		return 0, nil, err
+		return 0, false, err
 	case sqlRowLevel:
-		return 0, rows, nil
+		return 0, true, nil
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "21000" { // DO UPDATE touched a row twice
-		return 0, rows, nil
+		return 0, true, nil
 	}
 	s.stageOff.Store(true)
-	return 0, rows, nil
+	return 0, true, nil
 }

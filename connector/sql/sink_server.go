@@ -596,9 +596,8 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 		}
 		// A refused row fails the whole COPY: find it with the inserts.
 	}
-	var absorbed int64 // by the staged chunks that committed
 	if s.stage != nil && !s.stageOff.Load() {
-		n, rest, err := s.stagePG(ctx, c, recs, rows, live)
+		absorbed, rowWise, err := s.stagePG(ctx, c, recs, rows, live)
 		if c.conn.TxStatus() != 'I' && !c.conn.IsClosed() {
 			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil && err == nil {
 				err = rerr
@@ -607,18 +606,17 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 		if err != nil {
 			return s.batchError("insert", err)
 		}
-		if len(rest) == 0 {
-			s.absorb.add(n)
+		if !rowWise {
+			s.absorb.add(absorbed)
 			return nil
 		}
-		// The chunks that failed as a whole: row by row.
-		absorbed, live = n, rest
+		// A refused row, or staging turned off: the inserts below.
 	}
-	n, err := s.writePGRows(ctx, c, recs, rows, live)
+	absorbed, err := s.writePGRows(ctx, c, recs, rows, live)
 	if err != nil {
 		return err
 	}
-	s.absorb.add(absorbed + n)
+	s.absorb.add(absorbed)
 	return nil
 }
 
