@@ -25,11 +25,11 @@ import (
 // becomes a statement prepared once per connection,
 //
 //	INSERT INTO orders (id, amount) SELECT mqb_stage.p1, mqb_stage.p2
-//	FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS mqb_stage(p1, p2, mqb_ord)
+//	FROM unnest($1, $2) WITH ORDINALITY AS mqb_stage(p1, p2, mqb_ord)
 //	ORDER BY mqb_stage.mqb_ord ON CONFLICT (id) DO NOTHING
 //
-// each array typed as the server typed the parameter when it prepared
-// insert_query. The server parses, plans and checks constraints once per
+// each array of the type of the parameter as the server typed it when it
+// prepared insert_query ($1 text[], $2 bigint[] here, given with Prepare). The server parses, plans and checks constraints once per
 // chunk of rows rather than once per row, and nothing is staged in a
 // table: no COPY round trip, no temporary table to create or empty at
 // commit. The rows go in read order, so a conflict clause resolves
@@ -75,19 +75,22 @@ type pgStaged struct {
 	params     int
 }
 
-// statement is the staged statement with the parameters typed as types
-// (format_type names).
-func (st pgStaged) statement(types []string) string {
+// statement is the staged statement over n parameter arrays. Their types
+// go with Prepare (the array types of insert_query's parameters), not as
+// casts in the text: a cast to a type without its modifier would cut a
+// value short without a word (character means character(1)), where the
+// assignment to the column refuses it as the row-by-row insert does.
+func (st pgStaged) statement() string {
 	var q strings.Builder
 	q.WriteString(st.head + " FROM unnest(")
-	for i, t := range types {
+	for i := range st.params {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("$" + strconv.Itoa(i+1) + "::" + t + "[]")
+		q.WriteString("$" + strconv.Itoa(i+1))
 	}
 	q.WriteString(") WITH ORDINALITY AS " + pgStageStmt + "(")
-	for i := range types {
+	for i := range st.params {
 		q.WriteString("p" + strconv.Itoa(i+1) + ", ")
 	}
 	q.WriteString("mqb_ord) ORDER BY " + pgStageStmt + ".mqb_ord" + st.tail)
@@ -198,13 +201,13 @@ func wordEdge(s string, i int) bool {
 }
 
 // errStageUnfit: a parameter's type cannot go through unnest.
-var errStageUnfit = errors.New("staged insert: a parameter is typed as an array or a row")
+var errStageUnfit = errors.New("staged insert: a parameter is typed as an array or a row, or has no array type")
 
-// stageTypes asks the server, on c, for the type name and array
+// stageTypes asks the server, on c, for the array type and the array
 // delimiter of each parameter of insert_query as it prepared it.
-func stageTypes(ctx context.Context, c *pgConn) (names []string, delims []byte, err error) {
+func stageTypes(ctx context.Context, c *pgConn) (arrays []uint32, delims []byte, err error) {
 	var q strings.Builder
-	q.WriteString("SELECT format_type(t.oid, NULL), t.typdelim, t.typcategory IN ('A', 'C') OR t.typtype IN ('c', 'p')" +
+	q.WriteString("SELECT t.typarray, t.typdelim, t.typcategory IN ('A', 'C') OR t.typtype IN ('c', 'p')" +
 		" FROM unnest('{")
 	for i, oid := range c.stmt.ParamOIDs {
 		if i > 0 {
@@ -224,13 +227,14 @@ func stageTypes(ctx context.Context, c *pgConn) (names []string, delims []byte, 
 		return nil, nil, errors.New("staged insert: parameter types not listed")
 	}
 	for _, row := range res[0].Rows {
-		if string(row[2]) != "f" || len(row[1]) != 1 {
+		array, err := strconv.ParseUint(string(row[0]), 10, 32)
+		if err != nil || array == 0 || string(row[2]) != "f" || len(row[1]) != 1 {
 			return nil, nil, errStageUnfit
 		}
-		names = append(names, string(row[0]))
+		arrays = append(arrays, uint32(array))
 		delims = append(delims, row[1][0])
 	}
-	return names, delims, nil
+	return arrays, delims, nil
 }
 
 // stageReady prepares the staged statement on c, learning the parameter
@@ -241,14 +245,14 @@ func (s *sqlServerSink) stageReady(ctx context.Context, c *pgConn) error {
 	}
 	s.stageMu.Lock()
 	defer s.stageMu.Unlock()
-	if s.stageSQL == "" {
-		names, delims, err := stageTypes(ctx, c)
+	if s.stageOIDs == nil {
+		arrays, delims, err := stageTypes(ctx, c)
 		if err != nil {
 			return err
 		}
-		s.stageSQL, s.stageDelims = s.stage.statement(names), delims
+		s.stageOIDs, s.stageDelims = arrays, delims
 	}
-	if _, err := c.conn.Prepare(ctx, pgStageStmt, s.stageSQL, nil); err != nil {
+	if _, err := c.conn.Prepare(ctx, pgStageStmt, s.stage.statement(), s.stageOIDs); err != nil {
 		return err
 	}
 	c.staged = true

@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mqb-dev/mqb/runtime"
@@ -156,6 +157,54 @@ func TestPostgresStagedChunks(t *testing.T) {
 			}
 			if _, staged, off := pgStaging(s); staged != wantStaged || off {
 				t.Errorf("%d chunks staged (off %v), want %d", staged, off, wantStaged)
+			}
+		})
+	}
+}
+
+// Parameter types the staged statement must treat as the row-by-row
+// insert does: a value too long for a character(n) column is refused, not
+// cut short by a cast; a parameter of an array type (unnest would flatten
+// it) turns staging off and the rows go in row by row.
+func TestPostgresStagedTypes(t *testing.T) {
+	url := testsrv.Postgres(t)
+	for _, tc := range []struct {
+		name, column string
+		recs         []*runtime.Record
+		want         map[string]string
+		refused      []string
+		off          bool
+	}{
+		{"character(3)", "CHARACTER(3)", stageRecs("a", "xy", "b", "abcd", "c", "abc"),
+			map[string]string{"a": "xy", "c": "abc"}, []string{"b"}, false},
+		{"text array", "TEXT[]", stageRecs("a", "{x,y}", "b", "{}"),
+			map[string]string{"a": "{x,y}", "b": "{}"}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := strings.NewReplacer(" ", "_", "(", "", ")", "").Replace(tc.name)
+			s, err := newServerSinkForTest(t, map[string]plan.Value{
+				"url":          strV(url),
+				"create_table": strV(`CREATE TABLE ` + table + ` (id TEXT PRIMARY KEY, v ` + tc.column + `)`),
+				"insert_query": tmplV(lit("INSERT INTO "+table+" (id, v) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+					ex("payload.amount"), lit(") ON CONFLICT (id) DO NOTHING"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Write(context.Background(), tc.recs); err != nil {
+				t.Fatal(err)
+			}
+			var refused []string
+			for _, r := range tc.recs {
+				if r.Refused() != "" {
+					refused = append(refused, r.Meta[runtime.MetaID])
+				}
+			}
+			got := pgQuery(t, url, `SELECT id, v::text FROM `+table, scanPairs[string])
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || fmt.Sprint(refused) != fmt.Sprint(tc.refused) {
+				t.Errorf("rows %q refused %v, want %q and %v", got, refused, tc.want, tc.refused)
+			}
+			if _, _, off := pgStaging(s); off != tc.off {
+				t.Errorf("staging off %v, want %v", off, tc.off)
 			}
 		})
 	}

@@ -63,10 +63,10 @@ type sqlServerSink struct {
 	stage    *pgStaged    // batches go through unnest arrays (pgstage.go)
 	stageOff atomic.Bool  // the server refused the staged form: row by row
 	staged   atomic.Int64 // chunks written by the staged statement
-	// stageSQL is the staged statement, stageDelims each parameter's
+	// stageOIDs is each staged parameter's array type, stageDelims its
 	// array delimiter, learnt from the first connection (stageReady).
 	stageMu     sync.Mutex
-	stageSQL    string
+	stageOIDs   []uint32
 	stageDelims []byte
 
 	// MySQL
