@@ -753,18 +753,18 @@ type copyReader struct {
 }
 
 func (r *copyReader) Read(p []byte) (int, error) {
-	if r.off == len(r.buf) {
-		r.buf, r.off = r.buf[:0], 0
-		for len(r.buf) < len(p) && len(r.live) > 0 {
-			r.buf = appendCopyRow(r.buf, r.rows[r.live[0]])
-			r.live = r.live[1:]
-		}
-		if len(r.buf) == 0 {
-			return 0, io.EOF
-		}
+	// What the last read left over, then rows until p is full: each read
+	// a full CopyData message.
+	r.buf, r.off = append(r.buf[:0], r.buf[r.off:]...), 0
+	for len(r.buf) < len(p) && len(r.live) > 0 {
+		r.buf = appendCopyRow(r.buf, r.rows[r.live[0]])
+		r.live = r.live[1:]
 	}
-	n := copy(p, r.buf[r.off:])
-	r.off += n
+	if len(r.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.buf)
+	r.off = n
 	return n, nil
 }
 
