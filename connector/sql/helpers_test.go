@@ -17,8 +17,9 @@ import (
 func TestMain(m *testing.M) { testsrv.Main(m) }
 
 // pgStaging reports, of a sql sink on PostgreSQL, whether its
-// insert_query is staged (COPY into a temporary table, one statement per
-// batch), how many batches it staged and whether staging was turned off.
+// insert_query is staged (one statement per chunk of a batch, over
+// parameter arrays), how many chunks it staged and whether staging was
+// turned off.
 func pgStaging(s runtime.Sink) (staging bool, staged int64, off bool) {
 	srv := s.(*sqlSink).server
 	return srv.stage != nil, srv.staged.Load(), srv.stageOff.Load()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,45 +17,84 @@ import (
 )
 
 // Staged inserts: a PostgreSQL sink whose insert_query is one VALUES row
-// loads each batch with COPY into a temporary table of the statement's
-// parameters, then runs the user's statement once over it:
+// sends each batch as one array per parameter and runs the user's
+// statement once over them:
 //
 //	INSERT INTO orders (id, amount) VALUES (${payload.id}, ${payload.amount}) ON CONFLICT (id) DO NOTHING
 //
-// becomes, per batch and in one transaction,
+// becomes a statement prepared once per connection,
 //
-//	COPY mqb_stage FROM STDIN   -- mqb_ord, p1, p2: one row per record
-//	INSERT INTO orders (id, amount) SELECT mqb_stage.p1, mqb_stage.p2 FROM mqb_stage ORDER BY mqb_ord ON CONFLICT (id) DO NOTHING
+//	INSERT INTO orders (id, amount) SELECT mqb_stage.p1, mqb_stage.p2
+//	FROM unnest($1, $2) WITH ORDINALITY AS mqb_stage(p1, p2, mqb_ord)
+//	ORDER BY mqb_stage.mqb_ord ON CONFLICT (id) DO NOTHING
 //
-// The server parses, plans and checks constraints once per batch rather
-// than once per row. The rows go in read order, so a conflict clause
-// resolves repeats within a batch as the row-by-row inserts would (the
-// first one inserted, the next ones doing nothing); what a single
-// statement cannot do the same way fails it, and the batch is written
-// again by the row-by-row path, which isolates a refused row:
+// each array of the type of the parameter as the server typed it when it
+// prepared insert_query ($1 text[], $2 bigint[] here, given with Prepare). The server parses, plans and checks constraints once per
+// chunk of rows rather than once per row, and nothing is staged in a
+// table: no COPY round trip, no temporary table to create or empty at
+// commit. The rows go in read order, so a conflict clause resolves
+// repeats as the row-by-row inserts would (the first one inserted, the
+// next ones doing nothing); what a single statement cannot do the same
+// way fails it, and the batch is written again by the row-by-row path,
+// which isolates a refused row:
 //
 //   - a row the server refuses (a constraint, a bad value) fails the whole
 //     statement;
 //   - ON CONFLICT DO UPDATE cannot touch one row twice in a statement
-//     (21000): a batch holding a key twice is written row by row, so an
+//     (21000): a chunk holding a key twice is written row by row, so an
 //     accumulating update adds both.
+//
+// A batch is cut into chunks of stageChunk rows sent in pipeline mode in
+// one transaction (with the outbox position, if any): the server runs
+// chunk N while the sink encodes and sends chunk N+1, and the batch costs
+// one commit. Write returns once that transaction committed, so the
+// engine acks the batch only then, in read order. A failing chunk rolls
+// the batch back and the row-by-row path writes it.
 //
 // Only statements of exactly that shape are staged: INSERT INTO t [(cols)]
 // VALUES (…) followed by nothing that reads a parameter (DO UPDATE SET may
 // name only the target and EXCLUDED), no RETURNING, no second statement,
 // no dollar quoting. report_outcome needs each row's count and bulk_copy
-// has its own COPY, so neither is staged. A statement the staging form
-// makes the server reject for a reason that is no row's (a type the
-// temporary table cannot carry) turns staging off for the sink.
+// has its own COPY, so neither is staged. A parameter typed as an array
+// or a row (unnest would flatten or expand it), or a statement the
+// staging form makes the server reject for a reason that is no row's,
+// turns staging off for the sink.
 
-// pgStageTable is the session temporary table a staged batch is copied to;
-// ON COMMIT DELETE ROWS leaves it empty for the next batch.
-const pgStageTable = "mqb_stage"
+// pgStageStmt names the staged statement on each connection.
+const pgStageStmt = "mqb_stage"
 
-// pgStaged is a staged insert: the statement over pgStageTable.
+// stageChunk is how many rows one staged statement carries: small enough
+// that a batch group makes several chunks to overlap, large enough that
+// the per-statement cost (bind, executor start) is spread thin.
+const stageChunk = 512
+
+// pgStaged is a staged insert: the statement over the parameter arrays
+// is head + FROM unnest(…) + tail (statement).
 type pgStaged struct {
-	insert string
-	params int
+	head, tail string
+	params     int
+}
+
+// statement is the staged statement over n parameter arrays. Their types
+// go with Prepare (the array types of insert_query's parameters), not as
+// casts in the text: a cast to a type without its modifier would cut a
+// value short without a word (character means character(1)), where the
+// assignment to the column refuses it as the row-by-row insert does.
+func (st pgStaged) statement() string {
+	var q strings.Builder
+	q.WriteString(st.head + " FROM unnest(")
+	for i := range st.params {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("$" + strconv.Itoa(i+1))
+	}
+	q.WriteString(") WITH ORDINALITY AS " + pgStageStmt + "(")
+	for i := range st.params {
+		q.WriteString("p" + strconv.Itoa(i+1) + ", ")
+	}
+	q.WriteString("mqb_ord) ORDER BY " + pgStageStmt + ".mqb_ord" + st.tail)
+	return q.String()
 }
 
 // stageMark stands for parameter n while the statement is rewritten: a
@@ -99,9 +139,8 @@ func stagedInsert(parts []plan.Part) (pgStaged, bool) {
 		returningRE.MatchString(rest): // rows the sink would not read
 		return pgStaged{}, false
 	}
-	row := stageMarkRE.ReplaceAllString(sql[open+1:closing], pgStageTable+".p$1")
-	insert := sql[:at] + "SELECT " + row + " FROM pg_temp." + pgStageTable + " ORDER BY mqb_ord" + rest
-	return pgStaged{insert: insert, params: n}, true
+	row := stageMarkRE.ReplaceAllString(sql[open+1:closing], pgStageStmt+".p$1")
+	return pgStaged{head: sql[:at] + "SELECT " + row, tail: rest, params: n}, true
 }
 
 // valuesRow finds the VALUES keyword and its row's parentheses in sql,
@@ -161,11 +200,15 @@ func wordEdge(s string, i int) bool {
 	return !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
 }
 
-// pgStageDDL creates the stage table on c, its columns typed as the
-// server typed insert_query's parameters when it prepared it.
-func pgStageDDL(ctx context.Context, c *pgConn) (string, error) {
+// errStageUnfit: a parameter's type cannot go through unnest.
+var errStageUnfit = errors.New("staged insert: a parameter is typed as an array or a row, or has no array type")
+
+// stageTypes asks the server, on c, for the array type and the array
+// delimiter of each parameter of insert_query as it prepared it.
+func stageTypes(ctx context.Context, c *pgConn) (arrays []uint32, delims []byte, err error) {
 	var q strings.Builder
-	q.WriteString("SELECT format_type(t, NULL) FROM unnest('{")
+	q.WriteString("SELECT t.typarray, t.typdelim, t.typcategory IN ('A', 'C') OR t.typtype IN ('c', 'p')" +
+		" FROM unnest('{")
 	for i, oid := range c.stmt.ParamOIDs {
 		if i > 0 {
 			q.WriteByte(',')
@@ -175,71 +218,204 @@ func pgStageDDL(ctx context.Context, c *pgConn) (string, error) {
 		}
 		q.WriteString(strconv.FormatUint(uint64(oid), 10))
 	}
-	q.WriteString("}'::oid[]) WITH ORDINALITY AS u(t, i) ORDER BY i")
+	q.WriteString("}'::oid[]) WITH ORDINALITY AS u(o, i) JOIN pg_type t ON t.oid = u.o ORDER BY u.i")
 	res, err := c.conn.Exec(ctx, q.String()).ReadAll()
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	if len(res) != 1 || len(res[0].Rows) != len(c.stmt.ParamOIDs) {
-		return "", errors.New("staged insert: parameter types not listed")
+		return nil, nil, errors.New("staged insert: parameter types not listed")
 	}
-	var ddl strings.Builder
-	ddl.WriteString("CREATE TEMPORARY TABLE IF NOT EXISTS " + pgStageTable + " (mqb_ord integer")
-	for i, row := range res[0].Rows {
-		ddl.WriteString(", p" + strconv.Itoa(i+1) + " " + string(row[0]))
+	for _, row := range res[0].Rows {
+		array, err := strconv.ParseUint(string(row[0]), 10, 32)
+		if err != nil || array == 0 || string(row[2]) != "f" || len(row[1]) != 1 {
+			return nil, nil, errStageUnfit
+		}
+		arrays = append(arrays, uint32(array))
+		delims = append(delims, row[1][0])
 	}
-	ddl.WriteString(") ON COMMIT DELETE ROWS")
-	return ddl.String(), nil
+	return arrays, delims, nil
 }
 
-// stagePG writes the live rows through the stage table in one transaction
-// with the outbox position, if any. On an error the transaction may still
-// be open: the caller rolls it back.
-//
-// affected is how many rows the statement changed.
-func (s *sqlServerSink) stagePG(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) (affected int64, err error) {
-	if !c.staged {
-		ddl, err := pgStageDDL(ctx, c)
+// stageReady prepares the staged statement on c, learning the parameter
+// types on the first connection that needs them.
+func (s *sqlServerSink) stageReady(ctx context.Context, c *pgConn) error {
+	if c.staged {
+		return nil
+	}
+	s.stageMu.Lock()
+	defer s.stageMu.Unlock()
+	if s.stageOIDs == nil {
+		arrays, delims, err := stageTypes(ctx, c)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		if _, err := c.conn.Exec(ctx, ddl).ReadAll(); err != nil {
-			return 0, err
-		}
-		c.staged = true
+		s.stageOIDs, s.stageDelims = arrays, delims
 	}
-	var buf bytes.Buffer
-	copyRows(&buf, rows, live, true)
-	if _, err := c.conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
-		return 0, err
+	if _, err := c.conn.Prepare(ctx, pgStageStmt, s.stage.statement(), s.stageOIDs); err != nil {
+		return err
 	}
-	if _, err := c.conn.CopyFrom(ctx, &buf, "COPY pg_temp."+pgStageTable+" FROM STDIN"); err != nil {
-		return 0, err
-	}
-	var b pgconn.Batch
-	b.ExecParams(s.stage.insert, nil, nil, nil, nil)
-	s.queueOutbox(&b, recs)
-	b.ExecParams("COMMIT", nil, nil, nil, nil)
-	res, err := c.conn.ExecBatch(ctx, &b).ReadAll()
-	if err != nil {
-		return 0, err
-	}
-	return res[0].CommandTag.RowsAffected(), nil
+	c.staged = true
+	return nil
 }
 
-// stageFallback says what a failed staged batch means: retry it (the
-// connection, a deadlock), or write it row by row; off is set when
-// staging cannot work for this statement at all.
-func stageFallback(err error) (retry, off bool) {
+// stageArrays encodes the rows live[...] as one text-format array per
+// parameter into args, reusing its buffers.
+func (s *sqlServerSink) stageArrays(args [][]byte, rows [][][]byte, live []int) [][]byte {
+	for j := range args {
+		args[j] = append(args[j][:0], '{')
+	}
+	for k, i := range live {
+		for j, v := range rows[i] {
+			a := args[j]
+			if k > 0 {
+				a = append(a, s.stageDelims[j])
+			}
+			args[j] = appendArrayElem(a, v)
+		}
+	}
+	for j := range args {
+		args[j] = append(args[j], '}')
+	}
+	return args
+}
+
+// appendArrayElem appends v as an element of a text-format array: NULL,
+// or quoted with its quotes and backslashes escaped.
+func appendArrayElem(dst, v []byte) []byte {
+	if v == nil {
+		return append(dst, "NULL"...)
+	}
+	dst = append(dst, '"')
+	for {
+		i := bytes.IndexAny(v, `"\`)
+		if i < 0 {
+			break
+		}
+		dst = append(append(dst, v[:i]...), '\\', v[i])
+		v = v[i+1:]
+	}
+	return append(append(dst, v...), '"')
+}
+
+// stagePG writes the live rows through the staged statement in one
+// transaction, chunk by chunk in one pipeline: BEGIN, each chunk sent as
+// soon as it is encoded, the outbox position if any, COMMIT, then the
+// results. It returns how many rows the statements left unchanged
+// (absorbed by the conflict clause), or rowWise when the batch must be
+// written row by row instead (a refused row, a key twice under DO UPDATE,
+// or staging turned off); the transaction may then be open, aborted: the
+// caller rolls it back. An error is the whole batch's (the connection, a
+// deadlock): nothing of it may be acked.
+func (s *sqlServerSink) stagePG(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) (absorbed int64, rowWise bool, err error) {
+	if err := s.stageReady(ctx, c); err != nil {
+		if errors.Is(err, errStageUnfit) {
+			s.stageOff.Store(true)
+			return 0, true, nil
+		}
+		return s.stageFailed(err)
+	}
+	var chunks [][]int
+	for start := 0; start < len(live); start += stageChunk {
+		chunks = append(chunks, live[start:min(start+stageChunk, len(live))])
+	}
+	args := make([][]byte, s.stage.params)
+	p := c.conn.StartPipeline(ctx)
+	p.SendQueryParams("BEGIN", nil, nil, nil, nil)
+	for _, ch := range chunks {
+		args = s.stageArrays(args, rows, ch)
+		p.SendQueryPrepared(pgStageStmt, args, nil, nil)
+		// Flush copies args into the socket: the buffers are free for
+		// the next chunk while the server runs this one.
+		if err := p.Flush(); err != nil {
+			p.Close()
+			return 0, false, err
+		}
+	}
+	if s.outboxRoute != "" {
+		p.SendQueryParams(outboxUpsertPG, [][]byte{[]byte(s.outboxRoute), strconv.AppendUint(nil, outboxNext(recs), 10)}, nil, nil, nil)
+	}
+	p.SendQueryParams("COMMIT", nil, nil, nil, nil)
+	p.SendPipelineSync()
+	if err := p.Flush(); err != nil {
+		p.Close()
+		return 0, false, err
+	}
+	// The results in order: BEGIN, the chunks, the position, COMMIT. After
+	// an error the server skips the rest up to the Sync.
+	var failed error
+	steps := 2 + len(chunks)
+	if s.outboxRoute != "" {
+		steps++
+	}
+	for k := 0; k < steps && failed == nil; k++ {
+		tag, err := pipelineResult(p)
+		var pe *pgconn.PgError
+		switch {
+		case err == nil:
+			if k >= 1 && k <= len(chunks) {
+				absorbed += int64(len(chunks[k-1])) - tag.RowsAffected()
+			}
+		case !errors.As(err, &pe): // the connection: the pipeline is gone
+			p.Close()
+			return 0, false, err
+		default:
+			failed = err
+		}
+	}
+	if err := pipelineSync(p); err != nil {
+		p.Close()
+		return 0, false, err
+	}
+	if err := p.Close(); err != nil {
+		return 0, false, err
+	}
+	if failed != nil {
+		return s.stageFailed(failed)
+	}
+	s.staged.Add(int64(len(chunks)))
+	return absorbed, false, nil
+}
+
+// pipelineResult reads the next statement's result off p.
+func pipelineResult(p *pgconn.Pipeline) (pgconn.CommandTag, error) {
+	res, err := p.GetResults()
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	rr, ok := res.(*pgconn.ResultReader)
+	if !ok {
+		return pgconn.CommandTag{}, fmt.Errorf("pipeline: %T where a statement's result was due", res)
+	}
+	return rr.Close()
+}
+
+// pipelineSync reads the next Sync's answer off p.
+func pipelineSync(p *pgconn.Pipeline) error {
+	res, err := p.GetResults()
+	if err != nil {
+		return err
+	}
+	if _, ok := res.(*pgconn.PipelineSync); !ok {
+		return fmt.Errorf("pipeline: %T where a sync was due", res)
+	}
+	return nil
+}
+
+// stageFailed says what a failed staged write means: an error to retry
+// the batch (the connection, a deadlock), or a write row by row; staging
+// is turned off when it cannot work for this statement at all.
+func (s *sqlServerSink) stageFailed(err error) (absorbed int64, rowWise bool, _ error) {
 	switch classifyPG(err) {
 	case sqlRetryable:
-		return true, false
+		return 0, false, err
 	case sqlRowLevel:
-		return false, false
+		return 0, true, nil
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "21000" { // DO UPDATE touched a row twice
-		return false, false
+		return 0, true, nil
 	}
-	return false, true
+	s.stageOff.Store(true)
+	return 0, true, nil
 }

@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mqb-dev/mqb/runtime"
@@ -32,7 +33,7 @@ func TestPostgresStagedInsert(t *testing.T) {
 		batches               [][]*runtime.Record
 		want                  map[string]int
 		refused               []string // ids dead-lettered
-		staged                int64
+		staged                int64    // chunks (here one per batch)
 	}{
 		{"do nothing", "nothing", "ON CONFLICT (id) DO NOTHING",
 			[][]*runtime.Record{stageRecs("a", 1, "b", 2, "a", 3), stageRecs("c", "twelve", "d", 4), stageRecs("e", 5, "a", 9, "d", 8)},
@@ -74,6 +75,136 @@ func TestPostgresStagedInsert(t *testing.T) {
 			}
 			if _, n, off := pgStaging(s); n != tc.staged || off {
 				t.Errorf("%d batches staged (off %v), want %d", n, off, tc.staged)
+			}
+		})
+	}
+}
+
+// A batch of several chunks goes through the staged statement; one
+// holding a refused row anywhere is written row by row, which refuses
+// that row alone. Values
+// that text arrays must quote (quotes, backslashes, braces, delimiters,
+// the word NULL, the empty string) land as they were bound.
+func TestPostgresStagedChunks(t *testing.T) {
+	url := testsrv.Postgres(t)
+	odd := []string{`q"uote`, `back\slash`, `{brace}`, `a,b`, `NULL`, ``, ` pad `, `semi;colon`, "tab\tnew\nline", `ünï`}
+	n := 3*stageChunk + 5
+	for _, tc := range []struct {
+		name string
+		bad  []int // indices of rows with an amount the column refuses
+	}{
+		{"clean", nil},
+		{"refused in the first chunk", []int{3}},
+		{"refused in a middle chunk", []int{stageChunk + 7}},
+		{"refused in two chunks", []int{stageChunk + 1, 3*stageChunk + 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := fmt.Sprintf("chunks_%d", len(tc.bad))
+			if len(tc.bad) == 1 {
+				table += fmt.Sprint(tc.bad[0])
+			}
+			s, err := newServerSinkForTest(t, map[string]plan.Value{
+				"url":          strV(url),
+				"create_table": strV(`CREATE TABLE ` + table + ` (id TEXT PRIMARY KEY, amount BIGINT NOT NULL)`),
+				"insert_query": tmplV(lit("INSERT INTO "+table+" (id, amount) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+					ex("payload.amount"), lit(") ON CONFLICT (id) DO NOTHING"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kv []any
+			want := map[string]int{}
+			bad := map[int]bool{}
+			for _, i := range tc.bad {
+				bad[i] = true
+			}
+			for i := range n {
+				id := fmt.Sprintf("k%d", i)
+				if i < len(odd) {
+					id = odd[i]
+				}
+				if bad[i] {
+					kv = append(kv, id, "twelve")
+					continue
+				}
+				kv = append(kv, id, i)
+				want[id] = i
+			}
+			recs := stageRecs(kv...)
+			if err := s.Write(context.Background(), recs); err != nil {
+				t.Fatal(err)
+			}
+			refused := 0
+			for i, r := range recs {
+				if (r.Refused() != "") != bad[i] {
+					t.Errorf("row %d refused %q, want refused %v", i, r.Refused(), bad[i])
+				}
+				if r.Refused() != "" {
+					refused++
+				}
+			}
+			got := pgQuery(t, url, `SELECT id, amount FROM `+table, scanOrderRows)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%d rows landed, want %d (%d refused)", len(got), len(want), refused)
+				for id, v := range want {
+					if g, ok := got[id]; !ok || g != v {
+						t.Errorf("row %q: %d (present %v), want %d", id, g, ok, v)
+					}
+				}
+			}
+			wantStaged := int64(0)
+			if len(tc.bad) == 0 {
+				wantStaged = (int64(n) + stageChunk - 1) / stageChunk
+			}
+			if _, staged, off := pgStaging(s); staged != wantStaged || off {
+				t.Errorf("%d chunks staged (off %v), want %d", staged, off, wantStaged)
+			}
+		})
+	}
+}
+
+// Parameter types the staged statement must treat as the row-by-row
+// insert does: a value too long for a character(n) column is refused, not
+// cut short by a cast; a parameter of an array type (unnest would flatten
+// it) turns staging off and the rows go in row by row.
+func TestPostgresStagedTypes(t *testing.T) {
+	url := testsrv.Postgres(t)
+	for _, tc := range []struct {
+		name, column string
+		recs         []*runtime.Record
+		want         map[string]string
+		refused      []string
+		off          bool
+	}{
+		{"character(3)", "CHARACTER(3)", stageRecs("a", "xy", "b", "abcd", "c", "abc"),
+			map[string]string{"a": "xy", "c": "abc"}, []string{"b"}, false},
+		{"text array", "TEXT[]", stageRecs("a", "{x,y}", "b", "{}"),
+			map[string]string{"a": "{x,y}", "b": "{}"}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := strings.NewReplacer(" ", "_", "(", "", ")", "").Replace(tc.name)
+			s, err := newServerSinkForTest(t, map[string]plan.Value{
+				"url":          strV(url),
+				"create_table": strV(`CREATE TABLE ` + table + ` (id TEXT PRIMARY KEY, v ` + tc.column + `)`),
+				"insert_query": tmplV(lit("INSERT INTO "+table+" (id, v) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+					ex("payload.amount"), lit(") ON CONFLICT (id) DO NOTHING"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Write(context.Background(), tc.recs); err != nil {
+				t.Fatal(err)
+			}
+			var refused []string
+			for _, r := range tc.recs {
+				if r.Refused() != "" {
+					refused = append(refused, r.Meta[runtime.MetaID])
+				}
+			}
+			got := pgQuery(t, url, `SELECT id, v::text FROM `+table, scanPairs[string])
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || fmt.Sprint(refused) != fmt.Sprint(tc.refused) {
+				t.Errorf("rows %q refused %v, want %q and %v", got, refused, tc.want, tc.refused)
+			}
+			if _, _, off := pgStaging(s); off != tc.off {
+				t.Errorf("staging off %v, want %v", off, tc.off)
 			}
 		})
 	}

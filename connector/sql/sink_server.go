@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -59,9 +60,14 @@ type sqlServerSink struct {
 	pg       *pgPool
 	copySQL  string // bulk_copy: COPY t (cols) FROM STDIN
 	copyCols int
-	stage    *pgStaged    // batches go through a stage table (sink_pgstage.go)
+	stage    *pgStaged    // batches go through unnest arrays (pgstage.go)
 	stageOff atomic.Bool  // the server refused the staged form: row by row
-	staged   atomic.Int64 // batches written through the stage table
+	staged   atomic.Int64 // chunks written by the staged statement
+	// stageOIDs is each staged parameter's array type, stageDelims its
+	// array delimiter, learnt from the first connection (stageReady).
+	stageMu     sync.Mutex
+	stageOIDs   []uint32
+	stageDelims []byte
 
 	// MySQL
 	my *dbsql.DB
@@ -398,7 +404,7 @@ func (s *sqlServerSink) writeMySQL(ctx context.Context, recs []*runtime.Record) 
 type pgConn struct {
 	conn   *pgconn.PgConn
 	stmt   *pgconn.StatementDescription
-	staged bool // the stage table exists in this session
+	staged bool // the staged statement is prepared in this session
 }
 
 // pgPool holds idle connections. A connection the server dropped is
@@ -485,34 +491,74 @@ func (p *pgPool) close() {
 	}
 }
 
-// pgValue is a bound value in PostgreSQL's text format (nil is NULL); the
-// server parses it as the type of the column or expression the placeholder
-// stands for, so a value of the wrong type is the server's row-level
-// error (22P02), not a client-side failure.
-func pgValue(v any) []byte {
+// appendPGValue appends v in PostgreSQL's text format to dst; null is
+// true for nil (NULL). The server parses the text as the type of the
+// column or expression the placeholder stands for, so a value of the
+// wrong type is the server's row-level error (22P02), not a client-side
+// failure.
+func appendPGValue(dst []byte, v any) (out []byte, null bool) {
 	switch x := v.(type) {
 	case nil:
-		return nil
+		return dst, true
 	case string:
-		return []byte(x)
+		return append(dst, x...), false
 	case []byte:
-		return x
+		return append(dst, x...), false
 	case int64:
-		return strconv.AppendInt(nil, x, 10)
+		return strconv.AppendInt(dst, x, 10), false
 	case uint64:
-		return strconv.AppendUint(nil, x, 10)
+		return strconv.AppendUint(dst, x, 10), false
 	case json.Number:
-		return []byte(x)
+		return append(dst, x...), false
 	case float64:
-		return strconv.AppendFloat(nil, x, 'g', -1, 64)
+		return strconv.AppendFloat(dst, x, 'g', -1, 64), false
 	case bool:
-		if x {
-			return []byte("true")
-		}
-		return []byte("false")
+		return strconv.AppendBool(dst, x), false
 	}
 	b, _ := json.Marshal(v)
-	return b
+	return append(dst, b...), false
+}
+
+// pgRows binds recs into rows of text values (nil for NULL), refusing
+// the records that cannot be bound, and returns the indices of the
+// others. The values of a batch share one buffer and the rows one slice
+// of slices: a few allocations per batch rather than one per value.
+func (s *sqlServerSink) pgRows(recs []*runtime.Record) (rows [][][]byte, live []int) {
+	var ev runtime.Evaluator
+	n := len(s.params)
+	args := make([]any, n)
+	rows = make([][][]byte, len(recs))
+	cells := make([][]byte, len(recs)*n)
+	live = make([]int, 0, len(recs))
+	arena := make([]byte, 0, 64*len(recs)) // never nil: a nil slice of it would be NULL, not ''
+	type span struct{ start, end int }     // of a value in arena; start < 0: NULL
+	spans := make([]span, len(recs)*n)
+	for i, r := range recs {
+		if reason := s.bindRow(&ev, r, args); reason != "" {
+			r.Refuse(reason)
+			continue
+		}
+		for j, v := range args {
+			start := len(arena)
+			var null bool
+			if arena, null = appendPGValue(arena, v); null {
+				start = -1
+			}
+			spans[i*n+j] = span{start, len(arena)}
+		}
+		live = append(live, i)
+	}
+	// arena is done growing: slice it.
+	for _, i := range live {
+		row := cells[i*n : (i+1)*n : (i+1)*n]
+		for j := range row {
+			if sp := spans[i*n+j]; sp.start >= 0 {
+				row[j] = arena[sp.start:sp.end:sp.end]
+			}
+		}
+		rows[i] = row
+	}
+	return rows, live
 }
 
 // writePG writes the batch in one transaction sent as one pipeline (BEGIN,
@@ -522,22 +568,7 @@ func pgValue(v any) []byte {
 // refused row (writePGSavepoints). bulk_copy loads the batch with one COPY,
 // and falls back to the inserts when COPY refuses a row.
 func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) error {
-	var ev runtime.Evaluator
-	args := make([]any, len(s.params))
-	rows := make([][][]byte, len(recs))
-	live := make([]int, 0, len(recs))
-	for i, r := range recs {
-		if reason := s.bindRow(&ev, r, args); reason != "" {
-			r.Refuse(reason)
-			continue
-		}
-		row := make([][]byte, len(args))
-		for j, v := range args {
-			row[j] = pgValue(v)
-		}
-		rows[i] = row
-		live = append(live, i)
-	}
+	rows, live := s.pgRows(recs)
 	if len(live) == 0 {
 		return nil
 	}
@@ -566,26 +597,33 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 		// A refused row fails the whole COPY: find it with the inserts.
 	}
 	if s.stage != nil && !s.stageOff.Load() {
-		affected, err := s.stagePG(ctx, c, recs, rows, live)
-		if err == nil {
-			s.staged.Add(1)
-			s.absorb.add(int64(len(live)) - affected)
-			return nil
-		}
-		if c.conn.TxStatus() != 'I' {
-			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil {
-				return s.batchError("rollback", rerr)
+		absorbed, rowWise, err := s.stagePG(ctx, c, recs, rows, live)
+		if c.conn.TxStatus() != 'I' && !c.conn.IsClosed() {
+			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil && err == nil {
+				err = rerr
 			}
 		}
-		retry, off := stageFallback(err)
-		if retry {
+		if err != nil {
 			return s.batchError("insert", err)
 		}
-		if off {
-			s.stageOff.Store(true) // and the inserts below write this batch
+		if !rowWise {
+			s.absorb.add(absorbed)
+			return nil
 		}
+		// A refused row, or staging turned off: the inserts below.
 	}
+	absorbed, err := s.writePGRows(ctx, c, recs, rows, live)
+	if err != nil {
+		return err
+	}
+	s.absorb.add(absorbed)
+	return nil
+}
 
+// writePGRows writes the live rows with insert_query, one statement each,
+// in one transaction sent as one pipeline, and returns how many of them
+// changed nothing.
+func (s *sqlServerSink) writePGRows(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) (int64, error) {
 	var b pgconn.Batch
 	b.ExecParams("BEGIN", nil, nil, nil, nil)
 	for _, i := range live {
@@ -605,17 +643,16 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 				setOutcome(recs[i], n > 0)
 			}
 		}
-		s.absorb.add(absorbed)
-		return nil
+		return absorbed, nil
 	}
 	if classifyPG(err) != sqlRowLevel || len(res) == 0 || len(res) > len(live) {
-		return s.batchError("insert", err)
+		return 0, s.batchError("insert", err)
 	}
 	// res holds BEGIN and the inserts before the refused one.
 	bad := live[len(res)-1]
 	recs[bad].Refuse("sql insert: " + err.Error())
 	if _, err := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
-		return s.batchError("rollback", err)
+		return 0, s.batchError("rollback", err)
 	}
 	return s.writePGSavepoints(ctx, c, recs, rows, live)
 }
@@ -625,7 +662,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 // skips the rest of the pipeline; the sink rolls back to k's savepoint,
 // marks k and sends the rows after it. Every refused row costs one round
 // trip more, not a rewrite of the batch.
-func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) error {
+func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) (int64, error) {
 	todo := live[:0:0]
 	for _, i := range live {
 		if recs[i].Refused() == "" {
@@ -665,18 +702,17 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 		first = false
 		if err == nil {
 			written(res, off, todo)
-			s.absorb.add(absorbed)
-			return nil
+			return absorbed, nil
 		}
 		n := len(res) - off // commands of the rows that went through, and the refused row's SAVEPOINT
 		k := n / 3
 		if classifyPG(err) != sqlRowLevel || n < 0 || n%3 != 1 || k >= len(todo) {
-			return s.batchError("insert", err)
+			return 0, s.batchError("insert", err)
 		}
 		written(res, off, todo[:k])
 		recs[todo[k]].Refuse("sql insert: " + err.Error())
 		if _, err := c.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT mqb_row").ReadAll(); err != nil {
-			return s.batchError("rollback to savepoint", err)
+			return 0, s.batchError("rollback to savepoint", err)
 		}
 		todo = todo[k+1:]
 	}
@@ -684,18 +720,19 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 
 // copyPG loads the rows with COPY … FROM STDIN in text format: one
 // statement, atomic on its own (in a transaction with the outbox position
-// when there is one).
+// when there is one). The rows are rendered as COPY reads them
+// (copyReader), so the server parses the first ones while the sink
+// renders the next.
 func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, live []int, next uint64) error {
-	var buf bytes.Buffer
-	copyRows(&buf, rows, live, false)
+	data := &copyReader{rows: rows, live: live}
 	if s.outboxRoute == "" {
-		_, err := c.conn.CopyFrom(ctx, &buf, s.copySQL)
+		_, err := c.conn.CopyFrom(ctx, data, s.copySQL)
 		return err
 	}
 	if _, err := c.conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
 		return err
 	}
-	if _, err := c.conn.CopyFrom(ctx, &buf, s.copySQL); err != nil {
+	if _, err := c.conn.CopyFrom(ctx, data, s.copySQL); err != nil {
 		c.conn.Exec(ctx, "ROLLBACK").ReadAll()
 		return err
 	}
@@ -706,41 +743,61 @@ func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, 
 	return err
 }
 
-// copyRows writes the live rows in COPY's text format, each led by its
-// index among them when numbered.
-func copyRows(buf *bytes.Buffer, rows [][][]byte, live []int, numbered bool) {
-	var num [20]byte
-	for k, i := range live {
-		if numbered {
-			buf.Write(strconv.AppendInt(num[:0], int64(k), 10))
-		}
-		for j, v := range rows[i] {
-			if numbered || j > 0 {
-				buf.WriteByte('\t')
-			}
-			if v == nil {
-				buf.WriteString(`\N`)
-				continue
-			}
-			copyEscape(buf, v)
-		}
-		buf.WriteByte('\n')
-	}
+// copyReader renders the live rows in COPY's text format as it is read:
+// each Read renders about as many rows as fit.
+type copyReader struct {
+	rows [][][]byte
+	live []int
+	buf  []byte
+	off  int
 }
 
-func copyEscape(buf *bytes.Buffer, v []byte) {
-	for _, ch := range v {
-		switch ch {
-		case '\\':
-			buf.WriteString(`\\`)
-		case '\n':
-			buf.WriteString(`\n`)
-		case '\r':
-			buf.WriteString(`\r`)
-		case '\t':
-			buf.WriteString(`\t`)
-		default:
-			buf.WriteByte(ch)
-		}
+func (r *copyReader) Read(p []byte) (int, error) {
+	// What the last read left over, then rows until p is full: each read
+	// a full CopyData message.
+	r.buf, r.off = append(r.buf[:0], r.buf[r.off:]...), 0
+	for len(r.buf) < len(p) && len(r.live) > 0 {
+		r.buf = appendCopyRow(r.buf, r.rows[r.live[0]])
+		r.live = r.live[1:]
 	}
+	if len(r.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.buf)
+	r.off = n
+	return n, nil
+}
+
+// appendCopyRow appends row in COPY's text format: tab-separated, \N for
+// NULL, backslash, newline, carriage return and tab escaped.
+func appendCopyRow(dst []byte, row [][]byte) []byte {
+	for j, v := range row {
+		if j > 0 {
+			dst = append(dst, '\t')
+		}
+		if v == nil {
+			dst = append(dst, `\N`...)
+			continue
+		}
+		for {
+			i := bytes.IndexAny(v, "\\\n\r\t")
+			if i < 0 {
+				break
+			}
+			dst = append(dst, v[:i]...)
+			switch v[i] {
+			case '\\':
+				dst = append(dst, `\\`...)
+			case '\n':
+				dst = append(dst, `\n`...)
+			case '\r':
+				dst = append(dst, `\r`...)
+			case '\t':
+				dst = append(dst, `\t`...)
+			}
+			v = v[i+1:]
+		}
+		dst = append(dst, v...)
+	}
+	return append(dst, '\n')
 }
