@@ -480,6 +480,7 @@ func pairs() []pair {
 	out = append(out, pair{src: fileSource, sink: mqttSink})
 	out = append(out, pair{src: fileSource, sink: objectStoreS3Sink})
 	into(objectStoreS3Source, "file (source_position)")
+	into(fileGlobSource, "sqlite", "file (write_time)") // a glob's numbering spans its files: no positional sink
 	return out
 }
 

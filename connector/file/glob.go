@@ -334,7 +334,7 @@ func (g *globSource) syncSegs() {
 func (g *globSource) finish() {
 	in := g.cur
 	g.nextSeq = in.nextSeq
-	g.doneBytes.Add(in.bytesRead.Load())
+	g.doneBytes.Add(in.offset)
 	g.mu.Lock()
 	if n := len(g.segs); n > 0 {
 		g.segs[n-1].end, g.segs[n-1].complete = in.nextSeq, true
@@ -417,6 +417,11 @@ func (g *globSource) Close() error {
 func (g *globSource) Next(ctx context.Context, size int) (*runtime.Batch, bool, error) {
 	b := runtime.NewBatchArena(size, g.arenaHint)
 	defer func() { g.arenaHint = min(b.PayloadBytes()+b.PayloadBytes()/8, runtime.MaxBatchBytes) }()
+	defer func() {
+		if in := g.cur; in != nil {
+			in.bytesRead.Store(in.offset) // progress, once per batch
+		}
+	}()
 	follow := g.tmpl.mode != modeConsume
 	var payloadBytes int
 	for b.Len() < size && payloadBytes < runtime.MaxBatchBytes {
