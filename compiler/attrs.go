@@ -160,6 +160,29 @@ func (rc *routeCtx) checkStdio(n *nodeInfo) {
 	}
 }
 
+// checkFileGlob notes a file source whose path names many files (a glob
+// or a directory) and refuses what cannot read one: a malformed pattern,
+// and group_subscribe, which follows one file through renames (a file
+// renamed within the glob would be another of its files).
+func (rc *routeCtx) checkFileGlob(n *nodeInfo) {
+	ai := n.attrs["path"]
+	if n.kind.Name != "file" || ai == nil || !stdlib.FilePathNamesMany(ai.val.Str) {
+		return
+	}
+	rc.srcGlob = ai.val.Str
+	if rc.inNamedUnused {
+		return
+	}
+	if err := stdlib.CheckFileGlob(ai.val.Str); err != nil {
+		rc.c.add("E022", ai.rng, fmt.Sprintf("file%s: path %q is a malformed glob pattern: %v", rc.where(), ai.val.Str, err),
+			"A pattern uses * ? and [ranges] as Go's filepath.Match reads them; a path ending in / reads every file of a directory.")
+	}
+	if m := n.attrs["mode"]; m != nil && m.val.Str == "group_subscribe" {
+		rc.c.add("E052", m.rng, fmt.Sprintf("file%s: mode = group_subscribe cannot read a glob or a directory (path %q)", rc.where(), ai.val.Str),
+			"group_subscribe follows one file through its rotations, finding it again by inode under its new name; under a glob that name is another file of the glob, read again. Read the files with mode = consume (each to its end, resuming in the file it stopped in) or subscribe, or give group_subscribe one file's path.")
+	}
+}
+
 func findAttr(decls []stdlib.Attr, name string) *stdlib.Attr {
 	for i := range decls {
 		if decls[i].Name == name {

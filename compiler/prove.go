@@ -554,10 +554,16 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 			scheme = "source_position"
 		}
 	}
-	srcHas := rc.src == nil || rc.src.HasPosition(rc.srcMode)
+	// A glob numbers records across its files, and which files match can
+	// change between runs: its positions do not name the same records on
+	// every run, whatever its mode.
+	srcHas := rc.src == nil || (rc.src.HasPosition(rc.srcMode) && rc.srcGlob == "")
 	srcDesc := "the source"
 	if rc.src != nil {
 		srcDesc = rc.src.Name
+		if rc.srcGlob != "" {
+			srcDesc += fmt.Sprintf(" %q", rc.srcGlob)
+		}
 		if rc.srcMode != "" {
 			srcDesc += " in " + rc.srcMode + " mode"
 		}
@@ -580,8 +586,11 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 			// every run, so the runtime puts a run epoch in the part names.
 			// Allowed (spec: "allowed, not rejected"), but at-least-once.
 			if !rc.inNamedUnused {
-				rc.warn("W020", at, fmt.Sprintf("%s name_by = source_position over %s in route %s cannot recognise a replay: part names carry a run epoch", n.name, srcDesc, rc.name),
-					"Positions restart on every run, so part names carry a run epoch: they stay distinct and in run order, but records re-read after a crash are written again under new names. Read the file in consume mode for positional deduplication, or write to a key-addressed sink.")
+				hint := "Positions restart on every run, so part names carry a run epoch: they stay distinct and in run order, but records re-read after a crash are written again under new names. Read the file in consume mode for positional deduplication, or write to a key-addressed sink."
+				if rc.srcGlob != "" {
+					hint = "A glob numbers records across its files, and which files match can change between runs, so part names carry a run epoch: records re-read after a crash are written again under new names. For a write a replay cannot repeat, key a key-addressed sink by meta[\"mqb.src.file\"] and meta[\"mqb.src.line\"]."
+				}
+				rc.warn("W020", at, fmt.Sprintf("%s name_by = source_position over %s in route %s cannot recognise a replay: part names carry a run epoch", n.name, srcDesc, rc.name), hint)
 			}
 			p.reasons = []string{fmt.Sprintf("write: %s names parts by source position with a run epoch, as %s has no position that repeats across runs: a replay after a crash writes the records again under new names", n.name, srcDesc)}
 			p.missing = fmt.Sprintf("sink write is not idempotent: %s names parts by source position, but %s restarts its positions every run (run epoch in the names), so a replay writes again", n.name, srcDesc)

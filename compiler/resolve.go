@@ -61,6 +61,9 @@ type routeCtx struct {
 	// readsSrcMeta is set when an expression reads an mqb.src.* key the
 	// source sets: emit turns the source's source_metadata on.
 	readsSrcMeta bool
+	// srcGlob is the path of a file source that names many files (a glob
+	// or a directory), whose record numbering spans them: "" otherwise.
+	srcGlob string
 
 	expanding []string // named endpoints being expanded, to stop ref cycles
 
@@ -152,6 +155,7 @@ func (c *compiler) compileRoute(f *lang.File, r *lang.Route) *plan.Route {
 			if m, ok := source.attrs["mode"]; ok {
 				rc.srcMode = m.val.Str
 			}
+			rc.checkFileGlob(source)
 			rc.nodes = append(rc.nodes, source)
 		}
 	}

@@ -19,20 +19,32 @@ var (
 var Kinds = []Kind{
 	{
 		Name: "file", Source: true, Sink: true,
-		Formats:       map[string][]string{EndSource: []string{"json", "text", "raw"}, EndSink: []string{"json", "text", "raw"}},
-		Doc:           "A local file of records. As a source, reads JSON lines (or text/raw); as a sink, appends (write_time) or writes immutable part files (source_position).",
+		Formats: map[string][]string{EndSource: []string{"json", "text", "raw"}, EndSink: []string{"json", "text", "raw"}},
+		Doc: "A local file of records. As a source, reads JSON lines (or text/raw); as a sink, appends (write_time) or writes immutable part files (source_position). " +
+			"A source's path may be a glob (`logs/*.log`, filepath.Match syntax) or a directory written with a trailing slash (`logs/`: every regular file in it not named with a leading dot): it reads every matching file in name order, each checked by its own identity as a single file is. " +
+			"consume lists the files at start-up, reads each to its end and, after a crash, resumes in the file it stopped in without re-reading the files before it; a file added later is read by the next run when its name sorts after the last one read, so name files to sort in the order they are written (dates, sequence numbers). " +
+			"A resumed route refuses to start when the file it stopped in was replaced, shortened or deleted before its end, as a single file is refused: its unread lines would be lost quietly. " +
+			"subscribe starts at the end of the last file and reads each new file that sorts after it from its start once the current one has stopped growing for 2 s; a followed file that shrinks or is replaced at its name is read again from its start. " +
+			"group_subscribe follows one file through its rotations and is refused with a glob (E052). A glob numbers records across its files, so name_by = source_position over it carries a run epoch and is at-least-once (W020); " +
+			"meta[\"mqb.src.file\"] (the file, as the path spells it) and meta[\"mqb.src.line\"] (the record's index in it) together name a record across the files, stable in consume mode.",
 		IDNote:        "message_id is a fresh UUIDv7 per read: re-reading the same file produces new ids. Use `id` to derive a stable identity.",
 		PositionModes: []string{"consume"},
+		SourceMeta: []SourceMeta{
+			{Key: "mqb.src.file", Stable: true, Doc: "the path of the file the record was read from, as the path attribute spells it (with a glob or a directory, which of its files)"},
+			{Key: "mqb.src.line", Stable: true, Positional: true, Doc: "the record's index in its file (0 for the first non-blank line): with mqb.src.file, a key unique across the files of a glob"},
+		},
 		AtMostOnce: []Loss{{Attr: "mode", Value: "subscribe",
 			Why: "a file in subscribe mode starts at the end of the file on every run, so records in flight at a crash, and lines appended while the route is down, are never read"}},
 		Absorb: AbsorbNone,
 		Attrs: []Attr{
-			{Name: "path", Type: String, Required: true, Doc: "File to read or append to; under name_by = source_position, the directory that receives part files."},
+			{Name: "path", Type: String, Required: true, Doc: "File to read or append to; under name_by = source_position, the directory that receives part files. A source also reads a glob (`logs/*.log`) or a directory (`logs/`), every file in name order (see the kind)."},
 			{Name: "mode", End: EndSource, Type: Enum, Enum: []string{"consume", "subscribe", "group_subscribe"}, Default: "consume",
 				Doc: "Source mode. consume reads from byte 0 and numbers records by index (replayable); subscribe follows the end of the file; group_subscribe resumes from a byte offset kept in the checkpoint store."},
 			formatAttr, sinkEnd(nameByAttr), sinkEnd(idempotencyAttr),
 			{Name: "checkpoint_store", End: EndSource, Type: String, Default: "pebble://.mqb/state", Doc: "Where group_subscribe keeps its byte offset, and where consume keeps its committed record index."},
 			{Name: "max_record_bytes", End: EndSource, Type: Int, Default: int64(16 << 20), Doc: "Longest line accepted; a longer one goes to the DLQ."},
+			{Name: "source_metadata", End: EndSource, Type: Bool, Default: false,
+				Doc: "Add meta[\"mqb.src.file\"] and meta[\"mqb.src.line\"] to every record. Turned on automatically when a step reads them."},
 		},
 	},
 	{

@@ -61,6 +61,16 @@ type pair struct {
 type sample struct {
 	rate float64 // records/s
 	rss  int64   // KiB
+	cpu  float64 // CPU-seconds, user and system
+}
+
+// perCPU is the records moved per CPU-second: on a shared or busy machine
+// it says more about the cost per record than the wall-clock rate does.
+func (s sample) perCPU(n int) float64 {
+	if s.cpu <= 0 {
+		return 0
+	}
+	return float64(n) / s.cpu
 }
 
 func main() {
@@ -113,7 +123,8 @@ func run(args []string, stdout io.Writer) error {
 	if b := os.Getenv("BENTHOS"); b != "" {
 		pairs = append(pairs, benthosPair(*mqbc, input, b))
 	}
-	fmt.Fprintf(stdout, "%-18s %14s %14s %8s %12s %12s\n", "pair", "mqb rec/s", "ref rec/s", "ratio", "mqb RSS", "ref RSS")
+	fmt.Fprintf(stdout, "%-18s %14s %14s %8s %12s %12s %9s %9s %14s %14s\n", "pair", "mqb rec/s", "ref rec/s", "ratio", "mqb RSS", "ref RSS",
+		"mqb CPU", "ref CPU", "mqb rec/CPU-s", "ref rec/CPU-s")
 	for _, p := range pairs {
 		if *only != "" && p.key != *only {
 			continue
@@ -135,8 +146,8 @@ func run(args []string, stdout io.Writer) error {
 			ms, rs = append(ms, m), append(rs, ref)
 		}
 		m, ref := median(ms), median(rs)
-		fmt.Fprintf(stdout, "%-18s %14.0f %14.0f %7.2fx %9d MiB %9d MiB   (vs %s)\n",
-			p.name, m.rate, ref.rate, m.rate/ref.rate, m.rss/1024, ref.rss/1024, p.ref.name)
+		fmt.Fprintf(stdout, "%-18s %14.0f %14.0f %7.2fx %9d MiB %9d MiB %8.2fs %8.2fs %14.0f %14.0f   (vs %s)\n",
+			p.name, m.rate, ref.rate, m.rate/ref.rate, m.rss/1024, ref.rss/1024, m.cpu, ref.cpu, m.perCPU(*n), ref.perCPU(*n), p.ref.name)
 	}
 	return nil
 }
@@ -185,18 +196,21 @@ func timeRun(root, name string, spec cmdSpec, n int) (sample, error) {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		rss = ru.Maxrss
 	}
-	return sample{rate: float64(n) / el.Seconds(), rss: rss}, nil
+	cpu := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	return sample{rate: float64(n) / el.Seconds(), rss: rss, cpu: cpu}, nil
 }
 
 func median(s []sample) sample {
 	rates := make([]float64, len(s))
 	rss := make([]int64, len(s))
+	cpu := make([]float64, len(s))
 	for i, x := range s {
-		rates[i], rss[i] = x.rate, x.rss
+		rates[i], rss[i], cpu[i] = x.rate, x.rss, x.cpu
 	}
 	slices.Sort(rates)
 	slices.Sort(rss)
-	return sample{rate: rates[len(rates)/2], rss: rss[len(rss)/2]}
+	slices.Sort(cpu)
+	return sample{rate: rates[len(rates)/2], rss: rss[len(rss)/2], cpu: cpu[len(cpu)/2]}
 }
 
 // missingProgram names the reference's program when it is not on PATH.

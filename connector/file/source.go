@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,13 @@ import (
 
 	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
+	"github.com/mqb-dev/mqb/stdlib"
+)
+
+// The provenance keys a file source sets under source_metadata.
+const (
+	metaFile = runtime.MetaSourcePrefix + "file"
+	metaLine = runtime.MetaSourcePrefix + "line"
 )
 
 // File source modes.
@@ -76,6 +84,16 @@ type fileSource struct {
 	rotated   bool
 	rotatedAt time.Time
 	truncated bool
+
+	// meta: source_metadata is on, and each record carries metaPath (the
+	// file as the path attribute names it) and its index in the file,
+	// counted from fileFirst, the Seq of the file's first record.
+	meta      bool
+	metaPath  string
+	fileFirst uint64
+	// fromStart: a subscribe-mode reader of one file of a glob that
+	// appeared while the route ran, read from its start (glob.go).
+	fromStart bool
 }
 
 // fileSeg is one file a source read.
@@ -142,6 +160,7 @@ type fileSourceConfig struct {
 	Format          string `attr:"format"`
 	MaxRecordBytes  int64  `attr:"max_record_bytes"`
 	CheckpointStore string `attr:"checkpoint_store"` // openCheckpointStore
+	SourceMetadata  bool   `attr:"source_metadata"`
 }
 
 func init() {
@@ -159,6 +178,8 @@ func init() {
 			format:    cfg.Format,
 			maxRecord: int(cfg.MaxRecordBytes),
 			poll:      100 * time.Millisecond,
+			meta:      cfg.SourceMetadata,
+			metaPath:  cfg.Path,
 		}
 		switch s.format {
 		case "json", "text", "raw":
@@ -168,6 +189,9 @@ func init() {
 		if s.maxRecord <= 0 {
 			return nil, b.Errorf("max_record_bytes", "must be positive, got %d", s.maxRecord)
 		}
+		if stdlib.FilePathNamesMany(cfg.Path) {
+			return newGlobSource(b, s, cfg.Path)
+		}
 		return s, nil
 	}, runtime.DescribesCheckpoint(describeFileCheckpoint))
 }
@@ -175,6 +199,14 @@ func init() {
 // describeFileCheckpoint says which byte of which file a file source's
 // committed position is, for `mqbc state`.
 func describeFileCheckpoint(pos checkpoint.Position) runtime.CheckpointDetail {
+	if pattern, gp, ok := decodeGlobSource(pos.Source); ok {
+		file, identity := CheckpointSource(gp.file)
+		detail := fmt.Sprintf("byte %d of %s (of %s)", pos.Offset, file, pattern)
+		if gp.done {
+			detail = fmt.Sprintf("%s and every file of %s before it read", file, pattern)
+		}
+		return runtime.CheckpointDetail{Detail: detail, File: file, Identity: identity}
+	}
 	file, identity := CheckpointSource(pos.Source)
 	return runtime.CheckpointDetail{Detail: fmt.Sprintf("byte %d of %s", pos.Offset, file), File: file, Identity: identity}
 }
@@ -240,6 +272,15 @@ func (s *fileSource) ResumeAt() map[int32]runtime.AckPos {
 }
 
 func (s *fileSource) openFile(ctx context.Context, cp checkpoint.Position, haveCP bool) error {
+	if err := s.waitOpen(ctx); err != nil || s.f == nil {
+		return err
+	}
+	return s.start(cp, haveCP)
+}
+
+// waitOpen opens the path; a follow mode waits for it to appear (s.f
+// stays nil when ctx ends first).
+func (s *fileSource) waitOpen(ctx context.Context) error {
 	for {
 		f, err := os.Open(s.path)
 		if err == nil {
@@ -254,6 +295,16 @@ func (s *fileSource) openFile(ctx context.Context, cp checkpoint.Position, haveC
 			return nil
 		case <-time.After(s.poll):
 		}
+	}
+	return nil
+}
+
+// start positions the open file s.f: at cp when it is a position in this
+// file (consume, group_subscribe), at its end (subscribe, unless
+// fromStart), else at its start.
+func (s *fileSource) start(cp checkpoint.Position, haveCP bool) error {
+	if st, err := s.f.Stat(); err == nil && st.IsDir() {
+		return fmt.Errorf("route %s: file source %s is a directory: write the path with a trailing slash (%q) to read every file in it", s.route, s.path, s.metaPath+"/")
 	}
 	cur, size, err := identify(s.f)
 	if err != nil {
@@ -270,7 +321,9 @@ func (s *fileSource) openFile(ctx context.Context, cp checkpoint.Position, haveC
 			}
 		}
 	case modeSubscribe:
-		s.offset = size
+		if !s.fromStart {
+			s.offset = size
+		}
 	default:
 		return fmt.Errorf("route %s: file source attribute mode: unknown mode %q", s.route, s.mode)
 	}
@@ -390,6 +443,7 @@ func (s *fileSource) Close() error {
 // reached the end of the file; follow modes never end (they return an empty
 // batch when ctx is done).
 func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof bool, err error) {
+	defer func() { s.bytesRead.Store(s.offset) }() // progress, once per batch
 	b = runtime.NewBatchArena(size, s.arenaHint)
 	var payloadBytes int
 	for b.Len() < size && payloadBytes < runtime.MaxBatchBytes {
@@ -441,16 +495,30 @@ func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof 
 // skipped without taking an index, which keeps numbering deterministic.
 func (s *fileSource) add(b *runtime.Batch, line []byte, tooLong, n int) {
 	s.offset += int64(n)
-	s.bytesRead.Store(s.offset)
-	if tooLong == 0 && len(bytes.TrimSpace(line)) == 0 {
+	if tooLong == 0 && blank(line) {
 		return
 	}
 	rec := runtime.Record{Seq: s.nextSeq, Next: s.offset}
+	if s.meta {
+		rec.Meta = map[string]string{
+			metaFile: s.metaPath,
+			metaLine: strconv.FormatUint(s.nextSeq-s.fileFirst, 10),
+		}
+	}
 	if tooLong > 0 {
 		rec.DeadLetter(fmt.Sprintf("record of %d bytes exceeds max_record_bytes = %d (payload truncated to %d bytes)", tooLong, s.maxRecord, len(line)))
 	}
 	s.nextSeq++
 	b.AddCopy(rec, line)
+}
+
+// blank reports whether line holds only white space. Nearly every line
+// starts with a printable byte, which settles it without a scan.
+func blank(line []byte) bool {
+	if len(line) > 0 && line[0] > ' ' {
+		return false
+	}
+	return len(bytes.TrimSpace(line)) == 0
 }
 
 // readLine returns the next line without its line ending and the number
@@ -572,6 +640,7 @@ func (s *fileSource) switchFile() (bool, error) {
 	}
 	s.f.Close()
 	s.f, s.id, s.offset = f, cur, 0
+	s.fileFirst = s.nextSeq
 	s.id.Parts = partsKey(s.route, cur)
 	s.r.Reset(f)
 	s.rotated, s.truncated = false, false
