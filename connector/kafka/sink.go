@@ -264,13 +264,19 @@ func appendUUIDText(arena *[]byte, u uuid.UUID) []byte {
 }
 
 func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
+	// msgs is never grown: lanes read the entries handed to them while
+	// later ones are built. Keys and header values are slices of one arena
+	// (capacity-clipped, so growing it never moves or overwrites what was
+	// handed out).
 	msgs := make([]kafkaOut, len(recs))
-	// Keys and header values are slices of one arena (capacity-clipped, so
-	// growing it never moves or overwrites what was handed out).
 	arena := make([]byte, 0, len(recs)*(36+16))
 	hdrs := make([]kafkago.Header, 0, len(recs))
 	ps := s.currentPartitions(ctx)
-	byPart := make([][]int32, len(ps))
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	w := &laneWrite{sink: s, ctx: wctx, msgs: msgs, time: time.Now(), lanes: make([]*partitionLane, len(ps))}
+	open := make([]laneSegment, len(ps)) // each partition's segment being filled
+	counts := make([]int, len(ps))
 	for i, r := range recs {
 		m := &msgs[i]
 		if err := s.build(r, m, &arena, &hdrs); err != nil {
@@ -278,30 +284,27 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 			continue
 		}
 		p := s.balancer.Balance(kafkago.Message{Key: m.key}, ps...)
-		byPart[p] = append(byPart[p], int32(i))
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	now := time.Now()
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for p, idx := range byPart {
-		if len(idx) == 0 {
-			continue
+		seg := &open[p]
+		seg.idx = append(seg.idx, int32(i))
+		seg.size += m.size
+		counts[p]++
+		if seg.size >= kafkaSegmentBytes {
+			w.hand(p, *seg)
+			*seg = laneSegment{}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[p] = s.produce(wctx, p, msgs, idx, now)
-		}()
 	}
-	wg.Wait()
+	for p, seg := range open {
+		if len(seg.idx) > 0 {
+			w.hand(p, seg)
+		}
+	}
+	errs := w.wait()
 	failed, total := 0, 0
 	var first error
 	for p, err := range errs {
-		total += len(byPart[p])
+		total += counts[p]
 		if err != nil {
-			failed += len(byPart[p])
+			failed += counts[p]
 			if first == nil {
 				first = err
 			}
