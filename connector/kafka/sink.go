@@ -19,9 +19,10 @@ import (
 	"github.com/mqb-dev/mqb/runtime"
 )
 
-// kafkaSink publishes each write with one Produce request per partition
-// chunk (acks from all in-sync replicas), the partitions in parallel and
-// each partition's chunks in order. A broker cannot absorb a repeat: a
+// kafkaSink publishes each write through its partitions' lanes (lane.go):
+// one Produce request out per partition at a time (acks from all in-sync
+// replicas), the partitions in parallel and each partition's records in
+// order, sent while the write is still building the rest. A broker cannot absorb a repeat: a
 // retried write may land twice, so the route is at-least-once unless a
 // dedup step filters before it.
 //
