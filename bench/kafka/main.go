@@ -58,16 +58,20 @@ func main() {
 	fmt.Printf("input: %d records, %.1f MB\n", *n, float64(size)/1e6)
 
 	// file → Kafka
-	var mqbW, kcatW []float64
+	var mqbW, kcatW, allocs, cpu []float64
 	for i := range *runs {
 		topic := fmt.Sprintf("w-mqb-%d", i)
 		createTopic(brokers, topic, *partitions)
+		before := readUsage()
 		d := timeIt(func() {
 			defer profile(*cpuprofile, *only == "publish")()
 			runPublish(dir, input, brokers, topic, *batch, *concurrency, i)
 		})
+		used := readUsage().since(before)
 		checkCount(brokers, topic, *partitions, *n)
 		mqbW = append(mqbW, float64(*n)/d.Seconds())
+		allocs = append(allocs, float64(used.mallocs)/float64(*n))
+		cpu = append(cpu, float64(used.cpu.Nanoseconds())/float64(*n))
 
 		topic = fmt.Sprintf("w-kcat-%d", i)
 		createTopic(brokers, topic, *partitions)
@@ -78,6 +82,8 @@ func main() {
 		kcatW = append(kcatW, float64(*n)/d.Seconds())
 	}
 	report("file → kafka", mqbW, kcatW)
+	fmt.Printf("%-14s mqb %.1f allocs/record, %.2f µs CPU/record, peak RSS %d MiB (medians; RSS of this process)\n",
+		"", median(allocs), median(cpu)/1e3, peakRSS()>>20)
 	if *only == "publish" {
 		return
 	}

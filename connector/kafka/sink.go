@@ -19,9 +19,10 @@ import (
 	"github.com/mqb-dev/mqb/runtime"
 )
 
-// kafkaSink publishes each write with one Produce request per partition
-// chunk (acks from all in-sync replicas), the partitions in parallel and
-// each partition's chunks in order. A broker cannot absorb a repeat: a
+// kafkaSink publishes each write through its partitions' lanes (lane.go):
+// one Produce request out per partition at a time (acks from all in-sync
+// replicas), the partitions in parallel and each partition's records in
+// order, sent while the write is still building the rest. A broker cannot absorb a repeat: a
 // retried write may land twice, so the route is at-least-once unless a
 // dedup step filters before it.
 //
@@ -38,14 +39,19 @@ type kafkaSink struct {
 	balancer  kafkago.Hash // by key (sarama's FNV-1a); keyless records round-robin
 
 	mu         sync.Mutex
-	partitions []int     // 0..n-1, the balancer's argument
-	counted    time.Time // when the partition count was last read
+	partitions []int            // 0..n-1, the balancer's argument
+	counted    time.Time        // when the partition count was last read
+	lanes      []*partitionLane // by partition, started on its first record (lane.go)
+	laneWG     sync.WaitGroup
 }
 
 // kafkaMaxMessageBytes is the broker default message.max.bytes, the limit on
 // one record batch: a larger record fails alone, and a partition's records
 // go out in chunks under it.
 const kafkaMaxMessageBytes = 1 << 20
+
+// kafkaMaxBatchRecords is the most the records of one batch may add up to.
+const kafkaMaxBatchRecords = kafkaMaxMessageBytes - kafkaBatchOverhead
 
 // kafkaRecordOverhead bounds a record's framing in a v2 record batch
 // (length, attributes, deltas, key and value lengths, header count), and
@@ -232,7 +238,7 @@ func (s *kafkaSink) build(r *runtime.Record, m *kafkaOut, arena *[]byte, hdrs *[
 	for _, h := range m.headers {
 		m.size += len(h.Key) + len(h.Value) + kafkaHeaderOverhead
 	}
-	if m.size > kafkaMaxMessageBytes-kafkaBatchOverhead {
+	if m.size > kafkaMaxBatchRecords {
 		return fmt.Errorf("kafka: record of %d bytes exceeds the %d-byte message limit", m.size, kafkaMaxMessageBytes)
 	}
 	return nil
@@ -264,13 +270,17 @@ func appendUUIDText(arena *[]byte, u uuid.UUID) []byte {
 }
 
 func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
+	// msgs is never grown: lanes read the entries handed to them while
+	// later ones are built. Keys and header values are slices of one arena
+	// (capacity-clipped, so growing it never moves or overwrites what was
+	// handed out).
 	msgs := make([]kafkaOut, len(recs))
-	// Keys and header values are slices of one arena (capacity-clipped, so
-	// growing it never moves or overwrites what was handed out).
 	arena := make([]byte, 0, len(recs)*(36+16))
 	hdrs := make([]kafkago.Header, 0, len(recs))
 	ps := s.currentPartitions(ctx)
-	byPart := make([][]int32, len(ps))
+	w := &laneWrite{msgs: msgs, time: time.Now(), errs: make([]error, len(ps))}
+	open := make([]laneSegment, len(ps)) // each partition's segment being filled
+	counts := make([]int, len(ps))
 	for i, r := range recs {
 		m := &msgs[i]
 		if err := s.build(r, m, &arena, &hdrs); err != nil {
@@ -278,30 +288,31 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 			continue
 		}
 		p := s.balancer.Balance(kafkago.Message{Key: m.key}, ps...)
-		byPart[p] = append(byPart[p], int32(i))
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	now := time.Now()
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for p, idx := range byPart {
-		if len(idx) == 0 {
-			continue
+		seg := &open[p]
+		if len(seg.idx) > 0 && seg.size+m.size > kafkaMaxBatchRecords {
+			s.hand(p, w, *seg)
+			*seg = laneSegment{}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[p] = s.produce(wctx, p, msgs, idx, now)
-		}()
+		seg.idx = append(seg.idx, int32(i))
+		seg.size += m.size
+		counts[p]++
+		if seg.size >= kafkaSegmentBytes {
+			s.hand(p, w, *seg)
+			*seg = laneSegment{}
+		}
 	}
-	wg.Wait()
+	for p, seg := range open {
+		if len(seg.idx) > 0 {
+			s.hand(p, w, seg)
+		}
+	}
+	w.pending.Wait()
 	failed, total := 0, 0
 	var first error
-	for p, err := range errs {
-		total += len(byPart[p])
+	for p, err := range w.errs {
+		total += counts[p]
 		if err != nil {
-			failed += len(byPart[p])
+			failed += counts[p]
 			if first == nil {
 				first = err
 			}
@@ -316,23 +327,6 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	return nil
 }
 
-// produce sends partition p's records (msgs[idx]) in chunks under the
-// message limit, in order, each acknowledged before the next goes.
-func (s *kafkaSink) produce(ctx context.Context, p int, msgs []kafkaOut, idx []int32, now time.Time) error {
-	for len(idx) > 0 {
-		n, size := 0, kafkaBatchOverhead
-		for n < len(idx) && (n == 0 || size+msgs[idx[n]].size <= kafkaMaxMessageBytes) {
-			size += msgs[idx[n]].size
-			n++
-		}
-		if err := s.produceChunk(ctx, p, msgs, idx[:n], now); err != nil {
-			return fmt.Errorf("partition %d: %w", p, err)
-		}
-		idx = idx[n:]
-	}
-	return nil
-}
-
 // kafkaProduceAttempts and kafkaProduceBackoff bound how a chunk rides
 // out a leader election or a broker restart before the write fails (as
 // kafka-go's Writer did, with a little more patience): a route without a
@@ -343,17 +337,17 @@ const (
 	kafkaProduceMaxBackoff = time.Second
 )
 
-// produceChunk sends one record batch, again while the error is one a
-// later attempt can get past. A chunk sent again after a lost response may
-// land twice: the sink is at-least-once.
-func (s *kafkaSink) produceChunk(ctx context.Context, p int, msgs []kafkaOut, idx []int32, now time.Time) error {
+// produceChunk sends segs as one record batch, again while the error is
+// one a later attempt can get past. A chunk sent again after a lost
+// response may land twice: the sink is at-least-once.
+func (s *kafkaSink) produceChunk(ctx context.Context, p int, segs []laneSegment) error {
 	wait := kafkaProduceBackoff
 	for attempt := 1; ; attempt++ {
 		res, err := s.client.Produce(ctx, &kafkago.ProduceRequest{
 			Topic:        s.topic,
 			Partition:    p,
 			RequiredAcks: kafkago.RequireAll,
-			Records:      &produceRecords{msgs: msgs, idx: idx, time: now},
+			Records:      &produceRecords{segs: segs},
 		})
 		if err == nil && res.Error != nil {
 			err = res.Error
@@ -385,24 +379,27 @@ func (s *kafkaSink) produceChunk(ctx context.Context, p int, msgs []kafkaOut, id
 	}
 }
 
-// produceRecords reads msgs[idx] as Kafka records, reusing one record and
-// its readers (the encoder copies each before asking for the next).
+// produceRecords reads the records of segs as Kafka records, in order,
+// reusing one record and its readers (the encoder copies each before
+// asking for the next).
 type produceRecords struct {
-	msgs       []kafkaOut
-	idx        []int32
-	time       time.Time
-	i          int
+	segs       []laneSegment
+	seg, i     int
 	rec        kafkago.Record
 	key, value bytesReadCloser
 }
 
 func (r *produceRecords) ReadRecord() (*kafkago.Record, error) {
-	if r.i >= len(r.idx) {
+	for r.seg < len(r.segs) && r.i >= len(r.segs[r.seg].idx) {
+		r.seg, r.i = r.seg+1, 0
+	}
+	if r.seg >= len(r.segs) {
 		return nil, io.EOF
 	}
-	m := &r.msgs[r.idx[r.i]]
+	seg := &r.segs[r.seg]
+	m := &seg.w.msgs[seg.idx[r.i]]
 	r.i++
-	r.rec = kafkago.Record{Time: r.time, Headers: m.headers}
+	r.rec = kafkago.Record{Time: seg.w.time, Headers: m.headers}
 	if m.key != nil {
 		r.key.Reset(m.key)
 		r.rec.Key = &r.key
@@ -417,6 +414,7 @@ type bytesReadCloser struct{ bytes.Reader }
 func (*bytesReadCloser) Close() error { return nil }
 
 func (s *kafkaSink) Close() error {
+	s.closeLanes()
 	s.transport.CloseIdleConnections()
 	return nil
 }
