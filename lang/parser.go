@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -13,11 +14,16 @@ import (
 	"github.com/mqb-dev/mqb/diag"
 )
 
-var parser = participle.MustBuild[File](
-	participle.Lexer(definition{}),
-	participle.Elide("Comment"),
-	participle.UseLookahead(4),
-)
+// parser is built on first use, not at package init: building it costs
+// a few hundred KB of heap that a command which parses nothing (mqbc
+// version, help) should not pay.
+var parser = sync.OnceValue(func() *participle.Parser[File] {
+	return participle.MustBuild[File](
+		participle.Lexer(definition{}),
+		participle.Elide("Comment"),
+		participle.UseLookahead(4),
+	)
+})
 
 // Grammar returns the EBNF of the .mqb grammar, as written to grammar.ebnf.
 func Grammar() string {
@@ -26,7 +32,7 @@ func Grammar() string {
 		"// KeyPath is ( \".\" <ident> | \"[\" <string> \"]\" )* after a key, the \"[\" touching what precedes it;\n" +
 		"// DelPath is <ident> KeyPath after a key `del`, alone on its line (lang.KeyPath.Parse, lang.DelPath.Parse);\n" +
 		"// UnnestArg is <ident> KeyPath [ \"as\" <ident> ] after a key `unnest`, ending its item (lang.UnnestArg.Parse).\n\n" +
-		parser.String() + "\n"
+		parser().String() + "\n"
 }
 
 // Parse parses one .mqb file within DefaultLimits. It always returns a File
@@ -197,7 +203,7 @@ func parseTokens(toks []lexer.Token) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parser.ParseFromLexer(pl)
+	return parser().ParseFromLexer(pl)
 }
 
 // splitDecls cuts the token stream at every line that starts, at brace
