@@ -121,6 +121,7 @@ func (a *gcsAPI) list(ctx context.Context, bucket, prefix string, each func(name
 			NextPageToken string `json:"nextPageToken"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&page)
+		io.Copy(io.Discard, resp.Body) // to the end, so the connection is reused
 		resp.Body.Close()
 		if err != nil {
 			return fmt.Errorf("list gs://%s/%s: %w", bucket, prefix, err)
