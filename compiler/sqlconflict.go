@@ -2,16 +2,17 @@ package compiler
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/mqb-dev/mqb/internal/lazyre"
 )
 
 // What the proof of a sql sink needs from its insert_query: which values
 // are the same on every write of a record, whether the conflict handling
 // converges, and which unique key it relies on.
 
-var placeholderRE = regexp.MustCompile("\x01([0-9]+)\x02")
+var placeholderRE = lazyre.New("\x01([0-9]+)\x02")
 
 // skeleton joins a template's literal text with a marker per placeholder.
 func skeleton(parts []partInfo) string {
@@ -28,7 +29,7 @@ func skeleton(parts []partInfo) string {
 
 // showValue renders a skeleton fragment with its placeholders as written.
 func showValue(v string, parts []partInfo) string {
-	return placeholderRE.ReplaceAllStringFunc(v, func(m string) string {
+	return placeholderRE().ReplaceAllStringFunc(v, func(m string) string {
 		i, _ := strconv.Atoi(m[1 : len(m)-1])
 		if i < len(parts) {
 			return "${" + parts[i].expr + "}"
@@ -47,7 +48,7 @@ func quotedPlaceholderFix(fragment string, parts []partInfo) string {
 	}
 	var terms []string
 	last := 0
-	for _, m := range placeholderRE.FindAllStringSubmatchIndex(body, -1) {
+	for _, m := range placeholderRE().FindAllStringSubmatchIndex(body, -1) {
 		if m[0] > last {
 			terms = append(terms, strconv.Quote(body[last:m[0]]))
 		}

@@ -230,5 +230,5 @@ func quoted(s string, q byte, backslash bool) (string, int, error) {
 
 // placeholderText shows a skeleton fragment with its markers as ${…}.
 func placeholderText(s string) string {
-	return placeholderRE.ReplaceAllString(s, "${…}")
+	return placeholderRE().ReplaceAllString(s, "${…}")
 }

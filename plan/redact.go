@@ -2,8 +2,9 @@ package plan
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/mqb-dev/mqb/internal/lazyre"
 )
 
 // Redacted returns a deep copy of p with every password in a URL-looking
@@ -90,7 +91,7 @@ func redactValue(v Value) Value {
 }
 
 // schemeRE finds where a URL starts: its scheme and "://".
-var schemeRE = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://`)
+var schemeRE = lazyre.New(`[a-zA-Z][a-zA-Z0-9+.-]*://`)
 
 // tokenSchemes are the schemes whose bare userinfo (nats://TOKEN@host) is
 // token authentication, so the whole userinfo is the secret.
@@ -128,7 +129,7 @@ const redactedText = "xxxxx"
 func redactUserinfo(s string) string {
 	var b strings.Builder
 	for {
-		loc := schemeRE.FindStringIndex(s)
+		loc := schemeRE().FindStringIndex(s)
 		if loc == nil {
 			b.WriteString(s)
 			return b.String()

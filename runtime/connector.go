@@ -754,7 +754,7 @@ const MetaSourcePrefix = metaSourcePrefix
 
 // SafeName is s with every run of characters unsafe in a part name
 // replaced by an underscore.
-func SafeName(s string) string { return unsafeName.ReplaceAllString(s, "_") }
+func SafeName(s string) string { return unsafeName().ReplaceAllString(s, "_") }
 
 func registered(kind, end string, r registration) Registered {
 	set := func(m map[string]bool) []string {

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/stdlib"
 )
 
@@ -32,10 +32,10 @@ type program struct {
 }
 
 var (
-	payloadPathRE = regexp.MustCompile(`^payload((?:\.[A-Za-z_][A-Za-z0-9_]*)+)$`)
-	metaIndexRE   = regexp.MustCompile(`^meta\["((?:[^"\\])*)"\]$`)
-	metaDotRE     = regexp.MustCompile(`^meta\.([A-Za-z_][A-Za-z0-9_]*)$`)
-	identRE       = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	payloadPathRE = lazyre.New(`^payload((?:\.[A-Za-z_][A-Za-z0-9_]*)+)$`)
+	metaIndexRE   = lazyre.New(`^meta\["((?:[^"\\])*)"\]$`)
+	metaDotRE     = lazyre.New(`^meta\.([A-Za-z_][A-Za-z0-9_]*)$`)
+	identRE       = lazyre.New(`[A-Za-z_][A-Za-z0-9_]*`)
 )
 
 // compileProgram compiles src against stdlib's environment.
@@ -47,7 +47,7 @@ func compileProgram(src string, lookup stdlib.EnvLookup) (*program, error) {
 		return nil, err
 	}
 	p := &program{src: src, prog: prog}
-	for _, id := range identRE.FindAllString(stripStrings(src), -1) {
+	for _, id := range identRE().FindAllString(stripStrings(src), -1) {
 		switch id {
 		case "payload":
 			p.usesPayload = true
@@ -55,11 +55,11 @@ func compileProgram(src string, lookup stdlib.EnvLookup) (*program, error) {
 			p.usesMessageID = true
 		}
 	}
-	if m := payloadPathRE.FindStringSubmatch(src); m != nil {
+	if m := payloadPathRE().FindStringSubmatch(src); m != nil {
 		p.payloadPath = strings.Split(m[1][1:], ".")
-	} else if m := metaIndexRE.FindStringSubmatch(src); m != nil {
+	} else if m := metaIndexRE().FindStringSubmatch(src); m != nil {
 		p.metaKey, p.isMeta = m[1], true
-	} else if m := metaDotRE.FindStringSubmatch(src); m != nil {
+	} else if m := metaDotRE().FindStringSubmatch(src); m != nil {
 		p.metaKey, p.isMeta = m[1], true
 	}
 	return p, nil

@@ -2,7 +2,8 @@ package runtime
 
 import (
 	"encoding/json"
-	"regexp"
+
+	"github.com/mqb-dev/mqb/internal/lazyre"
 )
 
 // Records written as lines, by the sinks that write lines (a file, the
@@ -17,7 +18,7 @@ const maxBatchBytes = 8 << 20
 const dlqSnippetBytes = 1024
 
 // unsafeName matches the runs of characters SafeName replaces.
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+var unsafeName = lazyre.New(`[^A-Za-z0-9_.-]+`)
 
 // appendLines appends recs as lines; a record that cannot be encoded gets
 // the reason in its sinkErr and no line.

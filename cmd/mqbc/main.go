@@ -35,6 +35,8 @@ type command struct {
 	// Run executes the command with the arguments after its name and
 	// returns the process exit code.
 	Run func(args []string, stdout, stderr io.Writer) int
+	// Notes, when set, follow the flags in the command's --help.
+	Notes string
 }
 
 // commands holds every registered subcommand by name.
@@ -49,6 +51,7 @@ func register(c *command) {
 }
 
 func main() {
+	applyMemoryDefaults()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -102,6 +105,9 @@ func newFlags(c *command, stderr io.Writer) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: "+c.Usage)
 		fs.PrintDefaults()
+		if c.Notes != "" {
+			fmt.Fprintln(stderr, c.Notes)
+		}
 	}
 	return fs
 }

@@ -24,6 +24,7 @@ func init() {
 		Usage:   "mqbc run FILE… [--check] [--state DIR] [--metrics-addr ADDR] [--log-level debug|info|warn|error] [--log-format text|json] [--progress auto|on|off] [--otlp-endpoint URL]",
 		Summary: "compile .mqb files and run every route until finite sources end or SIGINT/SIGTERM drains them; --check only checks, as mqbc check does",
 		Run:     runRun,
+		Notes:   memoryNotes,
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -79,7 +79,7 @@ func quoteIdent(s string) string {
 }
 
 // rmtVersionRE finds the version column in a ReplacingMergeTree engine.
-var rmtVersionRE = regexp.MustCompile(`ReplacingMergeTree\((?:[^,()]*,\s*)*\s*'?` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `'?\s*\)`)
+var rmtVersionRE = lazyre.New(`ReplacingMergeTree\((?:[^,()]*,\s*)*\s*'?` + "`?" + `([A-Za-z_][A-Za-z0-9_]*)` + "`?" + `'?\s*\)`)
 
 // clickhouseSinkConfig is a clickhouse sink's attributes (stdlib declares
 // them).
@@ -198,7 +198,7 @@ func newClickHouseSink(b *runtime.BuildEnv, cfg *clickhouseSinkConfig) (*clickho
 	// The version column gets the version expression.
 	versionCol := ""
 	if src := cfg.Version; src != "" {
-		m := rmtVersionRE.FindStringSubmatch(engineFull)
+		m := rmtVersionRE().FindStringSubmatch(engineFull)
 		if m == nil {
 			return fail("version", "table %s.%s has engine %s, which has no version column to write", s.db, s.table, engineFull)
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -266,7 +266,7 @@ func (s *mongoSink) Write(ctx context.Context, recs []*runtime.Record) error {
 
 // dupIndexRE finds the index a MongoDB duplicate-key message names
 // ("E11000 duplicate key error collection: db.c index: _id_ dup key: …").
-var dupIndexRE = regexp.MustCompile(`index: (\S+) dup key`)
+var dupIndexRE = lazyre.New(`index: (\S+) dup key`)
 
 type dupKind uint8
 
@@ -293,7 +293,7 @@ func duplicateOn(we mongo.BulkWriteError) dupKind {
 			return dupOther
 		}
 	}
-	if m := dupIndexRE.FindStringSubmatch(we.Message); m != nil {
+	if m := dupIndexRE().FindStringSubmatch(we.Message); m != nil {
 		if m[1] == "_id_" {
 			return dupID
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -73,7 +73,7 @@ var objectStoreHook func(objectStore) objectStore
 
 // objectPartRE parses an object_store part name. The extension is not
 // checked: a part covers its range whatever its compression.
-var objectPartRE = regexp.MustCompile(`^part-(.+)-(\d{10})-(\d{20})-(\d{20})\.[^/]+$`)
+var objectPartRE = lazyre.New(`^part-(.+)-(\d{10})-(\d{20})-(\d{20})\.[^/]+$`)
 
 func objectPartName(source string, partition int32, first, last uint64, ext string) string {
 	return fmt.Sprintf("part-%s-%010d-%020d-%020d%s", source, partition, first, last, ext)
@@ -317,7 +317,7 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 	}
 	n := 0
 	for _, name := range names {
-		m := objectPartRE.FindStringSubmatch(name)
+		m := objectPartRE().FindStringSubmatch(name)
 		if m == nil || (m[1] != source && !slices.Contains(legacy, m[1])) {
 			continue
 		}

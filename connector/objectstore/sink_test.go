@@ -120,7 +120,7 @@ func readObjectParts(t testing.TB, st objectStore, ds plantest.Dataset) (map[uin
 	seen := map[uint64]int{}
 	var lastEnd int64 = -1
 	for _, name := range names {
-		m := objectPartRE.FindStringSubmatch(name)
+		m := objectPartRE().FindStringSubmatch(name)
 		if m == nil {
 			t.Errorf("unexpected object %s", name)
 			continue
@@ -240,7 +240,7 @@ func dropPartsFrom(t *testing.T, names []string, from uint64, del func(name stri
 	t.Helper()
 	var kept int64
 	for _, name := range names {
-		m := objectPartRE.FindStringSubmatch(name)
+		m := objectPartRE().FindStringSubmatch(name)
 		start, _ := strconv.ParseUint(m[3], 10, 64)
 		end, _ := strconv.ParseUint(m[4], 10, 64)
 		if start < from {

@@ -1,7 +1,6 @@
 package objectstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,59 +10,61 @@ import (
 	"os"
 	"strings"
 
-	"google.golang.org/api/googleapi"
-	"google.golang.org/api/option"
-	gcs "google.golang.org/api/storage/v1"
+	"golang.org/x/oauth2/google"
 )
 
 // gcsStore is an object store over a Google Cloud Storage bucket and
-// prefix (gs://bucket/prefix), spoken to through the JSON API client
-// (google.golang.org/api/storage/v1: net/http, no gRPC). The client takes
-// Application Default Credentials, or talks to an emulator without
-// credentials when STORAGE_EMULATOR_HOST is set. A put is one multipart
-// request under the final name with ifGenerationMatch=0, the
-// does-not-exist precondition: the request is the commit, and a 412 means
-// an earlier write of the same name already committed.
+// prefix (gs://bucket/prefix), spoken to through the few calls of the
+// JSON API it needs, over net/http: a media upload, a paged listing and a
+// media download (store_gcs_api.go). It takes Application Default Credentials,
+// or talks to an emulator without credentials when STORAGE_EMULATOR_HOST
+// is set. A put is one media upload under the final name with
+// ifGenerationMatch=0, the does-not-exist precondition: the request is
+// the commit, and a 412 means an earlier write of the same name already
+// committed.
 type gcsStore struct {
-	svc    *gcs.Service
+	api    gcsAPI
 	name   string // bucket
 	prefix string // "" or "dir/" under which names live
 }
 
 // gcsScopes are the scopes the store asks Application Default Credentials
 // for, as the Cloud Storage client library asks.
-var gcsScopes = []string{gcs.DevstorageFullControlScope, gcs.CloudPlatformScope}
+var gcsScopes = []string{
+	"https://www.googleapis.com/auth/devstorage.full_control",
+	"https://www.googleapis.com/auth/cloud-platform",
+}
 
-// gcsEmulatorOptions are the options that point the client at
-// STORAGE_EMULATOR_HOST (host:port or a URL), as the Cloud Storage client
-// library honours it; nil when it is unset.
-func gcsEmulatorOptions() []option.ClientOption {
+// gcsEndpoint is where the JSON API lives: the emulator STORAGE_EMULATOR_HOST
+// names (host:port or a URL), as the Cloud Storage client library honours
+// it, or Google's. emulator says which.
+func gcsEndpoint() (root string, emulator bool) {
 	host := os.Getenv("STORAGE_EMULATOR_HOST")
 	if host == "" {
-		return nil
+		return "https://storage.googleapis.com", false
 	}
 	if !strings.Contains(host, "://") {
 		host = "http://" + host
 	}
-	return []option.ClientOption{
-		option.WithEndpoint(strings.TrimRight(host, "/") + "/storage/v1/"),
-		option.WithoutAuthentication(),
-	}
+	return strings.TrimRight(host, "/"), true
 }
 
 func openGCSStore(ctx context.Context, bucket, prefix string) (*gcsStore, error) {
-	opts := gcsEmulatorOptions()
-	if opts == nil {
-		opts = []option.ClientOption{option.WithScopes(gcsScopes...)}
-	}
-	svc, err := gcs.NewService(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("gs://%s: client: %w", bucket, err)
+	root, emulator := gcsEndpoint()
+	client := &http.Client{Transport: http.DefaultTransport}
+	if !emulator {
+		// Requests carry a token from the credentials found now; the
+		// token source refreshes it as it expires.
+		c, err := google.DefaultClient(context.WithoutCancel(ctx), gcsScopes...)
+		if err != nil {
+			return nil, fmt.Errorf("gs://%s: credentials: %w", bucket, err)
+		}
+		client = c
 	}
 	if prefix != "" {
 		prefix += "/"
 	}
-	return &gcsStore{svc: svc, name: bucket, prefix: prefix}, nil
+	return &gcsStore{api: gcsAPI{client: client, root: root}, name: bucket, prefix: prefix}, nil
 }
 
 func (s *gcsStore) String() string { return "gs://" + s.name + "/" + s.prefix }
@@ -72,13 +73,7 @@ func (s *gcsStore) PutIfAbsent(ctx context.Context, name string, data []byte, co
 	if contentType == "" {
 		contentType = "application/octet-stream"
 	}
-	// ChunkSize 0: one request, no resumable session, so the object
-	// exists entirely or not at all.
-	_, err := s.svc.Objects.Insert(s.name, &gcs.Object{Name: s.prefix + name, ContentType: contentType}).
-		IfGenerationMatch(0).
-		Media(bytes.NewReader(data), googleapi.ChunkSize(0), googleapi.ContentType(contentType)).
-		Fields("name").
-		Context(ctx).Do()
+	err := s.api.insertIfAbsent(ctx, s.name, s.prefix+name, contentType, data)
 	if err != nil {
 		if gcsCode(err) == http.StatusPreconditionFailed {
 			return false, nil
@@ -91,13 +86,9 @@ func (s *gcsStore) PutIfAbsent(ctx context.Context, name string, data []byte, co
 func (s *gcsStore) List(ctx context.Context, prefix string) ([]string, error) {
 	var names []string
 	// The JSON API lists in lexicographic order of the names.
-	err := s.svc.Objects.List(s.name).Prefix(s.prefix+prefix).Fields("items(name)", "nextPageToken").
-		Pages(ctx, func(page *gcs.Objects) error {
-			for _, o := range page.Items {
-				names = append(names, o.Name[len(s.prefix):])
-			}
-			return nil
-		})
+	err := s.api.list(ctx, s.name, s.prefix+prefix, func(name string) {
+		names = append(names, name[len(s.prefix):])
+	})
 	if err != nil {
 		return names, gcsError(err)
 	}
@@ -111,7 +102,7 @@ func (s *gcsStore) Get(ctx context.Context, name string) ([]byte, error) {
 // open streams an object's body (objectReader). A missing object is an
 // error that is fs.ErrNotExist.
 func (s *gcsStore) open(ctx context.Context, name string) (io.ReadCloser, error) {
-	resp, err := s.svc.Objects.Get(s.name, s.prefix+name).Context(ctx).Download()
+	body, err := s.api.download(ctx, s.name, s.prefix+name)
 	if err != nil {
 		if gcsCode(err) == http.StatusNotFound {
 			// Gone since it was listed (the source skips it), or never there.
@@ -119,7 +110,7 @@ func (s *gcsStore) open(ctx context.Context, name string) (io.ReadCloser, error)
 		}
 		return nil, gcsError(err)
 	}
-	return resp.Body, nil
+	return body, nil
 }
 
 // The client holds no connection of its own: it uses the shared
@@ -128,9 +119,9 @@ func (s *gcsStore) Close() error { return nil }
 
 // gcsCode is the HTTP status of a JSON API error, 0 for another error.
 func gcsCode(err error) int {
-	var gerr *googleapi.Error
-	if errors.As(err, &gerr) {
-		return gerr.Code
+	var aerr *gcsAPIError
+	if errors.As(err, &aerr) {
+		return aerr.Code
 	}
 	return 0
 }

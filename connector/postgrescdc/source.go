@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
@@ -115,7 +115,7 @@ func init() {
 
 // plainIdentRE is an unquoted SQL identifier: what a publication or slot
 // name may be, spliced into the statements that create and advance them.
-var plainIdentRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+var plainIdentRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 
 func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Source, error) {
 	raw, err := b.RenderStatic("url") // the node's url: env() is rendered
@@ -136,7 +136,7 @@ func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Sour
 		if f.v == "" {
 			return nil, b.Errorf(f.attr, "required")
 		}
-		if !plainIdentRE.MatchString(f.v) {
+		if !plainIdentRE().MatchString(f.v) {
 			return nil, b.Errorf(f.attr, "%q is not a plain identifier", f.v)
 		}
 	}

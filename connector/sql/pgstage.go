@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/runtime"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -102,9 +102,9 @@ func (st pgStaged) statement() string {
 func stageMark(n int) string { return "\x00" + strconv.Itoa(n) + "\x00" }
 
 var (
-	stageMarkRE   = regexp.MustCompile("\x00([0-9]+)\x00")
-	stagePrefixRE = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+[^\s(]+\s*(\([^()]*\))?\s*$`)
-	returningRE   = regexp.MustCompile(`(?i)\bRETURNING\b`)
+	stageMarkRE   = lazyre.New("\x00([0-9]+)\x00")
+	stagePrefixRE = lazyre.New(`(?is)^\s*INSERT\s+INTO\s+[^\s(]+\s*(\([^()]*\))?\s*$`)
+	returningRE   = lazyre.New(`(?i)\bRETURNING\b`)
 )
 
 // stagedInsert rewrites insert_query's parts into the staged statement,
@@ -128,18 +128,18 @@ func stagedInsert(parts []plan.Part) (pgStaged, bool) {
 	}
 	sql := q.String()
 	at, open, closing, ok := valuesRow(sql)
-	if !ok || !stagePrefixRE.MatchString(sql[:at]) {
+	if !ok || !stagePrefixRE().MatchString(sql[:at]) {
 		return pgStaged{}, false
 	}
 	rest := sql[closing+1:]
 	trimmed := strings.TrimSpace(rest)
 	switch {
 	case strings.HasPrefix(trimmed, ","), // several VALUES rows
-		stageMarkRE.MatchString(rest), // DO UPDATE SET … = ${…}
-		returningRE.MatchString(rest): // rows the sink would not read
+		stageMarkRE().MatchString(rest), // DO UPDATE SET … = ${…}
+		returningRE().MatchString(rest): // rows the sink would not read
 		return pgStaged{}, false
 	}
-	row := stageMarkRE.ReplaceAllString(sql[open+1:closing], pgStageStmt+".p$1")
+	row := stageMarkRE().ReplaceAllString(sql[open+1:closing], pgStageStmt+".p$1")
 	return pgStaged{head: sql[:at] + "SELECT " + row, tail: rest, params: n}, true
 }
 

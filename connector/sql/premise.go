@@ -5,11 +5,11 @@ import (
 	dbsql "database/sql"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -107,7 +107,7 @@ func uniqueKeyFailure(p plan.Premise, keys []uniqueKey) *runtime.PremiseFailure 
 	return &runtime.PremiseFailure{Found: found, Fix: createUniqueIndexSQL(p.Target, p.Columns)}
 }
 
-var nonIdentRE = regexp.MustCompile(`[^A-Za-z0-9_]+`)
+var nonIdentRE = lazyre.New(`[^A-Za-z0-9_]+`)
 
 // createUniqueIndexSQL is the statement that makes a unique-key premise
 // hold: CREATE UNIQUE INDEX orders_id ON orders (id).
@@ -117,7 +117,7 @@ func createUniqueIndexSQL(table string, cols []string) string {
 	for _, c := range cols {
 		parts = append(parts, unquoteIdent(c))
 	}
-	name := strings.Trim(nonIdentRE.ReplaceAllString(strings.Join(parts, "_"), "_"), "_")
+	name := strings.Trim(nonIdentRE().ReplaceAllString(strings.Join(parts, "_"), "_"), "_")
 	return fmt.Sprintf("CREATE UNIQUE INDEX %s ON %s (%s)", name, table, strings.Join(cols, ", "))
 }
 
@@ -535,7 +535,7 @@ WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? ORDER BY ORDINAL
 			c.volatile = "it is set ON UPDATE by the server (" + extra + ")"
 		case dflt.Valid && mariadb && !sqlLiteralDefault(dflt.String):
 			c.volatile = "its DEFAULT " + dflt.String + " is not a literal"
-		case dflt.Valid && !mariadb && mysqlTimeDefaultRE.MatchString(dflt.String):
+		case dflt.Valid && !mariadb && mysqlTimeDefaultRE().MatchString(dflt.String):
 			c.volatile = "its DEFAULT " + dflt.String + " is not a literal"
 		}
 		cols = append(cols, c)
@@ -546,7 +546,7 @@ WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? ORDER BY ORDINAL
 	return cols, len(cols) > 0, nil
 }
 
-var mysqlTimeDefaultRE = regexp.MustCompile(`(?i)^\s*(current_timestamp|now|localtime|localtimestamp|current_date|current_time|curdate|curtime|sysdate|utc_timestamp|utc_date|utc_time)\s*(\(\s*\d*\s*\))?\s*$`)
+var mysqlTimeDefaultRE = lazyre.New(`(?i)^\s*(current_timestamp|now|localtime|localtimestamp|current_date|current_time|curdate|curtime|sysdate|utc_timestamp|utc_date|utc_time)\s*(\(\s*\d*\s*\))?\s*$`)
 
 // sqlLiteralDefault reports whether a column DEFAULT as the catalogue
 // shows it is a literal: NULL, TRUE or FALSE, a number, a string or blob
@@ -561,12 +561,12 @@ func sqlLiteralDefault(d string) bool {
 	case "NULL", "TRUE", "FALSE":
 		return true
 	}
-	return sqlNumberRE.MatchString(d) || sqlStringRE.MatchString(d)
+	return sqlNumberRE().MatchString(d) || sqlStringRE().MatchString(d)
 }
 
 var (
-	sqlNumberRE = regexp.MustCompile(`^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$|^0[xX][0-9a-fA-F]+$`)
-	sqlStringRE = regexp.MustCompile(`^[xXbBnN]?'([^'\\]|''|\\.)*'$`)
+	sqlNumberRE = lazyre.New(`^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$|^0[xX][0-9a-fA-F]+$`)
+	sqlStringRE = lazyre.New(`^[xXbBnN]?'([^'\\]|''|\\.)*'$`)
 )
 
 // keyColumnParams maps the placeholders of an INSERT … (cols) VALUES (…),

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/internal/sqlkv"
 	"github.com/mqb-dev/mqb/plan"
 )
@@ -175,10 +175,10 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 
 // copyTargetRE matches the one insert shape COPY can load: a plain column
 // list and a VALUES row of bare placeholders.
-var copyTargetRE = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+([^\s(]+)\s*\(([^)]*)\)\s*VALUES\s*\(([^)]*)\)\s*;?\s*$`)
+var copyTargetRE = lazyre.New(`(?is)^\s*INSERT\s+INTO\s+([^\s(]+)\s*\(([^)]*)\)\s*VALUES\s*\(([^)]*)\)\s*;?\s*$`)
 
 func copyTarget(query string, n int) (table, cols string, ok bool) {
-	m := copyTargetRE.FindStringSubmatch(query)
+	m := copyTargetRE().FindStringSubmatch(query)
 	if m == nil {
 		return "", "", false
 	}

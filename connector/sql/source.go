@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/internal/sqlkv"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
@@ -70,7 +70,7 @@ type sqlCursorSource struct {
 	failures int
 }
 
-var sqlIdentRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
+var sqlIdentRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
 
 // sqlSourceConfig is a sql cursor source's attributes (stdlib declares
 // them; the sink's are sqlSinkConfig).
@@ -118,7 +118,7 @@ func newSQLSource(b *runtime.BuildEnv, cfg *sqlSourceConfig) (*sqlCursorSource, 
 	if s.col == "" {
 		return nil, b.Errorf("cursor_column", "required: the source pages by it and keeps it as its position")
 	}
-	if !sqlIdentRE.MatchString(s.col) {
+	if !sqlIdentRE().MatchString(s.col) {
 		return nil, b.Errorf("cursor_column", "%q is not a plain column name", s.col)
 	}
 	table, query := cfg.Table, strings.TrimSpace(cfg.Query)
@@ -126,7 +126,7 @@ func newSQLSource(b *runtime.BuildEnv, cfg *sqlSourceConfig) (*sqlCursorSource, 
 	case table != "" && query != "":
 		return nil, b.Errorf("query", "give table or query, not both")
 	case table != "":
-		if !sqlIdentRE.MatchString(table) {
+		if !sqlIdentRE().MatchString(table) {
 			return nil, b.Errorf("table", "%q is not a plain table name (use query for anything else)", table)
 		}
 		s.from, s.name = table, table
