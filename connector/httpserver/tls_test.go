@@ -1,17 +1,8 @@
 package httpserver
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,48 +10,17 @@ import (
 
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
+	"github.com/mqb-dev/mqb/internal/testsrv"
 )
-
-// selfSigned writes a certificate for 127.0.0.1 and its key to dir and
-// returns their paths and a pool that trusts the certificate.
-func selfSigned(t *testing.T, dir string) (cert, key string, pool *x509.CertPool) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mqb test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(c)
-	return cert, key, pool
-}
 
 // With a certificate and key the server speaks HTTPS only.
 func TestHTTPServerTLS(t *testing.T) {
 	d := t.TempDir()
-	cert, key, pool := selfSigned(t, d)
+	certs := testsrv.TestCA(t)
+	cert, key := certs.CertFile, certs.KeyFile
 	addr, db := freeAddr(t), filepath.Join(d, "orders.db")
 	r := startRoute(t, ordersRoute(addr, db, `, tls_cert_file = "`+cert+`", tls_key_file = "`+key+`"`, `${payload.order_id}`), addr)
-	c := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.Pool}}}
 	if code, body := post(t, c, "https://"+addr+"/orders", order(1)); code != http.StatusNoContent {
 		t.Fatalf("POST over TLS: %d %s", code, body)
 	}
@@ -76,8 +36,8 @@ func TestHTTPServerTLS(t *testing.T) {
 // What the source cannot run with is refused at start-up, naming the
 // attribute.
 func TestHTTPServerRefusedConfigs(t *testing.T) {
-	d := t.TempDir()
-	cert, key, _ := selfSigned(t, d)
+	certs := testsrv.TestCA(t)
+	cert, key := certs.CertFile, certs.KeyFile
 	for _, tc := range []struct {
 		name, extra string
 		names       []string
