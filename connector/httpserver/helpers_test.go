@@ -43,7 +43,7 @@ func ordersRoute(addr, db, extra, key string) string {
 
 // startRoute compiles src and runs it in the background until the
 // server on addr answers; the test's cleanup stops it.
-func startRoute(t *testing.T, src, addr string) *runtest.Background {
+func startRoute(t testing.TB, src, addr string) *runtest.Background {
 	t.Helper()
 	r := runtest.Start(context.Background(), plantest.Compile(t, src), runtest.Options())
 	ok := runtest.WaitFor(func() bool {
