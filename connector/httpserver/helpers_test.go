@@ -46,18 +46,31 @@ func ordersRoute(addr, db, extra, key string) string {
 func startRoute(t testing.TB, src, addr string) *runtest.Background {
 	t.Helper()
 	r := runtest.Start(context.Background(), plantest.Compile(t, src), runtest.Options())
-	ok := runtest.WaitFor(func() bool {
+	if !listening(addr) {
+		r.Stop(t)
+		t.Fatalf("the http_server route did not listen on %s", addr)
+	}
+	return r
+}
+
+// waitListening waits for a server on addr.
+func waitListening(t testing.TB, addr string) {
+	t.Helper()
+	if !listening(addr) {
+		t.Fatalf("the http_server route did not listen on %s", addr)
+	}
+}
+
+// listening reports whether a server comes to listen on addr within a
+// minute.
+func listening(addr string) bool {
+	return runtest.WaitFor(func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
 	}, time.Minute, 20*time.Millisecond)
-	if !ok {
-		r.Stop(t)
-		t.Fatalf("the http_server route did not listen on %s", addr)
-	}
-	return r
 }
 
 // post sends body to url with the headers given as name, value pairs and

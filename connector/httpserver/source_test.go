@@ -173,3 +173,57 @@ func TestSourceAnswersAfterCommitOr503(t *testing.T) {
 		})
 	}
 }
+
+// A record the sink refuses is answered 204 once it is in the DLQ with
+// the reason; with no dlq the route stops, and the request is answered
+// 503: the record is the client's to send again.
+func TestHTTPServerRefusedRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dlq  bool
+		want int
+	}{
+		{"dead-lettered", true, http.StatusNoContent},
+		{"route fails", false, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			addr, db, dlq := freeAddr(t), filepath.Join(d, "orders.db"), filepath.Join(d, "dlq.jsonl")
+			src := ordersRoute(addr, db, "", `${payload.order_id}`)
+			if !tc.dlq {
+				src = strings.Replace(src, `dlq { to file { path = "`+dlq+`" } }`, "", 1)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type result struct {
+				st  runtime.Stats
+				err error
+			}
+			ended := make(chan result, 1)
+			go func() {
+				st, err := runtime.Run(ctx, plantest.Compile(t, src), runtest.Options())
+				ended <- result{st, err}
+			}()
+			waitListening(t, addr)
+			// amount is NOT NULL: the sink refuses the row.
+			code, body := post(t, &http.Client{Timeout: time.Minute}, "http://"+addr+"/orders", `{"order_id":"o-1"}`)
+			if code != tc.want {
+				t.Errorf("answered %d %q, want %d", code, body, tc.want)
+			}
+			lines := plantest.ReadDLQLines(t, dlq)
+			if tc.dlq && (len(lines) != 1 || !strings.Contains(lines[0].Error, "NOT NULL")) {
+				t.Errorf("DLQ %+v, want the record with its reason", lines)
+			}
+			cancel()
+			res := <-ended
+			if tc.dlq {
+				if res.err != nil {
+					t.Fatal(res.err)
+				}
+				runtest.CheckCounts(t, res.st.Route("ingest"))
+			} else if res.err == nil || !strings.Contains(res.err.Error(), "NOT NULL") {
+				t.Errorf("the run ended with %v, want the sink's refusal", res.err)
+			}
+		})
+	}
+}
