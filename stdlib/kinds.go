@@ -313,7 +313,7 @@ var Kinds = []Kind{
 		Absorb:        AbsorbNone,
 		Attrs: []Attr{
 			{Name: "address", Type: String, Required: true, Doc: "host:port to listen on, e.g. \"127.0.0.1:8080\" (\":8080\" listens on every interface)."},
-			{Name: "path", Type: String, Default: "/", Doc: "The URL path that takes records; a request to any other path is answered 404."},
+			{Name: "path", Type: String, Default: "/", Doc: "The URL path that takes records, matched exactly (not as a prefix or a pattern); a request to any other path is answered 404."},
 			{Name: "max_body_bytes", Type: Int, Default: int64(16 << 20), Doc: "Largest body accepted; a larger one is answered 413 and never enters the route."},
 			{Name: "producer_ids", Type: Bool, Default: false, Doc: "The clients stamp every record with an Idempotency-Key (or mq_bridge.message_id) header that is unique per record and the same on every retry of it, so message_id is stable across retries; a proof may rest on it, and a request without one is answered 400."},
 			{Name: "username", Type: String, Template: true, Doc: "Require HTTP basic authentication with this user name and password (compared in constant time); a request without them is answered 401. Use it over TLS: basic auth sends the password as is."},

@@ -23,6 +23,10 @@ var idSpace = uuid.MustParse("5a0c7e1f-93d4-4b2a-8f61-0d7e2c9b4a35")
 // else handed to the route and answered once the route committed past
 // it, or 503 when the route stops first.
 func (s *source) serve(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path != s.path { // compared as written: a path is no ServeMux pattern
+		http.NotFound(w, req)
+		return
+	}
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "only POST takes a record", http.StatusMethodNotAllowed)

@@ -37,7 +37,6 @@ type source struct {
 	producerIDReason string
 
 	srv *http.Server
-	ln  net.Listener
 
 	in       chan *request
 	unacked  brokersrc.Unacked[*request] // records handed to the route, not yet committed, by Seq
@@ -45,6 +44,7 @@ type source struct {
 	draining chan struct{}               // closed when Next sees its context end: new requests get 503
 	drainOne sync.Once
 	closed   chan struct{} // closed by Close: every request still waiting gets 503
+	closeOne sync.Once
 }
 
 // request is one record on its way through the route, and the answer its
@@ -86,10 +86,7 @@ func (s *source) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ runt
 	if err != nil {
 		return fmt.Errorf("route %s: http_server source address: listen on %s: %w", s.route, s.address, err)
 	}
-	s.ln = ln
-	mux := http.NewServeMux()
-	mux.Handle(s.path, http.HandlerFunc(s.serve))
-	s.srv = &http.Server{Handler: mux, TLSConfig: s.tls, ReadHeaderTimeout: 30 * time.Second,
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), TLSConfig: s.tls, ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	scheme := "http"
 	go func() {
@@ -159,15 +156,18 @@ func (s *source) Commit(_ context.Context, changed map[int32]runtime.AckPos) err
 
 // Close answers 503 to every request still waiting and stops the server.
 func (s *source) Close() error {
-	s.drainOne.Do(func() { close(s.draining) })
-	close(s.closed)
-	if s.srv == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.srv.Shutdown(ctx); err != nil {
-		return s.srv.Close()
-	}
-	return nil
+	var err error
+	s.closeOne.Do(func() {
+		s.drainOne.Do(func() { close(s.draining) })
+		close(s.closed)
+		if s.srv == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if s.srv.Shutdown(ctx) != nil {
+			err = s.srv.Close()
+		}
+	})
+	return err
 }

@@ -60,6 +60,7 @@ func TestHTTPServerRefusals(t *testing.T) {
 	}{
 		{"get", http.MethodGet, "/orders", "", []string{"Authorization", good}, http.StatusMethodNotAllowed, "only POST"},
 		{"other path", http.MethodPost, "/other", order(1), []string{"Authorization", good, "Idempotency-Key", "k-1"}, http.StatusNotFound, ""},
+		{"below path", http.MethodPost, "/orders/x", order(1), []string{"Authorization", good, "Idempotency-Key", "k-1"}, http.StatusNotFound, ""},
 		{"no credentials", http.MethodPost, "/orders", order(1), []string{"Idempotency-Key", "k-1"}, http.StatusUnauthorized, "unauthorized"},
 		{"wrong password", http.MethodPost, "/orders", order(1), []string{"Authorization", auth("ingest", "s3cret!"), "Idempotency-Key", "k-1"}, http.StatusUnauthorized, "unauthorized"},
 		{"wrong user", http.MethodPost, "/orders", order(1), []string{"Authorization", auth("Ingest", "s3cret"), "Idempotency-Key", "k-1"}, http.StatusUnauthorized, "unauthorized"},
