@@ -77,7 +77,13 @@ func listening(addr string) bool {
 // returns the status and the response body.
 func post(t testing.TB, c *http.Client, url, body string, header ...string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
+	return send(t, c, http.MethodPost, url, body, header...)
+}
+
+// send is post with any method.
+func send(t testing.TB, c *http.Client, method, url, body string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewBufferString(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,29 +73,9 @@ func TestHTTPServerRefusals(t *testing.T) {
 		{"mqb id header", http.MethodPost, "/orders", order(2), []string{"Authorization", good, "mq_bridge.message_id", "0190f3a4-5b6c-7d8e-9f00-112233445566"}, http.StatusNoContent, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := http.NewRequest(tc.method, "http://"+addr+tc.path, strings.NewReader(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i+1 < len(tc.header); i += 2 {
-				req.Header.Set(tc.header[i], tc.header[i+1])
-			}
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b strings.Builder
-			buf := make([]byte, 512)
-			for {
-				n, err := resp.Body.Read(buf)
-				b.Write(buf[:n])
-				if err != nil {
-					break
-				}
-			}
-			resp.Body.Close()
-			if resp.StatusCode != tc.want || !strings.Contains(b.String(), tc.says) {
-				t.Errorf("%d %q, want %d saying %q", resp.StatusCode, b.String(), tc.want, tc.says)
+			code, body := send(t, c, tc.method, "http://"+addr+tc.path, tc.body, tc.header...)
+			if code != tc.want || !strings.Contains(body, tc.says) {
+				t.Errorf("%d %q, want %d saying %q", code, body, tc.want, tc.says)
 			}
 		})
 	}
