@@ -27,8 +27,10 @@ var httpServerSource = sourceCase{name: "http_server", follows: true, setup: fun
 	ln.Close()
 	lines := make(chan string, 1<<18) // more than a pair emits: emit never waits
 	stop := make(chan struct{})
+	// An answer waits for the route's next commit (every 100 ms): many
+	// clients keep the route busy.
 	var wg sync.WaitGroup
-	for range 8 {
+	for range 64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
