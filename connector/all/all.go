@@ -14,6 +14,7 @@ import (
 	_ "github.com/mqb-dev/mqb/connector/clickhouse"  // to clickhouse
 	_ "github.com/mqb-dev/mqb/connector/file"        // from file, to file
 	_ "github.com/mqb-dev/mqb/connector/http"        // to http, call http
+	_ "github.com/mqb-dev/mqb/connector/httpserver"  // from http_server
 	_ "github.com/mqb-dev/mqb/connector/kafka"       // from kafka, to kafka
 	_ "github.com/mqb-dev/mqb/connector/mongodb"     // to mongodb
 	_ "github.com/mqb-dev/mqb/connector/mqtt"        // from mqtt, to mqtt

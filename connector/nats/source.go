@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mqb-dev/mqb/connector/internal/brokersrc"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
@@ -53,9 +53,7 @@ type natsSource struct {
 	// record without a producer-stamped id (RequireProducerID).
 	producerIDReason string
 
-	mu      sync.Mutex
-	base    uint64     // Seq of unacked[0]
-	unacked []*natsMsg // JetStream messages read, not yet acked, by Seq
+	unacked brokersrc.Unacked[*natsMsg] // JetStream messages read, not yet acked, by Seq
 }
 
 type natsMsg struct {
@@ -274,9 +272,7 @@ func (s *natsSource) add(b *runtime.Batch, m *natsMsg) {
 		}
 	}
 	if m.js != nil {
-		s.mu.Lock()
-		s.unacked = append(s.unacked, m)
-		s.mu.Unlock()
+		s.unacked.Push(m)
 	}
 	b.Add(r)
 }
@@ -289,17 +285,10 @@ var natsIDSpace = uuid.MustParse("7c1d3a0e-2f55-4b8e-9a53-6f3c1e0b9d21")
 // publisher's Nats-Msg-Id that is not a UUID is hashed into one, stable
 // across redeliveries). Without either, the id is minted per read.
 func natsMessageID(h natsgo.Header) (uuid.UUID, bool) {
-	for _, k := range []string{runtime.HeaderMessageID, natsgo.MsgIdHdr} {
-		v := h.Get(k)
-		if v == "" {
-			continue
-		}
-		if id, err := uuid.Parse(v); err == nil {
-			return id, true
-		}
-		return uuid.NewSHA1(natsIDSpace, []byte(v)), true
+	if id, ok := brokersrc.MessageID(natsIDSpace, h.Get(runtime.HeaderMessageID)); ok {
+		return id, true
 	}
-	return uuid.UUID{}, false
+	return brokersrc.MessageID(natsIDSpace, h.Get(natsgo.MsgIdHdr))
 }
 
 // Commit acks, on JetStream, every message up to the route's committed
@@ -310,14 +299,7 @@ func (s *natsSource) Commit(_ context.Context, changed map[int32]runtime.AckPos)
 	if !ok || s.core {
 		return nil
 	}
-	s.mu.Lock()
-	n := int(pos.Next - s.base)
-	n = min(max(n, 0), len(s.unacked))
-	acks := s.unacked[:n]
-	s.unacked = s.unacked[n:]
-	s.base += uint64(n)
-	s.mu.Unlock()
-	for _, m := range acks {
+	for _, m := range s.unacked.Take(pos.Next) {
 		if err := m.js.Ack(); err != nil {
 			// Not fatal: the server redelivers after ack_wait and the sink
 			// absorbs the repeat.

@@ -1,6 +1,6 @@
 // Package brokersrc holds what the sources of brokers that keep the
-// route's position themselves (amqp, mqtt) share: the messages read and
-// not yet acknowledged, in read order, of which a commit takes the
+// route's position themselves (amqp, mqtt, nats) share: the messages read
+// and not yet acknowledged, in read order, of which a commit takes the
 // prefix the route has committed; and the reading of a producer-stamped
 // message id.
 package brokersrc
