@@ -476,12 +476,7 @@ func (s *dedupStep) apply(w *worker, b *batch) error {
 		if r.state != stLive {
 			continue
 		}
-		v, present, err := w.eval.run(s.key, r)
-		if err != nil {
-			r.kill(fmt.Sprintf("dedup key %s: %v", s.key.src, err))
-			continue
-		}
-		k, err := stringify(v)
+		k, present, err := w.eval.runString(s.key, r)
 		if err != nil {
 			r.kill(fmt.Sprintf("dedup key %s: %v", s.key.src, err))
 			continue
