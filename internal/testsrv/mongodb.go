@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -114,27 +113,7 @@ func ferretDBBinary(t testing.TB) string {
 
 // buildFerretDB builds cmd/ferretdb of the pinned version into dir.
 func buildFerretDB(dir string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil && os.Getenv("GOROOT") != "" {
-		goBin, err = filepath.Join(os.Getenv("GOROOT"), "bin", "go"), nil
-	}
-	if err != nil {
-		return err
-	}
-	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "CGO_ENABLED=0")
-	run := func(wd string, args ...string) ([]byte, error) {
-		cmd := exec.Command(goBin, args...)
-		cmd.Dir, cmd.Env = wd, env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return out, nil
-	}
-	out, err := run(dir, "mod", "download", "-json", "github.com/FerretDB/FerretDB@"+ferretDBVersion)
+	out, err := goCommand(dir, "mod", "download", "-json", "github.com/FerretDB/FerretDB@"+ferretDBVersion)
 	if err != nil {
 		return err
 	}
@@ -155,7 +134,7 @@ func buildFerretDB(dir string) error {
 	if err := os.WriteFile(filepath.Join(src, "build", "version", "version.txt"), []byte(ferretDBVersion+"\n"), 0o644); err != nil {
 		return err
 	}
-	if _, err := run(src, "build", "-trimpath", "-o", filepath.Join(dir, "ferretdb"), "./cmd/ferretdb"); err != nil {
+	if _, err := goCommand(src, "build", "-trimpath", "-o", filepath.Join(dir, "ferretdb"), "./cmd/ferretdb"); err != nil {
 		return err
 	}
 	return os.RemoveAll(src)
