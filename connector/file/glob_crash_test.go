@@ -1,11 +1,15 @@
 package file
 
 import (
+	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,7 +77,9 @@ func globLines(t *testing.T, dir string) map[string]int64 {
 }
 
 // TestCrashGlobSourceEffectivelyOnce SIGKILLs a glob → SQLite route keyed
-// by file and line at moments drawn from a seed and lets it finish: the
+// by file and line at points drawn from a seed (by rows written, so a
+// fast machine that reads the files in a fraction of a second is struck
+// part-way as surely as a slow one) and lets it finish: the
 // table must equal a clean run's, every line once under the same key.
 // A resume that skipped a file, re-read one from the wrong byte or
 // numbered lines from the wrong start would leave a row missing, extra or
@@ -92,7 +98,7 @@ func TestCrashGlobSourceEffectivelyOnce(t *testing.T) {
 		dir := t.TempDir()
 		globCrashFiles(t, dir)
 		planPath := plantest.WriteCrashPlan(t, globKeyedPlan(t, dir), dir)
-		plantest.KillRuns(t, bin, planPath, plantest.CrashSchedule{Kills: 4, Wait: plantest.KillWaits(seed, 5, 200*time.Millisecond, 1500*time.Millisecond), MayEnd: true})
+		killAtRows(t, bin, planPath, filepath.Join(dir, "lines.db"), len(want), seed, 4)
 		if _, err := os.Stat(filepath.Join(dir, "lines.db")); err == nil {
 			if n := len(globLines(t, dir)); n > 0 && n < len(want) {
 				midway++
@@ -121,4 +127,52 @@ func TestCrashGlobSourceEffectivelyOnce(t *testing.T) {
 	if midway == 0 {
 		t.Error("no kill struck while the route was part way through the files: the test proved nothing")
 	}
+}
+
+// killAtRows runs the crash helper kills times, SIGKILLing each run once
+// the table holds a further 3–12% of total rows (drawn from seed) and up
+// to 20 ms more, so every kill strikes while files remain to be read.
+func killAtRows(t *testing.T, bin, planPath, db string, total int, seed uint64, kills int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 9))
+	for i := range kills {
+		target := countRows(db) + total*(3+rng.IntN(10))/100
+		extra := time.Duration(rng.IntN(20)) * time.Millisecond
+		r := plantest.StartHelper(t, bin, planPath)
+		deadline := time.Now().Add(3 * time.Minute)
+		ended := false
+	wait:
+		for countRows(db) < target && time.Now().Before(deadline) {
+			select {
+			case err := <-r.Exited:
+				t.Logf("run %d ended by itself before %d rows (err %v): %s", i, target, err, r.Stderr.String())
+				ended = true
+				break wait
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		if ended {
+			continue
+		}
+		time.Sleep(extra)
+		if err := r.Cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
+		}
+		<-r.Exited
+		t.Logf("run %d killed at %d rows (target %d, +%v)", i, countRows(db), target, extra)
+	}
+}
+
+// countRows is how many rows the table holds, 0 before it exists.
+func countRows(db string) int {
+	conn, err := sql.Open(plantest.SQLiteDriver, "file:"+db+"?mode=ro")
+	if err != nil {
+		return 0
+	}
+	defer conn.Close()
+	var n int
+	if err := conn.QueryRow("SELECT count(*) FROM lines").Scan(&n); err != nil {
+		return 0
+	}
+	return n
 }
