@@ -480,9 +480,9 @@ func pairs() []pair {
 	out = append(out, pair{src: fileSource, sink: mqttSink})
 	out = append(out, pair{src: fileSource, sink: objectStoreS3Sink})
 	into(objectStoreS3Source, "file (source_position)")
-	into(mongoCaptureSource, "sqlite") // its record index is not tied to a document: no positional sink
+	into(mongoCaptureSource, "sqlite")                  // its record index is not tied to a document: no positional sink
 	into(fileGlobSource, "sqlite", "file (write_time)") // a glob's numbering spans its files: no positional sink
-	into(httpServerSource, "sqlite") // no position to replay: the clients' retries are the replay
+	into(httpServerSource, "sqlite")                    // no position to replay: the clients' retries are the replay
 	return out
 }
 

@@ -194,30 +194,23 @@ func value(v attribute.Value) anyValue {
 		f := v.AsFloat64()
 		return anyValue{DoubleValue: &f}
 	case attribute.BOOLSLICE:
-		var a arrayValue
-		for _, b := range v.AsBoolSlice() {
-			a.Values = append(a.Values, value(attribute.BoolValue(b)))
-		}
-		return anyValue{ArrayValue: &a}
+		return array(v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		var a arrayValue
-		for _, n := range v.AsInt64Slice() {
-			a.Values = append(a.Values, value(attribute.Int64Value(n)))
-		}
-		return anyValue{ArrayValue: &a}
+		return array(v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		var a arrayValue
-		for _, f := range v.AsFloat64Slice() {
-			a.Values = append(a.Values, value(attribute.Float64Value(f)))
-		}
-		return anyValue{ArrayValue: &a}
+		return array(v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		var a arrayValue
-		for _, s := range v.AsStringSlice() {
-			a.Values = append(a.Values, value(attribute.StringValue(s)))
-		}
-		return anyValue{ArrayValue: &a}
+		return array(v.AsStringSlice(), attribute.StringValue)
 	}
 	s := v.Emit()
 	return anyValue{StringValue: &s}
+}
+
+// array encodes a slice attribute as an OTLP arrayValue of its elements.
+func array[T any](xs []T, mk func(T) attribute.Value) anyValue {
+	a := arrayValue{Values: make([]anyValue, 0, len(xs))}
+	for _, x := range xs {
+		a.Values = append(a.Values, value(mk(x)))
+	}
+	return anyValue{ArrayValue: &a}
 }
