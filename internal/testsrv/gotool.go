@@ -5,8 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
+	"testing"
 )
 
 // goCommand runs the go tool in wd with modules fetched as needed and cgo
@@ -52,4 +55,42 @@ func buildGoTool(dir, pkg, version, name string) error {
 		return err
 	}
 	return os.RemoveAll(mod)
+}
+
+// goTool is a server binary built with go from the module proxy on first
+// use (once per test binary, kept in a template directory keyed by version
+// and toolchain), or taken as is from the environment variable env.
+type goTool struct {
+	name    string // the binary's file name and cache key
+	what    string // what it is, for the skip or failure message
+	version string
+	env     string // names a prebuilt binary to use instead
+	build   func(dir string) error
+
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// binary returns the tool's path. When it cannot be built the test is
+// skipped, or fails under CI=true.
+func (g *goTool) binary(t testing.TB) string {
+	t.Helper()
+	g.once.Do(func() {
+		if p := os.Getenv(g.env); p != "" {
+			g.bin = p
+			return
+		}
+		var dir string
+		dir, g.err = templateDir(versionKey(g.name, g.version, runtime.Version()), g.build)
+		g.bin = filepath.Join(dir, g.name)
+	})
+	if g.err != nil {
+		msg := fmt.Sprintf("build %s %s (%s) with go from the module proxy: %v", g.what, g.version, g.name, g.err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal("testsrv: " + msg)
+		}
+		t.Skipf("testsrv: %s (set %s to a %s binary to use instead)", msg, g.env, g.name)
+	}
+	return g.bin
 }

@@ -8,8 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,39 +39,18 @@ func Jaeger(t testing.TB) *JaegerServer {
 	if hidden("jaeger") {
 		unavailable(t, "jaeger", "Jaeger hidden by %s", HideEnv)
 	}
-	bin := jaegerBinary(t)
+	bin := jaegerTool.binary(t)
 	return sharedJaeger.get(t, "Jaeger", "jaeger", func(dir string) (*JaegerServer, error) {
 		return startJaeger(bin, dir)
 	})
 }
 
-var (
-	jaegerOnce sync.Once
-	jaegerBin  string
-	jaegerErr  error
-)
-
-func jaegerBinary(t testing.TB) string {
-	t.Helper()
-	jaegerOnce.Do(func() {
-		if p := os.Getenv("MQB_JAEGER"); p != "" {
-			jaegerBin = p
-			return
-		}
-		var dir string
-		dir, jaegerErr = templateDir(versionKey("jaeger", jaegerVersion, runtime.Version()), func(dir string) error {
-			return buildGoTool(dir, "github.com/jaegertracing/jaeger/cmd/jaeger", jaegerVersion, "jaeger")
-		})
-		jaegerBin = filepath.Join(dir, "jaeger")
-	})
-	if jaegerErr != nil {
-		msg := fmt.Sprintf("build Jaeger %s (an OTLP receiver) with go from the module proxy: %v", jaegerVersion, jaegerErr)
-		if os.Getenv("CI") == "true" {
-			t.Fatal("testsrv: " + msg)
-		}
-		t.Skip("testsrv: " + msg + " (set MQB_JAEGER to a jaeger binary to use instead)")
-	}
-	return jaegerBin
+// jaegerTool is Jaeger v2 built from the module proxy, or MQB_JAEGER.
+var jaegerTool = &goTool{
+	name: "jaeger", what: "an OTLP receiver, Jaeger", version: jaegerVersion, env: "MQB_JAEGER",
+	build: func(dir string) error {
+		return buildGoTool(dir, "github.com/jaegertracing/jaeger/cmd/jaeger", jaegerVersion, "jaeger")
+	},
 }
 
 func startJaeger(bin, dir string) (*JaegerServer, error) {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -67,7 +65,7 @@ func MongoDB(t testing.TB) Database {
 // starting it on first use.
 func SharedMongoDB(t testing.TB) *MongoServer {
 	t.Helper()
-	bin := ferretDBBinary(t)
+	bin := ferretDBTool.binary(t)
 	return sharedMongo.get(t, "FerretDB", "ferretdb", func(dir string) (*MongoServer, error) {
 		return startMongo(bin, dir)
 	})
@@ -77,38 +75,16 @@ func SharedMongoDB(t testing.TB) *MongoServer {
 // and removed when the test ends.
 func NewMongoDB(t testing.TB) *MongoServer {
 	t.Helper()
-	bin := ferretDBBinary(t)
+	bin := ferretDBTool.binary(t)
 	return startPrivate(t, "FerretDB", "ferretdb-", func(dir string) (*MongoServer, error) {
 		return startMongo(bin, dir)
 	})
 }
 
-var (
-	ferretOnce sync.Once
-	ferretBin  string
-	ferretErr  error
-)
-
-// ferretDBBinary returns the ferretdb binary, building it on first use.
-func ferretDBBinary(t testing.TB) string {
-	t.Helper()
-	ferretOnce.Do(func() {
-		if p := os.Getenv("MQB_FERRETDB"); p != "" {
-			ferretBin = p
-			return
-		}
-		var dir string
-		dir, ferretErr = templateDir(versionKey("ferretdb", ferretDBVersion, runtime.Version()), buildFerretDB)
-		ferretBin = filepath.Join(dir, "ferretdb")
-	})
-	if ferretErr != nil {
-		msg := fmt.Sprintf("build FerretDB %s (a MongoDB-protocol server) with go from the module proxy: %v", ferretDBVersion, ferretErr)
-		if os.Getenv("CI") == "true" {
-			t.Fatal("testsrv: " + msg)
-		}
-		t.Skip("testsrv: " + msg + " (set MQB_FERRETDB to a ferretdb binary to use instead)")
-	}
-	return ferretBin
+// ferretDBTool is FerretDB built from the module proxy, or MQB_FERRETDB.
+var ferretDBTool = &goTool{
+	name: "ferretdb", what: "a MongoDB-protocol server, FerretDB", version: ferretDBVersion, env: "MQB_FERRETDB",
+	build: buildFerretDB,
 }
 
 // buildFerretDB builds cmd/ferretdb of the pinned version into dir.
