@@ -216,50 +216,20 @@ func (a *alts) none(s *state) perr {
 // File = Decl* .
 func (p *parser) file(s *state) ([]*Decl, perr) {
 	var decls []*Decl
-	for {
-		b := *s
-		d, ok, err := p.decl(&b)
-		if err.set {
-			s.noted(err)
-			if s.stop(err, &b) {
-				return nil, err
-			}
-			return decls, perr{}
-		}
-		s.accept(&b)
-		if !ok {
-			return decls, perr{}
-		}
-		decls = append(decls, d)
+	if err := star(s, p.decl, func(d *Decl) { decls = append(decls, d) }); err.set {
+		return nil, err
 	}
+	return decls, perr{}
 }
 
 // Decl = Route | NamedEndpoint .
 func (p *parser) decl(s *state) (*Decl, bool, perr) {
 	var a alts
-	b := *s
-	r, ok, err := p.route(&b)
-	switch {
-	case err.set:
-		if a.failed(s, &b, err) {
-			s.noted(err)
-			return nil, false, err
-		}
-	case ok:
-		s.accept(&b)
-		return &Decl{Route: r}, true, perr{}
+	if r, ok, err := alt(&a, s, p.route); ok || err.set {
+		return &Decl{Route: r}, ok, err
 	}
-	b = *s
-	e, ok, err := p.endpoint(&b)
-	switch {
-	case err.set:
-		if a.failed(s, &b, err) {
-			s.noted(err)
-			return nil, false, err
-		}
-	case ok:
-		s.accept(&b)
-		return &Decl{Endpoint: e}, true, perr{}
+	if e, ok, err := alt(&a, s, p.endpoint); ok || err.set {
+		return &Decl{Endpoint: e}, ok, err
 	}
 	return nil, false, a.none(s)
 }
@@ -268,6 +238,47 @@ func (p *parser) decl(s *state) (*Decl, bool, perr) {
 func fail(s *state, err perr) perr {
 	s.noted(err)
 	return err
+}
+
+// star reads one* on copies of s, handing each match to add. It stops at
+// the first item that does not match; an item that failed after reading
+// past lookahead is the production's error.
+func star[T any](s *state, one func(*state) (T, bool, perr), add func(T)) perr {
+	for {
+		b := *s
+		v, ok, err := one(&b)
+		if err.set {
+			s.noted(err)
+			if s.stop(err, &b) {
+				return err
+			}
+			return perr{}
+		}
+		s.accept(&b)
+		if !ok {
+			return perr{}
+		}
+		add(v)
+	}
+}
+
+// alt tries one alternative of a production on a copy of s. matched when
+// it did, s then past it; err (noted) when it failed after reading past
+// lookahead, which ends the production; neither when the next alternative
+// is to be tried.
+func alt[T any](a *alts, s *state, one func(*state) (T, bool, perr)) (v T, matched bool, err perr) {
+	b := *s
+	v, ok, err := one(&b)
+	switch {
+	case err.set:
+		if a.failed(s, &b, err) {
+			return v, false, fail(s, err)
+		}
+	case ok:
+		s.accept(&b)
+		return v, true, perr{}
+	}
+	return v, false, perr{}
 }
 
 // Route = "route" Ident Block .
@@ -345,21 +356,8 @@ func (p *parser) block(s *state) (*Block, bool, perr) {
 		return nil, false, perr{}
 	}
 	var entries []*BlockEntry
-	for {
-		b := *s
-		e, ok, err := p.entry(&b)
-		if err.set {
-			s.noted(err)
-			if s.stop(err, &b) {
-				return nil, false, fail(s, err)
-			}
-			break
-		}
-		s.accept(&b)
-		if !ok {
-			break
-		}
-		entries = append(entries, e)
+	if err := star(s, p.entry, func(e *BlockEntry) { entries = append(entries, e) }); err.set {
+		return nil, false, fail(s, err)
 	}
 	if !p.lit(s, "}") {
 		return nil, false, fail(s, p.expected(s, `"}"`))
@@ -370,18 +368,10 @@ func (p *parser) block(s *state) (*Block, bool, perr) {
 // BlockEntry = Item | "," .
 func (p *parser) entry(s *state) (*BlockEntry, bool, perr) {
 	var a alts
-	b := *s
-	it, ok, err := p.item(&b)
-	switch {
-	case err.set:
-		if a.failed(s, &b, err) {
-			return nil, false, fail(s, err)
-		}
-	case ok:
-		s.accept(&b)
-		return &BlockEntry{Item: it}, true, perr{}
+	if it, ok, err := alt(&a, s, p.item); ok || err.set {
+		return &BlockEntry{Item: it}, ok, err
 	}
-	b = *s
+	b := *s
 	if p.lit(&b, ",") {
 		s.accept(&b)
 		return &BlockEntry{Sep: ","}, true, perr{}
@@ -530,20 +520,16 @@ func (p *parser) before(s *state, typ TokenType, v string) bool {
 func (p *parser) value(s *state) (*Value, bool, perr) {
 	var a alts
 	v := &Value{Pos: p.peek(s).Pos}
-	b := *s
-	l, ok, err := p.list(&b)
-	switch {
-	case err.set:
-		if a.failed(s, &b, err) {
-			return nil, false, fail(s, err)
-		}
-	case ok:
-		s.accept(&b)
+	l, ok, err := alt(&a, s, p.list)
+	if err.set {
+		return nil, false, err
+	}
+	if ok {
 		v.List = l
 		v.EndPos = p.rawPeek(s).Pos
 		return v, true, perr{}
 	}
-	b = *s
+	b := *s
 	if p.mapLiteral(&b) {
 		err = perr{set: true, tok: b.next}
 	} else {
@@ -599,23 +585,13 @@ func (p *parser) list(s *state) (*List, bool, perr) {
 		return nil, false, perr{}
 	}
 	var elems []*Value
-	for {
-		b := *s
-		v, ok, err := p.listEntry(&b)
-		if err.set {
-			s.noted(err)
-			if s.stop(err, &b) {
-				return nil, false, fail(s, err)
-			}
-			break
-		}
-		s.accept(&b)
-		if !ok {
-			break
-		}
+	err := star(s, p.listEntry, func(v *Value) {
 		if v != nil {
 			elems = append(elems, v)
 		}
+	})
+	if err.set {
+		return nil, false, fail(s, err)
 	}
 	if !p.lit(s, "]") {
 		return nil, false, fail(s, p.expected(s, `"]"`))
@@ -626,18 +602,10 @@ func (p *parser) list(s *state) (*List, bool, perr) {
 // listEntry is one of List's (Value | ","); a comma matches with a nil value.
 func (p *parser) listEntry(s *state) (*Value, bool, perr) {
 	var a alts
-	b := *s
-	v, ok, err := p.value(&b)
-	switch {
-	case err.set:
-		if a.failed(s, &b, err) {
-			return nil, false, err
-		}
-	case ok:
-		s.accept(&b)
-		return v, true, perr{}
+	if v, ok, err := alt(&a, s, p.value); ok || err.set {
+		return v, ok, err
 	}
-	b = *s
+	b := *s
 	if p.lit(&b, ",") {
 		s.accept(&b)
 		return nil, true, perr{}
