@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -165,4 +166,48 @@ func sameJSON(a, b string) bool {
 	ja, _ := json.Marshal(va)
 	jb, _ := json.Marshal(vb)
 	return string(ja) == string(jb)
+}
+
+// Behind a request whose call is an HTTP endpoint, the reply is the
+// call's response: the call replaced the payload with it, and forward
+// wrote it. A record the call refuses is forwarded as it was, and that
+// is what it is answered with.
+func TestHTTPServerReplyIsTheCallsResponse(t *testing.T) {
+	pricing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var o struct {
+			OrderID string `json:"order_id"`
+			Amount  int    `json:"amount"`
+		}
+		if err := json.NewDecoder(req.Body).Decode(&o); err != nil || o.Amount < 0 {
+			http.Error(w, "no price for that", http.StatusUnprocessableEntity)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"order_id":%q,"price":%d}`, o.OrderID, o.Amount*10)
+	}))
+	defer pricing.Close()
+	d := t.TempDir()
+	addr, out := freeAddr(t), filepath.Join(d, "priced.jsonl")
+	r := startRoute(t, fmt.Sprintf(`route priced {
+  from http_server { address = %q, path = "/orders", request_reply = true }
+  to request {
+    call http { url = "%s/price" }
+    forward file { path = %q }
+  }
+}
+`, addr, pricing.URL, out), addr)
+	c := &http.Client{Timeout: time.Minute}
+	for _, tc := range []struct{ body, reply string }{
+		{`{"order_id":"o-1","amount":3}`, `{"order_id":"o-1","price":30}`},
+		{`{"order_id":"o-2","amount":-1}`, `{"order_id":"o-2","amount":-1}`},
+	} {
+		code, body := post(t, c, "http://"+addr+"/orders", tc.body)
+		if code != http.StatusOK || !sameJSON(body, tc.reply) {
+			t.Errorf("POST %s: answered %d %q, want 200 %s", tc.body, code, body, tc.reply)
+		}
+	}
+	runtest.CheckCounts(t, r.Stop(t).Route("priced"))
+	if got := plantest.ReadLines(t, out); len(got) != 2 || !sameJSON(got[0], `{"order_id":"o-1","price":30}`) {
+		t.Errorf("forward wrote %q, want the priced order first", got)
+	}
 }
