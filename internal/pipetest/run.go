@@ -248,8 +248,16 @@ func pickSink(r plan.Route, e Expect) (*plan.Node, error) {
 		}
 	}
 	if e.Target != "" {
+		// An absolute path was moved into the run's directory by its base
+		// name (keepInside); the test names it as the .mqb file does.
+		want := e.Target
+		if scheme, rest, ok := strings.Cut(want, "://"); ok && filepath.IsAbs(rest) {
+			want = scheme + "://" + filepath.Base(rest)
+		} else if filepath.IsAbs(want) {
+			want = filepath.Base(want)
+		}
 		for _, n := range all {
-			if t := target(n); t == e.Target || n.Kind == "sql" && t == "sqlite://"+e.Target {
+			if t := target(n); t == want || n.Kind == "sql" && t == "sqlite://"+want {
 				return n, nil
 			}
 		}
