@@ -476,6 +476,7 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	if err := rt.deadLetter(ctx, late); err != nil {
 		return err
 	}
+	rt.reply(group) // reply.go: the delivered records' replies, before any is acked
 	var dlqd int64
 	var lost []*Record // failed with nowhere to go: never acked
 	for _, dead := range [][]*Record{early, late} {

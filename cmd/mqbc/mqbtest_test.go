@@ -38,7 +38,10 @@ var durationRE = regexp.MustCompile(`\(\d+\.\d\ds\)`)
 // TestMqbtestOutcomes runs the cases of testdata/mqbtest: a passing test
 // exits 0 with PASS; a failing one exits 1 and shows its diff (golden
 // fail.golden); a route into a broker cannot be tested in-process and
-// says so; a directory runs every test under it.
+// says so; a route from a broker runs on the test's input; a route into a
+// switch inside a fanout is checked sink by sink, and a section that
+// names no sink of the route, or not which of several, says so
+// (branches_fail.golden); a directory runs every test under it.
 func TestMqbtestOutcomes(t *testing.T) {
 	dir := filepath.Join("testdata", "mqbtest")
 	cases := []struct {
@@ -49,6 +52,8 @@ func TestMqbtestOutcomes(t *testing.T) {
 		{[]string{"pass.mqbtest"}, exitOK, "pass.golden"},
 		{[]string{"fail.mqbtest"}, exitError, "fail.golden"},
 		{[]string{"kafka.mqbtest"}, exitError, "kafka.golden"},
+		{[]string{"branches.mqbtest", "kafka_source.mqbtest"}, exitOK, ""},
+		{[]string{"branches_fail.mqbtest"}, exitError, "branches_fail.golden"},
 		{[]string{"."}, exitError, "dir.golden"},
 		{[]string{}, exitUsage, ""},
 	}

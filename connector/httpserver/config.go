@@ -20,6 +20,7 @@ type serverConfig struct {
 	TLSCertFile  string      `attr:"tls_cert_file"`
 	TLSKeyFile   string      `attr:"tls_key_file"`
 	Format       string      `attr:"format"`
+	RequestReply bool        `attr:"request_reply"`
 }
 
 func init() {
@@ -47,8 +48,14 @@ func build(b *runtime.BuildEnv, cfg *serverConfig) (runtime.Source, error) {
 	if s.auth, err = basicAuth(b, cfg); err != nil {
 		return nil, err
 	}
-	s.tls, err = serverTLS(b, cfg)
-	return s, err
+	if s.tls, err = serverTLS(b, cfg); err != nil {
+		return nil, err
+	}
+	if cfg.RequestReply {
+		s.replies = map[uint64]*request{}
+		return &replyingSource{s}, nil
+	}
+	return s, nil
 }
 
 // basicAuth reads username and password: both or neither.

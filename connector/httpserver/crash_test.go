@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -63,7 +64,7 @@ func TestCrashHTTPServerClientRetries(t *testing.T) {
 					defer wg.Done()
 					c := &http.Client{Timeout: 30 * time.Second}
 					for i := range work {
-						if !sendUntilCommitted(c, "http://"+addr+"/orders", i, tc.stampIDs, stop) {
+						if _, _, ok := sendUntilCommitted(c, "http://"+addr+"/orders", i, tc.stampIDs, stop); !ok {
 							return
 						}
 						answered.Add(1)
@@ -97,8 +98,9 @@ func TestCrashHTTPServerClientRetries(t *testing.T) {
 
 // sendUntilCommitted posts order i until the route answers 2xx, waiting a
 // little after a refused connection, a 503 or a cut one, as a client
-// that loses nothing does; false when stop closed first.
-func sendUntilCommitted(c *http.Client, url string, i int, stampID bool, stop chan struct{}) bool {
+// that loses nothing does, and returns the 2xx answer; ok is false when
+// stop closed first.
+func sendUntilCommitted(c *http.Client, url string, i int, stampID bool, stop chan struct{}) (code int, body []byte, ok bool) {
 	for {
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(order(i)))
 		if stampID {
@@ -106,15 +108,81 @@ func sendUntilCommitted(c *http.Client, url string, i int, stampID bool, stop ch
 		}
 		resp, err := c.Do(req)
 		if err == nil {
+			body, err = io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
-				return true
+			if err == nil && resp.StatusCode/100 == 2 {
+				return resp.StatusCode, body, true
 			}
 		}
 		select {
 		case <-stop:
-			return false
+			return 0, nil, false
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Under request_reply, clients send orders while the route is SIGKILLed
+// again and again, each sending an order again until it gets a 2xx: a
+// request cut by a kill gets no 2xx, and its retry is answered with the
+// reply. Every order ends in the table once, and every answer is 200 with
+// that order's reply, also for a retry of an order a killed run had
+// written (the sink absorbs the repeat and the record is delivered).
+func TestCrashHTTPServerReply(t *testing.T) {
+	bin := runtest.BuildCrashHelper(t)
+	d := t.TempDir()
+	addr, db := freeAddr(t), filepath.Join(d, "orders.db")
+	p := plantest.Compile(t, fmt.Sprintf(`route ingest {
+  batch_size = 32
+  from http_server { address = %q, path = "/orders", producer_ids = true, request_reply = true }
+  map { ref = "R-" + payload.order_id }
+  to sql {
+    url          = "sqlite://%s"
+    create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, order_id TEXT NOT NULL)"
+    insert_query = "INSERT INTO orders (id, order_id) VALUES (${message_id}, ${payload.order_id}) ON CONFLICT (id) DO NOTHING"
+  }
+}
+`, addr, db))
+	const n, clients = 600, 6
+	var answered, wrong atomic.Int64
+	var firstWrong atomic.Value
+	work := make(chan int, n)
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	stop := make(chan struct{})
+	defer close(stop)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 30 * time.Second}
+			for i := range work {
+				code, body, ok := sendUntilCommitted(c, "http://"+addr+"/orders", i, true, stop)
+				if !ok {
+					return
+				}
+				want := fmt.Sprintf(`{"order_id":"o-%d","amount":%d,"ref":"R-o-%d"}`, i, i, i)
+				if code != http.StatusOK || !sameJSON(string(body), want) {
+					wrong.Add(1)
+					firstWrong.CompareAndSwap(nil, fmt.Sprintf("order %d answered %d %q, want 200 %s", i, code, body, want))
+				}
+				answered.Add(1)
+			}
+		}()
+	}
+	st := runtest.CrashUntil(t, bin, p, d, 97, 3, func() bool { return answered.Load() == n })
+	wg.Wait()
+	runtest.CheckCounts(t, st.Route("ingest"))
+	if w := wrong.Load(); w > 0 {
+		t.Errorf("%d of %d answers were not the order's reply; the first: %v", w, n, firstWrong.Load())
+	}
+	got := runtest.SQLiteMap[int64](t, db, `SELECT order_id, count(*) FROM orders GROUP BY order_id`)
+	for i := range n {
+		if c := got[fmt.Sprintf("o-%d", i)]; c != 1 {
+			t.Errorf("order o-%d is in the table %d times, want once", i, c)
 		}
 	}
 }

@@ -21,7 +21,7 @@ var idSpace = uuid.MustParse("5a0c7e1f-93d4-4b2a-8f61-0d7e2c9b4a35")
 
 // serve takes one request: refused at once when it cannot be a record,
 // else handed to the route and answered once the route committed past
-// it, or 503 when the route stops first.
+// it (see answer), or 503 when the route stops first.
 func (s *source) serve(w http.ResponseWriter, req *http.Request) {
 	if req.URL.Path != s.path { // compared as written: a path is no ServeMux pattern
 		http.NotFound(w, req)
@@ -73,11 +73,11 @@ func (s *source) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	select {
 	case <-r.committed:
-		w.WriteHeader(http.StatusNoContent)
+		s.answer(w, r)
 	case <-s.closed:
 		select {
 		case <-r.committed: // the last commit, just before Close
-			w.WriteHeader(http.StatusNoContent)
+			s.answer(w, r)
 		default:
 			unavailable(w, "the route stopped before committing the record; send it again")
 		}

@@ -45,6 +45,12 @@ type source struct {
 	drainOne sync.Once
 	closed   chan struct{} // closed by Close: every request still waiting gets 503
 	closeOne sync.Once
+
+	// replies, under request_reply (nil without), holds the requests
+	// handed to the route and not yet committed, by Seq, for Reply to
+	// find; replyMu guards it and each request's reply.
+	replyMu sync.Mutex
+	replies map[uint64]*request
 }
 
 // request is one record on its way through the route, and the answer its
@@ -53,7 +59,16 @@ type request struct {
 	payload   []byte
 	id        uuid.UUID
 	stamped   bool          // id came from the client
+	seq       uint64        // the record's Seq, once the route took it
 	committed chan struct{} // closed by Commit
+
+	// reply is the route's reply, under request_reply, once it delivered
+	// the record: one payload, or one per element an unnest made of it
+	// (multi), nil for an element it did not deliver. Written by Reply
+	// before the route acks the record, read by the handler once Commit
+	// closed committed.
+	reply [][]byte
+	multi bool
 }
 
 func newSource(route string, log *slog.Logger) *source {
@@ -132,11 +147,17 @@ func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error
 
 func (s *source) add(b *runtime.Batch, r *request) {
 	rec := runtime.Record{Payload: r.payload, Seq: s.seq, Next: int64(s.seq + 1)}
+	r.seq = s.seq
 	s.seq++
 	if r.stamped {
 		rec.SetMessageID(r.id)
 	}
 	s.unacked.Push(r)
+	if s.replies != nil {
+		s.replyMu.Lock()
+		s.replies[rec.Seq] = r
+		s.replyMu.Unlock()
+	}
 	b.Add(rec)
 }
 
@@ -148,7 +169,15 @@ func (s *source) Commit(_ context.Context, changed map[int32]runtime.AckPos) err
 	if !ok {
 		return nil
 	}
-	for _, r := range s.unacked.Take(pos.Next) {
+	done := s.unacked.Take(pos.Next)
+	if s.replies != nil {
+		s.replyMu.Lock()
+		for _, r := range done {
+			delete(s.replies, r.seq)
+		}
+		s.replyMu.Unlock()
+	}
+	for _, r := range done {
 		close(r.committed)
 	}
 	return nil

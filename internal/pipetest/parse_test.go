@@ -43,3 +43,32 @@ func TestDiff(t *testing.T) {
 		t.Errorf("diff:\n%swant:\n%s", got, want)
 	}
 }
+
+// TestParseSinkTarget reads which sink an expect sink section names: a
+// path, a url (whose "://" is no separator), with or without a query.
+func TestParseSinkTarget(t *testing.T) {
+	cases := []struct {
+		section, target, query, err string
+	}{
+		{"expect sink", "", "", ""},
+		{"expect sink out/new", "out/new", "", ""},
+		{"expect sink: SELECT a FROM t", "", "SELECT a FROM t", ""},
+		{"expect sink sqlite://x.db: SELECT a FROM t", "sqlite://x.db", "SELECT a FROM t", ""},
+		{"expect sink x.db:select a from t", "x.db", "select a from t", ""},
+		{"expect sink sqlite://x.db: DELETE FROM t", "", "", "after `expect sink:` comes a SELECT"},
+		{"expect sink out/new:", "", "", "after `expect sink:` comes a SELECT"},
+	}
+	for _, c := range cases {
+		got, err := Parse("x.mqbtest", []byte("pipeline: p.mqb\n-- input --\n{}\n-- "+c.section+" --\n{}\n"))
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want one saying %q", c.section, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", c.section, err)
+		case got.Expects[0].Target != c.target || got.Expects[0].Query != c.query:
+			t.Errorf("%s: target %q query %q, want %q and %q", c.section, got.Expects[0].Target, got.Expects[0].Query, c.target, c.query)
+		}
+	}
+}

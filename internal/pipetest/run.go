@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,13 +43,14 @@ func Run(ctx context.Context, c *Case, dir string) (failures []string, err error
 	if err != nil {
 		return nil, err
 	}
+	// The verdict is the real route's, whatever source the test feeds.
+	verdict := compiler.VerdictText(route, false)
 	if err := rewrite(&route, dir); err != nil {
 		return nil, fmt.Errorf("route %s cannot be tested in-process: %w", route.Name, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, inputName), c.Input, 0o644); err != nil {
 		return nil, err
 	}
-	verdict := compiler.VerdictText(route, false)
 	_, runErr := runtime.Run(ctx, plan.Plan{Routes: []plan.Route{route}}, runtime.Options{BaseDir: dir})
 	if runErr != nil {
 		failures = append(failures, "run: "+runErr.Error())
@@ -67,18 +69,22 @@ func Run(ctx context.Context, c *Case, dir string) (failures []string, err error
 			}
 			continue
 		case "sink":
-			got, err = sinkRecords(route, dir, e.Query)
+			got, err = sinkRecords(route, dir, e)
 		case "dlq":
 			got, err = dlqRecords(route, dir)
 		}
+		label := "expect " + e.What
+		if e.Target != "" {
+			label += " " + e.Target
+		}
 		if err != nil {
-			failures = append(failures, fmt.Sprintf("expect %s: %v", e.What, err))
+			failures = append(failures, fmt.Sprintf("%s: %v", label, err))
 			continue
 		}
 		want := canonical(lines([]byte(e.Want)))
 		got = canonical(got)
 		if !equal(want, got) {
-			failures = append(failures, "expect "+e.What+" (- want, + got):\n"+diff(want, got))
+			failures = append(failures, label+" (- want, + got):\n"+diff(want, got))
 		}
 	}
 	return failures, nil
@@ -99,23 +105,37 @@ func pick(p *plan.Plan, c *Case) (plan.Route, error) {
 	return plan.Route{}, fmt.Errorf("%s has no route %s (it has %s)", c.Pipeline, c.Route, strings.Join(names, ", "))
 }
 
-// rewrite points the route's source at the test's input and keeps every
-// path it writes inside dir: relative paths resolve against dir (the
-// runtime's BaseDir), absolute ones are moved there by their base name.
-// Only kinds that run embedded are allowed.
+// rewrite points the route at the test's input and keeps every path it
+// writes inside dir: relative paths resolve against dir (the runtime's
+// BaseDir), absolute ones are moved there by their base name. Whatever
+// the source's kind, a file source reading the input to its end takes
+// its place, in the source's format; the premises about the records the
+// real source reads (a producer-stamped id, increasing _ids) are not
+// checked, since the input stands in for what it would read. Only sinks
+// that run embedded are allowed.
 func rewrite(r *plan.Route, dir string) error {
 	if len(r.Nodes) == 0 || r.Nodes[0].Role != plan.RoleSource {
 		return fmt.Errorf("no source")
 	}
 	srcNode := &r.Nodes[0]
-	if srcNode.Kind != "file" {
-		return fmt.Errorf("its source is %s; a test feeds its input to a file source only", srcNode.Kind)
+	attrs := map[string]plan.Value{
+		"path": {Type: plan.TString, Str: filepath.Join(dir, inputName)},
+		"mode": {Type: plan.TEnum, Str: "consume"}, // read the input to its end, then stop
 	}
-	srcNode.Attrs["path"] = plan.Value{Type: plan.TString, Str: filepath.Join(dir, inputName)}
-	if m, ok := srcNode.Attrs["mode"]; ok {
-		m.Str = "consume" // read the input to its end, then stop
-		srcNode.Attrs["mode"] = m
+	if f, ok := srcNode.Attrs["format"]; ok {
+		attrs["format"] = f
 	}
+	if srcNode.Kind == "file" {
+		// A file source keeps what else it says (max_record_bytes,
+		// source_metadata…) but its path and mode.
+		for k, v := range srcNode.Attrs {
+			if _, set := attrs[k]; !set && k != "checkpoint_store" {
+				attrs[k] = v
+			}
+		}
+	}
+	srcNode.Kind, srcNode.Attrs = "file", attrs
+	r.Premises = slices.DeleteFunc(slices.Clone(r.Premises), func(p plan.Premise) bool { return p.Node == srcNode.ID })
 	for i := range r.Nodes {
 		if err := keepInside(&r.Nodes[i], i == 0); err != nil {
 			return err
@@ -127,9 +147,9 @@ func rewrite(r *plan.Route, dir string) error {
 func keepInside(n *plan.Node, source bool) error {
 	if n.Role != plan.RoleStep || n.Kind == "dlq" {
 		switch n.Kind {
-		case "file", "sql", "dlq":
+		case "file", "sql", "dlq", "switch", "fanout", "request":
 		default:
-			return fmt.Errorf("%s at %s:%d is a %s endpoint; only file and sqlite:// sql endpoints run in-process", n.Role, n.Pos.File, n.Pos.Line, n.Kind)
+			return fmt.Errorf("%s at %s:%d is a %s endpoint; only file and sqlite:// sql endpoints (and switch, fanout and request over them) run in-process", n.Role, n.Pos.File, n.Pos.Line, n.Kind)
 		}
 	}
 	for k, v := range n.Attrs {
@@ -160,24 +180,115 @@ func keepInside(n *plan.Node, source bool) error {
 	return nil
 }
 
-// sinkRecords reads what the route's sink holds: a file sink's lines (the
+// sinkRecords reads what the sink e names holds: a file sink's lines (the
 // part files' in name order under name_by = source_position), or the rows
-// of query over an sql sink's database, each a JSON object.
-func sinkRecords(r plan.Route, dir, query string) ([]string, error) {
-	n := r.Nodes[len(r.Nodes)-1]
+// of e's query over an sql sink's database, each a JSON object.
+func sinkRecords(r plan.Route, dir string, e Expect) ([]string, error) {
+	n, err := pickSink(r, e)
+	if err != nil {
+		return nil, err
+	}
 	switch n.Kind {
 	case "file":
-		if query != "" {
-			return nil, fmt.Errorf("the sink is a file: write -- expect sink -- without a query")
+		if e.Query != "" {
+			return nil, fmt.Errorf("%s is a file sink: write -- expect sink%s -- without a query", n.Attrs["path"].Str, strings.TrimRight(" "+e.Target, " "))
 		}
 		return fileLines(filepath.Join(dir, n.Attrs["path"].Str))
 	case "sql":
-		if query == "" {
-			return nil, fmt.Errorf("the sink is sql: name the rows to compare, -- expect sink: SELECT … ORDER BY … --")
+		if e.Query == "" {
+			return nil, fmt.Errorf("the sink is sql: name the rows to compare, -- expect sink%s: SELECT … ORDER BY … --", strings.TrimRight(" "+e.Target, " "))
 		}
-		return queryRows(filepath.Join(dir, strings.TrimPrefix(n.Attrs["url"].Str, "sqlite://")), query)
+		return queryRows(filepath.Join(dir, strings.TrimPrefix(n.Attrs["url"].Str, "sqlite://")), e.Query)
 	}
 	return nil, fmt.Errorf("a %s sink cannot be read back", n.Kind)
+}
+
+// sinkEndpoints are the endpoints the route's `to` writes to: the sink
+// itself, or the file and sql endpoints in the branches of its switch,
+// fanout or request, in the order written.
+func sinkEndpoints(r plan.Route) []*plan.Node {
+	var out []*plan.Node
+	var walk func(n *plan.Node)
+	walk = func(n *plan.Node) {
+		if len(n.Children) == 0 {
+			out = append(out, n)
+		}
+		for i := range n.Children {
+			walk(&n.Children[i].Node)
+		}
+	}
+	for i := range r.Nodes {
+		if r.Nodes[i].Role == plan.RoleSink {
+			walk(&r.Nodes[i])
+		}
+	}
+	return out
+}
+
+// target is how a test names an endpoint: a file's path, an sql url.
+func target(n *plan.Node) string {
+	if n.Kind == "sql" {
+		return n.Attrs["url"].Str
+	}
+	return n.Attrs["path"].Str
+}
+
+// pickSink finds the endpoint an expect sink section reads: the one its
+// target names, else the only sink there is, the only sql database a
+// query can read, or the only file sink.
+func pickSink(r plan.Route, e Expect) (*plan.Node, error) {
+	all := sinkEndpoints(r)
+	if len(all) == 0 {
+		return nil, fmt.Errorf("the route has no sink")
+	}
+	var names []string
+	for _, n := range all {
+		if t := target(n); !slices.Contains(names, t) {
+			names = append(names, t)
+		}
+	}
+	if e.Target != "" {
+		// An absolute path was moved into the run's directory by its base
+		// name (keepInside); the test names it as the .mqb file does.
+		want := e.Target
+		if scheme, rest, ok := strings.Cut(want, "://"); ok && filepath.IsAbs(rest) {
+			want = scheme + "://" + filepath.Base(rest)
+		} else if filepath.IsAbs(want) {
+			want = filepath.Base(want)
+		}
+		for _, n := range all {
+			if t := target(n); t == want || n.Kind == "sql" && t == "sqlite://"+want {
+				return n, nil
+			}
+		}
+		return nil, fmt.Errorf("the route writes no sink %s (it writes %s)", e.Target, strings.Join(names, ", "))
+	}
+	if len(names) == 1 {
+		return all[0], nil
+	}
+	want := "file"
+	if e.Query != "" {
+		want = "sql"
+	}
+	var found *plan.Node
+	for _, n := range all {
+		if n.Kind != want {
+			continue
+		}
+		if found != nil && target(found) != target(n) {
+			found = nil
+			break
+		}
+		found = n
+	}
+	if found != nil {
+		return found, nil
+	}
+	example := "-- expect sink " + names[0] + " --"
+	if e.Query != "" {
+		example = "-- expect sink sqlite://….db: SELECT … --"
+	}
+	return nil, fmt.Errorf("the route writes %d sinks (%s): name the one to read, %s", len(names), strings.Join(names, ", "), example)
 }
 
 // dlqRecords reads the route's DLQ file: each entry as {"error", "payload"}
