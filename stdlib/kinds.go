@@ -157,6 +157,7 @@ var Kinds = []Kind{
 			{Name: "slot_name", Type: String, Required: true, Doc: "Replication slot (created if absent)."},
 			{Name: "temporary_slot", Type: Bool, Default: false, Doc: "Use a temporary slot that disappears with the connection."},
 			{Name: "checkpoint_store", Type: String, Doc: "A second, per-ack durable position (pebble://dir) that survives an unclean stop."},
+			{Name: "snapshot", Type: Bool, Default: false, Doc: "On first start, read every row of the published tables before streaming: the slot is created exporting its snapshot, each table is read in it in primary key order (postgres.operation = \"snapshot\", postgres.lsn one below the slot's start, message_id a UUIDv5 of the slot, table and key), then changes stream from the slot's start. The position (table and key of the last committed row) is kept in checkpoint_store, which it needs; every published table must have a primary key (checked at start-up). After a crash mid-snapshot the rest is read in a new snapshot and every change since the slot's start is streamed after it (see the source's doc)."},
 		},
 	},
 	{

@@ -79,6 +79,7 @@ type pgCDCSource struct {
 	slot        string
 	temporary   bool
 	keepCP      bool // checkpoint_store set: the route saves positions
+	snapshot    bool // snapshot = true: read the tables before streaming
 
 	conn   *pgconn.PgConn
 	start  pglogrepl.LSN
@@ -95,6 +96,13 @@ type pgCDCSource struct {
 	pending    []runtime.Record // records read but not yet returned by Next
 	relMu      sync.Mutex
 	relation   map[uint32]*pglogrepl.RelationMessage
+
+	// The snapshot phase (snapshot.go): snap is set by Open when there is
+	// a snapshot to read; snapDone once it is read to its end, snapEnd
+	// then the Seq of the first streamed change.
+	snap     *snapshotState
+	snapDone atomic.Bool
+	snapEnd  atomic.Uint64
 }
 
 // pgCDCSourceConfig is a postgres_cdc source's attributes (stdlib
@@ -107,6 +115,8 @@ type pgCDCSourceConfig struct {
 	// CheckpointStore, when set, adds a second position (see pgCDCSource);
 	// the engine opens it.
 	CheckpointStore string `attr:"checkpoint_store"`
+	// Snapshot reads the published tables before streaming (snapshot.go).
+	Snapshot bool `attr:"snapshot"`
 }
 
 func init() {
@@ -129,7 +139,7 @@ func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Sour
 	}
 	s := &pgCDCSource{route: b.Route(), log: b.Logger(), rawURL: raw, url: plan.RedactURLs(raw),
 		publication: cfg.Publication, slot: cfg.SlotName,
-		temporary: cfg.TemporarySlot, keepCP: cfg.CheckpointStore != "",
+		temporary: cfg.TemporarySlot, keepCP: cfg.CheckpointStore != "", snapshot: cfg.Snapshot,
 		recs: make(chan []runtime.Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
 		relation: map[uint32]*pglogrepl.RelationMessage{}}
 	for _, f := range []struct{ attr, v string }{{"publication", cfg.Publication}, {"slot_name", cfg.SlotName}} {
@@ -140,6 +150,12 @@ func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Sour
 			return nil, b.Errorf(f.attr, "%q is not a plain identifier", f.v)
 		}
 	}
+	if s.snapshot && s.temporary {
+		return nil, b.Errorf("snapshot", "a temporary slot disappears at a crash with the changes since the snapshot; use a permanent slot (temporary_slot = false)")
+	}
+	if s.snapshot && !s.keepCP {
+		return nil, b.Errorf("snapshot", "needs checkpoint_store: the slot holds the stream's position, not how far the snapshot was read and committed")
+	}
 	return s, nil
 }
 
@@ -147,7 +163,12 @@ func (s *pgCDCSource) Name() string { return s.slot }
 
 // Replayable is asked by a sink that names parts by source position (and
 // only then): from then on changes are numbered by commit LSN and index.
+// Not with snapshot = true: a snapshot read again after a crash is read in
+// another snapshot, so its rows do not come back at the same positions.
 func (s *pgCDCSource) Replayable() bool {
+	if s.snapshot {
+		return false
+	}
 	s.positional = true
 	return true
 }
@@ -160,16 +181,30 @@ func (s *pgCDCSource) Position(committed map[int32]runtime.AckPos) (checkpoint.P
 	if !s.keepCP {
 		return checkpoint.Position{}, false
 	}
-	lsn := committed[0].Offset
+	c, ok := committed[0]
+	lsn := c.Offset
+	if s.snap != nil {
+		if !s.snapDone.Load() || c.Next < s.snapEnd.Load() {
+			return s.snapshotPosition(c, ok), true
+		}
+		lsn = max(lsn, int64(s.snap.lsn)) // every snapshot row committed
+	}
 	if a := int64(s.acked.Load()); a > lsn {
 		lsn = a
 	}
-	return checkpoint.Position{Source: "postgres_cdc:" + s.slot, Mode: "lsn", Offset: lsn}, true
+	return checkpoint.Position{Source: s.checkpointSource(), Mode: modeLSN, Offset: lsn}, true
 }
+
+func (s *pgCDCSource) checkpointSource() string { return "postgres_cdc:" + s.slot }
 
 // Commit records how far the slot may be confirmed; the receive loop sends
 // it to the server.
 func (s *pgCDCSource) Commit(_ context.Context, changed map[int32]runtime.AckPos) error {
+	if c, ok := changed[0]; ok && s.snap != nil && s.snapDone.Load() && c.Next >= s.snapEnd.Load() {
+		// The snapshot is committed to its end (and the checkpoint says
+		// so): the slot may now be confirmed past its start.
+		s.acked.CompareAndSwap(0, uint64(s.snap.lsn))
+	}
 	if c, ok := changed[0]; ok && c.Offset > 0 {
 		for {
 			cur := s.acked.Load()
@@ -228,6 +263,17 @@ func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 			return s.errorf("look up slot %s: %v", s.slot, err)
 		}
 	}
+	if s.snapshot && !(haveCP && cp.Source == s.checkpointSource() && cp.Mode == modeLSN) {
+		var from snapMark
+		var start pglogrepl.LSN
+		if haveCP && cp.Source == s.checkpointSource() && strings.HasPrefix(cp.Mode, modeSnapshot) {
+			if from, err = parseSnapshotMode(cp.Mode); err != nil {
+				return s.errorf("%v", err)
+			}
+			start = pglogrepl.LSN(cp.Offset)
+		}
+		return s.openSnapshot(cctx, plain, slotExists, from, start)
+	}
 	if !slotExists {
 		res, err := pglogrepl.CreateReplicationSlot(cctx, s.conn, s.slot, "pgoutput",
 			pglogrepl.CreateReplicationSlotOptions{Temporary: s.temporary, Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
@@ -243,7 +289,12 @@ func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 		s.acked.Store(uint64(cp.Offset))
 		s.log.Info("resuming from checkpoint", "lsn", s.start.String())
 	}
-	err = pglogrepl.StartReplication(cctx, s.conn, s.slot, s.start, pglogrepl.StartReplicationOptions{
+	return s.startStream(cctx)
+}
+
+// startStream starts replication at s.start and the receive loop.
+func (s *pgCDCSource) startStream(ctx context.Context) error {
+	err := pglogrepl.StartReplication(ctx, s.conn, s.slot, s.start, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + s.publication + "'"},
 	})
@@ -486,6 +537,14 @@ func pgTextToJSON(oid uint32, data []byte) json.RawMessage {
 }
 
 func (s *pgCDCSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
+	for len(s.pending) == 0 && s.snap != nil && !s.snapDone.Load() {
+		if err := s.nextSnapshot(ctx); err != nil {
+			if ctx.Err() != nil {
+				return runtime.NewBatch(0), false, nil // the route is ending
+			}
+			return nil, false, err
+		}
+	}
 	for len(s.pending) == 0 {
 		select {
 		case <-ctx.Done():
@@ -526,6 +585,9 @@ func (s *pgCDCSource) Close() error {
 	if s.stop != nil {
 		s.stop()
 		<-s.done
+	}
+	if s.snap != nil && !s.snapDone.Load() {
+		s.snap.conn.Close(context.Background())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
