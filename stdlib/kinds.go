@@ -148,9 +148,15 @@ var Kinds = []Kind{
 		Name: "postgres_cdc", Source: true, CDC: true,
 		Doc:           "PostgreSQL logical replication (pgoutput): every insert, update and delete as a record carrying the full row.",
 		IDs:           IDsStable,
-		IDNote:        "message_id is a stable hash of schema.table + key + LSN: a replayed change has the same id, a new revision a new one.",
+		IDNote:        "message_id is a stable hash of schema.table + key + LSN: a replayed change has the same id, a new revision a new one. A snapshot row's (snapshot = true) is a UUIDv5 of the slot, schema.table and key, the same whenever the row is read again; a row in the snapshot and changed later has both records, under different ids.",
 		PositionModes: []string{"*"},
-		Schemes:       []string{"postgres", "postgresql"},
+		// A snapshot read again after a crash is read in another
+		// snapshot: its rows do not come back at the same positions.
+		NoPositionWith: "snapshot",
+		SourcePremises: []SourcePremise{{Kind: "primary_key", Target: []string{"publication"}, If: "snapshot", When: "start-up",
+			Holds: "every table of publication %s has a primary key",
+			Why:   "postgres_cdc snapshot = true reads each table in primary key order and gives each row a message_id from its key"}},
+		Schemes: []string{"postgres", "postgresql"},
 		Attrs: []Attr{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "postgres://user:pass@host/db (replication privileges)."},
 			{Name: "publication", Type: String, Required: true, Doc: "Publication to stream (created FOR ALL TABLES if absent)."},

@@ -3,6 +3,7 @@ package postgrescdc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
@@ -223,8 +225,7 @@ func publishedTables(ctx context.Context, conn *pgconn.PgConn, publication strin
 	}
 	if len(noKey) > 0 {
 		sort.Strings(noKey)
-		return nil, fmt.Errorf("snapshot = true reads every table of publication %s in primary key order and gives each row an id from its key, but %s has no primary key: add one (ALTER TABLE … ADD PRIMARY KEY) or leave the table out of the publication",
-			publication, strings.Join(noKey, ", "))
+		return nil, &noKeyError{publication: publication, tables: noKey}
 	}
 	sort.Slice(tables, func(i, j int) bool { return tables[i].before(tables[j].schema, tables[j].name) })
 	return tables, nil
@@ -364,6 +365,42 @@ func (s *pgCDCSource) snapshotPosition(c runtime.AckPos, ok bool) checkpoint.Pos
 	}
 	b, _ := json.Marshal(mark)
 	return checkpoint.Position{Source: s.checkpointSource(), Mode: modeSnapshot + string(b), Offset: int64(st.lsn)}
+}
+
+// PremiseNode is the plan node the source was built from.
+func (s *pgCDCSource) PremiseNode() string { return s.node }
+
+// CheckPremise checks the primary_key premise before the first record:
+// every table of the publication has a primary key. (Open checks it
+// again, in the snapshot it reads.)
+func (s *pgCDCSource) CheckPremise(ctx context.Context, p plan.Premise) error {
+	if p.Kind != plan.PremisePrimaryKey {
+		return fmt.Errorf("postgres_cdc cannot check a %s premise", p.Kind)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(cctx, s.rawURL)
+	if err != nil {
+		return s.errorf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	_, err = publishedTables(cctx, conn, s.publication)
+	var nk *noKeyError
+	if errors.As(err, &nk) {
+		return &runtime.PremiseFailure{Found: nk.Error(), Fix: "ALTER TABLE " + nk.tables[0] + " ADD PRIMARY KEY (…), or leave the table out of publication " + s.publication}
+	}
+	return err
+}
+
+// noKeyError names the published tables without a primary key.
+type noKeyError struct {
+	publication string
+	tables      []string
+}
+
+func (e *noKeyError) Error() string {
+	return fmt.Sprintf("snapshot = true reads every table of publication %s in primary key order and gives each row an id from its key, but %s has no primary key: add one (ALTER TABLE … ADD PRIMARY KEY) or leave the table out of the publication",
+		e.publication, strings.Join(e.tables, ", "))
 }
 
 // parseSnapshotMode reads the mark of a snapshot checkpoint.

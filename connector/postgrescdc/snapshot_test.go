@@ -268,7 +268,8 @@ func TestPostgresCDCSnapshotThenStream(t *testing.T) {
 }
 
 // A published table without a primary key is refused before anything is
-// read, naming the table.
+// read, naming the table: the plan's primary_key premise, checked at
+// start-up, before the slot is created.
 func TestPostgresCDCSnapshotRefusesTableWithoutKey(t *testing.T) {
 	url := testsrv.Postgres(t)
 	c := cdcDB(t, url)
@@ -281,9 +282,11 @@ func TestPostgresCDCSnapshotRefusesTableWithoutKey(t *testing.T) {
 	e := plantest.NewEnv(t)
 	p := plantest.Compile(t, fmt.Sprintf("route snap {\n  %s\n  to file { path = %q }\n}\n", snapshotSource(url, "mqb_nokey_slot", e.State), filepath.Join(e.Dir, "out.jsonl")))
 	_, err := runtime.Run(ctx, p, runtest.Options())
-	if err == nil || !strings.Contains(err.Error(), "public.notes has no primary key") {
+	// The plan's primary_key premise refuses it, before Open.
+	if err == nil || !strings.Contains(err.Error(), "public.notes has no primary key") || !strings.Contains(err.Error(), "premise not met") {
 		t.Fatalf("err %v, want it to name public.notes as without a primary key", err)
 	}
+	t.Log(err)
 	var slots int
 	if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'mqb_nokey_slot'`).Scan(&slots); err != nil || slots != 0 {
 		t.Errorf("%d slots (%v): the refused route created its slot", slots, err)
@@ -335,35 +338,43 @@ func TestCrashPostgresCDCSnapshot(t *testing.T) {
 	db := filepath.Join(e.Dir, "wh.db")
 	planPath := plantest.WriteCrashPlan(t, snapshotWarehousePlan(t, url, "mqb_snapcrash_slot", e.State, db), e.Dir)
 	rows := func() int { return sqliteCount(t, db, `SELECT count(*) FROM wh`) }
+	// streamed is how many rows a streamed change wrote (an LSN above the
+	// snapshot rows').
+	streamed := func() int { return sqliteCount(t, db, `SELECT count(*) FROM wh WHERE lsn > (SELECT min(lsn) FROM wh)`) }
 	snapTotal := orders + snapLines
 	rng := rand.New(rand.NewPCG(181, 3))
 	var work <-chan int
-	midSnapshot := 0
+	midSnapshot, midStream := 0, 0
 	for i := range 5 {
 		r := plantest.StartHelper(t, bin, planPath)
 		if i == 0 {
 			waitSlot(t, c, "mqb_snapcrash_slot")
-			work = cdcWorkloadInBackground(t, url, 3000, 12, time.Millisecond)
+			work = cdcWorkloadInBackground(t, url, 4000, 12, 5*time.Millisecond)
 		}
 		if i < 3 {
 			// Mid-snapshot: once a further 5–20% of its rows are written.
 			target := rows() + snapTotal*(5+rng.IntN(16))/100
 			plantest.WaitFor(func() bool { return rows() >= target || len(r.Exited) > 0 }, 3*time.Minute, 2*time.Millisecond)
 		} else {
-			time.Sleep(300*time.Millisecond + time.Duration(rng.IntN(900))*time.Millisecond)
+			// Mid-stream: once a further 100–400 rows took a change.
+			target := streamed() + 100 + rng.IntN(300)
+			plantest.WaitFor(func() bool { return streamed() >= target || len(r.Exited) > 0 }, time.Minute, 2*time.Millisecond)
 		}
 		if err := r.Cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			t.Fatal(err)
 		}
 		<-r.Exited
-		n := rows()
-		if n < snapTotal {
+		n, m := rows(), streamed()
+		switch {
+		case n < snapTotal:
 			midSnapshot++
+		case m > 0 && len(work) == 0:
+			midStream++ // the workload still running
 		}
-		t.Logf("run %d killed with %d warehouse rows (snapshot %d rows) %s", i, n, snapTotal, strings.TrimSpace(r.Stderr.String()))
+		t.Logf("run %d killed with %d warehouse rows (snapshot %d rows), %d changed by the stream %s", i, n, snapTotal, m, strings.TrimSpace(r.Stderr.String()))
 	}
-	if midSnapshot == 0 {
-		t.Error("no kill struck while the snapshot was being read: the test proved nothing about it")
+	if midSnapshot == 0 || midStream == 0 {
+		t.Errorf("%d kills struck while the snapshot was being read, %d while changes streamed: want both", midSnapshot, midStream)
 	}
 	changes := <-work + touchSnapshotRows(t, url)
 	t.Logf("%d changes made while the route ran", changes)

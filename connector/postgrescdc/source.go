@@ -62,6 +62,34 @@ const (
 // is delivered again. checkpoint_store adds a second position, saved at
 // every commit, that a restart resumes from when it is ahead of the slot.
 //
+// With snapshot = true the source first reads every published table
+// (snapshot.go): the slot is created exporting its snapshot and each table
+// is read in that snapshot in primary key order, in pages, while the
+// replication connection waits; then changes stream from the slot's
+// start. A snapshot row's payload is the row, postgres.operation is
+// "snapshot", postgres.lsn is one below the slot's start (so any streamed
+// change of the row is newer under an upsert guarded by `excluded.lsn >
+// t.lsn`), and message_id is a UUIDv5 of the slot, schema.table and key. A
+// row in the snapshot that is changed later has both records, under
+// different ids: both are events. Until the snapshot is committed to its
+// end the checkpoint holds the table and key of the last committed row
+// (and the slot is not confirmed past its start); from then on, the LSN.
+//
+// The exported snapshot dies with the connection that exported it, so a
+// restart mid-snapshot cannot read the rest in it. It keeps the slot (and
+// so every change since its start) and reads the rest, after the
+// committed key, in a new REPEATABLE READ snapshot, then streams from the
+// slot's start as before. What the sink sees: rows committed before the
+// crash as they were at the slot's start; rows read after it as they are
+// then (the id of a row read again is its first read's, so an insert-once
+// write keeps that first read); then every change since the slot's start,
+// including those a late-read row already shows. Applied in order, by key
+// and guarded by postgres.lsn, that ends at the tables' state, as a clean
+// run does; an event log sees a row read late with changes it already
+// holds streamed after it, and a row deleted before it was read only as
+// its delete. A slot that exists when no checkpoint does (created ahead
+// of the route) is handled the same way, from its confirmed position.
+//
 // Record.Seq is not a change's own LSN (changes of interleaved
 // transactions arrive in commit order, not WAL order). Under positional
 // naming (the route asks Replayable), it is commit LSN << 16 | the
@@ -72,6 +100,7 @@ const (
 // with an error saying so. Other routes number changes 0, 1, 2… per run.
 type pgCDCSource struct {
 	route       string
+	node        string // the plan node's ID, for its premises
 	log         *slog.Logger
 	rawURL      string
 	url         string
@@ -120,7 +149,7 @@ type pgCDCSourceConfig struct {
 }
 
 func init() {
-	runtime.RegisterSource("postgres_cdc", buildPGCDCSource)
+	runtime.RegisterSource("postgres_cdc", buildPGCDCSource, runtime.ChecksPremises(plan.PremisePrimaryKey))
 }
 
 // plainIdentRE is an unquoted SQL identifier: what a publication or slot
@@ -137,7 +166,7 @@ func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Sour
 	default:
 		return nil, b.Errorf("url", "%s: want postgres://user:pass@host/db", plan.RedactURLs(raw))
 	}
-	s := &pgCDCSource{route: b.Route(), log: b.Logger(), rawURL: raw, url: plan.RedactURLs(raw),
+	s := &pgCDCSource{route: b.Route(), node: b.NodeID(), log: b.Logger(), rawURL: raw, url: plan.RedactURLs(raw),
 		publication: cfg.Publication, slot: cfg.SlotName,
 		temporary: cfg.TemporarySlot, keepCP: cfg.CheckpointStore != "", snapshot: cfg.Snapshot,
 		recs: make(chan []runtime.Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
