@@ -483,6 +483,7 @@ func pairs() []pair {
 	into(mongoCaptureSource, "sqlite")                  // its record index is not tied to a document: no positional sink
 	into(fileGlobSource, "sqlite", "file (write_time)") // a glob's numbering spans its files: no positional sink
 	into(httpServerSource, "sqlite")                    // no position to replay: the clients' retries are the replay
+	into(pgCDCSnapshotSource, "sqlite")                 // a snapshot read again is read in another snapshot: no positional sink
 	return out
 }
 

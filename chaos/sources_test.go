@@ -181,32 +181,44 @@ var pgCDCSource = sourceCase{name: "postgres_cdc", follows: true, noDedup: true,
 	url := testsrv.Postgres(t)
 	h := openPostgres(t, url, srcTable, `CREATE PUBLICATION mqb_chaos FOR TABLE src`,
 		`SELECT pg_create_logical_replication_slot('mqb_chaos', 'pgoutput')`)
+	return sourceSetup{
+		from: fmt.Sprintf(`postgres_cdc { url = %q, publication = "mqb_chaos", slot_name = "mqb_chaos", checkpoint_store = "pebble://state/cdc" }`, url),
+		emit: cdcInserts(t, h, false)}
+}}
+
+const cdcTxRows = 40
+
+// cdcInserts returns an emit that writes each chunk into src in the
+// background, in transactions of cdcTxRows rows, one chunk after the
+// other; with firstNow, the first chunk is written before emit returns.
+func cdcInserts(t *testing.T, h *pgDB, firstNow bool) func(*testing.T, string) {
 	var next int64
 	written := make(chan struct{})
 	close(written)
 	t.Cleanup(func() { <-written })
-	return sourceSetup{
-		from: fmt.Sprintf(`postgres_cdc { url = %q, publication = "mqb_chaos", slot_name = "mqb_chaos", checkpoint_store = "pebble://state/cdc" }`, url),
-		emit: func(t *testing.T, lines string) {
-			rows, first := parseOrders(t, lines), next
-			next += int64(len(rows))
-			prev, done := written, make(chan struct{})
-			written = done
-			go func() {
-				defer close(done)
-				<-prev
-				for i := 0; i < len(rows); i += cdcTxRows {
-					if err := insertOrders(h, first+int64(i), rows[i:min(i+cdcTxRows, len(rows))]); err != nil {
-						t.Error(err)
-						return
-					}
-					time.Sleep(2 * time.Millisecond)
+	return func(t *testing.T, lines string) {
+		rows, first := parseOrders(t, lines), next
+		next += int64(len(rows))
+		prev, done := written, make(chan struct{})
+		written = done
+		insert := func() {
+			defer close(done)
+			<-prev
+			for i := 0; i < len(rows); i += cdcTxRows {
+				if err := insertOrders(h, first+int64(i), rows[i:min(i+cdcTxRows, len(rows))]); err != nil {
+					t.Error(err)
+					return
 				}
-			}()
-		}}
-}}
-
-const cdcTxRows = 40
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		if firstNow && first == 0 {
+			insert()
+			return
+		}
+		go insert()
+	}
+}
 
 // outboxSink is a plain INSERT (no key, no conflict clause) into the
 // database the sql cursor source reads: at concurrency 1 the route runs

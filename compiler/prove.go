@@ -362,6 +362,13 @@ func (rc *routeCtx) sourcePremises(g *guaranteeProof, source *nodeInfo) {
 		return
 	}
 	for _, sp := range source.kind.SourcePremises {
+		if sp.If != "" && !boolAttr(source, sp.If) {
+			continue
+		}
+		when := plan.CheckPerRecord
+		if sp.When != "" {
+			when = sp.When
+		}
 		var parts []string
 		for _, attr := range sp.Target {
 			if a := source.attrs[attr]; a != nil {
@@ -369,7 +376,7 @@ func (rc *routeCtx) sourcePremises(g *guaranteeProof, source *nodeInfo) {
 			}
 		}
 		target := strings.Join(parts, ".")
-		g.guards = append(g.guards, premiseAt{node: source, p: plan.Premise{Kind: sp.Kind, When: plan.CheckPerRecord, Target: target,
+		g.guards = append(g.guards, premiseAt{node: source, p: plan.Premise{Kind: sp.Kind, When: when, Target: target,
 			Holds: fmt.Sprintf(sp.Holds, target), Reason: "source: " + sp.Why}})
 	}
 }
@@ -589,6 +596,9 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 				hint := "Positions restart on every run, so part names carry a run epoch: they stay distinct and in run order, but records re-read after a crash are written again under new names. Read the file in consume mode for positional deduplication, or write to a key-addressed sink."
 				if rc.srcGlob != "" {
 					hint = "A glob numbers records across its files, and which files match can change between runs, so part names carry a run epoch: records re-read after a crash are written again under new names. For a write a replay cannot repeat, key a key-addressed sink by meta[\"mqb.src.file\"] and meta[\"mqb.src.line\"]."
+				}
+				if nw := rc.src.NoPositionWith; nw != "" && rc.srcMode == nw {
+					hint = fmt.Sprintf("A %s read again after a crash is not read at the same positions, so part names carry a run epoch: records re-read after a crash are written again under new names. Without %s = true the positions repeat; or write to a key-addressed sink keyed on message_id.", nw, nw)
 				}
 				rc.warn("W020", at, fmt.Sprintf("%s name_by = source_position over %s in route %s cannot recognise a replay: part names carry a run epoch", n.name, srcDesc, rc.name), hint)
 			}

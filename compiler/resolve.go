@@ -155,6 +155,12 @@ func (c *compiler) compileRoute(f *lang.File, r *lang.Route) *plan.Route {
 			if m, ok := source.attrs["mode"]; ok {
 				rc.srcMode = m.val.Str
 			}
+			if a := source.kind.NoPositionWith; a != "" && boolAttr(source, a) {
+				rc.srcMode = a // postgres_cdc "in snapshot mode": no position to name parts by
+			}
+			if source.kind.Name == "postgres_cdc" {
+				rc.checkCDCSnapshot(source)
+			}
 			rc.checkFileGlob(source)
 			rc.nodes = append(rc.nodes, source)
 		}

@@ -130,6 +130,10 @@ const (
 	// The source stops the route when it meets one inserted behind its
 	// cursor or out of its reach.
 	PremiseIncreasingID = "increasing_id"
+	// PremisePrimaryKey (start-up, on a source): every table of the
+	// publication (Target) has a primary key, so a postgres_cdc snapshot
+	// can read each in key order and give each row an id from its key.
+	PremisePrimaryKey = "primary_key"
 )
 
 // When a premise is checked.

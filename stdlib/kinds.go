@@ -148,15 +148,22 @@ var Kinds = []Kind{
 		Name: "postgres_cdc", Source: true, CDC: true,
 		Doc:           "PostgreSQL logical replication (pgoutput): every insert, update and delete as a record carrying the full row.",
 		IDs:           IDsStable,
-		IDNote:        "message_id is a stable hash of schema.table + key + LSN: a replayed change has the same id, a new revision a new one.",
+		IDNote:        "message_id is a stable hash of schema.table + key + LSN: a replayed change has the same id, a new revision a new one. A snapshot row's (snapshot = true) is a UUIDv5 of the slot, schema.table and key, the same whenever the row is read again; a row in the snapshot and changed later has both records, under different ids.",
 		PositionModes: []string{"*"},
-		Schemes:       []string{"postgres", "postgresql"},
+		// A snapshot read again after a crash is read in another
+		// snapshot: its rows do not come back at the same positions.
+		NoPositionWith: "snapshot",
+		SourcePremises: []SourcePremise{{Kind: "primary_key", Target: []string{"publication"}, If: "snapshot", When: "start-up",
+			Holds: "every table of publication %s has a primary key",
+			Why:   "postgres_cdc snapshot = true reads each table in primary key order and gives each row a message_id from its key"}},
+		Schemes: []string{"postgres", "postgresql"},
 		Attrs: []Attr{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "postgres://user:pass@host/db (replication privileges)."},
 			{Name: "publication", Type: String, Required: true, Doc: "Publication to stream (created FOR ALL TABLES if absent)."},
 			{Name: "slot_name", Type: String, Required: true, Doc: "Replication slot (created if absent)."},
 			{Name: "temporary_slot", Type: Bool, Default: false, Doc: "Use a temporary slot that disappears with the connection."},
 			{Name: "checkpoint_store", Type: String, Doc: "A second, per-ack durable position (pebble://dir) that survives an unclean stop."},
+			{Name: "snapshot", Type: Bool, Default: false, Doc: "On first start, read every row of the published tables before streaming: the slot is created exporting its snapshot, each table is read in it in primary key order (postgres.operation = \"snapshot\", postgres.lsn one below the slot's start, message_id a UUIDv5 of the slot, table and key), then changes stream from the slot's start. The position (table and key of the last committed row) is kept in checkpoint_store, which it needs; every published table must have a primary key (checked at start-up). After a crash mid-snapshot the rest is read in a new snapshot and every change since the slot's start is streamed after it (see the source's doc)."},
 		},
 	},
 	{

@@ -159,6 +159,9 @@ type Kind struct {
 	Unimplemented map[string]string
 	// CDC marks change-data-capture sources (identity is not a version).
 	CDC bool
+	// NoPositionWith names a bool attribute that, when true, takes the
+	// source's replayable position away (postgres_cdc's snapshot).
+	NoPositionWith string
 	// SourcePremises are what a source assumes about the system it reads
 	// to lose nothing: every route over it carries them in its plan
 	// (whatever its verdict) and the source checks them as it reads.
@@ -201,6 +204,11 @@ type SourcePremise struct {
 	Holds string
 	// Why is the reason the route needs it.
 	Why string
+	// If names a bool attribute the premise applies under ("": always).
+	If string
+	// When is when it is checked (plan.CheckStartup or, when "",
+	// plan.CheckPerRecord).
+	When string
 }
 
 // SourceMeta is one mqb.src.* provenance key a source sets.
@@ -247,6 +255,9 @@ func (k *Kind) SourceMetaKeys() []string {
 // HasPosition reports whether the source has a replayable position when its
 // mode attribute is mode.
 func (k *Kind) HasPosition(mode string) bool {
+	if k.NoPositionWith != "" && mode == k.NoPositionWith {
+		return false // the compiler sets mode so when the attribute is true
+	}
 	for _, m := range k.PositionModes {
 		if m == "*" || m == mode {
 			return true

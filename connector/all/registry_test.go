@@ -98,6 +98,8 @@ func TestPremiseDeclarations(t *testing.T) {
 		"nats sink":       {holds: plan.PremiseKeyPresent},
 		// s3:// buckets are probed for If-None-Match at start-up.
 		"object_store sink": {checks: plan.PremisePutIfAbsent},
+		// Every published table has a primary key (snapshot = true).
+		"postgres_cdc source": {checks: plan.PremisePrimaryKey},
 	}
 	for _, r := range runtime.Registrations() {
 		name := r.Kind + " " + r.End

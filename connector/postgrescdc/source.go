@@ -62,6 +62,34 @@ const (
 // is delivered again. checkpoint_store adds a second position, saved at
 // every commit, that a restart resumes from when it is ahead of the slot.
 //
+// With snapshot = true the source first reads every published table
+// (snapshot.go): the slot is created exporting its snapshot and each table
+// is read in that snapshot in primary key order, in pages, while the
+// replication connection waits; then changes stream from the slot's
+// start. A snapshot row's payload is the row, postgres.operation is
+// "snapshot", postgres.lsn is one below the slot's start (so any streamed
+// change of the row is newer under an upsert guarded by `excluded.lsn >
+// t.lsn`), and message_id is a UUIDv5 of the slot, schema.table and key. A
+// row in the snapshot that is changed later has both records, under
+// different ids: both are events. Until the snapshot is committed to its
+// end the checkpoint holds the table and key of the last committed row
+// (and the slot is not confirmed past its start); from then on, the LSN.
+//
+// The exported snapshot dies with the connection that exported it, so a
+// restart mid-snapshot cannot read the rest in it. It keeps the slot (and
+// so every change since its start) and reads the rest, after the
+// committed key, in a new REPEATABLE READ snapshot, then streams from the
+// slot's start as before. What the sink sees: rows committed before the
+// crash as they were at the slot's start; rows read after it as they are
+// then (the id of a row read again is its first read's, so an insert-once
+// write keeps that first read); then every change since the slot's start,
+// including those a late-read row already shows. Applied in order, by key
+// and guarded by postgres.lsn, that ends at the tables' state, as a clean
+// run does; an event log sees a row read late with changes it already
+// holds streamed after it, and a row deleted before it was read only as
+// its delete. A slot that exists when no checkpoint does (created ahead
+// of the route) is handled the same way, from its confirmed position.
+//
 // Record.Seq is not a change's own LSN (changes of interleaved
 // transactions arrive in commit order, not WAL order). Under positional
 // naming (the route asks Replayable), it is commit LSN << 16 | the
@@ -72,6 +100,7 @@ const (
 // with an error saying so. Other routes number changes 0, 1, 2… per run.
 type pgCDCSource struct {
 	route       string
+	node        string // the plan node's ID, for its premises
 	log         *slog.Logger
 	rawURL      string
 	url         string
@@ -79,6 +108,7 @@ type pgCDCSource struct {
 	slot        string
 	temporary   bool
 	keepCP      bool // checkpoint_store set: the route saves positions
+	snapshot    bool // snapshot = true: read the tables before streaming
 
 	conn   *pgconn.PgConn
 	start  pglogrepl.LSN
@@ -95,6 +125,13 @@ type pgCDCSource struct {
 	pending    []runtime.Record // records read but not yet returned by Next
 	relMu      sync.Mutex
 	relation   map[uint32]*pglogrepl.RelationMessage
+
+	// The snapshot phase (snapshot.go): snap is set by Open when there is
+	// a snapshot to read; snapDone once it is read to its end, snapEnd
+	// then the Seq of the first streamed change.
+	snap     *snapshotState
+	snapDone atomic.Bool
+	snapEnd  atomic.Uint64
 }
 
 // pgCDCSourceConfig is a postgres_cdc source's attributes (stdlib
@@ -107,10 +144,12 @@ type pgCDCSourceConfig struct {
 	// CheckpointStore, when set, adds a second position (see pgCDCSource);
 	// the engine opens it.
 	CheckpointStore string `attr:"checkpoint_store"`
+	// Snapshot reads the published tables before streaming (snapshot.go).
+	Snapshot bool `attr:"snapshot"`
 }
 
 func init() {
-	runtime.RegisterSource("postgres_cdc", buildPGCDCSource)
+	runtime.RegisterSource("postgres_cdc", buildPGCDCSource, runtime.ChecksPremises(plan.PremisePrimaryKey))
 }
 
 // plainIdentRE is an unquoted SQL identifier: what a publication or slot
@@ -127,9 +166,9 @@ func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Sour
 	default:
 		return nil, b.Errorf("url", "%s: want postgres://user:pass@host/db", plan.RedactURLs(raw))
 	}
-	s := &pgCDCSource{route: b.Route(), log: b.Logger(), rawURL: raw, url: plan.RedactURLs(raw),
+	s := &pgCDCSource{route: b.Route(), node: b.NodeID(), log: b.Logger(), rawURL: raw, url: plan.RedactURLs(raw),
 		publication: cfg.Publication, slot: cfg.SlotName,
-		temporary: cfg.TemporarySlot, keepCP: cfg.CheckpointStore != "",
+		temporary: cfg.TemporarySlot, keepCP: cfg.CheckpointStore != "", snapshot: cfg.Snapshot,
 		recs: make(chan []runtime.Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
 		relation: map[uint32]*pglogrepl.RelationMessage{}}
 	for _, f := range []struct{ attr, v string }{{"publication", cfg.Publication}, {"slot_name", cfg.SlotName}} {
@@ -140,6 +179,12 @@ func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Sour
 			return nil, b.Errorf(f.attr, "%q is not a plain identifier", f.v)
 		}
 	}
+	if s.snapshot && s.temporary {
+		return nil, b.Errorf("snapshot", "a temporary slot disappears at a crash with the changes since the snapshot; use a permanent slot (temporary_slot = false)")
+	}
+	if s.snapshot && !s.keepCP {
+		return nil, b.Errorf("snapshot", "needs checkpoint_store: the slot holds the stream's position, not how far the snapshot was read and committed")
+	}
 	return s, nil
 }
 
@@ -147,7 +192,12 @@ func (s *pgCDCSource) Name() string { return s.slot }
 
 // Replayable is asked by a sink that names parts by source position (and
 // only then): from then on changes are numbered by commit LSN and index.
+// Not with snapshot = true: a snapshot read again after a crash is read in
+// another snapshot, so its rows do not come back at the same positions.
 func (s *pgCDCSource) Replayable() bool {
+	if s.snapshot {
+		return false
+	}
 	s.positional = true
 	return true
 }
@@ -160,16 +210,30 @@ func (s *pgCDCSource) Position(committed map[int32]runtime.AckPos) (checkpoint.P
 	if !s.keepCP {
 		return checkpoint.Position{}, false
 	}
-	lsn := committed[0].Offset
+	c, ok := committed[0]
+	lsn := c.Offset
+	if s.snap != nil {
+		if !s.snapDone.Load() || c.Next < s.snapEnd.Load() {
+			return s.snapshotPosition(c, ok), true
+		}
+		lsn = max(lsn, int64(s.snap.lsn)) // every snapshot row committed
+	}
 	if a := int64(s.acked.Load()); a > lsn {
 		lsn = a
 	}
-	return checkpoint.Position{Source: "postgres_cdc:" + s.slot, Mode: "lsn", Offset: lsn}, true
+	return checkpoint.Position{Source: s.checkpointSource(), Mode: modeLSN, Offset: lsn}, true
 }
+
+func (s *pgCDCSource) checkpointSource() string { return "postgres_cdc:" + s.slot }
 
 // Commit records how far the slot may be confirmed; the receive loop sends
 // it to the server.
 func (s *pgCDCSource) Commit(_ context.Context, changed map[int32]runtime.AckPos) error {
+	if c, ok := changed[0]; ok && s.snap != nil && s.snapDone.Load() && c.Next >= s.snapEnd.Load() {
+		// The snapshot is committed to its end (and the checkpoint says
+		// so): the slot may now be confirmed past its start.
+		s.acked.CompareAndSwap(0, uint64(s.snap.lsn))
+	}
 	if c, ok := changed[0]; ok && c.Offset > 0 {
 		for {
 			cur := s.acked.Load()
@@ -228,6 +292,17 @@ func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 			return s.errorf("look up slot %s: %v", s.slot, err)
 		}
 	}
+	if s.snapshot && !(haveCP && cp.Source == s.checkpointSource() && cp.Mode == modeLSN) {
+		var from snapMark
+		var start pglogrepl.LSN
+		if haveCP && cp.Source == s.checkpointSource() && strings.HasPrefix(cp.Mode, modeSnapshot) {
+			if from, err = parseSnapshotMode(cp.Mode); err != nil {
+				return s.errorf("%v", err)
+			}
+			start = pglogrepl.LSN(cp.Offset)
+		}
+		return s.openSnapshot(cctx, plain, slotExists, from, start)
+	}
 	if !slotExists {
 		res, err := pglogrepl.CreateReplicationSlot(cctx, s.conn, s.slot, "pgoutput",
 			pglogrepl.CreateReplicationSlotOptions{Temporary: s.temporary, Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
@@ -243,7 +318,12 @@ func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 		s.acked.Store(uint64(cp.Offset))
 		s.log.Info("resuming from checkpoint", "lsn", s.start.String())
 	}
-	err = pglogrepl.StartReplication(cctx, s.conn, s.slot, s.start, pglogrepl.StartReplicationOptions{
+	return s.startStream(cctx)
+}
+
+// startStream starts replication at s.start and the receive loop.
+func (s *pgCDCSource) startStream(ctx context.Context) error {
+	err := pglogrepl.StartReplication(ctx, s.conn, s.slot, s.start, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + s.publication + "'"},
 	})
@@ -486,6 +566,14 @@ func pgTextToJSON(oid uint32, data []byte) json.RawMessage {
 }
 
 func (s *pgCDCSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
+	for len(s.pending) == 0 && s.snap != nil && !s.snapDone.Load() {
+		if err := s.nextSnapshot(ctx); err != nil {
+			if ctx.Err() != nil {
+				return runtime.NewBatch(0), false, nil // the route is ending
+			}
+			return nil, false, err
+		}
+	}
 	for len(s.pending) == 0 {
 		select {
 		case <-ctx.Done():
@@ -526,6 +614,9 @@ func (s *pgCDCSource) Close() error {
 	if s.stop != nil {
 		s.stop()
 		<-s.done
+	}
+	if s.snap != nil && !s.snapDone.Load() {
+		s.snap.conn.Close(context.Background())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -251,6 +251,8 @@ func positions(k stdlib.Kind) string {
 	switch {
 	case len(k.PositionModes) == 0:
 		return "none: `name_by = source_position` cannot be used after it."
+	case k.NoPositionWith != "" && slices.Contains(k.PositionModes, "*"):
+		return "yes, unless `" + k.NoPositionWith + " = true`."
 	case slices.Contains(k.PositionModes, "*"):
 		return "yes, in every mode."
 	}

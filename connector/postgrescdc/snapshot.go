@@ -1,0 +1,413 @@
+package postgrescdc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
+)
+
+// snapshotPage is how many rows one keyset query of the snapshot reads.
+const snapshotPage = 1000
+
+// Mode values of the checkpoint: a position in the stream (Offset is an
+// LSN) or in the snapshot (the rest of Mode is a snapMark in JSON, Offset
+// the LSN the stream starts at once the snapshot is read).
+const (
+	modeLSN      = "lsn"
+	modeSnapshot = "snapshot:"
+)
+
+// opSnapshot is postgres.operation on a row read by the snapshot.
+const opSnapshot = "snapshot"
+
+// snapshotIDSpace is the UUIDv5 name space of snapshot rows' message_ids.
+var snapshotIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("mqb:postgres_cdc:snapshot"))
+
+// snapshotNameRE is what an exported snapshot's name looks like
+// (00000003-00000002-1): it is spliced into SET TRANSACTION SNAPSHOT.
+var snapshotNameRE = regexp.MustCompile(`^[0-9A-Fa-f-]+$`)
+
+// snapTable is one published table the snapshot reads, in primary key
+// order.
+type snapTable struct {
+	schema, name string
+	keys         []string // the primary key's columns, in key order
+}
+
+func (t snapTable) qualified() string { return t.schema + "." + t.name }
+
+func (t snapTable) quoted() string { return quoteIdent(t.schema) + "." + quoteIdent(t.name) }
+
+// before orders tables as the snapshot reads them: by schema, then name,
+// byte by byte (not by a collation, so every run agrees).
+func (t snapTable) before(schema, name string) bool {
+	if t.schema != schema {
+		return t.schema < schema
+	}
+	return t.name < name
+}
+
+// snapMark is where a snapshot row stands: its table and its key (the
+// primary key columns' values as PostgreSQL prints them). A mark with no
+// table is the start of the snapshot.
+type snapMark struct {
+	Schema string   `json:"s,omitempty"`
+	Table  string   `json:"t,omitempty"`
+	Key    []string `json:"k,omitempty"`
+}
+
+// seqMark ties a record's Seq to its mark.
+type seqMark struct {
+	seq  uint64
+	mark snapMark
+}
+
+// snapshotState is the snapshot phase of a source opened with snapshot =
+// true and no stream position yet.
+type snapshotState struct {
+	conn   *pgconn.PgConn // holds the REPEATABLE READ transaction
+	tables []snapTable
+	ti     int      // the table being read
+	after  []string // key of the last row read from tables[ti]; nil: none yet
+	lsn    pglogrepl.LSN
+	from   snapMark // where this run started (the last run's committed mark)
+
+	mu    sync.Mutex
+	marks []seqMark // rows handed out and not yet committed past, by Seq
+}
+
+// quoteIdent quotes a SQL identifier.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// snapshotRowLSN is postgres.lsn on every snapshot row: one below the LSN
+// the stream starts at, so a change streamed afterwards (its commit LSN
+// at or past that start) is newer under an upsert guarded by
+// `excluded.lsn > t.lsn`, and a snapshot row delivered again is not.
+func (st *snapshotState) snapshotRowLSN() string { return strconv.FormatUint(uint64(st.lsn)-1, 10) }
+
+// openSnapshot starts the snapshot phase. With no checkpoint and no slot,
+// it creates the slot exporting its snapshot and reads the tables in that
+// snapshot: exactly the rows committed before the slot's start, every
+// later change then streamed. Otherwise (a restart before the snapshot was
+// read to its end, or a slot that already existed) that snapshot is gone
+// with the connection that exported it: the tables are read, from the
+// committed mark on, in a new REPEATABLE READ snapshot, and the stream
+// starts at the slot's start all the same, so every change since is
+// delivered after the rows (see pgCDCSource).
+func (s *pgCDCSource) openSnapshot(ctx context.Context, plain *pgconn.PgConn, slotExists bool, from snapMark, start pglogrepl.LSN) error {
+	// Refuse a table without a primary key before creating anything.
+	if _, err := publishedTables(ctx, plain, s.publication); err != nil {
+		return s.errorf("snapshot: %v", err)
+	}
+	exported := ""
+	switch {
+	case start != 0:
+		if !slotExists {
+			return s.errorf("slot %s is gone, so the changes since %s that the snapshot in progress relies on cannot be streamed; drop the route's checkpoint (mqbc state) to snapshot again from scratch", s.slot, start)
+		}
+	case slotExists:
+		res := plain.ExecParams(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL`,
+			[][]byte{[]byte(s.slot)}, nil, nil, nil).Read()
+		if res.Err != nil || len(res.Rows) == 0 {
+			return s.errorf("read the start of slot %s: %v (not a logical slot?)", s.slot, res.Err)
+		}
+		var err error
+		if start, err = pglogrepl.ParseLSN(string(res.Rows[0][0])); err != nil {
+			return s.errorf("slot %s: %v", s.slot, err)
+		}
+		s.log.Info("slot exists without a snapshot position: reading the tables in a new snapshot, then every change since the slot's position", "slot", s.slot, "lsn", start.String())
+	default:
+		res, err := pglogrepl.CreateReplicationSlot(ctx, s.conn, s.slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+		if err != nil {
+			return s.errorf("create slot %s: %v", s.slot, err)
+		}
+		if start, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
+			return s.errorf("slot %s: consistent point: %v", s.slot, err)
+		}
+		if !snapshotNameRE.MatchString(res.SnapshotName) {
+			return s.errorf("slot %s: unexpected snapshot name %q", s.slot, res.SnapshotName)
+		}
+		exported = res.SnapshotName
+		s.log.Info("created replication slot exporting its snapshot", "slot", s.slot, "consistent_point", start.String(), "snapshot", exported)
+	}
+	if start <= 1 {
+		return s.errorf("slot %s starts at %s: not a position to stream from", s.slot, start)
+	}
+	sc, err := pgconn.Connect(ctx, s.rawURL)
+	if err != nil {
+		return s.errorf("snapshot connection: %v", err)
+	}
+	st := &snapshotState{conn: sc, lsn: start, from: from}
+	if err := st.begin(ctx, exported, s.publication); err != nil {
+		sc.Close(context.Background())
+		return s.errorf("snapshot: %v", err)
+	}
+	// Skip what the last run committed: tables before the mark's, and in
+	// its table the rows up to its key.
+	for st.ti < len(st.tables) && from.Table != "" && st.tables[st.ti].before(from.Schema, from.Table) {
+		st.ti++
+	}
+	if st.ti < len(st.tables) && from.Table != "" && st.tables[st.ti].schema == from.Schema && st.tables[st.ti].name == from.Table {
+		st.after = from.Key
+	}
+	s.snap = st
+	s.start = start
+	s.emitted.Store(uint64(start))
+	s.log.Info("snapshot", "tables", len(st.tables), "from_table", from.Schema+"."+from.Table, "stream_from", start.String())
+	return nil
+}
+
+// begin opens the snapshot's transaction (in the exported snapshot when
+// there is one) and lists the publication's tables in it.
+func (st *snapshotState) begin(ctx context.Context, exported, publication string) error {
+	if _, err := st.conn.Exec(ctx, `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`).ReadAll(); err != nil {
+		return err
+	}
+	if exported != "" {
+		if _, err := st.conn.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+exported+`'`).ReadAll(); err != nil {
+			return fmt.Errorf("import the slot's snapshot: %w", err)
+		}
+	}
+	var err error
+	st.tables, err = publishedTables(ctx, st.conn, publication)
+	return err
+}
+
+// publishedTables lists the publication's tables with their primary keys,
+// in the order the snapshot reads them. A table without a primary key is
+// refused: its rows could be neither paged nor given an identity.
+func publishedTables(ctx context.Context, conn *pgconn.PgConn, publication string) ([]snapTable, error) {
+	res := conn.ExecParams(ctx, `SELECT p.schemaname::text, p.tablename::text, coalesce(a.attname::text, '')
+		FROM pg_publication_tables p
+		LEFT JOIN pg_index i ON i.indrelid = format('%I.%I', p.schemaname, p.tablename)::regclass AND i.indisprimary
+		LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		WHERE p.pubname = $1
+		ORDER BY 1, 2, array_position(i.indkey::int2[], a.attnum)`, [][]byte{[]byte(publication)}, nil, nil, nil).Read()
+	if res.Err != nil {
+		return nil, fmt.Errorf("list the tables of publication %s: %w", publication, res.Err)
+	}
+	byName := map[string]*snapTable{}
+	for _, row := range res.Rows {
+		schema, name, col := string(row[0]), string(row[1]), string(row[2])
+		t := byName[schema+"."+name]
+		if t == nil {
+			t = &snapTable{schema: schema, name: name}
+			byName[schema+"."+name] = t
+		}
+		if col != "" {
+			t.keys = append(t.keys, col)
+		}
+	}
+	var noKey []string
+	var tables []snapTable
+	for q, t := range byName {
+		if len(t.keys) == 0 {
+			noKey = append(noKey, q)
+			continue
+		}
+		tables = append(tables, *t)
+	}
+	if len(noKey) > 0 {
+		sort.Strings(noKey)
+		return nil, &noKeyError{publication: publication, tables: noKey}
+	}
+	sort.Slice(tables, func(i, j int) bool { return tables[i].before(tables[j].schema, tables[j].name) })
+	return tables, nil
+}
+
+// page reads the next rows of the snapshot as records numbered from *seq,
+// moving to the next table when one is read to its end; none when every
+// table is.
+func (s *pgCDCSource) snapshotPage(ctx context.Context) ([]runtime.Record, error) {
+	st := s.snap
+	for st.ti < len(st.tables) {
+		t := st.tables[st.ti]
+		cols := make([]string, len(t.keys))
+		for i, k := range t.keys {
+			cols[i] = quoteIdent(k)
+		}
+		keyList := strings.Join(cols, ", ")
+		q := `SELECT * FROM ` + t.quoted()
+		var params [][]byte
+		if st.after != nil {
+			if len(st.after) != len(t.keys) {
+				return nil, fmt.Errorf("snapshot of %s: the checkpoint's key has %d values, the primary key %d columns", t.qualified(), len(st.after), len(t.keys))
+			}
+			ph := make([]string, len(t.keys))
+			for i := range t.keys {
+				ph[i] = "$" + strconv.Itoa(i+1)
+				params = append(params, []byte(st.after[i]))
+			}
+			q += ` WHERE (` + keyList + `) > (` + strings.Join(ph, ", ") + `)`
+		}
+		q += ` ORDER BY ` + keyList + ` LIMIT ` + strconv.Itoa(snapshotPage)
+		res := st.conn.ExecParams(ctx, q, params, nil, nil, nil).Read()
+		if res.Err != nil {
+			return nil, fmt.Errorf("snapshot of %s: %w", t.qualified(), res.Err)
+		}
+		if len(res.Rows) == 0 {
+			st.ti++
+			st.after = nil
+			continue
+		}
+		recs := make([]runtime.Record, 0, len(res.Rows))
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		for _, row := range res.Rows {
+			r, key, err := s.snapshotRecord(t, res.FieldDescriptions, row)
+			if err != nil {
+				return nil, err
+			}
+			st.marks = append(st.marks, seqMark{seq: r.Seq, mark: snapMark{Schema: t.schema, Table: t.name, Key: key}})
+			st.after = key
+			recs = append(recs, r)
+		}
+		return recs, nil
+	}
+	return nil, nil
+}
+
+// snapshotRecord turns one row of t into a record: the row as a JSON
+// object, meta as a streamed change's (operation "snapshot", lsn one
+// below the stream's start) and a message_id that is a UUIDv5 of the slot,
+// the table and the key, the same on every read of the row.
+func (s *pgCDCSource) snapshotRecord(t snapTable, fields []pgconn.FieldDescription, row [][]byte) (runtime.Record, []string, error) {
+	obj := make(map[string]json.RawMessage, len(fields))
+	byName := make(map[string]int, len(fields))
+	for i, f := range fields {
+		byName[f.Name] = i
+		if row[i] == nil {
+			obj[f.Name] = json.RawMessage("null")
+			continue
+		}
+		obj[f.Name] = pgTextToJSON(f.DataTypeOID, row[i])
+	}
+	key := make([]string, len(t.keys))
+	keyJSON := make([]json.RawMessage, len(t.keys))
+	for i, k := range t.keys {
+		j, ok := byName[k]
+		if !ok || row[j] == nil {
+			return runtime.Record{}, nil, fmt.Errorf("snapshot of %s: primary key column %s missing from the row", t.qualified(), k)
+		}
+		key[i] = string(row[j])
+		keyJSON[i] = obj[k]
+	}
+	payload, err := json.Marshal(obj)
+	if err != nil {
+		return runtime.Record{}, nil, err
+	}
+	keyText := key[0]
+	if len(key) > 1 {
+		b, _ := json.Marshal(keyJSON)
+		keyText = string(b)
+	}
+	r := runtime.Record{Payload: payload, Seq: s.seq}
+	s.seq++
+	r.Meta = map[string]string{metaPGLSN: s.snap.snapshotRowLSN(), metaPGOperation: opSnapshot, metaPGSchema: t.schema, metaPGTable: t.name, metaPGKey: keyText}
+	r.SetMessageID(uuid.NewSHA1(snapshotIDSpace, []byte(s.slot+"\x00"+t.qualified()+"\x00"+keyText)))
+	return r, key, nil
+}
+
+// nextSnapshot fills pending with the next page of the snapshot; once
+// every table is read it ends the snapshot's transaction and starts the
+// stream at the slot's start.
+func (s *pgCDCSource) nextSnapshot(ctx context.Context) error {
+	recs, err := s.snapshotPage(ctx)
+	if err != nil {
+		return s.errorf("%v", err)
+	}
+	if len(recs) > 0 {
+		s.pending = recs
+		return nil
+	}
+	st := s.snap
+	st.conn.Exec(ctx, `COMMIT`).ReadAll()
+	st.conn.Close(context.Background())
+	s.snapEnd.Store(s.seq)
+	s.snapDone.Store(true)
+	s.log.Info("snapshot read; streaming", "rows", s.seq, "lsn", st.lsn.String())
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return s.startStream(sctx)
+}
+
+// snapshotPosition is the checkpoint while the snapshot is not committed
+// to its end: the mark of the last committed row (or where this run
+// started), with the stream's start in Offset.
+func (s *pgCDCSource) snapshotPosition(c runtime.AckPos, ok bool) checkpoint.Position {
+	st := s.snap
+	mark := st.from
+	if ok && c.Next > 0 {
+		last := c.Next - 1
+		st.mu.Lock()
+		i := sort.Search(len(st.marks), func(i int) bool { return st.marks[i].seq >= last })
+		if i < len(st.marks) && st.marks[i].seq == last {
+			mark = st.marks[i].mark
+			st.marks = st.marks[i:]
+		}
+		st.mu.Unlock()
+	}
+	b, _ := json.Marshal(mark)
+	return checkpoint.Position{Source: s.checkpointSource(), Mode: modeSnapshot + string(b), Offset: int64(st.lsn)}
+}
+
+// PremiseNode is the plan node the source was built from.
+func (s *pgCDCSource) PremiseNode() string { return s.node }
+
+// CheckPremise checks the primary_key premise before the first record:
+// every table of the publication has a primary key. (Open checks it
+// again, in the snapshot it reads.)
+func (s *pgCDCSource) CheckPremise(ctx context.Context, p plan.Premise) error {
+	if p.Kind != plan.PremisePrimaryKey {
+		return fmt.Errorf("postgres_cdc cannot check a %s premise", p.Kind)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(cctx, s.rawURL)
+	if err != nil {
+		return s.errorf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	_, err = publishedTables(cctx, conn, s.publication)
+	var nk *noKeyError
+	if errors.As(err, &nk) {
+		return &runtime.PremiseFailure{Found: nk.Error(), Fix: "ALTER TABLE " + nk.tables[0] + " ADD PRIMARY KEY (…), or leave the table out of publication " + s.publication}
+	}
+	return err
+}
+
+// noKeyError names the published tables without a primary key.
+type noKeyError struct {
+	publication string
+	tables      []string
+}
+
+func (e *noKeyError) Error() string {
+	return fmt.Sprintf("snapshot = true reads every table of publication %s in primary key order and gives each row an id from its key, but %s has no primary key: add one (ALTER TABLE … ADD PRIMARY KEY) or leave the table out of the publication",
+		e.publication, strings.Join(e.tables, ", "))
+}
+
+// parseSnapshotMode reads the mark of a snapshot checkpoint.
+func parseSnapshotMode(mode string) (snapMark, error) {
+	var m snapMark
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(mode, modeSnapshot)), &m); err != nil {
+		return m, fmt.Errorf("checkpoint mode %q: %w", mode, err)
+	}
+	return m, nil
+}
