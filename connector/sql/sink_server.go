@@ -761,14 +761,21 @@ func (s *sqlServerSink) copyIn(ctx context.Context, c *pgConn, data io.Reader, c
 	if _, err := c.conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
 		return err
 	}
-	if _, err := c.conn.CopyFrom(ctx, data, copySQL); err != nil {
+	tag, err := c.conn.CopyFrom(ctx, data, copySQL)
+	if err != nil {
 		c.conn.Exec(ctx, "ROLLBACK").ReadAll()
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		// Every record was refused as it was bound: the position stays
+		// where it was, as when a batch has nothing to write.
+		_, err := c.conn.Exec(ctx, "ROLLBACK").ReadAll()
 		return err
 	}
 	var b pgconn.Batch
 	b.ExecParams(outboxUpsertPG, [][]byte{[]byte(s.outboxRoute), strconv.AppendUint(nil, next, 10)}, nil, nil, nil)
 	b.ExecParams("COMMIT", nil, nil, nil, nil)
-	_, err := c.conn.ExecBatch(ctx, &b).ReadAll()
+	_, err = c.conn.ExecBatch(ctx, &b).ReadAll()
 	return err
 }
 
