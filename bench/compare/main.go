@@ -19,6 +19,12 @@
 //     psql's \copy of the same lines into a one-column table (psql moves
 //     the bytes; mqb parses each line, binds its fields and keeps the
 //     checkpoint);
+//   - postgres-cap (with -pg): the same upsert against the server's own
+//     best at it, measured from psql: \copy of the rows, already split
+//     into columns (untimed), into a temporary table, then one INSERT …
+//     SELECT … ORDER BY … ON CONFLICT (id) DO NOTHING from it, in one
+//     transaction. The keyed insert is most of the server's work, so
+//     this bounds what any client can reach against \copy;
 //   - benthos (with BENTHOS=/path/to/binary): file → file through Benthos
 //     (or Redpanda Connect) against mqb.
 //
@@ -27,6 +33,10 @@
 package main
 
 import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +45,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -84,7 +95,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	n := fs.Int("n", 500000, "records in the generated input")
 	runs := fs.Int("runs", 5, "runs of each side of a pair (alternating)")
-	only := fs.String("only", "", "run one pair: file, sqlite, postgres, postgres-copy, benthos")
+	only := fs.String("only", "", "run one pair: file, sqlite, postgres, postgres-copy, postgres-cap, benthos")
 	mqbc := fs.String("mqbc", "", "the mqbc binary (default: build ./cmd/mqbc)")
 	pg := fs.String("pg", "", "a PostgreSQL URL for the postgres pair (a table bench_orders is created and dropped)")
 	if err := fs.Parse(args); err != nil {
@@ -336,10 +347,78 @@ func pgPairs(mqbc, input, url string) []pair {
 	}, argv: func(string) []string {
 		return []string{"psql", url, "-q", "-c", `\copy bench_lines (l) FROM '` + input + `' WITH (FORMAT text)`}
 	}}
+	upsert := cmdSpec{name: "mqb", setup: reset, argv: route(" ON CONFLICT (id) DO NOTHING", "")}
 	return []pair{
-		{key: "postgres", name: "file→PostgreSQL", mqb: cmdSpec{name: "mqb", setup: reset, argv: route(" ON CONFLICT (id) DO NOTHING", "")}, ref: copyRef},
+		{key: "postgres", name: "file→PostgreSQL", mqb: upsert, ref: copyRef},
 		{key: "postgres-copy", name: "file→PG bulk_copy", mqb: cmdSpec{name: "mqb", setup: resetPlain, argv: route("", "\n    bulk_copy    = true")}, ref: copyRef},
+		{key: "postgres-cap", name: "file→PG vs staged", mqb: upsert, ref: stagedUpsertRef(input, url, reset)},
 	}
+}
+
+// stagedUpsertRef is the server's best at the upsert, run by psql: the
+// rows of input that have an order_id (split into columns beforehand, in
+// setup, untimed) are copied into a temporary table and inserted from it
+// in read order with the route's conflict clause, in one transaction.
+func stagedUpsertRef(input, url string, reset func(string) error) cmdSpec {
+	return cmdSpec{name: `psql \copy + INSERT … SELECT`, setup: func(dir string) error {
+		if err := reset(dir); err != nil {
+			return err
+		}
+		csv := filepath.Join(dir, "rows.csv")
+		if err := orderRowsCSV(input, csv); err != nil {
+			return err
+		}
+		script := `BEGIN;
+CREATE TEMP TABLE bench_stage (id TEXT, amount INTEGER, body TEXT, ord BIGINT GENERATED ALWAYS AS IDENTITY) ON COMMIT DROP;
+\copy bench_stage (id, amount, body) FROM '` + csv + `' WITH (FORMAT csv)
+INSERT INTO bench_orders (id, amount, body) SELECT id, amount, body FROM bench_stage ORDER BY ord ON CONFLICT (id) DO NOTHING;
+COMMIT;
+`
+		return os.WriteFile(filepath.Join(dir, "staged.sql"), []byte(script), 0o644)
+	}, argv: func(dir string) []string {
+		return []string{"psql", url, "-q", "-v", "ON_ERROR_STOP=1", "-f", filepath.Join(dir, "staged.sql")}
+	}}
+}
+
+// orderRowsCSV writes the rows the route would insert from the order
+// lines in input (those that parse and carry an order_id) as CSV.
+func orderRowsCSV(input, out string) error {
+	in, err := os.Open(input)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(bufio.NewWriterSize(f, 1<<20))
+	sc := bufio.NewScanner(in)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var o struct {
+			ID     *string `json:"order_id"`
+			Amount *int64  `json:"amount"`
+			Body   *string `json:"body"`
+		}
+		if json.Unmarshal(sc.Bytes(), &o) != nil || o.ID == nil {
+			continue
+		}
+		row := []string{*o.ID, "", ""}
+		if o.Amount != nil {
+			row[1] = strconv.FormatInt(*o.Amount, 10)
+		}
+		if o.Body != nil {
+			row[2] = *o.Body
+		}
+		w.Write(row)
+	}
+	w.Flush()
+	if err := errors.Join(sc.Err(), w.Error()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func benthosPair(mqbc, input, benthos string) pair {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
 )
 
 // TestCompareRuns runs the file and SQLite pairs on a small input: both
@@ -19,6 +22,38 @@ func TestCompareRuns(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", only, err, out.String())
 		}
 		if !strings.Contains(out.String(), "x ") || !strings.Contains(out.String(), "MiB") {
+			t.Errorf("%s: no ratio in\n%s", only, out.String())
+		}
+	}
+}
+
+// TestMain stops the PostgreSQL server testsrv started.
+func TestMain(m *testing.M) { testsrv.Main(m) }
+
+// TestComparePostgres runs the PostgreSQL pairs on a small input against
+// a test server: the upsert and bulk_copy routes, \copy and the staged
+// upsert psql runs all succeed and each pair gets a ratio.
+func TestComparePostgres(t *testing.T) {
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("psql is not installed")
+	}
+	url := testsrv.Postgres(t)
+	mqbc := filepath.Join(t.TempDir(), "mqbc")
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", mqbc, "./cmd/mqbc")
+	build.Dir = strings.TrimSpace(string(root))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build mqbc: %v\n%s", err, out)
+	}
+	for _, only := range []string{"postgres", "postgres-copy", "postgres-cap"} {
+		var out strings.Builder
+		if err := run([]string{"-n", "3000", "-runs", "1", "-only", only, "-pg", url, "-mqbc", mqbc}, &out); err != nil {
+			t.Fatalf("%s: %v\n%s", only, err, out.String())
+		}
+		if !strings.Contains(out.String(), "x ") {
 			t.Errorf("%s: no ratio in\n%s", only, out.String())
 		}
 	}

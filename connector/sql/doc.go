@@ -3,8 +3,9 @@
 // The sink writes each record with the route's insert_query into SQLite
 // (sqlite://), PostgreSQL (postgres://) or MySQL/MariaDB (mysql://), one
 // transaction per batch, a row the database refuses dead-lettered alone
-// (sink.go, sink_server.go; pgstage.go stages a PostgreSQL batch through
-// COPY). Before the first record it checks the premises the compiler's
+// (sink.go, sink_server.go; pgstage.go sends a PostgreSQL batch as one
+// statement over parameter arrays, pgcopy.go and pgbinary.go load a
+// bulk_copy batch by binary COPY). Before the first record it checks the premises the compiler's
 // proof rests on — the unique index a conflict clause names, the columns
 // a replace keeps stable (premise.go) — and that a key column stores its
 // values as they are (columnfit.go).

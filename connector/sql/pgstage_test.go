@@ -165,7 +165,8 @@ func TestPostgresStagedChunks(t *testing.T) {
 // Parameter types the staged statement must treat as the row-by-row
 // insert does: a value too long for a character(n) column is refused, not
 // cut short by a cast; a parameter of an array type (unnest would flatten
-// it) turns staging off and the rows go in row by row.
+// it) turns staging off and the rows go in row by row; arrays sent in
+// binary and in text store what the inserts would.
 func TestPostgresStagedTypes(t *testing.T) {
 	url := testsrv.Postgres(t)
 	for _, tc := range []struct {
@@ -179,9 +180,26 @@ func TestPostgresStagedTypes(t *testing.T) {
 			map[string]string{"a": "xy", "c": "abc"}, []string{"b"}, false},
 		{"text array", "TEXT[]", stageRecs("a", "{x,y}", "b", "{}"),
 			map[string]string{"a": "{x,y}", "b": "{}"}, nil, true},
+		// Arrays of these go in binary, NULL elements included.
+		{"integer", "INTEGER", stageRecs("a", nil, "b", int64(-4), "c", "5"),
+			map[string]string{"a": "NULL", "b": "-4", "c": "5"}, nil, false},
+		{"boolean", "BOOLEAN", stageRecs("a", true, "b", false, "c", nil),
+			map[string]string{"a": "true", "b": "false", "c": "NULL"}, nil, false},
+		{"jsonb", "JSONB", stageRecs("a", `{"x": 1}`, "b", "[1,2]"),
+			map[string]string{"a": `{"x": 1}`, "b": "[1, 2]"}, nil, false},
+		{"jsonb refused", "JSONB", stageRecs("a", `{"x": 1}`, "b", "{nope"),
+			map[string]string{"a": `{"x": 1}`}, []string{"b"}, false},
+		// These go as text arrays: no binary form for the type, or not for
+		// every element.
+		{"numeric", "NUMERIC(6,2)", stageRecs("a", "1.005", "b", int64(7)),
+			map[string]string{"a": "1.01", "b": "7.00"}, nil, false},
+		{"double precision", "DOUBLE PRECISION", stageRecs("a", 2.5, "b", int64(3)),
+			map[string]string{"a": "2.5", "b": "3"}, nil, false},
+		{"integer, a float among them", "BIGINT", stageRecs("a", int64(1), "b", 2.0, "c", 2.5),
+			map[string]string{"a": "1", "b": "2"}, []string{"c"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			table := strings.NewReplacer(" ", "_", "(", "", ")", "").Replace(tc.name)
+			table := strings.NewReplacer(" ", "_", "(", "", ")", "", ",", "").Replace(tc.name)
 			s, err := newServerSinkForTest(t, map[string]plan.Value{
 				"url":          strV(url),
 				"create_table": strV(`CREATE TABLE ` + table + ` (id TEXT PRIMARY KEY, v ` + tc.column + `)`),
@@ -199,12 +217,19 @@ func TestPostgresStagedTypes(t *testing.T) {
 					refused = append(refused, r.Meta[runtime.MetaID])
 				}
 			}
-			got := pgQuery(t, url, `SELECT id, v::text FROM `+table, scanPairs[string])
+			got := pgQuery(t, url, `SELECT id, coalesce(v::text, 'NULL') FROM `+table, scanPairs[string])
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) || fmt.Sprint(refused) != fmt.Sprint(tc.refused) {
 				t.Errorf("rows %q refused %v, want %q and %v", got, refused, tc.want, tc.refused)
 			}
-			if _, _, off := pgStaging(s); off != tc.off {
+			_, staged, off := pgStaging(s)
+			if off != tc.off {
 				t.Errorf("staging off %v, want %v", off, tc.off)
+			}
+			// A batch of values the server takes goes staged: an array it
+			// could not read would send it row by row, landing the same
+			// rows the slow way.
+			if !tc.off && tc.refused == nil && staged == 0 {
+				t.Errorf("the batch went row by row, want it staged")
 			}
 		})
 	}

@@ -60,14 +60,20 @@ type sqlServerSink struct {
 	pg       *pgPool
 	copySQL  string // bulk_copy: COPY t (cols) FROM STDIN
 	copyCols int
-	stage    *pgStaged    // batches go through unnest arrays (pgstage.go)
-	stageOff atomic.Bool  // the server refused the staged form: row by row
-	staged   atomic.Int64 // chunks written by the staged statement
+	// copyOIDs, for a bulk_copy whose every column type has a binary
+	// form (binaryFit), are the column types: batches go by binary COPY
+	// (pgcopy.go).
+	copyOIDs    []uint32
+	copyBinDone atomic.Int64 // batches loaded by binary COPY
+	stage       *pgStaged    // batches go through unnest arrays (pgstage.go)
+	stageOff    atomic.Bool  // the server refused the staged form: row by row
+	staged      atomic.Int64 // chunks written by the staged statement
 	// stageOIDs is each staged parameter's array type, stageDelims its
 	// array delimiter, learnt from the first connection (stageReady).
 	stageMu     sync.Mutex
 	stageOIDs   []uint32
 	stageDelims []byte
+	stageElems  []uint32 // each staged parameter's type: its array's elements
 
 	// MySQL
 	my *dbsql.DB
@@ -137,6 +143,9 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 				return nil, b.Errorf("insert_query", "prepare %q: %v", s.query, pe.err)
 			}
 			return nil, b.Errorf("url", "connect to %s: %s", s.url, plan.RedactURLs(err.Error()))
+		}
+		if s.copySQL != "" && binaryFit(conn.stmt.ParamOIDs) {
+			s.copyOIDs = conn.stmt.ParamOIDs
 		}
 		s.pg.put(cctx, conn)
 	case dialectMySQL:
@@ -566,12 +575,9 @@ func (s *sqlServerSink) pgRows(recs []*runtime.Record) (rows [][][]byte, live []
 // PostgreSQL transaction, so when one is refused the batch is written
 // again with a savepoint around each row, rolling back to it past each
 // refused row (writePGSavepoints). bulk_copy loads the batch with one COPY,
+// binary when every value has a binary form (pgcopy.go), text otherwise,
 // and falls back to the inserts when COPY refuses a row.
 func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) error {
-	rows, live := s.pgRows(recs)
-	if len(live) == 0 {
-		return nil
-	}
 	c, err := s.pg.get(ctx)
 	if err != nil {
 		if pe, ok := err.(*pgPrepareError); ok {
@@ -581,8 +587,32 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 	}
 	defer s.pg.put(ctx, c)
 
-	if s.copySQL != "" {
-		err := s.copyPG(ctx, c, rows, live, outboxNext(recs))
+	textCopy := s.copySQL != ""
+	if s.copyOIDs != nil {
+		err := s.copyBinaryPG(ctx, c, recs)
+		switch {
+		case err == nil:
+			if s.outcome {
+				for _, r := range recs {
+					if r.Refused() == "" {
+						setOutcome(r, true)
+					}
+				}
+			}
+			return nil
+		case errors.Is(err, errBinaryMisfit): // the text COPY below
+		case classifyPG(err) == sqlRowLevel:
+			textCopy = false // it would refuse the row too: the inserts find it
+		default:
+			return s.batchError("copy", err)
+		}
+	}
+	rows, live := s.pgRows(recs)
+	if len(live) == 0 {
+		return nil
+	}
+	if textCopy {
+		err := s.copyIn(ctx, c, &copyReader{rows: rows, live: live}, s.copySQL, outboxNext(recs))
 		if err == nil {
 			if s.outcome {
 				for _, i := range live {
@@ -718,28 +748,34 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 	}
 }
 
-// copyPG loads the rows with COPY … FROM STDIN in text format: one
-// statement, atomic on its own (in a transaction with the outbox position
-// when there is one). The rows are rendered as COPY reads them
-// (copyReader), so the server parses the first ones while the sink
+// copyIn loads data with copySQL (COPY … FROM STDIN): one statement,
+// atomic on its own (in a transaction with the outbox position when there
+// is one). data renders the rows as COPY reads them (copyReader,
+// binaryCopyReader), so the server parses the first ones while the sink
 // renders the next.
-func (s *sqlServerSink) copyPG(ctx context.Context, c *pgConn, rows [][][]byte, live []int, next uint64) error {
-	data := &copyReader{rows: rows, live: live}
+func (s *sqlServerSink) copyIn(ctx context.Context, c *pgConn, data io.Reader, copySQL string, next uint64) error {
 	if s.outboxRoute == "" {
-		_, err := c.conn.CopyFrom(ctx, data, s.copySQL)
+		_, err := c.conn.CopyFrom(ctx, data, copySQL)
 		return err
 	}
 	if _, err := c.conn.Exec(ctx, "BEGIN").ReadAll(); err != nil {
 		return err
 	}
-	if _, err := c.conn.CopyFrom(ctx, data, s.copySQL); err != nil {
+	tag, err := c.conn.CopyFrom(ctx, data, copySQL)
+	if err != nil {
 		c.conn.Exec(ctx, "ROLLBACK").ReadAll()
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		// Every record was refused as it was bound: the position stays
+		// where it was, as when a batch has nothing to write.
+		_, err := c.conn.Exec(ctx, "ROLLBACK").ReadAll()
 		return err
 	}
 	var b pgconn.Batch
 	b.ExecParams(outboxUpsertPG, [][]byte{[]byte(s.outboxRoute), strconv.AppendUint(nil, next, 10)}, nil, nil, nil)
 	b.ExecParams("COMMIT", nil, nil, nil, nil)
-	_, err := c.conn.ExecBatch(ctx, &b).ReadAll()
+	_, err = c.conn.ExecBatch(ctx, &b).ReadAll()
 	return err
 }
 

@@ -1,0 +1,33 @@
+package sql
+
+import (
+	"context"
+
+	"github.com/mqb-dev/mqb/runtime"
+)
+
+// copyBinaryPG loads recs with bulk_copy's COPY in binary format, binding
+// each record as the stream reaches it: the server stores the first
+// tuples while the sink binds and encodes the next, and no text is
+// rendered only to be parsed again. A record that cannot be bound is
+// refused and left out. errBinaryMisfit says a value has no binary form
+// (pgbinary.go): nothing was written, and the batch goes in text.
+func (s *sqlServerSink) copyBinaryPG(ctx context.Context, c *pgConn, recs []*runtime.Record) error {
+	var ev runtime.Evaluator
+	vals := make([]any, len(s.params))
+	data := &binaryCopyReader{n: len(recs), encode: func(dst []byte, i int) ([]byte, bool) {
+		if reason := s.bindRow(&ev, recs[i], vals); reason != "" {
+			recs[i].Refuse(reason)
+			return dst, true
+		}
+		return appendBinaryTuple(dst, s.copyOIDs, vals)
+	}}
+	err := s.copyIn(ctx, c, data, s.copySQL+" (FORMAT binary)", outboxNext(recs))
+	if data.stop() {
+		return errBinaryMisfit
+	}
+	if err == nil {
+		s.copyBinDone.Add(1)
+	}
+	return err
+}
