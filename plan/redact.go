@@ -13,10 +13,17 @@ func (p Plan) Redacted() Plan {
 	out := p
 	out.Routes = make([]Route, len(p.Routes))
 	for i, r := range p.Routes {
-		r.Nodes = redactNodes(r.Nodes)
-		out.Routes[i] = r
+		out.Routes[i] = r.Redacted()
 	}
 	return out
+}
+
+// Redacted returns r with its nodes deep-copied and every password in a
+// URL-looking string of them replaced by "xxxxx", as Plan.Redacted does
+// for each route.
+func (r Route) Redacted() Route {
+	r.Nodes = redactNodes(r.Nodes)
+	return r
 }
 
 func redactNodes(ns []Node) []Node {
@@ -103,6 +110,11 @@ var tokenSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss":
 // ends at the LAST "@" before the host (the host ends at the first "/",
 // "?" or "#" after an "@"), so nothing of the password is left.
 func RedactURLs(s string) string {
+	// A userinfo secret ends at an "@" and a query starts at a "?": a
+	// string with neither has nothing to redact (most of a plan's).
+	if strings.IndexByte(s, '@') < 0 && strings.IndexByte(s, '?') < 0 {
+		return s
+	}
 	s = redactUserinfo(s)
 	if u, err := url.Parse(s); err == nil && u.RawQuery != "" {
 		q := u.Query()
