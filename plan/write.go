@@ -2,12 +2,13 @@ package plan
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 )
 
 // WriteJSON writes p to w as JSON followed by a newline, each route
-// redacted (Route.Redacted) just before it is encoded: compact, one line,
+// redacted as Route.Redacted does just before it is encoded: compact, one line,
 // by default, the form `mqbc build` writes for `mqbc run` and other
 // programs; with indent, two spaces a level, for people. The bytes are
 // those of json.Marshal (json.MarshalIndent with indent) of p.Redacted(),
@@ -27,6 +28,14 @@ func (p Plan) WriteJSON(w io.Writer, indent bool) error {
 		return err
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
+	// Each route is encoded into one reused buffer (json.Marshal would
+	// copy each out into a new slice); Encode ends it with a newline,
+	// which is not written.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	if indent {
+		enc.SetIndent(prefix, "  ")
+	}
 	bw.WriteString(open)
 	bw.Write(version)
 	bw.WriteString(sep)
@@ -36,19 +45,14 @@ func (p Plan) WriteJSON(w io.Writer, indent bool) error {
 	} else {
 		bw.WriteString("[" + nl + prefix)
 		for i, r := range p.Routes {
-			var b []byte
-			if indent {
-				b, err = json.MarshalIndent(r.Redacted(), prefix, "  ")
-			} else {
-				b, err = json.Marshal(r.Redacted())
-			}
-			if err != nil {
+			buf.Reset()
+			if err := enc.Encode(r.redactedShared()); err != nil {
 				return err
 			}
 			if i > 0 {
 				bw.WriteString("," + nl + prefix)
 			}
-			bw.Write(b)
+			bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 		}
 		if indent {
 			bw.WriteString("\n  ")

@@ -27,12 +27,17 @@ func samplePlan(n int) Plan {
 					"n":    {Type: TInt, Int: 3},
 					"f":    {Type: TFloat, Float: 0.5},
 					"l":    {Type: TList, List: []Value{{Type: TBool, Bool: true}}},
-					"b":    {Type: TBlock, Block: map[string]Value{"k": {Type: TExpr, Expr: "payload.a", Stable: true}}},
+					"b": {Type: TBlock, Block: map[string]Value{"k": {Type: TExpr, Expr: "payload.a", Stable: true},
+						"dsn": {Type: TString, Str: "mysql://u:hunter2@h/db?x=1"}}},
+					"token": {Type: TString, Str: "hunter2", Secret: true},
 				}, Pos: at},
 				{ID: "n1", Role: RoleSink, Kind: "sql", Side: SideOutput, Attrs: map[string]Value{
 					"url":          {Type: TString, Str: "postgres://mqb:hunter2@127.0.0.1/shop"},
 					"insert_query": {Type: TTemplate, Template: []Part{{Lit: "INSERT "}, {Expr: "payload.id"}}},
 				}, Children: []Branch{{Label: BranchTo, Node: Node{ID: "n2", Role: RoleSink, Kind: "file"}}}},
+				{ID: "n3", Role: RoleStep, Kind: "map", Side: SideOutput, Assign: []Assignment{
+					{Target: TargetMeta, Path: []string{"k"}, Value: &Value{Type: TTemplate, Secret: true, Template: []Part{{Lit: "hunter2"}}}},
+				}},
 			},
 			Edges: []Edge{{From: "n0", To: "n1"}},
 			Pos:   at,
