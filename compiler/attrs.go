@@ -37,7 +37,7 @@ type partInfo struct {
 // when not nil, claims items that are nested endpoints rather than
 // attributes (switch cases, request call/forward, fanout targets).
 func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner string, at diag.Range, nested func(*lang.Item) bool) map[string]*attrInfo {
-	out := map[string]*attrInfo{}
+	out := make(map[string]*attrInfo, len(decls))
 	seen := map[string]bool{}
 	misplaced := map[string]bool{} // keys E028 refused: not also missing
 	for _, it := range block.Items() {
@@ -94,6 +94,10 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 		}
 		out[key] = ai
 	}
+	// The defaults are made in one array: at most one for each
+	// declaration not set, so it is never grown and the pointers into it
+	// hold.
+	var defaults []attrInfo
 	for i := range decls {
 		a := &decls[i]
 		if _, ok := out[a.Name]; ok || seen[a.Name] || misplaced[a.Name] {
@@ -103,8 +107,15 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 			rc.c.add("E016", at, fmt.Sprintf("%s%s needs attribute %s", owner, rc.where(), a.Name), strings.TrimSuffix(a.Doc, ".")+".")
 			continue
 		}
-		if ai := rc.defaultValue(a, at); ai != nil {
-			out[a.Name] = ai
+		if a.Default == nil {
+			continue
+		}
+		if defaults == nil {
+			defaults = make([]attrInfo, 0, len(decls)-i)
+		}
+		if ai, ok := rc.defaultValue(a, at); ok {
+			defaults = append(defaults, ai)
+			out[a.Name] = &defaults[len(defaults)-1]
 		}
 	}
 	return out
@@ -192,12 +203,13 @@ func findAttr(decls []stdlib.Attr, name string) *stdlib.Attr {
 	return nil
 }
 
-// defaultValue converts a stdlib default into a plan value.
-func (rc *routeCtx) defaultValue(a *stdlib.Attr, at diag.Range) *attrInfo {
+// defaultValue converts a stdlib default into a plan value; ok is false
+// when there is none.
+func (rc *routeCtx) defaultValue(a *stdlib.Attr, at diag.Range) (ai attrInfo, ok bool) {
 	if a.Default == nil {
-		return nil
+		return ai, false
 	}
-	ai := &attrInfo{stab: stableValue, rng: at}
+	ai = attrInfo{stab: stableValue, rng: at}
 	switch a.Type {
 	case stdlib.Duration:
 		s, _ := a.Default.(string)
@@ -208,16 +220,16 @@ func (rc *routeCtx) defaultValue(a *stdlib.Attr, at diag.Range) *attrInfo {
 		ai.val = plan.Value{Type: plan.TDuration, Str: s, Int: int64(d)}
 	case stdlib.Expr, stdlib.Any:
 		s, _ := a.Default.(string)
-		ce, ok := rc.compileExpr(s, diag.Pos{}, false, at, "E020", "default of "+a.Name, false)
-		if !ok {
-			return nil
+		ce, good := rc.compileExpr(s, diag.Pos{}, false, at, "E020", "default of "+a.Name, false)
+		if !good {
+			return ai, false
 		}
 		ai.stab = rc.stabilityOf(ce)
 		ai.val = plan.Value{Type: plan.TExpr, Expr: s, Stable: ai.stab.Stable}
 	case stdlib.Enum:
-		ai.val = plan.Value{Type: plan.TEnum, Str: fmt.Sprint(a.Default)}
+		ai.val = plan.Value{Type: plan.TEnum, Str: defaultText(a.Default)}
 	case stdlib.String:
-		ai.val = plan.Value{Type: plan.TString, Str: fmt.Sprint(a.Default)}
+		ai.val = plan.Value{Type: plan.TString, Str: defaultText(a.Default)}
 	case stdlib.Int:
 		ai.val = plan.Value{Type: plan.TInt, Int: toInt64(a.Default)}
 	case stdlib.Float:
@@ -227,9 +239,18 @@ func (rc *routeCtx) defaultValue(a *stdlib.Attr, at diag.Range) *attrInfo {
 		b, _ := a.Default.(bool)
 		ai.val = plan.Value{Type: plan.TBool, Bool: b}
 	default:
-		return nil
+		return ai, false
 	}
-	return ai
+	return ai, true
+}
+
+// defaultText is a default as text: a string as it is (fmt.Sprint would
+// copy it for every node that takes it), anything else as fmt prints it.
+func defaultText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return fmt.Sprint(v)
 }
 
 func toInt64(v any) int64 {
@@ -433,7 +454,8 @@ func (rc *routeCtx) convertString(a *stdlib.Attr, tok lang.Token, owner string, 
 		}
 	}
 	ok := true
-	ai.val = plan.Value{Type: plan.TTemplate, Pos: pos}
+	ai.val = plan.Value{Type: plan.TTemplate, Pos: pos, Template: make([]plan.Part, 0, len(parts))}
+	ai.parts = make([]partInfo, 0, len(parts))
 	for _, p := range parts {
 		if !p.IsExpr() {
 			ai.val.Template = append(ai.val.Template, plan.Part{Lit: p.Lit})

@@ -44,7 +44,13 @@ func Compile(files []*lang.File) (*plan.Plan, diag.List) {
 	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}, exprs: newExprChecker(), partDirs: map[string]partDirUse{}}
 	c.collectEndpoints(files)
 	c.checkKeyPaths(files)
-	p := &plan.Plan{Version: plan.Version, Routes: []plan.Route{}}
+	n := 0
+	for _, f := range files {
+		if f != nil {
+			n += len(f.Decls)
+		}
+	}
+	p := &plan.Plan{Version: plan.Version, Routes: make([]plan.Route, 0, n)}
 	for _, f := range files {
 		if f == nil {
 			continue

@@ -1,7 +1,7 @@
 package compiler
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/mqb-dev/mqb/lang"
@@ -17,8 +17,8 @@ func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
 		Warnings:    rc.warnings,
 		Concurrency: int(rc.concurrency),
 		BatchSize:   int(rc.batchSize),
-		Nodes:       []plan.Node{},
-		Edges:       []plan.Edge{},
+		Nodes:       make([]plan.Node, 0, len(rc.nodes)),
+		Edges:       make([]plan.Edge, 0, max(len(rc.nodes)-1, 0)),
 		Pos:         lang.Range(r.Pos, r.Pos).Start,
 	}
 	if g.verdict != "" {
@@ -67,7 +67,7 @@ func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
 }
 
 func (rc *routeCtx) node(n *nodeInfo) plan.Node {
-	id := fmt.Sprintf("n%d", rc.nextID)
+	id := nodeID(rc.nextID)
 	rc.nextID++
 	if rc.ids != nil {
 		rc.ids[n] = id
@@ -83,6 +83,23 @@ func (rc *routeCtx) node(n *nodeInfo) plan.Node {
 		pn.Children = append(pn.Children, plan.Branch{Label: b.label, Match: b.match, Node: rc.node(b.node)})
 	}
 	return pn
+}
+
+// nodeIDs are the first node IDs, made once rather than once a route.
+var nodeIDs = func() []string {
+	ids := make([]string, 32)
+	for i := range ids {
+		ids[i] = "n" + strconv.Itoa(i)
+	}
+	return ids
+}()
+
+// nodeID is a route's n-th node ID: "n0", "n1", …
+func nodeID(n int) string {
+	if n < len(nodeIDs) {
+		return nodeIDs[n]
+	}
+	return "n" + strconv.Itoa(n)
 }
 
 // VerdictLine renders a route's verdict on one line (the golden files and

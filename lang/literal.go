@@ -83,10 +83,15 @@ func (p TemplatePart) IsExpr() bool { return p.Written != "" || p.Expr != "" }
 // placeholders. A string with no placeholder yields one literal part.
 func SplitTemplate(tok Token) ([]TemplatePart, diag.List) {
 	var diags diag.List
-	var parts []TemplatePart
-	var lit strings.Builder
 	raw := tok.Type == TRaw
 	body, bodyOff := stringBody(tok)
+	if strings.IndexByte(body, '$') < 0 && (raw || strings.IndexByte(body, '\\') < 0) {
+		// No placeholder and nothing to unescape (most strings): the
+		// body is the one literal part, without a copy.
+		return []TemplatePart{{Lit: body}}, nil
+	}
+	parts := make([]TemplatePart, 0, 2*strings.Count(body, "${")+1)
+	var lit strings.Builder
 	flush := func() {
 		if lit.Len() > 0 {
 			parts = append(parts, TemplatePart{Lit: lit.String()})

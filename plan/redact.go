@@ -2,6 +2,7 @@ package plan
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/mqb-dev/mqb/internal/lazyre"
@@ -13,10 +14,87 @@ func (p Plan) Redacted() Plan {
 	out := p
 	out.Routes = make([]Route, len(p.Routes))
 	for i, r := range p.Routes {
-		r.Nodes = redactNodes(r.Nodes)
-		out.Routes[i] = r
+		out.Routes[i] = r.Redacted()
 	}
 	return out
+}
+
+// Redacted returns r with its nodes deep-copied and every password in a
+// URL-looking string of them replaced by "xxxxx", as Plan.Redacted does
+// for each route.
+func (r Route) Redacted() Route {
+	r.Nodes = redactNodes(r.Nodes)
+	return r
+}
+
+// redactedShared is r redacted as Redacted does, for encoding at once
+// and throwing away: it copies only the nodes and values redaction
+// changes and shares the rest with r, so neither may be changed after.
+func (r Route) redactedShared() Route {
+	var out []Node
+	for i, n := range r.Nodes {
+		if !nodeNeedsRedacting(n) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(r.Nodes)
+		}
+		out[i] = redactNode(n)
+	}
+	if out != nil {
+		r.Nodes = out
+	}
+	return r
+}
+
+// nodeNeedsRedacting reports whether redactNode could change n: whether
+// a value of it, its assignments or its children holds a string with an
+// "@" or a "?" (RedactURLs changes no other) or a secret.
+func nodeNeedsRedacting(n Node) bool {
+	for _, v := range n.Attrs {
+		if valueNeedsRedacting(v) {
+			return true
+		}
+	}
+	for _, a := range n.Assign {
+		if a.Value != nil && valueNeedsRedacting(*a.Value) {
+			return true
+		}
+	}
+	for _, b := range n.Children {
+		if nodeNeedsRedacting(b.Node) {
+			return true
+		}
+	}
+	return false
+}
+
+func valueNeedsRedacting(v Value) bool {
+	if v.Secret || mayHoldURLSecret(v.Str) {
+		return true
+	}
+	for _, p := range v.Template {
+		if mayHoldURLSecret(p.Lit) {
+			return true
+		}
+	}
+	for _, e := range v.List {
+		if valueNeedsRedacting(e) {
+			return true
+		}
+	}
+	for _, e := range v.Block {
+		if valueNeedsRedacting(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHoldURLSecret reports whether RedactURLs could change s: a userinfo
+// secret ends at an "@" and a query starts at a "?".
+func mayHoldURLSecret(s string) bool {
+	return strings.IndexByte(s, '@') >= 0 || strings.IndexByte(s, '?') >= 0
 }
 
 func redactNodes(ns []Node) []Node {
@@ -103,6 +181,9 @@ var tokenSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss":
 // ends at the LAST "@" before the host (the host ends at the first "/",
 // "?" or "#" after an "@"), so nothing of the password is left.
 func RedactURLs(s string) string {
+	if !mayHoldURLSecret(s) { // most of a plan's strings
+		return s
+	}
 	s = redactUserinfo(s)
 	if u, err := url.Parse(s); err == nil && u.RawQuery != "" {
 		q := u.Query()

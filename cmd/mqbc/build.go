@@ -15,8 +15,9 @@ import (
 func init() {
 	register(&command{
 		Name:    "build",
-		Usage:   "mqbc build FILE… [-o plan.json] [--format text|json]",
+		Usage:   "mqbc build FILE… [-o plan.json] [--indent] [--format text|json]",
 		Summary: "check .mqb files, print each route's proven guarantee, and write the plan",
+		Notes:   "The plan is compact JSON on one line, the form `mqbc run` and other programs read; --indent writes it two spaces a level, for people.",
 		Run:     runBuild,
 	})
 }
@@ -25,6 +26,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	c := commands["build"]
 	fs := newFlags(c, stderr)
 	out := fs.String("o", "", "write the plan (JSON, secrets redacted) to this file; - for stdout")
+	indent := fs.Bool("indent", false, "indent the plan written by -o, for people to read (compact by default)")
 	format := fs.String("format", "text", "diagnostics format: text or json")
 	paths, ok := parseFiles(c, fs, args, stderr, format, "text", "json")
 	if !ok {
@@ -34,7 +36,9 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitError
 	}
-	red := p.Redacted()
+	// Redaction rewrites only the nodes, so the verdicts below print the
+	// compiled plan as they would its redacted copy; the plan is redacted
+	// route by route as it is written.
 	if *format == "json" {
 		type verdict struct {
 			Name      string         `json:"name"`
@@ -43,7 +47,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 			Premises  []plan.Premise `json:"premises,omitempty"`
 		}
 		vs := []verdict{}
-		for _, r := range red.Routes {
+		for _, r := range p.Routes {
 			vs = append(vs, verdict{r.Name, r.Guarantee, r.Reasons, r.Premises})
 		}
 		enc := json.NewEncoder(stdout)
@@ -52,10 +56,10 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 			_ = enc.Encode(vs)
 		}
 	} else if *out != "-" {
-		writeVerdictsWithPremises(stdout, red)
+		writeVerdictsWithPremises(stdout, *p)
 	}
 	if *out != "" {
-		if err := writePlan(*out, red, stdout); err != nil {
+		if err := writePlan(*out, *p, *indent, stdout); err != nil {
 			fmt.Fprintln(stderr, "mqbc build:", err)
 			return exitError
 		}
@@ -90,19 +94,22 @@ func writeDiags(w io.Writer, format string, diags diag.List, sources diag.Source
 	diag.WriteText(w, diags, sources)
 }
 
-// writePlan writes an already redacted plan as indented JSON.
-func writePlan(path string, p plan.Plan, stdout io.Writer) error {
-	b, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode plan: %w", err)
-	}
-	b = append(b, '\n')
+// writePlan writes the plan, redacted, as JSON to path (- for stdout):
+// compact unless indent.
+func writePlan(path string, p plan.Plan, indent bool, stdout io.Writer) error {
 	if path == "-" {
-		_, err = stdout.Write(b)
-		return err
+		return p.WriteJSON(stdout, indent)
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	f, err := os.Create(path)
+	if err != nil {
 		return fmt.Errorf("write plan: %w", err)
+	}
+	err = p.WriteJSON(f, indent)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write plan %s: %w", path, err)
 	}
 	return nil
 }
