@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	goruntime "runtime"
 	"syscall"
 	"time"
@@ -33,4 +34,19 @@ func peakRSS() int64 {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Maxrss << 10 // KiB on Linux
+}
+
+// childUsage is what a finished child process (kcat) spent: CPU time (user
+// and system, as /usr/bin/time reports them) and its peak resident set.
+type childUsage struct {
+	cpu    time.Duration
+	maxRSS int64 // bytes
+}
+
+func usageOf(ps *os.ProcessState) childUsage {
+	u := childUsage{cpu: ps.UserTime() + ps.SystemTime()}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		u.maxRSS = ru.Maxrss << 10 // KiB on Linux
+	}
+	return u
 }
