@@ -284,19 +284,19 @@ func appendBytes(arena *[]byte, s string) []byte {
 
 // appendUUIDText appends u's canonical 36-character text form to *arena.
 func appendUUIDText(arena *[]byte, u uuid.UUID) []byte {
+	var t [36]byte
+	hex.Encode(t[0:8], u[0:4])
+	t[8] = '-'
+	hex.Encode(t[9:13], u[4:6])
+	t[13] = '-'
+	hex.Encode(t[14:18], u[6:8])
+	t[18] = '-'
+	hex.Encode(t[19:23], u[8:10])
+	t[23] = '-'
+	hex.Encode(t[24:], u[10:])
 	start := len(*arena)
-	*arena = append(*arena, make([]byte, 36)...)
-	b := (*arena)[start : start+36 : start+36]
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return b
+	*arena = append(*arena, t[:]...)
+	return (*arena)[start:len(*arena):len(*arena)]
 }
 
 func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
