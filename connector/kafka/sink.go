@@ -29,6 +29,7 @@ import (
 // It drives kafka-go's Client rather than its Writer: the Writer looks up
 // the topic's metadata and balances once per message and copies every
 // message into per-partition batches, which cost more than the encoding.
+// It sends the record batches it encodes (RawProduce), not kafka-go's.
 type kafkaSink struct {
 	route     string
 	topic     string
