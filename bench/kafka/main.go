@@ -43,6 +43,9 @@ func main() {
 	if _, err := exec.LookPath(*kcatBin); err != nil {
 		log.Fatalf("kcat not found (apt-get install -y kcat): %v", err)
 	}
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		log.Fatalf("/usr/bin/time measures kcat (apt-get install -y time): %v", err)
+	}
 	dir, err := os.MkdirTemp("", "mqb-bench-kafka")
 	if err != nil {
 		log.Fatal(err)
@@ -78,7 +81,7 @@ func main() {
 		createTopic(brokers, topic, *partitions)
 		var kcatUsed childUsage
 		d = timeIt(func() {
-			kcatUsed = run(*kcatBin, "-P", "-b", brokers, "-t", topic, "-l", "-X", "acks=all", input)
+			kcatUsed = runTimed(dir, *kcatBin, "-P", "-b", brokers, "-t", topic, "-l", "-X", "acks=all", input)
 		})
 		checkCount(brokers, topic, *partitions, *n)
 		kcatW = append(kcatW, float64(*n)/d.Seconds())
@@ -172,14 +175,25 @@ func timeIt(f func()) time.Duration {
 	return time.Since(start)
 }
 
-// run runs a command to its end and returns what it spent.
-func run(name string, args ...string) childUsage {
-	cmd := exec.Command(name, args...)
+// runTimed runs a command to its end under /usr/bin/time and returns what
+// it spent, as time measured it.
+func runTimed(dir, name string, args ...string) childUsage {
+	out := filepath.Join(dir, "time.out")
+	args = append([]string{"-f", "%U %S %M", "-o", out, name}, args...)
+	cmd := exec.Command("/usr/bin/time", args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
-		log.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+		log.Fatalf("%s: %v", strings.Join(cmd.Args, " "), err)
 	}
-	return usageOf(cmd.ProcessState)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	u, err := parseTime(string(b))
+	if err != nil {
+		log.Fatalf("%s: %v", out, err)
+	}
+	return u
 }
 
 // startBroker builds and starts cmd/mqb-testbroker, in memory.

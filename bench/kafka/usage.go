@@ -1,8 +1,9 @@
 package main
 
 import (
-	"os"
+	"fmt"
 	goruntime "runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -36,17 +37,22 @@ func peakRSS() int64 {
 	return ru.Maxrss << 10 // KiB on Linux
 }
 
-// childUsage is what a finished child process (kcat) spent: CPU time (user
-// and system, as /usr/bin/time reports them) and its peak resident set.
+// childUsage is what a finished child process (kcat) spent, as
+// /usr/bin/time reports it: CPU time (user and system) and its peak
+// resident set. (The rusage Go's os/exec returns gives the child's peak
+// as at least this process's: the child shares its memory until exec.)
 type childUsage struct {
 	cpu    time.Duration
 	maxRSS int64 // bytes
 }
 
-func usageOf(ps *os.ProcessState) childUsage {
-	u := childUsage{cpu: ps.UserTime() + ps.SystemTime()}
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		u.maxRSS = ru.Maxrss << 10 // KiB on Linux
+// parseTime reads /usr/bin/time's "%U %S %M" line: user and system
+// seconds, peak RSS in KiB.
+func parseTime(s string) (childUsage, error) {
+	var user, sys float64
+	var kib int64
+	if _, err := fmt.Sscanf(strings.TrimSpace(s[strings.LastIndexByte(strings.TrimSpace(s), '\n')+1:]), "%f %f %d", &user, &sys, &kib); err != nil {
+		return childUsage{}, fmt.Errorf("time output %q: %w", s, err)
 	}
-	return u
+	return childUsage{cpu: time.Duration((user + sys) * float64(time.Second)), maxRSS: kib << 10}, nil
 }
