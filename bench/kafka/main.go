@@ -43,6 +43,9 @@ func main() {
 	if _, err := exec.LookPath(*kcatBin); err != nil {
 		log.Fatalf("kcat not found (apt-get install -y kcat): %v", err)
 	}
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		log.Fatalf("/usr/bin/time measures kcat (apt-get install -y time): %v", err)
+	}
 	dir, err := os.MkdirTemp("", "mqb-bench-kafka")
 	if err != nil {
 		log.Fatal(err)
@@ -58,7 +61,8 @@ func main() {
 	fmt.Printf("input: %d records, %.1f MB\n", *n, float64(size)/1e6)
 
 	// file → Kafka
-	var mqbW, kcatW, allocs, cpu []float64
+	var mqbW, kcatW, allocs, cpu, kcatCPU []float64
+	var kcatRSS int64
 	for i := range *runs {
 		topic := fmt.Sprintf("w-mqb-%d", i)
 		createTopic(brokers, topic, *partitions)
@@ -75,15 +79,20 @@ func main() {
 
 		topic = fmt.Sprintf("w-kcat-%d", i)
 		createTopic(brokers, topic, *partitions)
+		var kcatUsed childUsage
 		d = timeIt(func() {
-			run(*kcatBin, "-P", "-b", brokers, "-t", topic, "-l", "-X", "acks=all", input)
+			kcatUsed = runTimed(dir, *kcatBin, "-P", "-b", brokers, "-t", topic, "-l", "-X", "acks=all", input)
 		})
 		checkCount(brokers, topic, *partitions, *n)
 		kcatW = append(kcatW, float64(*n)/d.Seconds())
+		kcatCPU = append(kcatCPU, float64(kcatUsed.cpu.Nanoseconds())/float64(*n))
+		kcatRSS = max(kcatRSS, kcatUsed.maxRSS)
 	}
 	report("file → kafka", mqbW, kcatW)
-	fmt.Printf("%-14s mqb %.1f allocs/record, %.2f µs CPU/record, peak RSS %d MiB (medians; RSS of this process)\n",
-		"", median(allocs), median(cpu)/1e3, peakRSS()>>20)
+	fmt.Printf("%-14s mqb %.2f µs CPU/record, kcat %.2f µs CPU/record, mqb/kcat by CPU %.2f   (runs: mqb %v, kcat %v ns)\n",
+		"", median(cpu)/1e3, median(kcatCPU)/1e3, median(kcatCPU)/median(cpu), rounded(cpu), rounded(kcatCPU))
+	fmt.Printf("%-14s mqb %.2f allocs/record, peak RSS %d MiB (this process); kcat peak RSS %d MiB\n",
+		"", median(allocs), peakRSS()>>20, kcatRSS>>20)
 	if *only == "publish" {
 		return
 	}
@@ -166,12 +175,25 @@ func timeIt(f func()) time.Duration {
 	return time.Since(start)
 }
 
-func run(name string, args ...string) {
-	cmd := exec.Command(name, args...)
+// runTimed runs a command to its end under /usr/bin/time and returns what
+// it spent, as time measured it.
+func runTimed(dir, name string, args ...string) childUsage {
+	out := filepath.Join(dir, "time.out")
+	args = append([]string{"-f", "%U %S %M", "-o", out, name}, args...)
+	cmd := exec.Command("/usr/bin/time", args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
-		log.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+		log.Fatalf("%s: %v", strings.Join(cmd.Args, " "), err)
 	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	u, err := parseTime(string(b))
+	if err != nil {
+		log.Fatalf("%s: %v", out, err)
+	}
+	return u
 }
 
 // startBroker builds and starts cmd/mqb-testbroker, in memory.

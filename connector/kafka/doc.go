@@ -6,7 +6,8 @@
 // and nothing past it, through rebalances. The sink hands each write's
 // records to one lane per partition, which produces them in order, one
 // request out at a time, acked by all in-sync replicas, while the write
-// builds the rest. Both ends share the TLS and SASL settings (security.go).
+// builds the rest; it encodes each request's record batch itself
+// (recordbatch.go). Both ends share the TLS and SASL settings (security.go).
 //
 // It registers the "kafka" kind with the runtime in init; a binary that
 // runs plans links it with a blank import, as connector/all does.

@@ -122,6 +122,7 @@ func (s *kafkaSink) runLane(p int, l *partitionLane) {
 	defer s.laneWG.Done()
 	var req []laneSegment
 	var carry *laneSegment
+	var batch []byte // the encoded request, reused while requests succeed
 	for {
 		req = req[:0]
 		size := 0
@@ -161,11 +162,13 @@ func (s *kafkaSink) runLane(p int, l *partitionLane) {
 		if len(live) == 0 {
 			continue
 		}
+		batch = appendRecordSet(batch[:0], live)
 		ctx, cancel := context.WithTimeout(context.Background(), kafkaRequestTimeout)
-		err := s.produceChunk(ctx, p, live)
+		err := s.produceBatch(ctx, p, batch)
 		cancel()
 		if err != nil {
 			err = fmt.Errorf("partition %d: %w", p, err)
+			batch = nil // a request given up on may still be sending from it
 		}
 		for _, seg := range live {
 			seg.w.done(p, err)

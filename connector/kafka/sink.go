@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
@@ -29,6 +29,7 @@ import (
 // It drives kafka-go's Client rather than its Writer: the Writer looks up
 // the topic's metadata and balances once per message and copies every
 // message into per-partition batches, which cost more than the encoding.
+// It sends the record batches it encodes (RawProduce), not kafka-go's.
 type kafkaSink struct {
 	route     string
 	topic     string
@@ -37,6 +38,8 @@ type kafkaSink struct {
 	client    *kafkago.Client
 	sec       kafkaSecurity
 	balancer  kafkago.Hash // by key (sarama's FNV-1a); keyless records round-robin
+
+	buffers sync.Pool // of *kafkaWriteBuffers: those of writes that succeeded
 
 	mu         sync.Mutex
 	partitions []int            // 0..n-1, the balancer's argument
@@ -133,12 +136,40 @@ func dialKafkaSink(ctx context.Context, route string, brokers []string, topic st
 	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	n, err := s.countPartitions(mctx)
+	if err == nil {
+		err = s.checkProduceVersion(mctx)
+	}
 	if err != nil {
 		s.transport.CloseIdleConnections()
 		return nil, err
 	}
 	s.setPartitions(n)
 	return s, nil
+}
+
+// kafkaProduceVersion is the oldest Produce request version that carries
+// record batches of format v2, the only one the sink writes (Kafka 0.11).
+const kafkaProduceVersion = 3
+
+// checkProduceVersion refuses a broker too old for the record batches the
+// sink writes, before any record is sent.
+func (s *kafkaSink) checkProduceVersion(ctx context.Context) error {
+	res, err := s.client.ApiVersions(ctx, &kafkago.ApiVersionsRequest{})
+	if err == nil && res.Error != nil {
+		err = res.Error
+	}
+	if err != nil {
+		return fmt.Errorf("api versions from %s: %w", s.client.Addr, kafkaAuthError(err, s.sec))
+	}
+	for _, k := range res.ApiKeys {
+		if k.ApiKey == int(protocol.Produce) {
+			if k.MaxVersion < kafkaProduceVersion {
+				return fmt.Errorf("broker %s speaks Produce up to v%d; the kafka sink needs v%d (Kafka 0.11 or later)", s.client.Addr, k.MaxVersion, kafkaProduceVersion)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("broker %s does not list the Produce request", s.client.Addr)
 }
 
 // countPartitions reads the topic's partition count from the cluster.
@@ -254,29 +285,31 @@ func appendBytes(arena *[]byte, s string) []byte {
 
 // appendUUIDText appends u's canonical 36-character text form to *arena.
 func appendUUIDText(arena *[]byte, u uuid.UUID) []byte {
+	var t [36]byte
+	hex.Encode(t[0:8], u[0:4])
+	t[8] = '-'
+	hex.Encode(t[9:13], u[4:6])
+	t[13] = '-'
+	hex.Encode(t[14:18], u[6:8])
+	t[18] = '-'
+	hex.Encode(t[19:23], u[8:10])
+	t[23] = '-'
+	hex.Encode(t[24:], u[10:])
 	start := len(*arena)
-	*arena = append(*arena, make([]byte, 36)...)
-	b := (*arena)[start : start+36 : start+36]
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return b
+	*arena = append(*arena, t[:]...)
+	return (*arena)[start:len(*arena):len(*arena)]
 }
 
 func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
+	// Every record is stamped with its message id: mint the fresh ones at
+	// one clock reading rather than one each.
+	runtime.MintMessageIDs(recs)
 	// msgs is never grown: lanes read the entries handed to them while
 	// later ones are built. Keys and header values are slices of one arena
 	// (capacity-clipped, so growing it never moves or overwrites what was
 	// handed out).
-	msgs := make([]kafkaOut, len(recs))
-	arena := make([]byte, 0, len(recs)*(36+16))
-	hdrs := make([]kafkago.Header, 0, len(recs))
+	buf := s.writeBuffers(len(recs))
+	msgs, arena, hdrs := buf.msgs, buf.arena, buf.hdrs
 	ps := s.currentPartitions(ctx)
 	w := &laneWrite{msgs: msgs, time: time.Now(), errs: make([]error, len(ps))}
 	open := make([]laneSegment, len(ps)) // each partition's segment being filled
@@ -307,6 +340,7 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 		}
 	}
 	w.pending.Wait()
+	buf.arena, buf.hdrs = arena, hdrs // as grown
 	failed, total := 0, 0
 	var first error
 	for p, err := range w.errs {
@@ -324,7 +358,50 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 		return runtime.Retryable(fmt.Errorf("route %s: kafka sink topic %s: %d of %d messages failed, first: %w",
 			s.route, s.topic, failed, total, first))
 	}
+	// Every request of this write was answered, so nothing reads its
+	// buffers any more (a failed one may still be encoding after a
+	// timeout: its buffers are left to the collector).
+	s.recycle(buf)
 	return nil
+}
+
+// kafkaWriteBuffers are the arrays one Write builds its records in. A sink
+// keeps those of a write that succeeded for the next: allocating them
+// afresh for every write, and the collector's work on them, cost more than
+// building the records.
+type kafkaWriteBuffers struct {
+	msgs  []kafkaOut
+	arena []byte
+	hdrs  []kafkago.Header
+}
+
+// writeBuffers returns buffers for a write of n records: msgs of length n,
+// arena and hdrs empty.
+func (s *kafkaSink) writeBuffers(n int) *kafkaWriteBuffers {
+	b, _ := s.buffers.Get().(*kafkaWriteBuffers)
+	if b == nil {
+		b = &kafkaWriteBuffers{}
+	}
+	if cap(b.msgs) < n {
+		b.msgs = make([]kafkaOut, n)
+	}
+	b.msgs = b.msgs[:n]
+	if want := n * (36 + 16); cap(b.arena) < want {
+		b.arena = make([]byte, 0, want)
+	}
+	if cap(b.hdrs) < n {
+		b.hdrs = make([]kafkago.Header, 0, n)
+	}
+	b.arena, b.hdrs = b.arena[:0], b.hdrs[:0]
+	return b
+}
+
+// recycle keeps b for a later write, dropping what it points to (the
+// records, their meta keys) so that a kept buffer holds no write's data.
+func (s *kafkaSink) recycle(b *kafkaWriteBuffers) {
+	clear(b.msgs)
+	clear(b.hdrs)
+	s.buffers.Put(b)
 }
 
 // kafkaProduceAttempts and kafkaProduceBackoff bound how a chunk rides
@@ -337,17 +414,18 @@ const (
 	kafkaProduceMaxBackoff = time.Second
 )
 
-// produceChunk sends segs as one record batch, again while the error is
-// one a later attempt can get past. A chunk sent again after a lost
-// response may land twice: the sink is at-least-once.
-func (s *kafkaSink) produceChunk(ctx context.Context, p int, segs []laneSegment) error {
+// produceBatch sends batch, one encoded record batch (recordbatch.go),
+// to partition p, again while the error is one a later attempt can get
+// past. A batch sent again after a lost response may land twice: the sink
+// is at-least-once.
+func (s *kafkaSink) produceBatch(ctx context.Context, p int, batch []byte) error {
 	wait := kafkaProduceBackoff
 	for attempt := 1; ; attempt++ {
-		res, err := s.client.Produce(ctx, &kafkago.ProduceRequest{
+		res, err := s.client.RawProduce(ctx, &kafkago.RawProduceRequest{
 			Topic:        s.topic,
 			Partition:    p,
 			RequiredAcks: kafkago.RequireAll,
-			Records:      &produceRecords{segs: segs},
+			RawRecords:   protocol.RawRecordSet{Reader: bytes.NewReader(batch)},
 		})
 		if err == nil && res.Error != nil {
 			err = res.Error
@@ -378,40 +456,6 @@ func (s *kafkaSink) produceChunk(ctx context.Context, p int, segs []laneSegment)
 		wait = min(2*wait, kafkaProduceMaxBackoff)
 	}
 }
-
-// produceRecords reads the records of segs as Kafka records, in order,
-// reusing one record and its readers (the encoder copies each before
-// asking for the next).
-type produceRecords struct {
-	segs       []laneSegment
-	seg, i     int
-	rec        kafkago.Record
-	key, value bytesReadCloser
-}
-
-func (r *produceRecords) ReadRecord() (*kafkago.Record, error) {
-	for r.seg < len(r.segs) && r.i >= len(r.segs[r.seg].idx) {
-		r.seg, r.i = r.seg+1, 0
-	}
-	if r.seg >= len(r.segs) {
-		return nil, io.EOF
-	}
-	seg := &r.segs[r.seg]
-	m := &seg.w.msgs[seg.idx[r.i]]
-	r.i++
-	r.rec = kafkago.Record{Time: seg.w.time, Headers: m.headers}
-	if m.key != nil {
-		r.key.Reset(m.key)
-		r.rec.Key = &r.key
-	}
-	r.value.Reset(m.rec.Payload)
-	r.rec.Value = &r.value
-	return &r.rec, nil
-}
-
-type bytesReadCloser struct{ bytes.Reader }
-
-func (*bytesReadCloser) Close() error { return nil }
 
 func (s *kafkaSink) Close() error {
 	s.closeLanes()

@@ -65,6 +65,8 @@ func TestKafkaSink(t *testing.T) {
 			id, err := uuid.Parse(h[runtime.HeaderMessageID])
 			if err != nil || len(h[runtime.HeaderMessageID]) != 36 {
 				t.Errorf("header %s = %q: want a UUID string (%v)", runtime.HeaderMessageID, h[runtime.HeaderMessageID], err)
+			} else if id.Version() != 7 {
+				t.Errorf("message_id %s is a version %d UUID, want 7", id, id.Version())
 			} else if ids[id.String()] {
 				t.Errorf("message_id %s on two messages", id)
 			}
