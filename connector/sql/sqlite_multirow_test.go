@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
@@ -191,4 +193,67 @@ func writeBatches(t *testing.T, ddl, insert string, chunked bool) writeOutcome {
 	})
 	out.table = strings.Join(rows, "\n")
 	return out
+}
+
+// BenchmarkSQLiteSinkWrite: the SQLite sink alone, batches of 1024 new
+// rows (id TEXT PRIMARY KEY, amount, body; ON CONFLICT (id) DO NOTHING)
+// written in multi-row chunks and row by row.
+//
+//	go test -run '^$' -bench SQLiteSinkWrite -benchtime 200x ./connector/sql/
+func BenchmarkSQLiteSinkWrite(b *testing.B) {
+	for _, chunked := range []bool{true, false} {
+		name := "row_by_row"
+		if chunked {
+			name = "chunks"
+		}
+		b.Run(name, func(b *testing.B) {
+			node := plan.Node{ID: "s", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
+				"url":          tmplV(lit("sqlite://"), lit(filepath.Join(b.TempDir(), "o.db"))),
+				"create_table": strV(`CREATE TABLE orders (id TEXT PRIMARY KEY, amount INTEGER, body TEXT)`),
+				"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex("payload.id"), lit(", "),
+					ex("payload.amount"), lit(", "), ex("payload.body"), lit(") ON CONFLICT (id) DO NOTHING")),
+			}}
+			ctx := context.Background()
+			sink, err := runtime.BuildSink(ctx, "r", "json", &node, runtime.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sink.Close()
+			s := sink.(*sqlSink)
+			if !chunked {
+				s.multi.close()
+				s.multi = nil
+			}
+			const batch = 1024
+			recs := make([]*runtime.Record, batch)
+			n := 0
+			var cpu time.Duration // the CPU the writes took: the machine may be shared
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				for j := range recs {
+					r := &runtime.Record{}
+					r.SetPayload(nil, map[string]any{"id": fmt.Sprintf("o-%d", n), "amount": int64(n), "body": fmt.Sprintf("order number %d", n)})
+					recs[j] = r
+					n++
+				}
+				b.StartTimer()
+				cpu0 := processCPU()
+				if err := s.Write(ctx, recs); err != nil {
+					b.Fatal(err)
+				}
+				cpu += processCPU() - cpu0
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*batch), "cpu-ns/row")
+		})
+	}
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
