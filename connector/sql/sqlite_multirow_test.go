@@ -62,24 +62,22 @@ func TestMultiRowShapes(t *testing.T) {
 // repeat keys inside a chunk and hold rows the table refuses, so chunks
 // fail and are written again row by row.
 func TestMultiRowLikeRowByRow(t *testing.T) {
-	const check = " CHECK (n >= 0)"
+	const (
+		check = " CHECK (n >= 0)"
+		keyed = "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL" + check + ")"
+	)
 	tests := []struct {
 		name, ddl, insert string
 	}{
-		{"do nothing", "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL" + check + ")",
-			"INSERT INTO t (id, n) VALUES (?, ?) ON CONFLICT (id) DO NOTHING"},
-		{"accumulating update", "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL" + check + ")",
-			"INSERT INTO t (id, n) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET n = t.n + excluded.n"},
+		{"do nothing", keyed, "INSERT INTO t (id, n) VALUES (?, ?) ON CONFLICT (id) DO NOTHING"},
+		{"accumulating update", keyed, "INSERT INTO t (id, n) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET n = t.n + excluded.n"},
 		// FAIL keeps the rows a failing statement wrote before the bad
 		// one: without the savepoint they would be written twice.
 		{"column on conflict fail, no key", "CREATE TABLE t (id TEXT, n INTEGER NOT NULL ON CONFLICT FAIL" + check + ")",
 			"INSERT INTO t (id, n) VALUES (?, ?)"},
-		{"insert or fail on the key", "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL" + check + ")",
-			"INSERT OR FAIL INTO t (id, n) VALUES (?, ?)"},
-		{"replace", "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL" + check + ")",
-			"REPLACE INTO t (id, n) VALUES (?, ?)"},
-		{"or ignore", "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL" + check + ")",
-			"INSERT OR IGNORE INTO t (id, n) VALUES (?, ?)"},
+		{"insert or fail on the key", keyed, "INSERT OR FAIL INTO t (id, n) VALUES (?, ?)"},
+		{"replace", keyed, "REPLACE INTO t (id, n) VALUES (?, ?)"},
+		{"or ignore", keyed, "INSERT OR IGNORE INTO t (id, n) VALUES (?, ?)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
