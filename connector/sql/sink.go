@@ -59,6 +59,12 @@ type sqlSink struct {
 	// would change some values on the way in (numeric affinity,
 	// sqlite_numeric.go) to that column.
 	fits map[int]columnFit
+
+	// multi, when set, writes a batch in multi-row chunks
+	// (sqlite_multirow.go); vals and live hold the batch's bound rows.
+	multi *sqliteMulti
+	vals  []any
+	live  []int
 }
 
 const metaSQLOutcome = "sql.outcome"
@@ -142,6 +148,7 @@ func newSQLSink(ctx context.Context, b *runtime.BuildEnv, cfg *sqlSinkConfig) (*
 			return err
 		}
 		s.stmt = st.(*sqlite3.SQLiteStmt)
+		s.armMultiRow(c)
 		return nil
 	})
 	if err != nil {
@@ -224,6 +231,24 @@ func (s *sqlSink) Write(ctx context.Context, recs []*runtime.Record) error {
 			batchErr = s.batchError("begin", err)
 			return nil
 		}
+		if s.multi != nil {
+			absorbed, batchErr = s.writeChunks(ctx, recs, s.bindAll(recs), s.vals)
+			// Hold no record's values past its batch.
+			clear(s.vals)
+			for i := range s.multi.nv {
+				s.multi.nv[i].Value = nil
+			}
+			if batchErr != nil {
+				tx.Rollback()
+				return nil
+			}
+			if err := tx.Commit(); err != nil {
+				batchErr = s.batchError("commit", err)
+				return nil
+			}
+			s.absorb.add(absorbed)
+			return nil
+		}
 		for _, r := range recs {
 			if reason := s.bind(r); reason != "" {
 				r.Refuse(reason)
@@ -270,6 +295,27 @@ func (s *sqlSink) Write(ctx context.Context, recs []*runtime.Record) error {
 		return s.batchError("connection", err)
 	}
 	return batchErr
+}
+
+// bindAll binds every record of recs into s.vals, len(s.params) values
+// per record at its index, refusing the records that cannot be written,
+// and returns the indices of the others, in order.
+func (s *sqlSink) bindAll(recs []*runtime.Record) []int {
+	np := len(s.params)
+	if cap(s.vals) < len(recs)*np {
+		s.vals = make([]any, len(recs)*np)
+	}
+	s.vals = s.vals[:len(recs)*np]
+	s.live = s.live[:0]
+	for i, r := range recs {
+		row := s.vals[i*np : (i+1)*np]
+		if reason := bindParams(&s.eval, s.params, s.keyParams, s.fits, s.absent, r, func(j int, v any) { row[j] = v }); reason != "" {
+			r.Refuse(reason)
+			continue
+		}
+		s.live = append(s.live, i)
+	}
+	return s.live
 }
 
 // bind evaluates every parameter of r into s.nv; it returns why r cannot
@@ -383,7 +429,12 @@ func (s *sqlSink) Close() error {
 		return s.server.Close()
 	}
 	if s.stmt != nil {
-		s.conn.Raw(func(any) error { return s.stmt.Close() })
+		s.conn.Raw(func(any) error {
+			if s.multi != nil {
+				s.multi.close()
+			}
+			return s.stmt.Close()
+		})
 	}
 	s.conn.Close()
 	return s.db.Close()
