@@ -99,7 +99,7 @@ func (c *Case) fromBlock(route string) string {
 		}
 		return fmt.Sprintf("sql { url = \"${env(\\\"%s\\\")}\", %s, cursor_column = \"n\", poll_interval = 100ms }", pgURLEnv, from)
 	}
-	return ""
+	return c.moreFrom(route)
 }
 
 // srcHandle is what a run directory's source needs while it runs: the
@@ -141,6 +141,9 @@ func startSource(dir string, c *Case, source string) (*srcHandle, error) {
 		return startKafka(c, source)
 	case brokerSQL:
 		return startPGTable()
+	}
+	if h, err := startMore(c, source); h != nil || err != nil {
+		return h, err
 	}
 	return nil, fmt.Errorf("unknown source %q", c.Broker)
 }
