@@ -249,8 +249,9 @@ func TestMoreSourcesDrawn(t *testing.T) {
 		brokerAMQP:  `from amqp`,
 		brokerMQTT:  `from mqtt`,
 		brokerS3:    `from object_store`,
+		brokerHTTP:  `from http_server`,
 	}
-	fromRE := regexp.MustCompile(`(?s)from (file|redis|amqp|mqtt|object_store) \{.*?\}\n`)
+	fromRE := regexp.MustCompile(`(?s)from (file|redis|amqp|mqtt|object_store|http_server) \{.*?\}\n`)
 	seen := map[string]int{}
 	for seed := uint64(1); seed <= 300; seed++ {
 		moreSources = moreKinds

@@ -22,8 +22,9 @@ import (
 
 // The broker sources of issue #18: a Redis stream read by a consumer group
 // per route, a RabbitMQ queue per route, an MQTT QoS 1 subscription in a
-// persistent session per route, and an s3:// prefix of the in-process S3
-// emulator. Each route gets a queue, group or session of its own (two
+// persistent session per route, an s3:// prefix of the in-process S3
+// emulator, and the route's own HTTP server (http_server), fed by clients
+// that POST each line until the route answers 2xx. Each route gets a queue, group or session of its own (two
 // routes competing for one queue would split it by timing), so every route
 // reads the whole input.
 //
@@ -44,6 +45,7 @@ const (
 	brokerAMQP  = "amqp"
 	brokerMQTT  = "mqtt"
 	brokerS3    = "s3"
+	brokerHTTP  = "http_server"
 
 	redisURLEnv = "SOUNDNESS_REDIS_URL"
 	amqpURLEnv  = "SOUNDNESS_AMQP_URL"
@@ -52,7 +54,7 @@ const (
 
 // moreKinds are the sources of this file, in the order TestMoreSources
 // samples them.
-var moreKinds = []string{brokerRedis, brokerAMQP, brokerMQTT, brokerS3}
+var moreKinds = []string{brokerRedis, brokerAMQP, brokerMQTT, brokerS3, brokerHTTP}
 
 // moreSources lists the kinds generate may draw for a seed that reads the
 // file in consume mode (and no other later source); empty: none.
@@ -83,6 +85,10 @@ func (c *Case) moreFrom(route string) string {
 		return fmt.Sprintf("mqtt { url = %s, topic = %q, client_id = %q }", env(mqttURLEnv), c.mqttTopic(), fmt.Sprintf("sound-%d-%s", c.Seed, route))
 	case brokerS3:
 		return `object_store { url = "s3://lake/in", path_style = true }`
+	case brokerHTTP:
+		// The port is a placeholder: each run directory's routes.mqb gets
+		// free ones (startHTTPClients).
+		return fmt.Sprintf("http_server { address = \"127.0.0.1:%d\", path = \"/in\" }", 18080+int(route[len(route)-1]-'a'))
 	}
 	return ""
 }
@@ -115,8 +121,10 @@ func withTB(what string, f func(tb *harnessTB)) (stop func(), err error) {
 
 // startMore starts what the case's source needs for one run directory, or
 // returns nil when it is not one of this file's.
-func startMore(c *Case, source string) (*srcHandle, error) {
+func startMore(dir string, c *Case, source string) (*srcHandle, error) {
 	switch c.Broker {
+	case brokerHTTP:
+		return startHTTPClients(dir, source)
 	case brokerRedis:
 		return startRedisStream()
 	case brokerAMQP:

@@ -142,7 +142,7 @@ func startSource(dir string, c *Case, source string) (*srcHandle, error) {
 	case brokerSQL:
 		return startPGTable()
 	}
-	if h, err := startMore(c, source); h != nil || err != nil {
+	if h, err := startMore(dir, c, source); h != nil || err != nil {
 		return h, err
 	}
 	return nil, fmt.Errorf("unknown source %q", c.Broker)
