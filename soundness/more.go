@@ -137,6 +137,19 @@ func startMore(dir string, c *Case, source string) (*srcHandle, error) {
 	return nil, nil
 }
 
+// serialFeed is a srcHandle's feed that hands write the lines of each
+// chunk, one chunk at a time, with a minute to write them.
+func serialFeed(write func(ctx context.Context, lines []string) error) func(chunk string) error {
+	var mu sync.Mutex
+	return func(chunk string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return write(ctx, lines(chunk))
+	}
+}
+
 // startRedisStream starts a Redis server of the run directory's own; each
 // line is an entry of stream "in" with the line as its payload field.
 func startRedisStream() (*srcHandle, error) {
@@ -147,19 +160,14 @@ func startRedisStream() (*srcHandle, error) {
 	}
 	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	h := &srcHandle{env: []string{redisURLEnv + "=" + srv.URL()}}
-	var mu sync.Mutex
-	h.feed = func(chunk string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
+	h.feed = serialFeed(func(ctx context.Context, ls []string) error {
 		pipe := client.Pipeline()
-		for _, l := range lines(chunk) {
+		for _, l := range ls {
 			pipe.XAdd(ctx, &goredis.XAddArgs{Stream: "in", Values: []any{"payload", l}})
 		}
 		_, err := pipe.Exec(ctx)
 		return err
-	}
+	})
 	h.stop = func() { client.Close(); stop() }
 	return h, nil
 }
@@ -196,14 +204,9 @@ func startAMQPQueues(source string) (*srcHandle, error) {
 		return nil, err
 	}
 	h := &srcHandle{env: []string{amqpURLEnv + "=" + url}}
-	var mu sync.Mutex
-	h.feed = func(chunk string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
+	h.feed = serialFeed(func(ctx context.Context, ls []string) error {
 		var dcs []*amqp.DeferredConfirmation
-		for _, l := range lines(chunk) {
+		for _, l := range ls {
 			for _, q := range queues {
 				dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, true, false,
 					amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(l)})
@@ -219,7 +222,7 @@ func startAMQPQueues(source string) (*srcHandle, error) {
 			}
 		}
 		return nil
-	}
+	})
 	h.stop = func() {
 		for _, q := range queues {
 			ch.QueueDelete(q, false, false, false)
@@ -259,19 +262,14 @@ func startMQTTSessions(c *Case, source string) (*srcHandle, error) {
 		return nil, err
 	}
 	h := &srcHandle{env: []string{mqttURLEnv + "=" + url}}
-	var mu sync.Mutex
-	h.feed = func(chunk string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, l := range lines(chunk) {
+	h.feed = serialFeed(func(ctx context.Context, ls []string) error {
+		for _, l := range ls {
 			if _, err := pub.Publish(ctx, &paho.Publish{QoS: 1, Topic: c.mqttTopic(), Payload: []byte(l)}); err != nil {
 				return err
 			}
 		}
 		return nil
-	}
+	})
 	h.stop = func() {
 		pub.Disconnect(&paho.Disconnect{})
 		// End the sessions: nothing of this case stays queued in the broker.

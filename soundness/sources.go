@@ -409,19 +409,8 @@ var pgMu sync.Mutex
 func newPGDatabase() (url string, drop func(), err error) {
 	pgMu.Lock()
 	defer pgMu.Unlock()
-	tb := &harnessTB{}
-	defer func() {
-		if r := recover(); r != nil {
-			a, ok := r.(tbAbort)
-			if !ok {
-				panic(r)
-			}
-			tb.cleanup()
-			url, drop, err = "", nil, fmt.Errorf("PostgreSQL for the sql source: %s", a.msg)
-		}
-	}()
-	db := testsrv.SharedPostgres(tb).NewDatabase(tb)
-	return db.URL, tb.cleanup, nil
+	drop, err = withTB("PostgreSQL for the sql source", func(tb *harnessTB) { url = testsrv.SharedPostgres(tb).NewDatabase(tb).URL })
+	return url, drop, err
 }
 
 // stopServers stops the shared servers (PostgreSQL) and removes their

@@ -116,21 +116,5 @@ func TestAMQPFailedRecordIsRequeued(t *testing.T) {
 // or none comes for a while, and closes its connection: the broker puts
 // every one back.
 func peekAll(t testing.TB, url, queue string, n int) []amqp.Delivery {
-	t.Helper()
-	c, ch := dialTest(t, url)
-	defer c.Close()
-	ds, err := ch.Consume(queue, "", false, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []amqp.Delivery
-	for len(out) < n {
-		select {
-		case d := <-ds:
-			out = append(out, d)
-		case <-time.After(5 * time.Second):
-			return out
-		}
-	}
-	return out
+	return readQueue(t, url, queue, n, false)
 }
