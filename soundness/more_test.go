@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -68,6 +69,46 @@ func TestMoreSources(t *testing.T) {
 			failOn(t, res)
 			if res.Unfed != "" {
 				t.Errorf("the harness could not feed the %s source: %s", k, res.Unfed)
+			}
+		})
+	}
+}
+
+// Over the new sources the harness still catches a false verdict: a route
+// keyed on now() (a new row on every delivery), told effectively-once,
+// must be reported with extra rows once a kill made a source deliver a
+// record again.
+func TestMoreSourcesCatchPlanted(t *testing.T) {
+	for _, k := range []string{brokerRedis, brokerS3} {
+		t.Run(k, func(t *testing.T) {
+			c := &Case{Name: "planted-" + k, Seed: 7, Kills: 4, Broker: k}
+			c.Input = genData(rand.New(rand.NewPCG(7, 7)), 3000)
+			c.Source = fmt.Sprintf(`route planted {
+  batch_size = 2
+  from %s
+  dlq { to file { path = "out/planted.dlq.jsonl" } }
+  to sql {
+    url          = "sqlite://out/planted.db"
+    create_table = "CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, qty INTEGER)"
+    insert_query = """INSERT INTO t (id, qty) VALUES (${string(now().UnixNano())}, ${payload.qty}) ON CONFLICT (id) DO NOTHING"""
+  }
+}
+`, c.moreFrom("planted"))
+			c.Routes = []RouteShape{{Name: "planted", Source: c.Source, Override: effectivelyOnce, Artifacts: []Artifact{
+				{Kind: "dlq", Path: "out/planted.dlq.jsonl", Group: "planted/dlq", ByContent: true},
+				{Kind: "table", Path: "out/planted.db", Table: "t", Group: "t", Volatile: []string{"id"}},
+			}}}
+			res, err := checker.Check(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Kills == 0 {
+				t.Fatalf("no kill landed: %s", summaryLine(res))
+			}
+			if len(res.Findings) != 1 || !strings.Contains(res.Findings[0].Diff, "+ ") {
+				t.Errorf("a now()-keyed route over %s told effectively-once was not reported with extra rows:\n%s", k, report(res))
+			} else {
+				t.Logf("caught, as it should be:\n%s", firstLine(report(res), 8))
 			}
 		})
 	}
