@@ -15,13 +15,15 @@ import (
 // its sinks have stopped changing.
 
 func (c *Case) follows() bool {
-	return c.Mode == "group_subscribe" || c.Mode == "subscribe" || c.Broker != ""
+	// An s3:// prefix is filled before the first run, and its routes end
+	// at the end of the listing.
+	return c.Mode == "group_subscribe" || c.Mode == "subscribe" || (c.Broker != "" && c.Broker != brokerS3)
 }
 
 // feeds: the input is fed in chunks (to the file, a Kafka topic, a
 // PostgreSQL table, a core NATS subject); a JetStream stream is filled
 // before the first run.
-func (c *Case) feeds() bool { return c.Broker != brokerNATS }
+func (c *Case) feeds() bool { return c.Broker != brokerNATS && c.Broker != brokerS3 }
 
 const openGrace = 300 * time.Millisecond
 

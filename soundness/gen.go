@@ -118,7 +118,11 @@ type Artifact struct {
 }
 
 // generate builds the case of one seed.
-func generate(seed uint64, kills int) (*Case, error) {
+func generate(seed uint64, kills int) (*Case, error) { return generateFrom(seed, kills, "") }
+
+// generateFrom builds the case of one seed, reading the source force (one
+// of moreKinds) when it is set.
+func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x50a4d))
 	c := &Case{Name: fmt.Sprintf("seed-%d", seed), Seed: seed, Kills: kills, aux: rand.New(rand.NewPCG(seed, 0xa0c)),
 		ext: rand.New(rand.NewPCG(seed, 0xe1d))}
@@ -138,6 +142,14 @@ func generate(seed uint64, kills int) (*Case, error) {
 		}
 	}
 	pickSource(c)
+	if force != "" {
+		// One of the sources of more.go, whatever the seed drew.
+		c.Mode, c.Broker, c.MsgIDs, c.Partitions = "", force, false, 0
+		c.Name = fmt.Sprintf("%s-seed-%d", force, seed)
+		c.srcRng = rand.New(rand.NewPCG(seed, 0x5a1d))
+	} else {
+		pickMore(c)
+	}
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:

@@ -237,3 +237,58 @@ func TestChunks(t *testing.T) {
 		t.Errorf("chunks of one line = %q", got)
 	}
 }
+
+// The sources of more.go: with moreSources set, each is drawn for some
+// seed reading the file, whose routes then read it, and drawing them
+// changed nothing else: a seed that reads another source generates what
+// it generates without them, and a seed that draws one the same routes
+// but for their source.
+func TestMoreSourcesDrawn(t *testing.T) {
+	want := map[string]string{
+		brokerRedis: `from redis`,
+		brokerAMQP:  `from amqp`,
+		brokerMQTT:  `from mqtt`,
+		brokerS3:    `from object_store`,
+		brokerHTTP:  `from http_server`,
+	}
+	fromRE := regexp.MustCompile(`(?s)from (file|redis|amqp|mqtt|object_store|http_server) \{.*?\}\n`)
+	seen := map[string]int{}
+	for seed := uint64(1); seed <= 300; seed++ {
+		moreSources = moreKinds
+		c, err := generate(seed, 3)
+		moreSources = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := generate(seed, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, drawn := want[c.Broker]
+		if !drawn {
+			if c.Source != before.Source {
+				t.Errorf("seed %d: drawing the sources of more.go changed a seed that reads %q", seed, c.Broker)
+			}
+			continue
+		}
+		seen[c.Broker]++
+		if before.Broker != "" || before.Mode != "" {
+			t.Errorf("seed %d: %s replaced a source other than the file in consume mode", seed, c.Broker)
+		}
+		if strings.Count(c.Source, w) != len(c.Routes) {
+			t.Errorf("seed %d reads %s but not every route has %q:\n%s", seed, c.Broker, w, c.Source)
+		}
+		if fromRE.ReplaceAllString(c.Source, "") != fromRE.ReplaceAllString(before.Source, "") {
+			t.Errorf("seed %d: the routes over %s differ from the file's beyond their source:\n%s\n---\n%s", seed, c.Broker, c.Source, before.Source)
+		}
+		if c.follows() == (c.Broker == brokerS3) {
+			t.Errorf("seed %d: the %s source is drained as a source that never ends: %v", seed, c.Broker, c.follows())
+		}
+	}
+	for k := range want {
+		if seen[k] == 0 {
+			t.Errorf("no seed of 300 reads %s", k)
+		}
+	}
+	t.Logf("drawn over 300 seeds: %v", seen)
+}

@@ -55,9 +55,21 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep", false, "keep the run directories")
 	show := fs.Bool("show", false, "print the generated files and exit")
 	cases := fs.String("cases", "", "check the regression cases (*.txtar) in this directory instead of generating")
+	sources := fs.String("sources", strings.Join(moreKinds, ","), "the sources of issue #18 a seed reading the file may draw instead (about a quarter of them do): a comma list of "+strings.Join(moreKinds, ", ")+", or none")
 	jobs := fs.Int("j", 1, "cases checked at once (each in its own directories, with its own brokers); most of a case's time is waiting, so 3 keeps 2 cores busy")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	moreSources = nil
+	for k := range strings.SplitSeq(*sources, ",") {
+		switch {
+		case k == "none" || k == "":
+		case slices.Contains(moreKinds, k):
+			moreSources = append(moreSources, k)
+		default:
+			fmt.Fprintf(stderr, "-sources: unknown source %q (want %s or none)\n", k, strings.Join(moreKinds, ", "))
+			return 2
+		}
 	}
 	if *show {
 		for s := *first; s < *first+uint64(*seeds); s++ {

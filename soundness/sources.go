@@ -99,7 +99,7 @@ func (c *Case) fromBlock(route string) string {
 		}
 		return fmt.Sprintf("sql { url = \"${env(\\\"%s\\\")}\", %s, cursor_column = \"n\", poll_interval = 100ms }", pgURLEnv, from)
 	}
-	return ""
+	return c.moreFrom(route)
 }
 
 // srcHandle is what a run directory's source needs while it runs: the
@@ -141,6 +141,9 @@ func startSource(dir string, c *Case, source string) (*srcHandle, error) {
 		return startKafka(c, source)
 	case brokerSQL:
 		return startPGTable()
+	}
+	if h, err := startMore(dir, c, source); h != nil || err != nil {
+		return h, err
 	}
 	return nil, fmt.Errorf("unknown source %q", c.Broker)
 }
@@ -406,19 +409,8 @@ var pgMu sync.Mutex
 func newPGDatabase() (url string, drop func(), err error) {
 	pgMu.Lock()
 	defer pgMu.Unlock()
-	tb := &harnessTB{}
-	defer func() {
-		if r := recover(); r != nil {
-			a, ok := r.(tbAbort)
-			if !ok {
-				panic(r)
-			}
-			tb.cleanup()
-			url, drop, err = "", nil, fmt.Errorf("PostgreSQL for the sql source: %s", a.msg)
-		}
-	}()
-	db := testsrv.SharedPostgres(tb).NewDatabase(tb)
-	return db.URL, tb.cleanup, nil
+	drop, err = withTB("PostgreSQL for the sql source", func(tb *harnessTB) { url = testsrv.SharedPostgres(tb).NewDatabase(tb).URL })
+	return url, drop, err
 }
 
 // stopServers stops the shared servers (PostgreSQL) and removes their

@@ -17,8 +17,10 @@ import (
 // sink publishes each record at QoS 1 to a topic (a template) and waits
 // for its PUBACK: a write returns only when the broker acknowledged every
 // message of it. A PUBACK with a failure reason refuses the record (the
-// DLQ gets it); a lost connection or a timeout fails the batch
-// retryably, and the retry publishes it again: a broker cannot absorb a
+// DLQ gets it, or the route stops on it without one); the publishes a
+// broker closing the connection after such a refusal left unanswered are
+// sent again on a new one. A lost connection or a timeout that settles no
+// record fails the batch retryably, and the retry publishes it again: a broker cannot absorb a
 // repeat, so the sink is at-least-once, as the compiler says. Each
 // message carries message_id as the user property mq_bridge.message_id.
 type sink struct {
@@ -86,19 +88,9 @@ func (s *sink) connect(ctx context.Context) error {
 func (s *sink) Write(ctx context.Context, recs []*runtime.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.client == nil || isDone(s.client) {
-		if err := s.connect(ctx); err != nil {
-			return runtime.Retryable(fmt.Errorf("route %s: mqtt sink: %w", s.route, err))
-		}
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, inFlight)
-		errMu sync.Mutex
-		first error
-	)
+	pending := make([]outgoing, 0, len(recs))
 	for _, r := range recs {
 		topic, err := s.topic.Render(r)
 		if err == nil && (topic == "" || strings.ContainsAny(topic, "+#")) {
@@ -115,29 +107,96 @@ func (s *sink) Write(ctx context.Context, recs []*runtime.Record) error {
 		for _, k := range runtime.ForwardedMeta(r) {
 			user = append(user, paho.UserProperty{Key: k, Value: r.Meta[k]})
 		}
-		p := &paho.Publish{QoS: 1, Topic: topic, Payload: r.Payload, Properties: &paho.PublishProperties{User: user}}
+		pending = append(pending, outgoing{r, &paho.Publish{QoS: 1, Topic: topic, Payload: r.Payload, Properties: &paho.PublishProperties{User: user}}})
+	}
+	// A broker may close the connection after refusing a publish
+	// (Mosquitto 2.0.11 with persistence on does, right after a PUBACK of
+	// 0x87, not authorized): the publishes in flight on it fail without an
+	// answer, and the refusal itself may lose the race with the close.
+	// What is left is sent again on a new connection as long as rounds
+	// settle records (acknowledged or refused); after a round that settles
+	// none, one message at a time, so that a refusal is the last thing
+	// on its connection; when that settles none either, the batch fails.
+	limit := inFlight
+	for len(pending) > 0 {
+		if s.client == nil || isDone(s.client) {
+			if err := s.connect(ctx); err != nil {
+				return runtime.Retryable(fmt.Errorf("route %s: mqtt sink: %w", s.route, err))
+			}
+		}
+		failed, err := s.publish(ctx, pending, limit)
+		if len(failed) == len(pending) {
+			if limit == 1 || ctx.Err() != nil {
+				return runtime.Retryable(fmt.Errorf("route %s: mqtt sink: %w", s.route, err))
+			}
+			limit = 1
+		}
+		pending = failed
+	}
+	return nil
+}
+
+// answerGrace is how long the publishes of a closed connection still wait
+// for the answers read before it closed.
+const answerGrace = 250 * time.Millisecond
+
+// outgoing is a record and the message that carries it.
+type outgoing struct {
+	rec *runtime.Record
+	msg *paho.Publish
+}
+
+// publish sends every message on the current connection, limit at a time,
+// and waits for its PUBACK: a record whose PUBACK carries a failure reason is refused
+// with it; those without an answer (the connection lost, the time up) are
+// returned, with the first error.
+func (s *sink) publish(ctx context.Context, out []outgoing, limit int) ([]outgoing, error) {
+	c := s.client
+	// A publish in flight when the connection drops is never answered:
+	// end the wait when the client is done, a moment later, so that the
+	// answers read before the end (the refusal that made the broker close
+	// it) reach their publishes first.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.Done():
+			select {
+			case <-time.After(answerGrace):
+			case <-ctx.Done():
+			}
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var (
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, limit)
+		mu     sync.Mutex
+		failed []outgoing
+		first  error
+	)
+	for _, o := range out {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			resp, err := s.client.Publish(ctx, p)
+			resp, err := c.Publish(ctx, o.msg)
 			switch {
 			case err != nil && resp != nil && resp.ReasonCode >= 0x80:
-				r.Refuse(fmt.Sprintf("the broker refused the publish to %s (reason %d %s)", topic, resp.ReasonCode, reasonString(resp)))
+				o.rec.Refuse(fmt.Sprintf("the broker refused the publish to %s (reason %d %s)", o.msg.Topic, resp.ReasonCode, reasonString(resp)))
 			case err != nil:
-				errMu.Lock()
+				mu.Lock()
+				failed = append(failed, o)
 				if first == nil {
 					first = err
 				}
-				errMu.Unlock()
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return runtime.Retryable(fmt.Errorf("route %s: mqtt sink: %w", s.route, first))
-	}
-	return nil
+	return failed, first
 }
 
 func reasonString(r *paho.PublishResponse) string {

@@ -49,7 +49,33 @@ func SharedMosquitto(t testing.TB) *MosquittoServer {
 	return sharedMosquitto.get(t, "Mosquitto", "mosquitto", startMosquitto)
 }
 
-func startMosquitto(dir string) (*MosquittoServer, error) {
+func startMosquitto(dir string) (*MosquittoServer, error) { return startMosquittoConf(dir, "") }
+
+// NewMosquittoACL starts a broker for this test alone whose clients are
+// held to the access list acl (mosquitto's acl_file syntax; the lines
+// before any "user" line apply to every client, anonymous ones included).
+// An MQTT 5 client publishing at QoS 1 to a topic it may not write gets a
+// PUBACK with reason 0x87 (not authorized). Stopped when the test ends.
+func NewMosquittoACL(t testing.TB, acl string) *MosquittoServer {
+	t.Helper()
+	if hidden("mosquitto") {
+		unavailable(t, "mosquitto", "Mosquitto hidden by %s", HideEnv)
+	}
+	if _, err := os.Stat(mosquittoPath); err != nil {
+		unavailable(t, "mosquitto", "Mosquitto not found: no %s", mosquittoPath)
+	}
+	return startPrivate(t, "Mosquitto", "mosquitto-acl-", func(dir string) (*MosquittoServer, error) {
+		path := filepath.Join(dir, "acl")
+		if err := os.WriteFile(path, []byte(acl), 0o644); err != nil {
+			return nil, err
+		}
+		return startMosquittoConf(dir, "acl_file "+path+"\n")
+	})
+}
+
+// startMosquittoConf starts a broker in dir with extra appended to its
+// configuration.
+func startMosquittoConf(dir, extra string) (*MosquittoServer, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
@@ -86,7 +112,7 @@ max_inflight_messages 0
 log_dest stderr
 log_type error
 log_type warning
-`, s.port, filepath.Join(dir, "data"))
+%s`, s.port, filepath.Join(dir, "data"), extra)
 		return os.WriteFile(conf, []byte(c), 0o644)
 	})
 	if err != nil {

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/eclipse/paho.golang/paho"
+	amqp "github.com/rabbitmq/amqp091-go"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+)
+
+// The broker sources of issue #18: a Redis stream read by a consumer group
+// per route, a RabbitMQ queue per route, an MQTT QoS 1 subscription in a
+// persistent session per route, an s3:// prefix of the in-process S3
+// emulator, and the route's own HTTP server (http_server), fed by clients
+// that POST each line until the route answers 2xx. Each route gets a queue, group or session of its own (two
+// routes competing for one queue would split it by timing), so every route
+// reads the whole input.
+//
+// Redis and the S3 emulator are started per run directory; RabbitMQ and
+// Mosquitto are the servers internal/testsrv shares in the process (a node
+// takes 10-40 s to start), with queue, topic and client names that carry
+// the case's seed, set up afresh for each run directory (runs of one case
+// are sequential). The queues, the stream and the topic are fed in chunks
+// while the routes run and while they are down; the S3 prefix is filled
+// before the first run, and its routes end at the end of the listing.
+//
+// Generating them is opt-in (moreSources): the fixed CI seeds stay as they
+// were, and TestMoreSources samples the kinds (SOUNDNESS_SOURCES=all runs
+// every one).
+
+const (
+	brokerRedis = "redis"
+	brokerAMQP  = "amqp"
+	brokerMQTT  = "mqtt"
+	brokerS3    = "s3"
+	brokerHTTP  = "http_server"
+
+	redisURLEnv = "SOUNDNESS_REDIS_URL"
+	amqpURLEnv  = "SOUNDNESS_AMQP_URL"
+	mqttURLEnv  = "SOUNDNESS_MQTT_URL"
+)
+
+// moreKinds are the sources of this file, in the order TestMoreSources
+// samples them.
+var moreKinds = []string{brokerRedis, brokerAMQP, brokerMQTT, brokerS3, brokerHTTP}
+
+// moreSources lists the kinds generate may draw for a seed that reads the
+// file in consume mode (and no other later source); empty: none.
+var moreSources []string
+
+// pickMore chooses, from a stream of its own, whether a case reads one of
+// moreSources instead of the file: about a quarter of the seeds that can.
+func pickMore(c *Case) {
+	if len(moreSources) == 0 || c.Mode != "" || c.Broker != "" {
+		return
+	}
+	r := rand.New(rand.NewPCG(c.Seed, 0x5a1e))
+	if r.IntN(100) < 25 {
+		c.Broker = moreSources[r.IntN(len(moreSources))]
+	}
+}
+
+// moreFrom is the `from` block of route reading c's source, or "" when it
+// is not one of this file's.
+func (c *Case) moreFrom(route string) string {
+	env := func(name string) string { return fmt.Sprintf("\"${env(\\\"%s\\\")}\"", name) }
+	switch c.Broker {
+	case brokerRedis:
+		return fmt.Sprintf("redis { url = %s, stream = \"in\", group = %q }", env(redisURLEnv), route)
+	case brokerAMQP:
+		return fmt.Sprintf("amqp { url = %s, queue = %q, prefetch = 100 }", env(amqpURLEnv), fmt.Sprintf("sound_%d_%s", c.Seed, route))
+	case brokerMQTT:
+		return fmt.Sprintf("mqtt { url = %s, topic = %q, client_id = %q }", env(mqttURLEnv), c.mqttTopic(), fmt.Sprintf("sound-%d-%s", c.Seed, route))
+	case brokerS3:
+		return `object_store { url = "s3://lake/in", path_style = true }`
+	case brokerHTTP:
+		// The port is a placeholder: each run directory's routes.mqb gets
+		// free ones (startHTTPClients).
+		return fmt.Sprintf("http_server { address = \"127.0.0.1:%d\", path = \"/in\" }", 18080+int(route[len(route)-1]-'a'))
+	}
+	return ""
+}
+
+func (c *Case) mqttTopic() string { return fmt.Sprintf("sound/%d/in", c.Seed) }
+
+var (
+	queueRE    = regexp.MustCompile(`queue\s*=\s*"([^"]+)"`)
+	clientIDRE = regexp.MustCompile(`client_id\s*=\s*"([^"]+)"`)
+)
+
+// withTB runs f with a testing.TB for testsrv's helpers: a Fatal or Skip
+// in it comes back as the error, and what it registered with Cleanup runs
+// when the returned stop is called (or at once on an error).
+func withTB(what string, f func(tb *harnessTB)) (stop func(), err error) {
+	tb := &harnessTB{}
+	defer func() {
+		if r := recover(); r != nil {
+			a, ok := r.(tbAbort)
+			if !ok {
+				panic(r)
+			}
+			tb.cleanup()
+			stop, err = nil, fmt.Errorf("%s: %s", what, a.msg)
+		}
+	}()
+	f(tb)
+	return tb.cleanup, nil
+}
+
+// startMore starts what the case's source needs for one run directory, or
+// returns nil when it is not one of this file's.
+func startMore(dir string, c *Case, source string) (*srcHandle, error) {
+	switch c.Broker {
+	case brokerHTTP:
+		return startHTTPClients(dir, source)
+	case brokerRedis:
+		return startRedisStream()
+	case brokerAMQP:
+		return startAMQPQueues(source)
+	case brokerMQTT:
+		return startMQTTSessions(c, source)
+	case brokerS3:
+		return startS3Prefix(c)
+	}
+	return nil, nil
+}
+
+// serialFeed is a srcHandle's feed that hands write the lines of each
+// chunk, one chunk at a time, with a minute to write them.
+func serialFeed(write func(ctx context.Context, lines []string) error) func(chunk string) error {
+	var mu sync.Mutex
+	return func(chunk string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return write(ctx, lines(chunk))
+	}
+}
+
+// startRedisStream starts a Redis server of the run directory's own; each
+// line is an entry of stream "in" with the line as its payload field.
+func startRedisStream() (*srcHandle, error) {
+	var srv *testsrv.RedisServer
+	stop, err := withTB("Redis for the redis source", func(tb *harnessTB) { srv = testsrv.NewRedis(tb) })
+	if err != nil {
+		return nil, err
+	}
+	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	h := &srcHandle{env: []string{redisURLEnv + "=" + srv.URL()}}
+	h.feed = serialFeed(func(ctx context.Context, ls []string) error {
+		pipe := client.Pipeline()
+		for _, l := range ls {
+			pipe.XAdd(ctx, &goredis.XAddArgs{Stream: "in", Values: []any{"payload", l}})
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	})
+	h.stop = func() { client.Close(); stop() }
+	return h, nil
+}
+
+// startAMQPQueues (re)declares the durable queue of every route of source
+// on the shared RabbitMQ node, empty; each line is published, persistent
+// and under publisher confirms, to every one of them.
+func startAMQPQueues(source string) (*srcHandle, error) {
+	var url string
+	if _, err := withTB("RabbitMQ for the amqp source", func(tb *harnessTB) { url = testsrv.SharedRabbitMQ(tb).URL() }); err != nil {
+		return nil, err
+	}
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	var queues []string
+	for _, m := range queueRE.FindAllStringSubmatch(source, -1) {
+		q := m[1]
+		queues = append(queues, q)
+		if err == nil {
+			_, err = ch.QueueDelete(q, false, false, false)
+		}
+		if err == nil {
+			_, err = ch.QueueDeclare(q, true, false, false, false, nil)
+		}
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	h := &srcHandle{env: []string{amqpURLEnv + "=" + url}}
+	h.feed = serialFeed(func(ctx context.Context, ls []string) error {
+		var dcs []*amqp.DeferredConfirmation
+		for _, l := range ls {
+			for _, q := range queues {
+				dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, true, false,
+					amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(l)})
+				if err != nil {
+					return err
+				}
+				dcs = append(dcs, dc)
+			}
+		}
+		for _, dc := range dcs {
+			if ok, err := dc.WaitContext(ctx); !ok || err != nil {
+				return fmt.Errorf("RabbitMQ did not confirm a publish of the input: %v", err)
+			}
+		}
+		return nil
+	})
+	h.stop = func() {
+		for _, q := range queues {
+			ch.QueueDelete(q, false, false, false)
+		}
+		conn.Close()
+	}
+	return h, nil
+}
+
+// startMQTTSessions makes, on the shared Mosquitto, a fresh persistent
+// session for every client id of source, subscribed at QoS 1 to the case's
+// topic, so that the broker keeps what is published while no route runs;
+// each line is published at QoS 1 (and PUBACKed) to the topic.
+func startMQTTSessions(c *Case, source string) (*srcHandle, error) {
+	var url string
+	if _, err := withTB("Mosquitto for the mqtt source", func(tb *harnessTB) { url = testsrv.SharedMosquitto(tb).URL() }); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range clientIDRE.FindAllStringSubmatch(source, -1) {
+		ids = append(ids, m[1])
+		// Clean start drops what an earlier run directory left.
+		s, err := mqttConnect(url, m[1], true)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		_, err = s.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: c.mqttTopic(), QoS: 1}}})
+		cancel()
+		s.Disconnect(&paho.Disconnect{})
+		if err != nil {
+			return nil, fmt.Errorf("subscribe %s: %w", m[1], err)
+		}
+	}
+	pub, err := mqttConnect(url, fmt.Sprintf("sound-%d-feed-%x", c.Seed, rand.Uint64()), false)
+	if err != nil {
+		return nil, err
+	}
+	h := &srcHandle{env: []string{mqttURLEnv + "=" + url}}
+	h.feed = serialFeed(func(ctx context.Context, ls []string) error {
+		for _, l := range ls {
+			if _, err := pub.Publish(ctx, &paho.Publish{QoS: 1, Topic: c.mqttTopic(), Payload: []byte(l)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	h.stop = func() {
+		pub.Disconnect(&paho.Disconnect{})
+		// End the sessions: nothing of this case stays queued in the broker.
+		for _, id := range ids {
+			if s, err := mqttConnect(url, id, false); err == nil {
+				s.Disconnect(&paho.Disconnect{})
+			}
+		}
+	}
+	return h, nil
+}
+
+// mqttConnect opens an MQTT 5 session as clientID: a persistent one (kept
+// for an hour after the connection) when persistent, else one that ends
+// with the connection; either starts clean.
+func mqttConnect(rawURL, clientID string, persistent bool) (*paho.Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	c := paho.NewClient(paho.ClientConfig{ClientID: clientID, Conn: conn})
+	cp := &paho.Connect{ClientID: clientID, KeepAlive: 30, CleanStart: true}
+	if persistent {
+		expiry := uint32(3600)
+		cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := c.Connect(ctx, cp); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("MQTT connect as %s: %w", clientID, err)
+	}
+	return c, nil
+}
+
+// startS3Prefix starts an S3 emulator of the run directory's own with
+// bucket lake, the input put under in/ as objects of a few hundred lines
+// each, named in key order.
+func startS3Prefix(c *Case) (*srcHandle, error) {
+	var srv *testsrv.S3Server
+	stop, err := withTB("the S3 emulator for the object_store source", func(tb *harnessTB) { srv = testsrv.NewS3(tb, "lake") })
+	if err != nil {
+		return nil, err
+	}
+	client := srv.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, ch := range chunks(c.Input, 2*c.Kills+2) {
+		if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("lake"),
+			Key: aws.String(fmt.Sprintf("in/chunk-%05d.jsonl", i)), Body: strings.NewReader(ch)}); err != nil {
+			stop()
+			return nil, fmt.Errorf("put the input into the S3 emulator: %w", err)
+		}
+	}
+	return &srcHandle{env: srv.S3Env(), stop: stop}, nil
+}
