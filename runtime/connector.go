@@ -675,6 +675,8 @@ type Batch struct {
 	reserved []reservation
 	// seq numbers the batches a route reads, in order (see turnGate).
 	seq uint64
+	// spans are the runs its records were tracked in (partitionAcks.track).
+	spans []ackSpan
 	// span is the batch's trace while it is in flight (tracing.go); nil
 	// without tracing.
 	span trace.Span

@@ -93,6 +93,7 @@ type worker struct {
 	ptrs     []*Record
 	dead     []*Record
 	refs     []ackRef
+	spans    []ackSpan
 	mapVals  []any
 }
 
@@ -200,7 +201,7 @@ func (rt *route) run(ctx context.Context) error {
 				return
 			}
 			if len(b.recs) > 0 {
-				if err := rt.acks.track(b.recs); err != nil {
+				if err := rt.acks.track(b); err != nil {
 					rt.fail(fmt.Errorf("route %s: %w", rt.name, err))
 					return
 				}
@@ -515,14 +516,17 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 			}
 		}
 		b.reserved = nil
+		if len(lost) == 0 {
+			continue // every record of the group is acked, run by run, below
+		}
 		for i := range b.recs {
-			if r := &b.recs[i]; len(lost) == 0 || !rt.undelivered(r) {
+			if r := &b.recs[i]; !rt.undelivered(r) {
 				refs = append(refs, refOf(r))
 			}
 		}
 	}
 	w.refs = refs
-	if err := rt.acks.ack(refs); err != nil {
+	if err := rt.ackGroup(w, group, lost, refs); err != nil {
 		return fmt.Errorf("route %s: %w", rt.name, err)
 	}
 	errs := int64(len(lost))
@@ -539,6 +543,22 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	}
 	endBatchSpans(group, nil)
 	return nil
+}
+
+// ackGroup acks a delivered group: with no record lost, every record the
+// group's batches read, one step per run of positions (an unnest's parts
+// included: they are all in their batch); else the records refs names,
+// one by one, so the commit stops before the first lost one.
+func (rt *route) ackGroup(w *worker, group []*batch, lost []*Record, refs []ackRef) error {
+	if len(lost) > 0 {
+		return rt.acks.ack(refs)
+	}
+	spans := w.spans[:0]
+	for _, b := range group {
+		spans = append(spans, b.spans...)
+	}
+	w.spans = spans
+	return rt.acks.ackSpans(spans)
 }
 
 // undelivered reports whether a record failed with nowhere to go: dead,
