@@ -406,9 +406,17 @@ func (rt *route) decode(w *worker, b *batch) {
 // the write that holds it is durable. The queue in front of the sink holds
 // as many batches, so it is smaller when records carry decoded payloads
 // (several times their size in memory) than when they are bare lines.
+//
+// A route handing its sink lines as read (passthrough.go) takes 6: its
+// groups of 6 batches still share one fsync per 6k lines, and the peak
+// anonymous memory of a 1M-line file → file route falls from ~24 to
+// ~16 MiB (/proc's RssAnon) with no measurable loss in rate.
 func (rt *route) groupSize() int {
-	if rt.needPayload {
+	switch {
+	case rt.needPayload:
 		return 4
+	case rt.lineSink != nil:
+		return 6
 	}
 	return 16
 }
