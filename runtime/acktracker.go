@@ -12,23 +12,69 @@ import (
 // over a contiguous run of acked records, so a crash never skips a record
 // that was read before an acked one and not yet acked itself.
 //
-// Memory is bounded by the number of records in flight, which the route
-// bounds with its channels.
+// Records are kept in runs of consecutive sequence numbers, one per batch
+// a source read: a run acked as a whole (AckRange) costs one entry and no
+// per-record work, while records acked one at a time still commit one at a
+// time. Memory is bounded by the number of batches in flight, which the
+// route bounds with its channels, plus each run's next offsets.
 type AckTracker struct {
 	mu   sync.Mutex
-	base uint64     // sequence number of pending[head]
-	head int        // first entry still pending
-	ents []ackEntry // pending[head:] are tracked, not yet committed
-	gaps bool       // positions may skip (see NewOffsetAckTracker)
+	head int      // first run still pending
+	runs []ackRun // runs[head:] are tracked, not yet wholly committed
+	// want is the sequence number the next tracked record must carry (at
+	// least, for an offset tracker); floor is the first not committed.
+	want, floor uint64
+	gaps        bool      // positions may skip (see NewOffsetAckTracker)
+	free        [][]int64 // next-offset slices of committed runs, for reuse
 }
 
-type ackEntry struct {
-	seq   uint64 // the record's sequence number (an offset tracker's may skip)
-	next  int64  // source offset just after the record
-	acked bool
-	// parts, once a part of the record is acked (AckPart), are the parts
-	// acked so far; the record is acked when all are.
-	parts *partAcks
+// ackRun is a run of records with consecutive sequence numbers.
+type ackRun struct {
+	first uint64  // the first record's sequence number
+	nexts []int64 // source offset just after each record
+	// done counts the acked records; all of them are when it is
+	// len(nexts), and otherwise bits says which.
+	done uint32
+	// head is how many leading records are committed.
+	head uint32
+	bits []uint64
+	// parts holds, by index in the run, the acked parts of records that
+	// became several (unnest), until all of a record's are acked.
+	parts map[uint32]*partAcks
+}
+
+func (r *ackRun) n() uint32 { return uint32(len(r.nexts)) }
+
+func (r *ackRun) acked(i uint32) bool {
+	return r.done == r.n() || (r.bits != nil && r.bits[i/64]&(1<<(i%64)) != 0)
+}
+
+// ackOne acks record i of the run.
+func (r *ackRun) ackOne(i uint32) {
+	if r.done == r.n() {
+		return
+	}
+	if r.bits == nil {
+		r.bits = make([]uint64, (r.n()+63)/64)
+	}
+	if bit := uint64(1) << (i % 64); r.bits[i/64]&bit == 0 {
+		r.bits[i/64] |= bit
+		r.done++
+	}
+	if r.done == r.n() {
+		r.bits, r.parts = nil, nil
+	}
+}
+
+// ackSpan acks records i through i+n-1 of the run.
+func (r *ackRun) ackSpan(i, n uint32) {
+	if i == 0 && n == r.n() {
+		r.done, r.bits, r.parts = r.n(), nil, nil
+		return
+	}
+	for j := i; j < i+n; j++ {
+		r.ackOne(j)
+	}
 }
 
 // partAcks are the acked parts of one record that became several (unnest).
@@ -40,7 +86,7 @@ type partAcks struct {
 
 // NewAckTracker starts a tracker whose first record is seq first.
 func NewAckTracker(first uint64) *AckTracker {
-	return &AckTracker{base: first}
+	return &AckTracker{want: first, floor: first}
 }
 
 // NewOffsetAckTracker starts a tracker over a source whose sequence numbers
@@ -50,7 +96,7 @@ func NewAckTracker(first uint64) *AckTracker {
 // no entry, however wide the gap, and the committable position is the
 // last acked record of the contiguous prefix.
 func NewOffsetAckTracker(first uint64) *AckTracker {
-	return &AckTracker{base: first, gaps: true}
+	return &AckTracker{want: first, floor: first, gaps: true}
 }
 
 // Next is the sequence number the next tracked record must carry (at
@@ -58,14 +104,7 @@ func NewOffsetAckTracker(first uint64) *AckTracker {
 func (t *AckTracker) Next() uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.wantLocked()
-}
-
-func (t *AckTracker) wantLocked() uint64 {
-	if t.gaps && t.head < len(t.ents) {
-		return t.ents[len(t.ents)-1].seq + 1
-	}
-	return t.base + uint64(len(t.ents)-t.head)
+	return t.want
 }
 
 // Track registers record seq, whose source offset after it is next.
@@ -74,15 +113,36 @@ func (t *AckTracker) wantLocked() uint64 {
 func (t *AckTracker) Track(seq uint64, next int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	want := t.wantLocked()
-	switch {
-	case seq < want || (seq > want && !t.gaps):
-		return fmt.Errorf("ack tracker: record %d tracked out of order (want %d)", seq, want)
-	case seq > want && t.head == len(t.ents):
-		t.base = seq // nothing pending: start over at seq
-		t.ents, t.head = t.ents[:0], 0
+	return t.trackLocked(seq, []int64{next})
+}
+
+// TrackRun registers len(nexts) records with consecutive sequence numbers
+// from first, nexts[i] the source offset after record first+i, as one run.
+// It copies nexts.
+func (t *AckTracker) TrackRun(first uint64, nexts []int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.trackLocked(first, nexts)
+}
+
+func (t *AckTracker) trackLocked(first uint64, nexts []int64) error {
+	if len(nexts) == 0 {
+		return nil
 	}
-	t.ents = append(t.ents, ackEntry{seq: seq, next: next})
+	if first < t.want || (first > t.want && !t.gaps) {
+		return fmt.Errorf("ack tracker: record %d tracked out of order (want %d)", first, t.want)
+	}
+	if t.head == len(t.runs) {
+		t.runs, t.head = t.runs[:0], 0
+		t.floor = first // nothing pending: an offset tracker starts over at first
+	}
+	var own []int64
+	if k := len(t.free); k > 0 && cap(t.free[k-1]) >= len(nexts) {
+		own, t.free = t.free[k-1][:0], t.free[:k-1]
+	}
+	own = append(own, nexts...)
+	t.runs = append(t.runs, ackRun{first: first, nexts: own})
+	t.want = first + uint64(len(nexts))
 	return nil
 }
 
@@ -91,10 +151,8 @@ func (t *AckTracker) Unacked() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for _, e := range t.ents[t.head:] {
-		if !e.acked {
-			n++
-		}
+	for i := t.head; i < len(t.runs); i++ {
+		n += int(t.runs[i].n() - t.runs[i].done)
 	}
 	return n
 }
@@ -104,7 +162,7 @@ func (t *AckTracker) Unacked() int {
 func (t *AckTracker) Ack(seq uint64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.ackLocked(seq)
+	return t.ackRangeLocked(seq, 1)
 }
 
 // AckAll acks every record in seqs under one lock.
@@ -112,10 +170,38 @@ func (t *AckTracker) AckAll(seqs []uint64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, s := range seqs {
-		if err := t.ackLocked(s); err != nil {
+		if err := t.ackRangeLocked(s, 1); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// AckRange acks the n records with consecutive sequence numbers from
+// first, which must have been tracked in one run (TrackRun): a run acked
+// whole costs one step whatever its length.
+func (t *AckTracker) AckRange(first uint64, n int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ackRangeLocked(first, n)
+}
+
+func (t *AckTracker) ackRangeLocked(first uint64, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	r, i, err := t.findLocked(first)
+	if err != nil || r == nil {
+		if r == nil && err == nil && first+uint64(n) > t.floor {
+			// Partly committed already: ack what is left of it.
+			return t.ackRangeLocked(t.floor, int(first+uint64(n)-t.floor))
+		}
+		return err
+	}
+	if uint64(i)+uint64(n) > uint64(r.n()) {
+		return fmt.Errorf("ack tracker: records %d to %d acked as one run, but %d tracked from %d", first, first+uint64(n)-1, r.n(), r.first)
+	}
+	r.ackSpan(i, uint32(n))
 	return nil
 }
 
@@ -126,17 +212,20 @@ func (t *AckTracker) AckPart(seq uint64, part, parts uint32) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if parts == 0 {
-		return t.ackLocked(seq)
+		return t.ackRangeLocked(seq, 1)
 	}
-	i, err := t.findLocked(seq)
-	if err != nil || i < 0 || t.ents[i].acked {
+	r, i, err := t.findLocked(seq)
+	if err != nil || r == nil || r.acked(i) {
 		return err
 	}
-	e := &t.ents[i]
-	if e.parts == nil {
-		e.parts = &partAcks{n: parts, bits: make([]uint64, (parts+63)/64)}
+	if r.parts == nil {
+		r.parts = map[uint32]*partAcks{}
 	}
-	p := e.parts
+	p := r.parts[i]
+	if p == nil {
+		p = &partAcks{n: parts, bits: make([]uint64, (parts+63)/64)}
+		r.parts[i] = p
+	}
 	if p.n != parts || part >= parts {
 		return fmt.Errorf("ack tracker: record %d acked as part %d of %d, after parts of %d", seq, part, parts, p.n)
 	}
@@ -145,49 +234,36 @@ func (t *AckTracker) AckPart(seq uint64, part, parts uint32) error {
 		p.done++
 	}
 	if p.done == p.n {
-		e.acked, e.parts = true, nil
+		delete(r.parts, i)
+		r.ackOne(i)
 	}
 	return nil
 }
 
-func (t *AckTracker) ackLocked(seq uint64) error {
-	i, err := t.findLocked(seq)
-	if err != nil || i < 0 {
-		return err
+// findLocked returns the run holding record seq and its index there, or a
+// nil run when the record is already committed.
+func (t *AckTracker) findLocked(seq uint64) (*ackRun, uint32, error) {
+	if seq < t.floor {
+		return nil, 0, nil // already committed
 	}
-	t.ents[i].acked = true
-	return nil
-}
-
-// findLocked returns the index of record seq's entry, or -1 when it is
-// already committed.
-func (t *AckTracker) findLocked(seq uint64) (int, error) {
-	if seq < t.base {
-		return -1, nil // already committed
-	}
-	var i int
-	if t.gaps {
-		// Entries are in seq order: find seq's.
-		lo, hi := t.head, len(t.ents)
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if t.ents[m].seq < seq {
-				lo = m + 1
-			} else {
-				hi = m
-			}
-		}
-		if lo == len(t.ents) || t.ents[lo].seq != seq {
-			return 0, fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
-		}
-		i = lo
-	} else {
-		i = t.head + int(seq-t.base)
-		if i >= len(t.ents) {
-			return 0, fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
+	// Runs are in seq order: find the last that starts at or before seq.
+	lo, hi := t.head, len(t.runs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.runs[m].first <= seq {
+			lo = m + 1
+		} else {
+			hi = m
 		}
 	}
-	return i, nil
+	if lo == t.head {
+		return nil, 0, fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
+	}
+	r := &t.runs[lo-1]
+	if seq-r.first >= uint64(r.n()) {
+		return nil, 0, fmt.Errorf("ack tracker: record %d acked but never tracked", seq)
+	}
+	return r, uint32(seq - r.first), nil
 }
 
 // Advance drops the contiguous acked prefix and reports the last record of
@@ -196,19 +272,36 @@ func (t *AckTracker) findLocked(seq uint64) (int, error) {
 func (t *AckTracker) Advance() (seq uint64, next int64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for t.head < len(t.ents) && t.ents[t.head].acked {
-		if t.gaps {
-			t.base = t.ents[t.head].seq
+	for t.head < len(t.runs) {
+		r := &t.runs[t.head]
+		h := r.head
+		if r.done == r.n() {
+			h = r.n()
+		} else {
+			for h < r.n() && r.acked(h) {
+				h++
+			}
 		}
-		seq, next, ok = t.base, t.ents[t.head].next, true
+		if h > r.head {
+			seq, next, ok = r.first+uint64(h)-1, r.nexts[h-1], true
+			r.head = h
+			t.floor = seq + 1
+		}
+		if h < r.n() {
+			break
+		}
+		if len(t.free) < 8 {
+			t.free = append(t.free, r.nexts)
+		}
+		*r = ackRun{}
 		t.head++
-		t.base++
 	}
 	// Compact once the committed prefix dominates, keeping appends O(1)
 	// amortised without holding committed entries forever.
-	if t.head > 0 && t.head >= len(t.ents)/2 {
-		n := copy(t.ents, t.ents[t.head:])
-		t.ents = t.ents[:n]
+	if t.head > 0 && t.head >= len(t.runs)/2 {
+		n := copy(t.runs, t.runs[t.head:])
+		clear(t.runs[n:])
+		t.runs = t.runs[:n]
 		t.head = 0
 	}
 	return seq, next, ok
@@ -218,5 +311,9 @@ func (t *AckTracker) Advance() (seq uint64, next int64, ok bool) {
 func (t *AckTracker) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.ents) - t.head
+	n := 0
+	for i := t.head; i < len(t.runs); i++ {
+		n += int(t.runs[i].n() - t.runs[i].head)
+	}
+	return n
 }

@@ -150,3 +150,71 @@ func TestOffsetAckTrackerWideGaps(t *testing.T) {
 		t.Errorf("pending %d next %d", tr.Pending(), tr.Next())
 	}
 }
+
+// TestAckTrackerRuns: records tracked in runs (one per batch) commit as far
+// as their acks go, whether a run is acked whole or record by record, and
+// never past an unacked record of an earlier run.
+func TestAckTrackerRuns(t *testing.T) {
+	type ack struct {
+		first uint64
+		n     int
+	}
+	tests := []struct {
+		name    string
+		runs    []int // run lengths, from seq 0; record i's next offset is (i+1)*10
+		acks    []ack
+		want    uint64 // records committed after one Advance
+		unacked int
+	}{
+		{"whole runs in order", []int{3, 2}, []ack{{0, 3}, {3, 2}}, 5, 0},
+		{"second run only", []int{3, 2}, []ack{{3, 2}}, 0, 3},
+		{"records of a run one by one", []int{4}, []ack{{0, 1}, {1, 1}, {3, 1}}, 2, 1},
+		{"a part of a run, then the rest", []int{4, 1}, []ack{{1, 3}, {4, 1}, {0, 1}}, 5, 0},
+		{"twice", []int{2, 2}, []ack{{0, 2}, {0, 2}, {2, 1}, {2, 1}}, 3, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewAckTracker(0)
+			seq := uint64(0)
+			for _, n := range tc.runs {
+				nexts := make([]int64, n)
+				for i := range nexts {
+					nexts[i] = int64(seq+uint64(i)+1) * 10
+				}
+				if err := tr.TrackRun(seq, nexts); err != nil {
+					t.Fatal(err)
+				}
+				seq += uint64(n)
+			}
+			for _, a := range tc.acks {
+				if err := tr.AckRange(a.first, a.n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			last, next, ok := tr.Advance()
+			got := uint64(0)
+			if ok {
+				got = last + 1
+				if next != int64(got)*10 {
+					t.Errorf("next offset %d, want %d", next, got*10)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("committed %d records, want %d", got, tc.want)
+			}
+			if n := tr.Unacked(); n != tc.unacked {
+				t.Errorf("unacked %d, want %d", n, tc.unacked)
+			}
+			if n := tr.Pending(); n != int(seq-got) {
+				t.Errorf("pending %d, want %d", n, seq-got)
+			}
+		})
+	}
+	tr := NewAckTracker(0)
+	if err := tr.TrackRun(0, []int64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.AckRange(1, 2); err == nil {
+		t.Error("a range past its run's end: want an error")
+	}
+}

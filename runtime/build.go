@@ -203,6 +203,7 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		m.MarkRouteSink()
 	}
 	rt.needPayload, rt.payloadFields = payloadNeeds(progs)
+	rt.linesPassThrough(handlerNode != nil)
 	return rt, nil
 }
 

@@ -62,6 +62,21 @@ type Sink interface {
 	Close() error
 }
 
+// LineSink is a sink that writes each record as a line, its payload and a
+// newline (AppendLines without the envelope), and can take the lines as a
+// source read them. When no step can have changed a payload and every
+// record of a group of batches is to be written, the engine calls
+// WriteLines instead of Write with the batches' lines: each buffer holds
+// the newline-terminated payloads of consecutive records, the bytes
+// AppendLines would make of them, and the sink writes them in order. The
+// contract is Write's; there is no record to refuse. A sink that writes
+// envelopes (a DLQ's target) says so with WritesLines false.
+type LineSink interface {
+	Sink
+	WriteLines(ctx context.Context, lines [][]byte) error
+	WritesLines() bool
+}
+
 // RegisterSink registers the sink of kind, the stdlib kind name: build
 // gets the node's attributes decoded into a fresh C (fields tagged
 // `attr:"name"`; the plan's value, or else the default stdlib declares).
@@ -675,6 +690,14 @@ type Batch struct {
 	reserved []reservation
 	// seq numbers the batches a route reads, in order (see turnGate).
 	seq uint64
+	// spans are the runs its records were tracked in (partitionAcks.track).
+	spans []ackSpan
+	// copied counts the records AddCopy added: when it is all of them,
+	// arena holds every record's line, in order.
+	copied int
+	// pooled: made by NewBatchArena, so the route may hand it back to
+	// batchPool once acked.
+	pooled bool
 	// span is the batch's trace while it is in flight (tracing.go); nil
 	// without tracing.
 	span trace.Span
@@ -684,23 +707,41 @@ type Batch struct {
 func NewBatch(n int) *Batch { return &Batch{recs: make([]Record, 0, n)} }
 
 // NewBatchArena is an empty batch with room for n records and for
-// arenaBytes of payload copied in by AddCopy.
+// arenaBytes of payload copied in by AddCopy. It may be one a route is
+// done with (see batchPool).
 func NewBatchArena(n, arenaBytes int) *Batch {
-	return &Batch{recs: make([]Record, 0, n), arena: make([]byte, 0, arenaBytes)}
+	b, _ := batchPool.Get().(*Batch)
+	if b == nil {
+		b = &Batch{}
+	}
+	if cap(b.recs) < n {
+		b.recs = make([]Record, 0, n)
+	}
+	if cap(b.arena) < arenaBytes {
+		b.arena = make([]byte, 0, arenaBytes)
+	}
+	b.pooled = true
+	return b
 }
 
 // AddCopy appends r, the next record read, with a copy of payload as its
 // Payload: the copies of a batch share one allocation, its arena, so a
 // source that reads into a buffer it reuses allocates once per batch.
+// Each copy is followed by a newline in the arena (not in the Payload):
+// a batch made only by AddCopy holds its records as lines, ready for a
+// LineSink.
 func (b *Batch) AddCopy(r Record, payload []byte) {
 	start := len(b.arena)
 	b.arena = append(b.arena, payload...)
-	r.Payload = b.arena[start:len(b.arena):len(b.arena)]
+	end := len(b.arena)
+	b.arena = append(b.arena, '\n')
+	r.Payload = b.arena[start:end:end]
 	b.recs = append(b.recs, r)
+	b.copied++
 }
 
-// PayloadBytes is the size of the payloads AddCopy copied into b: a source
-// sizes the next batch's arena from it.
+// PayloadBytes is the size of the payloads AddCopy copied into b, with
+// their newlines: a source sizes the next batch's arena from it.
 func (b *Batch) PayloadBytes() int { return len(b.arena) }
 
 // MaxBatchBytes is the payload size at which a source that reads lines

@@ -54,6 +54,10 @@ type route struct {
 	dlq         sink
 	dlqProgs    []*program
 	needPayload bool
+	// lineSink is the sink, when it takes batches' lines as read;
+	// recycles: the route's batches are reused once acked (passthrough.go).
+	lineSink LineSink
+	recycles bool
 	// payloadFields, when set, are the only top-level payload fields any
 	// expression reads (see payloadNeeds).
 	payloadFields map[string]bool
@@ -93,6 +97,8 @@ type worker struct {
 	ptrs     []*Record
 	dead     []*Record
 	refs     []ackRef
+	spans    []ackSpan
+	lines    [][]byte
 	mapVals  []any
 }
 
@@ -200,7 +206,7 @@ func (rt *route) run(ctx context.Context) error {
 				return
 			}
 			if len(b.recs) > 0 {
-				if err := rt.acks.track(b.recs); err != nil {
+				if err := rt.acks.track(b); err != nil {
 					rt.fail(fmt.Errorf("route %s: %w", rt.name, err))
 					return
 				}
@@ -284,6 +290,8 @@ func (rt *route) run(ctx context.Context) error {
 					endBatchSpans(group, err)
 					rt.releaseAll(group)
 					rt.fail(err)
+				} else if rt.recycles {
+					recycle(group)
 				}
 			}
 		}()
@@ -331,6 +339,37 @@ func (rt *route) passTurns(b *batch) {
 
 // process runs the route's steps over b.
 func (rt *route) process(w *worker, b *batch) error {
+	// A text or raw payload nothing reads needs no decoding: it would
+	// only be copied into a string.
+	if rt.needPayload || rt.srcFormat == "json" {
+		rt.decode(w, b)
+	}
+	tapped := rt.tap.watching()
+	if tapped {
+		rt.tap.sendBatch(rt.name, "source", b)
+	}
+	for i, s := range rt.steps {
+		if err := s.apply(w, b); err != nil {
+			return fmt.Errorf("route %s: %w", rt.name, err)
+		}
+		if tapped && i < len(rt.stepNames) {
+			rt.tap.sendBatch(rt.name, rt.stepNames[i], b)
+		}
+	}
+	// Records that go no further are acked now, straight back to the source.
+	refs := w.refs[:0]
+	for i := range b.recs {
+		if st := b.recs[i].state; st == stFiltered || st == stDuplicate {
+			refs = append(refs, refOf(&b.recs[i]))
+		}
+	}
+	w.refs = refs
+	return rt.acks.ack(refs)
+}
+
+// decode gives b's live records their decoded payloads (JSON is checked
+// when nothing reads it); a record that does not decode is dead.
+func (rt *route) decode(w *worker, b *batch) {
 	for i := range b.recs {
 		r := &b.recs[i]
 		if r.state != stLive {
@@ -358,27 +397,6 @@ func (rt *route) process(w *worker, b *batch) error {
 			r.value = string(r.Payload)
 		}
 	}
-	tapped := rt.tap.watching()
-	if tapped {
-		rt.tap.sendBatch(rt.name, "source", b)
-	}
-	for i, s := range rt.steps {
-		if err := s.apply(w, b); err != nil {
-			return fmt.Errorf("route %s: %w", rt.name, err)
-		}
-		if tapped && i < len(rt.stepNames) {
-			rt.tap.sendBatch(rt.name, rt.stepNames[i], b)
-		}
-	}
-	// Records that go no further are acked now, straight back to the source.
-	refs := w.refs[:0]
-	for i := range b.recs {
-		if st := b.recs[i].state; st == stFiltered || st == stDuplicate {
-			refs = append(refs, refOf(&b.recs[i]))
-		}
-	}
-	w.refs = refs
-	return rt.acks.ack(refs)
 }
 
 // groupSize is how many ready batches a sink worker takes at once. Waiting
@@ -388,9 +406,17 @@ func (rt *route) process(w *worker, b *batch) error {
 // the write that holds it is durable. The queue in front of the sink holds
 // as many batches, so it is smaller when records carry decoded payloads
 // (several times their size in memory) than when they are bare lines.
+//
+// A route handing its sink lines as read (passthrough.go) takes 6: its
+// groups of 6 batches still share one fsync per 6k lines, and the peak
+// anonymous memory of a 1M-line file → file route falls from ~24 to
+// ~16 MiB (/proc's RssAnon) with no measurable loss in rate.
 func (rt *route) groupSize() int {
-	if rt.needPayload {
+	switch {
+	case rt.needPayload:
 		return 4
+	case rt.lineSink != nil:
+		return 6
 	}
 	return 16
 }
@@ -399,27 +425,20 @@ func (rt *route) groupSize() int {
 // the dead ones to the DLQ, then promotes dedup keys and acks every record.
 func (rt *route) deliver(w *worker, group []*batch) error {
 	ctx := context.Background() // a drain finishes the batch whatever happens to the run's ctx
-	live := w.ptrs[:0]
-	for _, b := range group {
-		for i := range b.recs {
-			if b.recs[i].state == stLive {
-				live = append(live, &b.recs[i])
-			}
-		}
-	}
-	w.ptrs = live
-
 	// Records already dead before the sink (bad JSON, no identity…) go to
 	// the DLQ while the sink writes: both wait on their own durability.
-	early := w.dead[:0]
+	live, early := w.ptrs[:0], w.dead[:0]
 	for _, b := range group {
 		for i := range b.recs {
-			if b.recs[i].state == stDead {
+			switch b.recs[i].state {
+			case stLive:
+				live = append(live, &b.recs[i])
+			case stDead:
 				early = append(early, &b.recs[i])
 			}
 		}
 	}
-	w.dead = early
+	w.ptrs, w.dead = live, early
 	earlyDone := make(chan error, 1)
 	go func() {
 		endDLQ := func(error) {}
@@ -435,9 +454,15 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		rt.tap.send(rt.name, "sink", live)
 	}
 	endWrite := rt.groupSpan(group, "mqb.sink.write", len(live))
-	sinkErr := rt.retry.write(ctx, rt.sink, live, func(err error) {
+	onRetry := func(err error) {
 		rt.log.Warn("sink write failed, retrying", append([]any{"err", err}, traceAttrs(group[0])...)...)
-	})
+	}
+	var sinkErr error
+	if lines, ok := rt.linesOf(w, group); ok {
+		sinkErr = rt.retry.do(live, func() error { return rt.lineSink.WriteLines(ctx, lines) }, onRetry)
+	} else {
+		sinkErr = rt.retry.write(ctx, rt.sink, live, onRetry)
+	}
 	endWrite(sinkErr)
 	if err := <-earlyDone; err != nil {
 		return err
@@ -516,14 +541,17 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 			}
 		}
 		b.reserved = nil
+		if len(lost) == 0 {
+			continue // every record of the group is acked, run by run, below
+		}
 		for i := range b.recs {
-			if r := &b.recs[i]; len(lost) == 0 || !rt.undelivered(r) {
+			if r := &b.recs[i]; !rt.undelivered(r) {
 				refs = append(refs, refOf(r))
 			}
 		}
 	}
 	w.refs = refs
-	if err := rt.acks.ack(refs); err != nil {
+	if err := rt.ackGroup(w, group, lost, refs); err != nil {
 		return fmt.Errorf("route %s: %w", rt.name, err)
 	}
 	errs := int64(len(lost))
@@ -540,6 +568,33 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	}
 	endBatchSpans(group, nil)
 	return nil
+}
+
+// linesOf returns the lines of group for the route's line sink, when it
+// has one and the group can go as read (see groupLines).
+func (rt *route) linesOf(w *worker, group []*batch) ([][]byte, bool) {
+	if rt.lineSink == nil {
+		return nil, false
+	}
+	lines, ok := groupLines(group, w.lines)
+	w.lines = lines
+	return lines, ok
+}
+
+// ackGroup acks a delivered group: with no record lost, every record the
+// group's batches read, one step per run of positions (an unnest's parts
+// included: they are all in their batch); else the records refs names,
+// one by one, so the commit stops before the first lost one.
+func (rt *route) ackGroup(w *worker, group []*batch, lost []*Record, refs []ackRef) error {
+	if len(lost) > 0 {
+		return rt.acks.ack(refs)
+	}
+	spans := w.spans[:0]
+	for _, b := range group {
+		spans = append(spans, b.spans...)
+	}
+	w.spans = spans
+	return rt.acks.ackSpans(spans)
 }
 
 // undelivered reports whether a record failed with nowhere to go: dead,

@@ -43,12 +43,17 @@ type retryPolicy struct {
 // slate: per-record failures of an attempt that failed as a whole are
 // forgotten, since its transaction was rolled back.
 func (p retryPolicy) write(ctx context.Context, s sink, recs []*Record, onRetry func(error)) error {
+	return p.do(recs, func() error { return s.Write(ctx, recs) }, onRetry)
+}
+
+// do runs write, a write of recs, under the policy.
+func (p retryPolicy) do(recs []*Record, write func() error, onRetry func(error)) error {
 	wait := p.backoff
 	for attempt := 1; ; attempt++ {
 		for _, r := range recs {
 			r.sinkErr = ""
 		}
-		err := s.Write(ctx, recs)
+		err := write()
 		if err == nil {
 			return nil
 		}

@@ -41,6 +41,7 @@ type partitionAcks struct {
 	parts     map[int32]*partitionAck
 	committed map[int32]ackPos // last committed position of every partition seen
 	gaps      bool             // Seq is an offset that may skip
+	nexts     []int64          // track's scratch
 }
 
 type partitionAck struct {
@@ -68,25 +69,59 @@ func (p *partitionAcks) start(part int32, gen uint32, first uint64, offset int64
 	p.committed[part] = ackPos{Next: first, Offset: offset, Gen: gen}
 }
 
-// track registers the records of b in read order.
-func (p *partitionAcks) track(recs []Record) error {
+// ackSpan is a run of a batch's records tracked as one (AckTracker.TrackRun):
+// consecutive positions of one partition read under one generation. A
+// batch whose records all end acked is acked span by span, one step each.
+type ackSpan struct {
+	part  int32
+	gen   uint32
+	first uint64
+	n     int
+}
+
+// track registers the records of b in read order, as runs of consecutive
+// positions, and keeps the runs in b.spans.
+func (p *partitionAcks) track(b *batch) error {
+	recs := b.recs
+	b.spans = b.spans[:0]
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var last *partitionAck
-	lastPart := int32(-1)
-	for i := range recs {
+	for i := 0; i < len(recs); {
 		r := &recs[i]
-		pa := last
-		if last == nil || r.Partition != lastPart {
-			pa = p.parts[r.Partition]
-			if pa == nil || pa.gen != r.gen {
-				pa = &partitionAck{gen: r.gen, t: p.newTracker(r.Seq)}
-				p.parts[r.Partition] = pa
-			}
-			last, lastPart = pa, r.Partition
+		j := i + 1
+		for j < len(recs) && recs[j].Partition == r.Partition && recs[j].gen == r.gen && recs[j].Seq == recs[j-1].Seq+1 {
+			j++
 		}
-		if err := pa.t.Track(r.Seq, r.Next); err != nil {
+		pa := p.parts[r.Partition]
+		if pa == nil || pa.gen != r.gen {
+			pa = &partitionAck{gen: r.gen, t: p.newTracker(r.Seq)}
+			p.parts[r.Partition] = pa
+		}
+		nexts := p.nexts[:0]
+		for k := i; k < j; k++ {
+			nexts = append(nexts, recs[k].Next)
+		}
+		p.nexts = nexts
+		if err := pa.t.TrackRun(r.Seq, nexts); err != nil {
 			return fmt.Errorf("partition %d: %w", r.Partition, err)
+		}
+		b.spans = append(b.spans, ackSpan{part: r.Partition, gen: r.gen, first: r.Seq, n: j - i})
+		i = j
+	}
+	return nil
+}
+
+// ackSpans acks every record of the runs spans name.
+func (p *partitionAcks) ackSpans(spans []ackSpan) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range spans {
+		pa := p.parts[s.part]
+		if pa == nil || pa.gen != s.gen {
+			continue // revoked since it was read: its position is no longer ours
+		}
+		if err := pa.t.AckRange(s.first, s.n); err != nil {
+			return fmt.Errorf("partition %d: %w", s.part, err)
 		}
 	}
 	return nil

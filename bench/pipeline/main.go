@@ -6,8 +6,11 @@
 //
 // The elided scenario is the SQLite route as the compiler builds it: its
 // dedup left out because the sink's conflict clause absorbs the repeats.
+// The text scenario is file → file as bench/compare runs it against cat
+// (format = text: nothing reads or checks the payload, and lines go
+// through as read).
 //
-//	go run ./bench/pipeline -n 200000 -runs 5 [-cpuprofile cpu.out] [-only sqlite|elided|file]
+//	go run ./bench/pipeline -n 200000 -runs 5 [-cpuprofile cpu.out] [-only sqlite|elided|file|text]
 package main
 
 import (
@@ -35,7 +38,7 @@ func main() {
 	runs := flag.Int("runs", 5, "runs per scenario")
 	batch := flag.Int("batch", 1024, "batch_size")
 	concurrency := flag.Int("concurrency", 1, "route concurrency")
-	only := flag.String("only", "", "run one scenario: sqlite, elided or file")
+	only := flag.String("only", "", "run one scenario: sqlite, elided, file or text")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of all runs")
 	heapprofile := flag.String("heapprofile", "", "write a heap profile 1.5 s into the first run")
 	flag.Parse()
@@ -78,6 +81,7 @@ func main() {
 		{"sqlite", func(run string) plan.Plan { return sqlitePlan(input, filepath.Join(dir, run), *batch, *concurrency) }},
 		{"elided", func(run string) plan.Plan { return elidedPlan(input, filepath.Join(dir, run), *batch, *concurrency) }},
 		{"file", func(run string) plan.Plan { return filePlan(input, filepath.Join(dir, run), *batch, *concurrency) }},
+		{"text", func(run string) plan.Plan { return textPlan(input, filepath.Join(dir, run), *batch, *concurrency) }},
 	}
 	for _, sc := range scenarios {
 		if *only != "" && *only != sc.name {
@@ -174,6 +178,14 @@ func filePlan(input, dir string, batch, concurrency int) plan.Plan {
 			"path": str(filepath.Join(dir, "out.jsonl")), "name_by": {Type: plan.TEnum, Str: "write_time"}}},
 	}
 	return plan.Plan{Version: plan.Version, Routes: []plan.Route{{Name: "bench", Concurrency: concurrency, BatchSize: batch, Nodes: nodes}}}
+}
+
+// textPlan is filePlan reading the lines as text, as bench/compare's
+// file pair does.
+func textPlan(input, dir string, batch, concurrency int) plan.Plan {
+	p := filePlan(input, dir, batch, concurrency)
+	p.Routes[0].Nodes[0].Attrs["format"] = plan.Value{Type: plan.TEnum, Str: "text"}
+	return p
 }
 
 // cpuTime is the process's user + system CPU time so far. On a shared

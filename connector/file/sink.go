@@ -274,9 +274,33 @@ func (s *fileSink) Write(_ context.Context, recs []*runtime.Record) error {
 	defer s.mu.Unlock()
 	buf := runtime.AppendLines(s.buf[:0], recs, s.envelope)
 	s.buf = buf
-	if _, err := s.f.Write(buf); err != nil {
-		s.dropTornTail(s.length) // best effort: the retry appends whole lines again
-		return runtime.Retryable(fmt.Errorf("route %s: file sink %s: write: %w", s.route, s.path, err))
+	return s.appendLocked(buf)
+}
+
+// WritesLines: the sink writes bare payload lines, except as a DLQ's
+// target (envelopes).
+func (s *fileSink) WritesLines() bool { return !s.envelope }
+
+// WriteLines appends lines, the lines of batches as their source read
+// them (see runtime.LineSink), as Write appends its records' lines.
+func (s *fileSink) WriteLines(_ context.Context, lines [][]byte) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appendLocked(lines...)
+}
+
+// appendLocked appends whole lines to the file, fsyncs it and records its
+// length in the sidecar. A failed write leaves no part of a line behind
+// that a retry would glue the next one onto.
+func (s *fileSink) appendLocked(chunks ...[]byte) error {
+	for _, buf := range chunks {
+		if _, err := s.f.Write(buf); err != nil {
+			s.dropTornTail(s.length) // best effort: the retry appends whole lines again
+			return runtime.Retryable(fmt.Errorf("route %s: file sink %s: write: %w", s.route, s.path, err))
+		}
 	}
 	if err := s.f.Sync(); err != nil {
 		return runtime.Retryable(fmt.Errorf("route %s: file sink %s: fsync: %w", s.route, s.path, err))

@@ -41,4 +41,21 @@ func (s *stdoutSink) Write(_ context.Context, recs []*runtime.Record) error {
 	return nil
 }
 
+// WritesLines: the sink writes bare payload lines, except as a DLQ's
+// target (envelopes).
+func (s *stdoutSink) WritesLines() bool { return !s.envelope }
+
+// WriteLines writes lines, the lines of batches as their source read them
+// (see runtime.LineSink), as Write writes its records' lines.
+func (s *stdoutSink) WriteLines(_ context.Context, lines [][]byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, buf := range lines {
+		if _, err := s.out.Write(buf); err != nil {
+			return fmt.Errorf("route %s: stdout: %w", s.route, err)
+		}
+	}
+	return nil
+}
+
 func (s *stdoutSink) Close() error { return nil }

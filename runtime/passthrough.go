@@ -1,0 +1,99 @@
+package runtime
+
+import "sync"
+
+// A route that moves lines as they were read (file → file, stdin →
+// stdout) and whose steps leave payloads alone hands its sink the lines
+// of whole batches as the source copied them into the batch's arena, and
+// reuses its batches once acked: per record there is then no copy, no
+// allocation and no ack of its own.
+
+// batchPool holds batches a route is done with, for NewBatchArena: a
+// source reading lines then allocates a batch's records and arena once,
+// not per batch.
+var batchPool sync.Pool
+
+// recycle hands the batches of a delivered and acked group back to
+// batchPool. Only a route whose every end takes no reference to a record
+// past its write (rt.recycles) calls it.
+func recycle(group []*batch) {
+	for _, b := range group {
+		if !b.pooled {
+			continue
+		}
+		clear(b.recs) // no stale metadata or decoded payload kept alive
+		*b = Batch{recs: b.recs[:0], arena: b.arena[:0], spans: b.spans[:0]}
+		batchPool.Put(b)
+	}
+}
+
+// keepsPayloads reports whether a step is one known to leave payloads as
+// read (it may read them, set metadata, drop or dead-letter records):
+// an allow-list, so a step added later is assumed to change them.
+func keepsPayloads(s step) bool {
+	switch s.(type) {
+	case *idStep, *filterStep, *dedupStep:
+		return true
+	}
+	return false
+}
+
+// linesPassThrough decides, once the route is built, whether its sink
+// takes batches' lines as read (rt.lineSink) and whether its batches are
+// reused (rt.recycles). Both need a sink writing bare lines, no handler
+// (it may replace payloads) and steps that keep payloads.
+func (rt *route) linesPassThrough(hasHandler bool) {
+	ls, ok := rt.sink.(LineSink)
+	if !ok || !ls.WritesLines() || hasHandler || len(rt.outSteps) > 0 {
+		return
+	}
+	for _, s := range rt.steps {
+		if !keepsPayloads(s) {
+			return
+		}
+	}
+	rt.lineSink = ls
+	// A line sink keeps nothing of a record once written; a DLQ's target
+	// must not either for the batch to be reused.
+	_, dlqLines := rt.dlq.(LineSink)
+	rt.recycles = rt.dlq == nil || dlqLines
+}
+
+// groupLines returns the lines of a group's live records, as the sink
+// would write them, cut from the batches' arenas: one buffer per run of
+// consecutive live records. ok is false when a batch holds a record not
+// copied into its arena (AddCopy) or one a step changed; then the sink
+// gets the records. Record i of a batch starts in its arena where the
+// lines of the records before it end (AddCopy appends each payload and a
+// newline in read order, and no step the route runs moves a payload).
+func groupLines(group []*batch, lines [][]byte) ([][]byte, bool) {
+	lines = lines[:0]
+	for _, b := range group {
+		if b.copied != len(b.recs) {
+			return lines, false
+		}
+		off, start := 0, -1 // start: where the current run of live records starts
+		for i := range b.recs {
+			r := &b.recs[i]
+			if r.dirty {
+				return lines, false
+			}
+			if r.state == stLive {
+				if start < 0 {
+					start = off
+				}
+			} else if start >= 0 {
+				lines = append(lines, b.arena[start:off])
+				start = -1
+			}
+			off += len(r.Payload) + 1
+		}
+		if off != len(b.arena) {
+			return lines, false // not the arena's layout after all
+		}
+		if start >= 0 && off > start {
+			lines = append(lines, b.arena[start:off])
+		}
+	}
+	return lines, true
+}
