@@ -54,9 +54,12 @@ func (rt *route) linesPassThrough(hasHandler bool) {
 	}
 	rt.lineSink = ls
 	// A line sink keeps nothing of a record once written; a DLQ's target
-	// must not either for the batch to be reused.
+	// must not either for the batch to be reused, nor a source that keeps
+	// payloads to answer with after the ack (a Replier sends its replies
+	// from Commit).
 	_, dlqLines := rt.dlq.(LineSink)
-	rt.recycles = rt.dlq == nil || dlqLines
+	_, replies := rt.src.(Replier)
+	rt.recycles = (rt.dlq == nil || dlqLines) && !replies
 }
 
 // groupLines returns the lines of a group's live records, as the sink
