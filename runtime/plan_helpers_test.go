@@ -12,9 +12,6 @@ var (
 	enumV = plantest.Enum
 	intV  = plantest.Int
 	exprV = plantest.Expr
-	tmplV = plantest.Tmpl
-	lit   = plantest.Lit
-	ex    = plantest.Ex
 )
 
 // testEnv is the set of paths a test pipeline uses, all under one temp dir.

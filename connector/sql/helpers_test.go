@@ -43,12 +43,6 @@ func newTestEnv(t *testing.T) testEnv {
 	return testEnv{dir: e.Dir, input: e.Input, db: e.DB, dlq: e.DLQ, state: e.State, dedup: e.Dedup, parts: e.Parts}
 }
 
-// sqlitePlan is file → id → dedup → dlq → sqlite ON CONFLICT DO NOTHING
-// (plantest.SQLitePlan) over e's paths.
-func sqlitePlan(e testEnv, batch, concurrency int) plan.Plan {
-	return plantest.SQLitePlan(e.input, e.state, e.dedup, e.dlq, e.db, batch, concurrency)
-}
-
 var dlqFile = plantest.DLQFile
 
 // withRetry inserts a retry step right before the sink.

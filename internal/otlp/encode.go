@@ -202,7 +202,7 @@ func value(v attribute.Value) anyValue {
 	case attribute.STRINGSLICE:
 		return array(v.AsStringSlice(), attribute.StringValue)
 	}
-	s := v.Emit()
+	s := v.String()
 	return anyValue{StringValue: &s}
 }
 

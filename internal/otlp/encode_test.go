@@ -30,7 +30,7 @@ func TestValue(t *testing.T) {
 			t.Fatal(err)
 		}
 		if string(b) != tc.want {
-			t.Errorf("%v: got %s, want %s", tc.v.Emit(), b, tc.want)
+			t.Errorf("%v: got %s, want %s", tc.v.String(), b, tc.want)
 		}
 	}
 }
