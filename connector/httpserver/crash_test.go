@@ -48,31 +48,10 @@ func TestCrashHTTPServerClientRetries(t *testing.T) {
 			if g := p.Routes[0].Guarantee; g != tc.guarantee {
 				t.Fatalf("the compiler says %s, the test expects %s", g, tc.guarantee)
 			}
-			const n, clients = 1500, 6
-			var answered atomic.Int64
-			work := make(chan int, n)
-			for i := range n {
-				work <- i
-			}
-			close(work)
-			stop := make(chan struct{})
-			defer close(stop)
-			var wg sync.WaitGroup
-			for range clients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c := &http.Client{Timeout: 30 * time.Second}
-					for i := range work {
-						if _, _, ok := sendUntilCommitted(c, "http://"+addr+"/orders", i, tc.stampIDs, stop); !ok {
-							return
-						}
-						answered.Add(1)
-					}
-				}()
-			}
+			const n = 1500
+			answered, wait := sendOrders(t, "http://"+addr+"/orders", n, tc.stampIDs, func(int, int, []byte) {})
 			st := runtest.CrashUntil(t, bin, p, d, uint64(71+i), 4, func() bool { return answered.Load() == n })
-			wg.Wait()
+			wait()
 			runtest.CheckCounts(t, st.Route("ingest"))
 			got := runtest.SQLiteMap[int64](t, db, `SELECT order_id, count(*) FROM orders GROUP BY order_id`)
 			lost, repeated := 0, 0
@@ -94,6 +73,37 @@ func TestCrashHTTPServerClientRetries(t *testing.T) {
 			t.Logf("%d orders, %d in the table more than once", n, repeated)
 		})
 	}
+}
+
+// sendOrders has 6 clients post orders 0..n-1 to url, each until it is
+// answered 2xx (sendUntilCommitted), handing every answer to got and
+// counting it in answered. wait waits for every order to be answered.
+func sendOrders(t *testing.T, url string, n int, stampIDs bool, got func(i, code int, body []byte)) (answered *atomic.Int64, wait func()) {
+	answered = new(atomic.Int64)
+	work := make(chan int, n)
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	stop := make(chan struct{}) // a client retries until answered, or the test ended
+	t.Cleanup(func() { close(stop) })
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 30 * time.Second}
+			for i := range work {
+				code, body, ok := sendUntilCommitted(c, url, i, stampIDs, stop)
+				if !ok {
+					return
+				}
+				got(i, code, body)
+				answered.Add(1)
+			}
+		}()
+	}
+	return answered, wg.Wait
 }
 
 // sendUntilCommitted posts order i until the route answers 2xx, waiting a
@@ -143,38 +153,18 @@ func TestCrashHTTPServerReply(t *testing.T) {
   }
 }
 `, addr, db))
-	const n, clients = 600, 6
-	var answered, wrong atomic.Int64
+	const n = 600
+	var wrong atomic.Int64
 	var firstWrong atomic.Value
-	work := make(chan int, n)
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	stop := make(chan struct{})
-	defer close(stop)
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := &http.Client{Timeout: 30 * time.Second}
-			for i := range work {
-				code, body, ok := sendUntilCommitted(c, "http://"+addr+"/orders", i, true, stop)
-				if !ok {
-					return
-				}
-				want := fmt.Sprintf(`{"order_id":"o-%d","amount":%d,"ref":"R-o-%d"}`, i, i, i)
-				if code != http.StatusOK || !sameJSON(string(body), want) {
-					wrong.Add(1)
-					firstWrong.CompareAndSwap(nil, fmt.Sprintf("order %d answered %d %q, want 200 %s", i, code, body, want))
-				}
-				answered.Add(1)
-			}
-		}()
-	}
+	answered, wait := sendOrders(t, "http://"+addr+"/orders", n, true, func(i, code int, body []byte) {
+		want := fmt.Sprintf(`{"order_id":"o-%d","amount":%d,"ref":"R-o-%d"}`, i, i, i)
+		if code != http.StatusOK || !sameJSON(string(body), want) {
+			wrong.Add(1)
+			firstWrong.CompareAndSwap(nil, fmt.Sprintf("order %d answered %d %q, want 200 %s", i, code, body, want))
+		}
+	})
 	st := runtest.CrashUntil(t, bin, p, d, 97, 3, func() bool { return answered.Load() == n })
-	wg.Wait()
+	wait()
 	runtest.CheckCounts(t, st.Route("ingest"))
 	if w := wrong.Load(); w > 0 {
 		t.Errorf("%d of %d answers were not the order's reply; the first: %v", w, n, firstWrong.Load())
