@@ -578,13 +578,26 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 	effective := scheme
 	if scheme == "auto" {
 		// auto applies to object stores only: a file sink stays on
-		// write_time until parts are asked for explicitly.
+		// write_time until parts are asked for explicitly. Behind an
+		// unnest it stays on write_time too (E061).
 		effective = "write_time"
-		if srcHas && rc.src != nil && n.name == "object_store" {
+		if srcHas && rc.src != nil && n.name == "object_store" && rc.unnested == "" {
 			effective = "source_position"
 		}
 	}
 	rc.resolveNameBy(n, effective)
+	if effective == "source_position" && rc.unnested != "" {
+		// Parts are cut and recognised by source position, one record a
+		// position; an unnest's elements all share their parent's, so a
+		// part would stand for some of a record's elements and a replay
+		// would skip the rest as written.
+		if !rc.inNamedUnused {
+			rc.c.add("E061", at, fmt.Sprintf("%s name_by = source_position in route %s follows unnest %s", n.name, rc.name, rc.unnested),
+				"Every element of an array has its record's source position, and positional parts name and skip records by position, so a replay could take a part holding some of a record's elements for all of them. Write the elements to a key-addressed sink keyed on meta[\"mqb.id\"] (the parent's identity and the element's index), or use name_by = write_time (at-least-once).")
+		}
+		p.missing = fmt.Sprintf("%s names parts by source position, which unnest %s's elements share", n.name, rc.unnested)
+		return p
+	}
 	if effective == "source_position" {
 		rc.claimPartDir(n, at)
 		if !srcHas && rc.src != nil && len(rc.src.PositionModes) > 0 {
@@ -638,7 +651,9 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 			"Names are minted inside the worker pool, so key order becomes arrival order and a replay can reorder updates to one key: "+hint+".")
 	}
 	p.reasons = []string{fmt.Sprintf("write: %s under name_by = write_time names every write anew, so a replay lands twice", n.name)}
-	if srcHas && rc.src != nil {
+	if rc.unnested != "" {
+		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time, and positional parts cannot follow unnest %s (E061); key a key-addressed sink on meta[\"mqb.id\"]", n.name, rc.unnested)
+	} else if srcHas && rc.src != nil {
 		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time; set name_by = source_position (%s has a replayable position)", n.name, srcDesc)
 	} else {
 		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time and %s has no replayable position; write to a key-addressed sink (SQL ON CONFLICT, Mongo id_field) instead", n.name, srcDesc)

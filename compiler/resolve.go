@@ -64,6 +64,9 @@ type routeCtx struct {
 	// srcGlob is the path of a file source that names many files (a glob
 	// or a directory), whose record numbering spans them: "" otherwise.
 	srcGlob string
+	// unnested is the path text of an unnest the route has passed: its
+	// elements share their record's source position (unnest.go).
+	unnested string
 
 	expanding []string // named endpoints being expanded, to stop ref cycles
 

@@ -65,6 +65,7 @@ func (rc *routeCtx) checkUnnest(n *nodeInfo, it *lang.Item) bool {
 			parentText = `meta["mqb.id"]`
 		}
 	}
+	rc.unnested = u.PathText()
 	rc.idSet = true
 	rc.idStab = derivedID(parent, arr)
 	rc.idText = parentText + " + the element's index in " + u.PathText()
