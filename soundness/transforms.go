@@ -28,6 +28,10 @@ const regexPattern = `"id":"(?P<id>[^"]*)","seq":(?P<seq>[0-9]+),"qty":(?P<qty>[
 // that do not draw them unchanged.
 var transforms = true
 
+// onlyTransforms (the -transforms flag) checks only the seeds that draw
+// them.
+var onlyTransforms bool
+
 // pickTransforms draws whether the case's routes may parse text and unnest
 // an array, and rewrites the input for them: an items array on some
 // records (empty ones, and a value that is not an array), and some lines in
