@@ -53,6 +53,10 @@ type Case struct {
 	// ext draws the shapes added after the dedup elision and map paths
 	// landed (see shapes.go), from a stream of its own.
 	ext *rand.Rand
+	// tx draws the unnest and parse shapes (see transforms.go); nil when
+	// the case has none. textForm is the dialect some of its lines are in.
+	tx       *rand.Rand
+	textForm string
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -149,6 +153,7 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 		c.srcRng = rand.New(rand.NewPCG(seed, 0x5a1d))
 	} else {
 		pickMore(c)
+		pickTransforms(c)
 	}
 	nRoutes := 1
 	switch r := rng.IntN(10); {
@@ -210,6 +215,8 @@ type routeGen struct {
 	outcome string
 	// handled: the route has a handle step.
 	handled bool
+	// deduped: a dedup step ran (an unnest after it is E060).
+	deduped bool
 	// forced, while set, makes sqlLeaf write the sink a dedup elision
 	// needs (see elidableTail).
 	forced *elidable
@@ -240,7 +247,15 @@ func (g *routeGen) route() string {
 		g.concurrent = true
 		fmt.Fprintf(&b, "concurrency = %s\n", c)
 	}
-	if from := g.c.fromBlock(g.name); from != "" {
+	unnestLate := false
+	if g.c.tx != nil {
+		from, parse := g.fromFile()
+		b.WriteString(from + parse)
+		unnestLate = g.c.tx.IntN(2) == 0
+		if !unnestLate {
+			b.WriteString(g.unnestStep())
+		}
+	} else if from := g.c.fromBlock(g.name); from != "" {
 		fmt.Fprintf(&b, "from %s\n", from)
 	} else if g.c.Mode != "" {
 		fmt.Fprintf(&b, "from file { path = \"in.jsonl\", mode = %s }\n", g.c.Mode)
@@ -249,6 +264,9 @@ func (g *routeGen) route() string {
 	}
 	for range g.rng.IntN(4) {
 		b.WriteString(g.inputStep())
+	}
+	if unnestLate {
+		b.WriteString(g.unnestStep())
 	}
 	if g.chance(20) {
 		b.WriteString(g.handler())
@@ -305,6 +323,7 @@ func (g *routeGen) inputStep() string {
 		if g.chance(40) {
 			store = fmt.Sprintf(", store = %q", "pebble://state/dedup_"+g.name)
 		}
+		g.deduped = true
 		return fmt.Sprintf("dedup { key = %s, ttl = %s%s }\n", key, ttl, store)
 	case 2:
 		return "filter " + g.filterExpr() + "\n"

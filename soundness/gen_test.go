@@ -99,6 +99,10 @@ func TestGeneratedSources(t *testing.T) {
 // added, and a seed that reads a later source the same routes apart from
 // their source.
 func TestLaterSourcesLeaveOtherSeeds(t *testing.T) {
+	// Without the transforms, which a seed that reads a later source
+	// would draw once it reads the file (TestTransformsLeaveOtherSeeds).
+	transforms = false
+	defer func() { transforms = true }()
 	later := 0
 	for seed := uint64(1); seed <= 100; seed++ {
 		c, err := generate(seed, 3)
@@ -252,6 +256,10 @@ func TestMoreSourcesDrawn(t *testing.T) {
 		brokerHTTP:  `from http_server`,
 	}
 	fromRE := regexp.MustCompile(`(?s)from (file|redis|amqp|mqtt|object_store|http_server) \{.*?\}\n`)
+	// Without the transforms, which a seed drawing one of these sources
+	// would draw once it reads the file (TestTransformsLeaveOtherSeeds).
+	transforms = false
+	defer func() { transforms = true }()
 	seen := map[string]int{}
 	for seed := uint64(1); seed <= 300; seed++ {
 		moreSources = moreKinds

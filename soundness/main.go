@@ -56,6 +56,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	show := fs.Bool("show", false, "print the generated files and exit")
 	cases := fs.String("cases", "", "check the regression cases (*.txtar) in this directory instead of generating")
 	sources := fs.String("sources", strings.Join(moreKinds, ","), "the sources of issue #18 a seed reading the file may draw instead (about a quarter of them do): a comma list of "+strings.Join(moreKinds, ", ")+", or none")
+	fs.BoolVar(&onlyTransforms, "transforms", false, "check only the seeds that draw unnest or parse (see transforms.go); the others are skipped")
 	jobs := fs.Int("j", 1, "cases checked at once (each in its own directories, with its own brokers); most of a case's time is waiting, so 3 keeps 2 cores busy")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -174,6 +175,9 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 		c, err = readCase(recorded[i])
 	} else {
 		c, err = generate(s, kills)
+		if err == nil && onlyTransforms && c.tx == nil {
+			return true
+		}
 	}
 	if err != nil {
 		mu.Lock()
