@@ -47,12 +47,11 @@ var knownFalse = map[string]string{
 	// handler dropped a replayed record no delivery wrote): a filter, or a
 	// switch with no default, deciding on the outcome of the record's own
 	// write is at-most-once now.
-	"seed-5431": "issue #17: unnest before a part sink named by source_position: the elements share their parent's position, " +
-		"a replay after a kill batches them differently and skips a part name already on disk that holds other elements, " +
-		"so elements are lost under an at-least-once verdict (found with 4 kills; a re-check with other kill times passed)",
-	"seed-5609": "issue #17: unnest before a part sink named by source_position (an id from now() after it): " +
-		"a replay rewrites a part name that holds other elements of the same parents, so the killed run's parts differ " +
-		"from the clean run's under an effectively-once verdict (found with 4 kills; a re-check found two clean runs differing)",
+	// seed-5431 and seed-5609 (unnest in front of parts named by
+	// source_position: every element carries its parent's position, and a
+	// replay skipped or rewrote part names holding other elements, losing
+	// records under at-least-once and changing an effectively-once
+	// route's output) are fixed by rejection: E061.
 }
 
 var (

@@ -167,6 +167,7 @@ func (g *routeGen) unnestStep() string {
 	if !g.idSet {
 		g.idSet, g.idVolatile = true, true
 	}
+	g.unnested = true
 	if tx.IntN(2) == 0 {
 		b.WriteString("unnest payload.items as item\n")
 	} else {
