@@ -37,13 +37,14 @@ func (ck *Checker) prepare(tmp string, c *Case, source string) (string, func(), 
 	}
 	h, err := startSource(dir, c, source)
 	if err != nil {
+		closeServerDBs(dir)
 		return "", nil, fmt.Errorf("start the %s source for %s: %w", c.Broker, dir, err)
 	}
 	if ck.srcs == nil {
 		ck.srcs = map[string]*srcHandle{}
 	}
 	ck.srcs[dir] = h
-	return dir, func() { h.stop(); delete(ck.srcs, dir) }, nil
+	return dir, func() { h.stop(); delete(ck.srcs, dir); closeServerDBs(dir) }, nil
 }
 
 // feed appends a chunk of the input where dir's routes read it.

@@ -57,6 +57,9 @@ type Case struct {
 	// the case has none. textForm is the dialect some of its lines are in.
 	tx       *rand.Rand
 	textForm string
+	// srv draws which sql sinks are on PostgreSQL or MariaDB, and their
+	// dialect's forms (see sqlservers.go); nil when the case has none.
+	srv *rand.Rand
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -155,6 +158,7 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 		pickMore(c)
 		pickTransforms(c)
 	}
+	pickServerSinks(c)
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:
@@ -536,6 +540,11 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 	n := g.next()
 	db := fmt.Sprintf("out/%s.db", g.name)
 	table := fmt.Sprintf("t%d", n)
+	dialect := g.c.serverDialect()
+	if dialect != "" {
+		// One database holds every route's tables.
+		db, table = map[string]string{"postgres": pgPlaceholder, "mariadb": mariaPlaceholder}[dialect], g.name+"_"+table
+	}
 	art := Artifact{Kind: "table", Path: db, Table: table, Group: orGroup(group, db+":"+table)}
 	keyed := g.chance(75) || g.forced != nil
 	var ddl string
@@ -613,9 +622,10 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 		}
 	}
 	values := "(" + strings.Join(vals, ", ") + ")"
+	var second []string
 	if g.chance(4) {
 		// A second row keyed on a per-delivery value.
-		second := slices.Clone(vals)
+		second = slices.Clone(vals)
 		second[0] = `${message_id}`
 		values += ", (" + strings.Join(second, ", ") + ")"
 		if !slices.Contains(art.Volatile, "id") {
@@ -683,9 +693,15 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 			}
 		}
 	}
+	url := "sqlite://" + db
+	if dialect != "" {
+		ddl, query = sqlLeafText{ddl: ddl, verb: verb, conflict: conflict, table: table, cols: cols, vals: vals,
+			secondRow: second, keyed: keyed}.translate(dialect, g.c.srv)
+		url = db
+	}
 	g.arts = append(g.arts, art)
 	var b strings.Builder
-	fmt.Fprintf(&b, "sql {\nurl = %q\n", "sqlite://"+db)
+	fmt.Fprintf(&b, "sql {\nurl = %q\n", url)
 	if g.chance(75) {
 		fmt.Fprintf(&b, "create_table = %q\n", ddl)
 	} else {

@@ -57,6 +57,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	cases := fs.String("cases", "", "check the regression cases (*.txtar) in this directory instead of generating")
 	sources := fs.String("sources", strings.Join(moreKinds, ","), "the sources of issue #18 a seed reading the file may draw instead (about a quarter of them do): a comma list of "+strings.Join(moreKinds, ", ")+", or none")
 	fs.BoolVar(&onlyTransforms, "transforms", false, "check only the seeds that draw unnest or parse (see transforms.go); the others are skipped")
+	fs.BoolVar(&serverSinks, "server-sinks", false, "let seeds put some sql sinks on PostgreSQL and MariaDB (see sqlservers.go); needs their server binaries")
 	jobs := fs.Int("j", 1, "cases checked at once (each in its own directories, with its own brokers); most of a case's time is waiting, so 3 keeps 2 cores busy")
 	if err := fs.Parse(args); err != nil {
 		return 2

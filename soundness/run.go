@@ -63,6 +63,10 @@ func prepare(tmp string, c *Case, source string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	source, err = openServerDBs(dir, source, c.Setup)
+	if err != nil {
+		return "", err
+	}
 	if err := os.WriteFile(filepath.Join(dir, "routes.mqb"), []byte(source), 0o644); err != nil {
 		return "", err
 	}
@@ -77,6 +81,9 @@ func prepare(tmp string, c *Case, source string) (string, error) {
 		return "", err
 	}
 	for _, s := range c.Setup {
+		if isServerPlaceholder(s.DB) {
+			continue // run by openServerDBs
+		}
 		h, err := sql.Open("sqlite3", filepath.Join(dir, s.DB))
 		if err != nil {
 			return "", err

@@ -80,24 +80,12 @@ func ifTable(a Artifact) string {
 }
 
 func readTable(s Snapshot, dir string, a Artifact) error {
-	path := filepath.Join(dir, a.Path)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	// Read-only, without creating anything; the WAL, if any, is read too.
-	h, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
-	if err != nil {
+	h, query, ok, err := openTable(dir, a)
+	if err != nil || !ok {
 		return err
 	}
 	defer h.Close()
-	var n int
-	if err := h.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, a.Table).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		return nil
-	}
-	rows, err := h.Query(`SELECT * FROM "` + a.Table + `"`)
+	rows, err := h.Query(query)
 	if err != nil {
 		return err
 	}
@@ -132,6 +120,29 @@ func readTable(s Snapshot, dir string, a Artifact) error {
 		s.add(a.Group, strings.Join(full, " "), strings.Join(kept, " "))
 	}
 	return rows.Err()
+}
+
+// openTable opens the database of a table artifact and says how to read
+// the table; ok is false when there is no such table (nothing written).
+func openTable(dir string, a Artifact) (h *sql.DB, query string, ok bool, err error) {
+	if isServerPlaceholder(a.Path) {
+		return openServerTable(dir, a)
+	}
+	path := filepath.Join(dir, a.Path)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, "", false, nil
+	}
+	// Read-only, without creating anything; the WAL, if any, is read too.
+	h, err = sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return nil, "", false, err
+	}
+	var n int
+	if err := h.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, a.Table).Scan(&n); err != nil || n == 0 {
+		h.Close()
+		return nil, "", false, err
+	}
+	return h, `SELECT * FROM "` + a.Table + `"`, true, nil
 }
 
 // sqlText renders a column value with its type, so 1 and '1' differ.
