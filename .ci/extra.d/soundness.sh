@@ -10,6 +10,8 @@
 # of issue #18 (redis, amqp, mqtt, s3) a run, drawn from
 # SOUNDNESS_SOURCE_SEED (the clock when unset; the test logs it);
 # SOUNDNESS_SOURCES=all checks all four (about a minute more).
+# TestServerSinks checks two seeds from the same seed whose sql sinks are
+# on PostgreSQL and MariaDB (SOUNDNESS_SERVER_SEEDS for more).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export SOUNDNESS_FIRST="${SOUNDNESS_FIRST:-1}"
