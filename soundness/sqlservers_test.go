@@ -41,7 +41,6 @@ func TestServerSinks(t *testing.T) {
 				t.Logf("rejected by mqbc build: %s", firstLine(res.Rejected, 3))
 				return
 			}
-			t.Log(summaryLine(res))
 			failOn(t, res)
 		})
 	}
