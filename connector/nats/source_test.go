@@ -200,7 +200,7 @@ func TestNATSSourceOutage(t *testing.T) {
 			info, err := c.Info(ctx)
 			return err == nil && info.NumAckPending == 0 && info.NumPending == 0
 		},
-		RidesThrough: true,
+		Expect: runtest.RidesThrough,
 	}.Run(t)
 	t.Logf("%+v", rs)
 	runtest.CheckOrders(t, db, n)
