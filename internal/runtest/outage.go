@@ -20,7 +20,9 @@ type Outage struct {
 	Route    string
 	Underway func() bool // the route has moved records: time for the outage
 	Outage   func()      // stops the server, waits, starts it again
-	Done     func() bool // the target holds everything the route must deliver
+	// Done says the target holds everything the route must deliver; nil
+	// for a route that ends by itself (a file read to its end).
+	Done func() bool
 	// Expect is what the route must do at the outage; a route that stops
 	// must stop with an error naming each of StopSays, and a rerun must
 	// finish.
@@ -74,7 +76,16 @@ func (o Outage) Run(t *testing.T) runtime.RouteStats {
 	if !WaitFor(o.Underway, time.Minute, 20*time.Millisecond) {
 		stopEarly("the route moved nothing within a minute")
 	}
-	if o.Done() {
+	done := o.Done
+	if done == nil {
+		done = func() bool { return false }
+	}
+	select {
+	case e := <-ended:
+		t.Fatalf("the route ended before the outage: give it more records (stats %+v, err %v)", e.st.Route(o.Route), e.err)
+	default:
+	}
+	if done() {
 		stopEarly("the route was done before the outage: give it more records")
 	}
 	o.Outage()
@@ -86,7 +97,7 @@ func (o Outage) Run(t *testing.T) runtime.RouteStats {
 		case e := <-ended:
 			if e.err == nil {
 				// A finite source ends by itself once it delivered all.
-				if !o.Done() {
+				if o.Done != nil && !o.Done() {
 					t.Fatalf("the route ended by itself, without an error, before it was done (stats %+v)", e.st.Route(o.Route))
 				}
 				return o.rodeThrough(t, e.st)
@@ -100,13 +111,13 @@ func (o Outage) Run(t *testing.T) runtime.RouteStats {
 				}
 			}
 			t.Logf("stopped at the outage: %v", e.err)
-			rs := RunUntil(t, o.Plan, Options(), limit, o.Done).Route(o.Route)
+			rs := RunUntil(t, o.Plan, Options(), limit, done).Route(o.Route)
 			CheckCounts(t, rs)
 			return rs
 		case <-deadline:
 			stopEarly("not done within " + limit.String() + " after the outage")
 		case <-tick.C:
-			if !o.Done() {
+			if !done() {
 				continue
 			}
 			cancel()
