@@ -28,7 +28,8 @@ type Outage struct {
 	// finish.
 	Expect   OutageEnd
 	StopSays []string
-	Limit    time.Duration // for each of the two runs; 0 is 3 minutes
+	Limit    time.Duration    // for each of the two runs; 0 is 3 minutes
+	Options  *runtime.Options // of both runs; nil is Options()
 }
 
 // OutageEnd is how a route may meet an outage.
@@ -57,6 +58,10 @@ func (o Outage) Run(t *testing.T) runtime.RouteStats {
 	if limit == 0 {
 		limit = 3 * time.Minute
 	}
+	opts := Options()
+	if o.Options != nil {
+		opts = *o.Options
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type end struct {
@@ -65,7 +70,7 @@ func (o Outage) Run(t *testing.T) runtime.RouteStats {
 	}
 	ended := make(chan end, 1)
 	go func() {
-		st, err := runtime.Run(ctx, o.Plan, Options())
+		st, err := runtime.Run(ctx, o.Plan, opts)
 		ended <- end{st, err}
 	}()
 	stopEarly := func(why string) {
@@ -111,7 +116,7 @@ func (o Outage) Run(t *testing.T) runtime.RouteStats {
 				}
 			}
 			t.Logf("stopped at the outage: %v", e.err)
-			rs := RunUntil(t, o.Plan, Options(), limit, done).Route(o.Route)
+			rs := RunUntil(t, o.Plan, opts, limit, done).Route(o.Route)
 			CheckCounts(t, rs)
 			return rs
 		case <-deadline:
