@@ -149,12 +149,8 @@ func TestAMQPSinkMissingExchange(t *testing.T) {
 // Either way every order is in the queue, some twice (a queue cannot
 // absorb a repeat: the route is at-least-once).
 func TestAMQPSinkOutage(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		retry bool
-		end   runtest.OutageEnd
-	}{{"retry", true, runtest.RidesThrough}, {"no_retry", false, runtest.Stops}} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range runtest.SinkOutageCases(runtest.Stops) {
+		t.Run(tc.Name, func(t *testing.T) {
 			srv := testsrv.SharedRabbitMQ(t)
 			url := srv.URL()
 			q := queueName(t)
@@ -163,7 +159,7 @@ func TestAMQPSinkOutage(t *testing.T) {
 			const n = 20000
 			plantest.WriteOrders(t, e.Input, n)
 			p := plantest.SinkPlan(e.Input, e.State, 128, sinkNode(url, plantest.Lit(q)))
-			if tc.retry {
+			if tc.Retry {
 				// Enough attempts to outlast the broker's start-up on a
 				// loaded machine.
 				p = plantest.WithRetryAt(p, len(p.Routes[0].Nodes)-1, 600)
@@ -172,7 +168,7 @@ func TestAMQPSinkOutage(t *testing.T) {
 				Plan: p, Route: "publish",
 				Underway: func() bool { return queueReady(t, url, q) > 0 },
 				Outage:   func() { srv.Kill(t); time.Sleep(2 * time.Second); srv.Start(t) },
-				Expect:   tc.end,
+				Expect:   tc.Expect,
 				StopSays: []string{"route publish", "amqp sink"},
 			}.Run(t)
 			got := map[string]int{}

@@ -100,14 +100,8 @@ func TestCrashAMQPToSQLite(t *testing.T) {
 // after the restart arrive too, and every order lands once with the
 // queue left empty.
 func TestAMQPOutage(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		stop func(*testsrv.RabbitMQServer, testing.TB)
-	}{
-		{"stop", (*testsrv.RabbitMQServer).Stop},
-		{"kill", (*testsrv.RabbitMQServer).Kill},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, down := range testsrv.Downs {
+		t.Run(down.Name, func(t *testing.T) {
 			srv := testsrv.SharedRabbitMQ(t)
 			url := srv.URL()
 			q := queueName(t)
@@ -119,10 +113,7 @@ func TestAMQPOutage(t *testing.T) {
 				Plan: sqlitePlan(url, q, db, 64, 500, false), Route: "consume",
 				Underway: func() bool { return runtest.CountRows(t, db) > 0 },
 				Outage: func() {
-					tc.stop(srv, t)
-					t.Logf("broker down with %d rows written", runtest.CountRows(t, db))
-					time.Sleep(2 * time.Second)
-					srv.Start(t)
+					down.Outage(t, srv, 2*time.Second)
 					publishOrders(t, url, q, n, n, false) // after the outage too
 				},
 				Done:   func() bool { return runtest.CountRows(t, db) == 2*n },

@@ -498,14 +498,12 @@ route bad {
 // writes the rest. Either way the unique _id absorbs what is written
 // twice: the collection ends with each order exactly once.
 func TestMongoSinkOutage(t *testing.T) {
-	for _, tc := range []struct {
-		name, retry string
-		end         runtest.OutageEnd
-	}{
-		{"retry", "retry { attempts = 300, backoff = 100ms, max_backoff = 1s }", runtest.RidesThrough},
-		{"no_retry", "", runtest.Stops},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range runtest.SinkOutageCases(runtest.Stops) {
+		t.Run(tc.Name, func(t *testing.T) {
+			retry := ""
+			if tc.Retry {
+				retry = "retry { attempts = 300, backoff = 100ms, max_backoff = 1s }"
+			}
 			srv := testsrv.NewMongoDB(t)
 			db := srv.NewDatabase(t)
 			c, err := mongo.Connect(options.Client().ApplyURI(db.DSN))
@@ -529,7 +527,7 @@ func TestMongoSinkOutage(t *testing.T) {
     id_field   = "order_id"
   }
 }
-`, tc.retry, db.DSN, db.Name))
+`, retry, db.DSN, db.Name))
 			opts := runtest.Options()
 			opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
 			stored := func() int64 {
@@ -542,7 +540,7 @@ func TestMongoSinkOutage(t *testing.T) {
 				Plan: p, Route: "orders_to_mongo", Options: &opts,
 				Underway: func() bool { return stored() > 0 },
 				Outage:   func() { srv.Kill(t); time.Sleep(2 * time.Second); srv.Start(t) },
-				Expect:   tc.end,
+				Expect:   tc.Expect,
 				StopSays: []string{"route orders_to_mongo", "mongodb insert into"},
 			}.Run(t)
 			docs := mongoDocs(t, coll)

@@ -190,14 +190,8 @@ func TestMQTTSinkFromFile(t *testing.T) {
 // the same port and data, kept the session, and the next run delivers
 // every order once.
 func TestMQTTOutage(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		stop func(*testsrv.MosquittoServer, testing.TB)
-	}{
-		{"stop", (*testsrv.MosquittoServer).Stop},
-		{"kill", (*testsrv.MosquittoServer).Kill},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, down := range testsrv.Downs {
+		t.Run(down.Name, func(t *testing.T) {
 			srv := testsrv.SharedMosquitto(t)
 			url := srv.URL()
 			topic, id := "orders/"+t.Name(), "mqb-"+strings.ReplaceAll(t.Name(), "/", "-")
@@ -211,12 +205,7 @@ func TestMQTTOutage(t *testing.T) {
 			rs := runtest.Outage{
 				Plan: sqlitePlan(url, topic, id, db, 32), Route: "consume",
 				Underway: func() bool { return runtest.CountRows(t, db) > 0 },
-				Outage: func() {
-					tc.stop(srv, t)
-					t.Logf("broker down with %d rows written", runtest.CountRows(t, db))
-					time.Sleep(2 * time.Second)
-					srv.Start(t)
-				},
+				Outage:   func() { down.Outage(t, srv, 2*time.Second) },
 				Done:     func() bool { return runtest.CountRows(t, db) == n },
 				Expect:   runtest.Stops,
 				StopSays: []string{"mqtt source: connection lost", "a new run resumes it"},
@@ -237,12 +226,8 @@ func TestMQTTOutage(t *testing.T) {
 // disk (it saves every autosave_interval), so a killed broker loses
 // messages it acknowledged, which no publisher can prevent.
 func TestMQTTSinkOutage(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		retry bool
-		end   runtest.OutageEnd
-	}{{"retry", true, runtest.RidesThrough}, {"no_retry", false, runtest.Stops}} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range runtest.SinkOutageCases(runtest.Stops) {
+		t.Run(tc.Name, func(t *testing.T) {
 			srv := testsrv.SharedMosquitto(t)
 			url := srv.URL()
 			topic, sub := "out/"+t.Name(), "sub-"+strings.ReplaceAll(t.Name(), "/", "-")
@@ -252,7 +237,7 @@ func TestMQTTSinkOutage(t *testing.T) {
 			plantest.WriteOrders(t, e.Input, n)
 			sink := plan.Node{Kind: "mqtt", Attrs: map[string]plan.Value{"url": plantest.Str(url), "topic": plantest.Str(topic)}}
 			p := plantest.SinkPlan(e.Input, e.State, 128, sink)
-			if tc.retry {
+			if tc.Retry {
 				p = plantest.WithRetryAt(p, len(p.Routes[0].Nodes)-1, 300)
 			}
 			// A live subscriber sees the route under way.
@@ -271,7 +256,7 @@ func TestMQTTSinkOutage(t *testing.T) {
 				Plan: p, Route: "publish",
 				Underway: func() bool { return seen.Load() > 0 },
 				Outage:   func() { srv.Stop(t); time.Sleep(2 * time.Second); srv.Start(t) },
-				Expect:   tc.end,
+				Expect:   tc.Expect,
 				StopSays: []string{"route publish", "mqtt sink"},
 			}.Run(t)
 			got := drainSession(t, url, sub)

@@ -179,12 +179,8 @@ func TestNATSSinkRedactsPassword(t *testing.T) {
 // rest under new message ids (a file's are minted per read): every order
 // is there, some twice, as the route's verdict, at-least-once, allows.
 func TestNATSSinkOutage(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		retry bool
-		end   runtest.OutageEnd
-	}{{"retry", true, runtest.RidesThrough}, {"no_retry", false, runtest.RidesThroughOrStops}} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range runtest.SinkOutageCases(runtest.RidesThroughOrStops) {
+		t.Run(tc.Name, func(t *testing.T) {
 			srv := testsrv.NewNATS(t)
 			_, _, stream := natsStream(t, srv.URL())
 			e := plantest.NewEnv(t)
@@ -196,7 +192,7 @@ func TestNATSSinkOutage(t *testing.T) {
 				"url":     plantest.Str(srv.URL()),
 				"subject": plantest.Tmpl(plantest.Lit("orders."), plantest.Ex(`meta["mqb.id"]`)), "stream": plantest.Str("ORDERS")}}
 			p := plantest.SinkPlan(e.Input, e.State, 256, sink)
-			if tc.retry {
+			if tc.Retry {
 				p = plantest.WithRetryAt(p, len(p.Routes[0].Nodes)-1, 100)
 			}
 			state := func() jetstream.StreamState {
@@ -213,7 +209,7 @@ func TestNATSSinkOutage(t *testing.T) {
 				Underway: func() bool { return state().Msgs > 0 },
 				Outage:   func() { srv.Restart(t, 2*time.Second) },
 				Done:     func() bool { return state().NumSubjects == n },
-				Expect:   tc.end,
+				Expect:   tc.Expect,
 				StopSays: []string{"route publish", "nats sink", "server is disconnected"},
 			}.Run(t)
 			st := state()
@@ -221,7 +217,7 @@ func TestNATSSinkOutage(t *testing.T) {
 			if st.NumSubjects != n {
 				t.Errorf("stream holds %d distinct orders, want %d", st.NumSubjects, n)
 			}
-			if tc.retry && st.Msgs != n {
+			if tc.Retry && st.Msgs != n {
 				t.Errorf("stream holds %d messages, want each of the %d orders once", st.Msgs, n)
 			}
 		})

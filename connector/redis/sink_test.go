@@ -176,19 +176,15 @@ func TestRedisRoundTrip(t *testing.T) {
 // appends the rest. Either way every order is in the stream, some twice (a stream
 // cannot absorb a repeat: the route is at-least-once).
 func TestRedisSinkOutage(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		retry bool
-		end   runtest.OutageEnd
-	}{{"retry", true, runtest.RidesThrough}, {"no_retry", false, runtest.RidesThroughOrStops}} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range runtest.SinkOutageCases(runtest.RidesThroughOrStops) {
+		t.Run(tc.Name, func(t *testing.T) {
 			srv := testsrv.NewRedis(t)
 			c := srv.Client(t)
 			e := plantest.NewEnv(t)
 			const n = 30000
 			plantest.WriteOrders(t, e.Input, n)
 			p := sinkPlan(t, e.Input, srv.URL(), "orders", "")
-			if tc.retry {
+			if tc.Retry {
 				p = plantest.WithRetryAt(p, len(p.Routes[0].Nodes)-1, 100)
 			}
 			entries := func() int64 {
@@ -202,7 +198,7 @@ func TestRedisSinkOutage(t *testing.T) {
 				Underway: func() bool { return entries() > 0 },
 				Outage:   func() { srv.Kill(t); time.Sleep(2 * time.Second); srv.Start(t) },
 				Done:     func() bool { return entries() >= n && len(streamOrders(t, c, "orders")) == n },
-				Expect:   tc.end,
+				Expect:   tc.Expect,
 				StopSays: []string{"route publish", "redis sink"},
 			}.Run(t)
 			got := streamOrders(t, c, "orders")

@@ -147,3 +147,17 @@ func (o Outage) rodeThrough(t *testing.T, st runtime.Stats) runtime.RouteStats {
 	CheckCounts(t, rs)
 	return rs
 }
+
+// SinkOutageCase is one run of a sink's outage test.
+type SinkOutageCase struct {
+	Name   string
+	Retry  bool // the route has a retry step before its sink
+	Expect OutageEnd
+}
+
+// SinkOutageCases are the two runs of a sink's outage test: with a retry
+// step, which must ride through, and without one, which must end as
+// noRetry says.
+func SinkOutageCases(noRetry OutageEnd) []SinkOutageCase {
+	return []SinkOutageCase{{"retry", true, RidesThrough}, {"no_retry", false, noRetry}}
+}
