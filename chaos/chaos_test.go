@@ -484,6 +484,12 @@ func pairs() []pair {
 	into(fileGlobSource, "sqlite", "file (write_time)") // a glob's numbering spans its files: no positional sink
 	into(httpServerSource, "sqlite")                    // no position to replay: the clients' retries are the replay
 	into(pgCDCSnapshotSource, "sqlite")                 // a snapshot read again is read in another snapshot: no positional sink
+	// The sources with no replayable position into files: parts named by
+	// write time, at-least-once (a replay after a kill appends again).
+	into(amqpSource, "file (write_time)")
+	into(mqttSource, "file (write_time)")
+	into(httpServerSource, "file (write_time)")
+	into(mongoCaptureSource, "file (write_time)")
 	return out
 }
 

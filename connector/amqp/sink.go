@@ -159,6 +159,13 @@ func (s *sink) Write(ctx context.Context, recs []*runtime.Record) error {
 			nacked++
 		}
 	}
+	// A channel that closes settles every confirm it still owed as a
+	// nack: that is a lost connection (or a channel the broker closed),
+	// not messages the broker refused, and the error says so.
+	if nacked > 0 && s.ch.IsClosed() {
+		return runtime.Retryable(fmt.Errorf("route %s: amqp sink: the connection to the broker (%s) was lost before it confirmed %d of %d messages",
+			s.route, plan.RedactURLs(s.url), nacked, len(sent)))
+	}
 	// A return arrives before its message's confirm, so every return of
 	// this write is buffered by now.
 	for {

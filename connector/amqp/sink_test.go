@@ -2,6 +2,8 @@ package amqp
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +138,55 @@ func TestAMQPSinkMissingExchange(t *testing.T) {
 	_, err := runtime.BuildSink(context.Background(), "r", "", node, runtime.Options{})
 	if err == nil || !strings.Contains(err.Error(), "exchange") || !strings.Contains(err.Error(), "no-such-exchange") {
 		t.Fatalf("err %v, want one naming the exchange", err)
+	}
+}
+
+// TestAMQPSinkOutage: file → queue while the broker is killed and
+// started again two seconds later on its data. With a retry step the
+// write in flight is published again on a new connection and the route
+// rides through; without one the route stops with an error naming the
+// sink, and a rerun from the committed position publishes the rest.
+// Either way every order is in the queue, some twice (a queue cannot
+// absorb a repeat: the route is at-least-once).
+func TestAMQPSinkOutage(t *testing.T) {
+	for _, tc := range runtest.SinkOutageCases(runtest.Stops) {
+		t.Run(tc.Name, func(t *testing.T) {
+			srv := testsrv.SharedRabbitMQ(t)
+			url := srv.URL()
+			q := queueName(t)
+			declareQueue(t, url, q)
+			e := plantest.NewEnv(t)
+			const n = 20000
+			plantest.WriteOrders(t, e.Input, n)
+			p := plantest.SinkPlan(e.Input, e.State, 128, sinkNode(url, plantest.Lit(q)))
+			if tc.Retry {
+				// Enough attempts to outlast the broker's start-up on a
+				// loaded machine.
+				p = plantest.WithRetryAt(p, len(p.Routes[0].Nodes)-1, 600)
+			}
+			rs := runtest.Outage{
+				Plan: p, Route: "publish",
+				Underway: func() bool { return queueReady(t, url, q) > 0 },
+				Outage:   func() { srv.Kill(t); time.Sleep(2 * time.Second); srv.Start(t) },
+				Expect:   tc.Expect,
+				StopSays: []string{"route publish", "amqp sink"},
+			}.Run(t)
+			got := map[string]int{}
+			for _, d := range readQueue(t, url, q, 1<<30, true) {
+				var o struct {
+					OrderID string `json:"order_id"`
+				}
+				if err := json.Unmarshal(d.Body, &o); err != nil {
+					t.Fatalf("message %q: %v", d.Body, err)
+				}
+				got[o.OrderID]++
+			}
+			t.Logf("%d orders in the queue; %+v", len(got), rs)
+			for i := range n {
+				if got[fmt.Sprintf("o-%d", i)] == 0 {
+					t.Fatalf("order o-%d is not in the queue (%d of %d are)", i, len(got), n)
+				}
+			}
+		})
 	}
 }

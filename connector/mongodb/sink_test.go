@@ -490,3 +490,69 @@ route bad {
 		})
 	}
 }
+
+// TestMongoSinkOutage: file → collection keyed by id_field while the
+// server is killed and started again two seconds later on its data.
+// With a retry step the route rides through; without one it stops with
+// an error naming the sink, and a rerun from the committed position
+// writes the rest. Either way the unique _id absorbs what is written
+// twice: the collection ends with each order exactly once.
+func TestMongoSinkOutage(t *testing.T) {
+	for _, tc := range runtest.SinkOutageCases(runtest.Stops) {
+		t.Run(tc.Name, func(t *testing.T) {
+			retry := ""
+			if tc.Retry {
+				retry = "retry { attempts = 300, backoff = 100ms, max_backoff = 1s }"
+			}
+			srv := testsrv.NewMongoDB(t)
+			db := srv.NewDatabase(t)
+			c, err := mongo.Connect(options.Client().ApplyURI(db.DSN))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Disconnect(context.Background()) })
+			coll := c.Database(db.Name).Collection("orders")
+			dir := t.TempDir()
+			const n = 20000
+			plantest.WriteOrders(t, filepath.Join(dir, "in.jsonl"), n)
+			p := plantest.Compile(t, fmt.Sprintf(`route orders_to_mongo {
+  guarantee effectively_once
+  batch_size = 64
+  from file { path = "in.jsonl" }
+  %s
+  to mongodb {
+    url        = %q
+    database   = %q
+    collection = "orders"
+    id_field   = "order_id"
+  }
+}
+`, retry, db.DSN, db.Name))
+			opts := runtest.Options()
+			opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
+			stored := func() int64 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				n, _ := coll.CountDocuments(ctx, bson.D{}) // 0 while the server is down
+				return n
+			}
+			rs := runtest.Outage{
+				Plan: p, Route: "orders_to_mongo", Options: &opts,
+				Underway: func() bool { return stored() > 0 },
+				Outage:   func() { srv.Kill(t); time.Sleep(2 * time.Second); srv.Start(t) },
+				Expect:   tc.Expect,
+				StopSays: []string{"route orders_to_mongo", "mongodb insert into"},
+			}.Run(t)
+			docs := mongoDocs(t, coll)
+			t.Logf("%d documents; %+v", len(docs), rs)
+			for i := range n {
+				if _, ok := docs[fmt.Sprintf("o-%d", i)]; !ok {
+					t.Fatalf("order o-%d is not in the collection (%d of %d are)", i, len(docs), n)
+				}
+			}
+			if len(docs) != n {
+				t.Errorf("collection holds %d documents, want %d", len(docs), n)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
@@ -349,4 +350,44 @@ func TestCrashMongoSource(t *testing.T) {
 			t.Errorf("row %s: crashed runs wrote %d, a clean run %d", id, got[id], n)
 		}
 	}
+}
+
+// TestMongoSourceOutage: the server is killed mid-capture and started
+// again two seconds later on its data; documents inserted after the
+// restart are captured too, and every document lands once: the source
+// rides through on the driver's reconnect, or stops with an error
+// naming the collection and a rerun resumes from its checkpoint.
+func TestMongoSourceOutage(t *testing.T) {
+	srv := testsrv.NewMongoDB(t)
+	db := srv.NewDatabase(t)
+	// docs is the collection on a client of its own: the connections of
+	// one opened before the outage are dead after it.
+	docs := func() *mongo.Collection {
+		c, err := mongo.Connect(options.Client().ApplyURI(db.DSN))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Disconnect(context.Background()) })
+		return c.Database(db.Name).Collection("docs")
+	}
+	const before, total = 3000, 3500
+	insertDocs(t, docs(), 0, before)
+	e := newCapture(t, db, "capture_all")
+	opts := e.options()
+	rs := runtest.Outage{
+		Plan: e.plan, Route: "capture", Options: &opts,
+		Underway: func() bool { return e.count(t) > 0 },
+		Outage: func() {
+			srv.Kill(t)
+			t.Logf("server killed with %d rows written", e.count(t))
+			time.Sleep(2 * time.Second)
+			srv.Start(t)
+			insertDocs(t, docs(), before, total)
+		},
+		Done:     func() bool { return e.count(t) >= total },
+		Expect:   runtest.RidesThroughOrStops,
+		StopSays: []string{"route capture", "mongodb source"},
+	}.Run(t)
+	t.Logf("%+v", rs)
+	checkNs(t, e.rows(t), 0, total)
 }

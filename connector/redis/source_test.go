@@ -182,18 +182,12 @@ func TestRedisSourceBadInput(t *testing.T) {
 // and comes back on the same port and append-only file; the route waits,
 // reads on, and every order lands once.
 func TestRedisServerOutage(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		stop func(*testsrv.RedisServer, testing.TB)
-	}{
-		{"stop", (*testsrv.RedisServer).Stop},
-		{"kill", (*testsrv.RedisServer).Kill},
-	} {
-		t.Run(c.name, func(t *testing.T) { testOutage(t, c.stop) })
+	for _, down := range testsrv.Downs {
+		t.Run(down.Name, func(t *testing.T) { testOutage(t, down.Take) })
 	}
 }
 
-func testOutage(t *testing.T, stop func(*testsrv.RedisServer, testing.TB)) {
+func testOutage(t *testing.T, stop func(testsrv.Stoppable, testing.TB)) {
 	srv := testsrv.NewRedis(t)
 	c := srv.Client(t)
 	const n = 6000

@@ -2,8 +2,9 @@
 // with the runtime: a run in a directory with its state under it, the
 // options a test run gets, the count check every run's stats must pass,
 // a benchmark loop, a run in the background (Start, RunUntil), readers of
-// the SQLite table a route wrote, and a crash loop that SIGKILLs the
-// crash helper (a plan run in a process of its own) at seeded moments.
+// the SQLite table a route wrote, a crash loop that SIGKILLs the crash
+// helper (a plan run in a process of its own) at seeded moments, and a
+// run through an outage of a server the route talks to (Outage).
 // The helpers that only build plans and read files are in
 // internal/plantest.
 //

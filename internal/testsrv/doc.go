@@ -29,7 +29,8 @@
 // Fault injection: every server has a handle (NewPostgres, NewMariaDB,
 // NewClickHouse, NewNATS, NewKafka, NewKafkaProcess, NewGCS, NewS3, NewRedis, or the
 // Shared* ones) with Stop, Start and Restart keeping the port and the data,
-// and Kill (or Postgres's Crash, an immediate shutdown) for a crash. Stopping
+// and Kill (or Postgres's Crash, an immediate shutdown) for a crash; Downs
+// are the two ways (Stop, Kill) a test of an outage takes one down. Stopping
 // a shared server disturbs every test using it: fault tests should use a
 // New* server of their own. NewKafkaProcess runs cmd/mqb-testbroker as a
 // separate process for tests where the broker must die on its own.
