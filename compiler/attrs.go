@@ -94,13 +94,24 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 		}
 		out[key] = ai
 	}
-	// The defaults are made in one array: at most one for each
-	// declaration not set, so it is never grown and the pointers into it
-	// hold.
+	// The defaults are made in one array of one for each declaration not
+	// set that has a default, counted first: it is never grown, so the
+	// pointers into it hold, and a kind of many attributes of which few
+	// have defaults does not allocate a record for each of them.
+	unset := func(a *stdlib.Attr) bool {
+		_, ok := out[a.Name]
+		return !ok && !seen[a.Name] && !misplaced[a.Name]
+	}
+	n := 0
+	for i := range decls {
+		if a := &decls[i]; a.Default != nil && !a.Required && unset(a) {
+			n++
+		}
+	}
 	var defaults []attrInfo
 	for i := range decls {
 		a := &decls[i]
-		if _, ok := out[a.Name]; ok || seen[a.Name] || misplaced[a.Name] {
+		if !unset(a) {
 			continue
 		}
 		if a.Required {
@@ -111,7 +122,7 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 			continue
 		}
 		if defaults == nil {
-			defaults = make([]attrInfo, 0, len(decls)-i)
+			defaults = make([]attrInfo, 0, n)
 		}
 		if ai, ok := rc.defaultValue(a, at); ok {
 			defaults = append(defaults, ai)

@@ -41,9 +41,6 @@ func CompileSources(srcs []Source) (*plan.Plan, diag.List) {
 // as an editor can show verdicts; a caller that executes it must first check
 // diags.HasErrors().
 func Compile(files []*lang.File) (*plan.Plan, diag.List) {
-	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}, exprs: newExprChecker(), partDirs: map[string]partDirUse{}}
-	c.collectEndpoints(files)
-	c.checkKeyPaths(files)
 	n := 0
 	for _, f := range files {
 		if f != nil {
@@ -51,23 +48,43 @@ func Compile(files []*lang.File) (*plan.Plan, diag.List) {
 		}
 	}
 	p := &plan.Plan{Version: plan.Version, Routes: make([]plan.Route, 0, n)}
+	diags := compileEach(files, false, func(r *plan.Route) { p.Routes = append(p.Routes, *r) })
+	return p, diags
+}
+
+// compileEach checks the files and hands each route that could be built
+// to emit, in file order; the diagnostics come once every route is
+// checked. With drop, each route's declaration is cut from its file once
+// compiled, so its syntax tree can be collected: what the other routes
+// read of the whole file (its create_table statements, its named
+// endpoints) is collected first.
+func compileEach(files []*lang.File, drop bool, emit func(*plan.Route)) diag.List {
+	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}, exprs: newExprChecker(), partDirs: map[string]partDirUse{}}
+	c.collectEndpoints(files)
+	c.checkKeyPaths(files)
 	for _, f := range files {
 		if f == nil {
 			continue
 		}
-		for _, d := range f.Decls {
+		if drop {
+			(&routeCtx{c: c, file: f}).fileCreateTables()
+		}
+		for i, d := range f.Decls {
 			if d == nil || d.Route == nil {
 				continue
 			}
 			if r := c.compileRoute(f, d.Route); r != nil {
-				p.Routes = append(p.Routes, *r)
+				emit(r)
+			}
+			if drop {
+				f.Decls[i] = nil
 			}
 		}
 	}
 	c.checkUnusedEndpoints()
 	diags := dedupe(c.diags)
 	diags.Sort()
-	return p, diags
+	return diags
 }
 
 // compiler holds state across the files of one build.

@@ -28,7 +28,40 @@ const limitDetail = "The bound keeps a build from exhausting memory. Split the r
 // no bound). Over a bound the plan has no routes and the list says which
 // bound, where.
 func CompileSourcesWithin(srcs []Source, lim Limits) (*plan.Plan, diag.List) {
-	empty := &plan.Plan{Version: plan.Version, Routes: []plan.Route{}}
+	files, diags := parseWithin(srcs, lim)
+	if files == nil {
+		return &plan.Plan{Version: plan.Version, Routes: []plan.Route{}}, diags
+	}
+	p, ds := Compile(files)
+	return p, sortedAfter(diags, ds)
+}
+
+// CompileSourcesTo is CompileSourcesWithin handing each route to emit as
+// it is compiled instead of collecting a plan, and letting go of each
+// route's syntax tree once it is compiled: a build of many routes then
+// holds neither all their trees nor all their plans. The routes come in
+// the plan's order and are the plan's routes; the diagnostics come once
+// every route is checked, so a caller must keep what it is handed until
+// it knows they hold no error. Over a bound no route is handed on.
+func CompileSourcesTo(srcs []Source, lim Limits, emit func(*plan.Route)) diag.List {
+	files, diags := parseWithin(srcs, lim)
+	if files == nil {
+		return diags
+	}
+	return sortedAfter(diags, compileEach(files, true, emit))
+}
+
+// sortedAfter is the parse's diagnostics and then the check's, each
+// reported once, in order.
+func sortedAfter(parsed, checked diag.List) diag.List {
+	diags := dedupe(append(parsed, checked...))
+	diags.Sort()
+	return diags
+}
+
+// parseWithin parses the sources within lim. Over a bound, files is nil
+// and the list says which bound, where.
+func parseWithin(srcs []Source, lim Limits) (files []*lang.File, diags diag.List) {
 	total := 0
 	for _, s := range srcs {
 		total += len(s.Src)
@@ -38,11 +71,9 @@ func CompileSourcesWithin(srcs []Source, lim Limits) (*plan.Plan, diag.List) {
 			l.Add("E003", diag.Range{Start: at, End: at},
 				fmt.Sprintf("the build's files hold more than %s of source (%s brings it over); one build accepts at most %s", mib(lim.SourceBytes), s.Name, mib(lim.SourceBytes)),
 				limitDetail)
-			return empty, l
+			return nil, l
 		}
 	}
-	var files []*lang.File
-	var diags diag.List
 	tokens, routes := 0, 0
 	var firstOver diag.Range // the name of route Routes+1
 	for _, s := range srcs {
@@ -55,7 +86,7 @@ func CompileSourcesWithin(srcs []Source, lim Limits) (*plan.Plan, diag.List) {
 				limitDetail)
 		}
 		if hasCode(ds, "E003") {
-			return empty, ds
+			return nil, ds
 		}
 		diags = append(diags, ds...)
 		files = append(files, f)
@@ -72,13 +103,9 @@ func CompileSourcesWithin(srcs []Source, lim Limits) (*plan.Plan, diag.List) {
 	if lim.Routes > 0 && routes > lim.Routes {
 		var l diag.List
 		l.Add("E003", firstOver, fmt.Sprintf("the build declares %d routes; one build accepts at most %d (this is route %d)", routes, lim.Routes, lim.Routes+1), limitDetail)
-		return empty, l
+		return nil, l
 	}
-	p, ds := Compile(files)
-	diags = append(diags, ds...)
-	diags = dedupe(diags)
-	diags.Sort()
-	return p, diags
+	return files, diags
 }
 
 func hasCode(l diag.List, code string) bool {

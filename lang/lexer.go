@@ -66,8 +66,11 @@ type lexState struct {
 	pos   Position
 	toks  []Token
 	diags diag.List
-	max   int  // bound on len(toks)+len(diags); 0: none
+	max   int  // bound on handed+len(toks)+len(diags); 0: none
 	over  bool // stopped at max
+	// handed counts the tokens already handed to the parser and dropped
+	// from toks (parseByDecl), which the bound counts too.
+	handed int
 }
 
 func (l *lexState) errorf(code string, at Position, width int, format string, args ...any) {
@@ -105,68 +108,78 @@ func advance(p *Position, s string) {
 var multiOps = []string{"==", "!=", "<=", ">=", "&&", "||", "??", "?.", "..", "**"}
 
 func (l *lexState) run() {
-	for l.pos.Offset < len(l.src) {
-		if l.max > 0 && len(l.toks)+len(l.diags) >= l.max {
-			l.over = true
-			break
-		}
-		rest := l.src[l.pos.Offset:]
-		c := rest[0]
-		switch {
-		case c == ' ' || c == '\t' || c == '\r':
-			n := 1
-			for n < len(rest) && (rest[n] == ' ' || rest[n] == '\t' || rest[n] == '\r') {
-				n++
-			}
-			l.advance(rest[:n])
-		case c == '\n':
-			l.emit(TNewline, 1)
-		case c == '#' || strings.HasPrefix(rest, "//"):
-			n := strings.IndexByte(rest, '\n')
-			if n < 0 {
-				n = len(rest)
-			}
-			l.emit(TComment, n)
-		case strings.HasPrefix(rest, `"""`):
-			l.raw(rest)
-		case c == '"' || c == '\'':
-			l.str(rest, c)
-		case isDigit(c):
-			l.number(rest)
-		case isIdentStart(c):
-			n := 1
-			for n < len(rest) && isIdentPart(rest[n]) {
-				n++
-			}
-			l.emit(TIdent, n)
-		case strings.IndexByte("{}[](),", c) >= 0:
-			l.emit(TPunct, 1)
-		case strings.IndexByte("=!<>&|?.+-*/%:^", c) >= 0:
-			n := 1
-			for _, op := range multiOps {
-				if strings.HasPrefix(rest, op) {
-					n = 2
-					break
-				}
-			}
-			if c == '&' && n == 1 {
-				l.errorf("E001", l.pos, 1, "unexpected character %q (did you mean \"&&\"?)", "&")
-				l.advance(rest[:1])
-				continue
-			}
-			l.emit(TOp, n)
-		default:
-			r, size := utf8.DecodeRuneInString(rest)
-			if r == utf8.RuneError && size <= 1 {
-				l.errorf("E001", l.pos, 1, "invalid UTF-8 byte 0x%02x", rest[0])
-				l.advance(rest[:1])
-				continue
-			}
-			l.errorf("E001", l.pos, 1, "unexpected character %q", r)
-			l.advance(rest[:size])
-		}
+	for l.step() {
 	}
 	l.toks = append(l.toks, eofToken(l.pos))
+}
+
+// step lexes what starts at the current position: a token, blanks, or a
+// character it reports. It returns false, having lexed nothing, at the
+// end of the source or at the bound (then over is set).
+func (l *lexState) step() bool {
+	if l.pos.Offset >= len(l.src) {
+		return false
+	}
+	if l.max > 0 && l.handed+len(l.toks)+len(l.diags) >= l.max {
+		l.over = true
+		return false
+	}
+	rest := l.src[l.pos.Offset:]
+	c := rest[0]
+	switch {
+	case c == ' ' || c == '\t' || c == '\r':
+		n := 1
+		for n < len(rest) && (rest[n] == ' ' || rest[n] == '\t' || rest[n] == '\r') {
+			n++
+		}
+		l.advance(rest[:n])
+	case c == '\n':
+		l.emit(TNewline, 1)
+	case c == '#' || strings.HasPrefix(rest, "//"):
+		n := strings.IndexByte(rest, '\n')
+		if n < 0 {
+			n = len(rest)
+		}
+		l.emit(TComment, n)
+	case strings.HasPrefix(rest, `"""`):
+		l.raw(rest)
+	case c == '"' || c == '\'':
+		l.str(rest, c)
+	case isDigit(c):
+		l.number(rest)
+	case isIdentStart(c):
+		n := 1
+		for n < len(rest) && isIdentPart(rest[n]) {
+			n++
+		}
+		l.emit(TIdent, n)
+	case strings.IndexByte("{}[](),", c) >= 0:
+		l.emit(TPunct, 1)
+	case strings.IndexByte("=!<>&|?.+-*/%:^", c) >= 0:
+		n := 1
+		for _, op := range multiOps {
+			if strings.HasPrefix(rest, op) {
+				n = 2
+				break
+			}
+		}
+		if c == '&' && n == 1 {
+			l.errorf("E001", l.pos, 1, "unexpected character %q (did you mean \"&&\"?)", "&")
+			l.advance(rest[:1])
+			return true
+		}
+		l.emit(TOp, n)
+	default:
+		r, size := utf8.DecodeRuneInString(rest)
+		if r == utf8.RuneError && size <= 1 {
+			l.errorf("E001", l.pos, 1, "invalid UTF-8 byte 0x%02x", rest[0])
+			l.advance(rest[:1])
+			return true
+		}
+		l.errorf("E001", l.pos, 1, "unexpected character %q", r)
+		l.advance(rest[:size])
+	}
+	return true
 }
 
 func (l *lexState) raw(rest string) {

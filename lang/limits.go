@@ -35,6 +35,9 @@ func ParseWithin(filename string, src []byte, lim Limits) (*File, diag.List) {
 			"The bound keeps a build from exhausting memory. Split the routes over several files built and run separately.")
 		return &File{Name: filename, Src: src}, l
 	}
+	if f, diags, ok := parseByDecl(filename, src, lim.Tokens); ok {
+		return checkDecls(f, diags)
+	}
 	toks, diags, over := lexWithin(filename, src, lim.Tokens)
 	if over {
 		at := posOf(toks[len(toks)-1].Pos)

@@ -47,12 +47,18 @@ func parseTokensOf(filename string, src []byte, toks []Token, diags diag.List) (
 			f.Decls = append(f.Decls, decls...)
 		}
 	}
+	return checkDecls(f, diags)
+}
+
+// checkDecls runs the checks the grammar leaves out over f's declarations
+// and returns f with diags and what they add.
+func checkDecls(f *File, diags diag.List) (*File, diag.List) {
 	for _, d := range f.Decls {
 		splitKindOnNextLine(d, &diags)
-		checkSeparators(src, d, &diags)
+		checkSeparators(f.Src, d, &diags)
 		checkPaths(d, &diags)
 	}
-	return f, clampRanges(dedupe(diags), len(src))
+	return f, clampRanges(dedupe(diags), len(f.Src))
 }
 
 // splitKindOnNextLine undoes a parse the elided newlines allow but nobody

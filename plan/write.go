@@ -16,50 +16,106 @@ import (
 // a redacted copy of the whole plan nor its whole text is held in memory
 // (10,000 routes make some 30 MB of JSON).
 func (p Plan) WriteJSON(w io.Writer, indent bool) error {
-	// The framing is Plan's two fields, version and routes, as
-	// encoding/json writes them (write_test.go holds it to json.Marshal
-	// and json.MarshalIndent).
-	open, sep, nl, prefix := `{"version":`, `,"routes":`, "", ""
-	if indent {
-		open, sep, nl, prefix = "{\n  \"version\": ", ",\n  \"routes\": ", "\n", "    "
+	pw := NewWriter(w, p.Version, indent)
+	for _, r := range p.Routes {
+		if err := pw.Route(r); err != nil {
+			return err
+		}
 	}
-	version, err := json.Marshal(p.Version)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(w, 64<<10)
+	return pw.Close()
+}
+
+// Writer writes a plan as WriteJSON does, given its routes one by one, so
+// a build can write each route as it is compiled and keep none of them.
+type Writer struct {
+	bw      *bufio.Writer
+	version int
+	frame   framing
+	routes  int
 	// Each route is encoded into one reused buffer (json.Marshal would
 	// copy each out into a new slice); Encode ends it with a newline,
 	// which is not written.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf bytes.Buffer
+	enc *json.Encoder
+	err error
+}
+
+// framing is the text around the routes, Plan's two fields as
+// encoding/json writes them (write_test.go holds it to json.Marshal and
+// json.MarshalIndent), compact and indented.
+type framing struct {
+	open, sep     string // before the version, between it and the routes
+	first, next   string // before the first route, before each other
+	last, noRoute string // after the last route; after [] when there is none
+}
+
+var (
+	compactFraming = framing{`{"version":`, `,"routes":`, "[", ",", "]}\n", "}\n"}
+	indentFraming  = framing{"{\n  \"version\": ", ",\n  \"routes\": ", "[\n    ", ",\n    ", "\n  ]\n}\n", "\n}\n"}
+)
+
+// NewWriter starts a plan of the given version on w; Close ends it.
+func NewWriter(w io.Writer, version int, indent bool) *Writer {
+	pw := &Writer{bw: bufio.NewWriterSize(w, 64<<10), version: version, frame: compactFraming}
+	pw.enc = json.NewEncoder(&pw.buf)
 	if indent {
-		enc.SetIndent(prefix, "  ")
+		pw.frame = indentFraming
+		pw.enc.SetIndent("    ", "  ")
 	}
-	bw.WriteString(open)
-	bw.Write(version)
-	bw.WriteString(sep)
-	if len(p.Routes) == 0 {
+	return pw
+}
+
+// start writes what comes before the first route.
+func (pw *Writer) start() {
+	version, err := json.Marshal(pw.version)
+	if err != nil {
+		pw.err = err
+		return
+	}
+	pw.bw.WriteString(pw.frame.open)
+	pw.bw.Write(version)
+	pw.bw.WriteString(pw.frame.sep)
+}
+
+// Route writes r, redacted as Route.Redacted does, as the plan's next
+// route.
+func (pw *Writer) Route(r Route) error {
+	if pw.err != nil {
+		return pw.err
+	}
+	between := pw.frame.next
+	if pw.routes == 0 {
+		if pw.start(); pw.err != nil {
+			return pw.err
+		}
+		between = pw.frame.first
+	}
+	pw.buf.Reset()
+	if err := pw.enc.Encode(r.redactedShared()); err != nil {
+		pw.err = err
+		return err
+	}
+	pw.routes++
+	pw.bw.WriteString(between)
+	pw.bw.Write(bytes.TrimSuffix(pw.buf.Bytes(), []byte("\n")))
+	return nil
+}
+
+// Close ends the plan and flushes it: it returns the first error met
+// writing it.
+func (pw *Writer) Close() error {
+	if pw.err != nil {
+		return pw.err
+	}
+	if pw.routes == 0 {
 		// Redacted makes the slice, so even a nil one is written [].
-		bw.WriteString("[]")
+		if pw.start(); pw.err != nil {
+			return pw.err
+		}
+		pw.bw.WriteString("[]" + pw.frame.noRoute)
 	} else {
-		bw.WriteString("[" + nl + prefix)
-		for i, r := range p.Routes {
-			buf.Reset()
-			if err := enc.Encode(r.redactedShared()); err != nil {
-				return err
-			}
-			if i > 0 {
-				bw.WriteString("," + nl + prefix)
-			}
-			bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-		}
-		if indent {
-			bw.WriteString("\n  ")
-		}
-		bw.WriteString("]")
+		pw.bw.WriteString(pw.frame.last)
 	}
-	bw.WriteString(nl + "}\n")
 	// bufio keeps the first write error and returns it here.
-	return bw.Flush()
+	return pw.bw.Flush()
 }

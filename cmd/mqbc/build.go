@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/diag"
@@ -22,6 +22,14 @@ func init() {
 	})
 }
 
+// verdict is a route's verdict as --format json prints it.
+type verdict struct {
+	Name      string         `json:"name"`
+	Guarantee string         `json:"guarantee"`
+	Reasons   []string       `json:"reasons"`
+	Premises  []plan.Premise `json:"premises,omitempty"`
+}
+
 func runBuild(args []string, stdout, stderr io.Writer) int {
 	c := commands["build"]
 	fs := newFlags(c, stderr)
@@ -32,57 +40,69 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	p, ok := compileReported(c, paths, *format, stderr)
-	if !ok {
+	srcs, sources, err := readSources(paths)
+	if err != nil {
+		fmt.Fprintln(stderr, "mqbc build:", err)
 		return exitError
 	}
-	// Redaction rewrites only the nodes, so the verdicts below print the
-	// compiled plan as they would its redacted copy; the plan is redacted
-	// route by route as it is written.
-	if *format == "json" {
-		type verdict struct {
-			Name      string         `json:"name"`
-			Guarantee string         `json:"guarantee"`
-			Reasons   []string       `json:"reasons"`
-			Premises  []plan.Premise `json:"premises,omitempty"`
-		}
-		vs := []verdict{}
-		for _, r := range p.Routes {
-			vs = append(vs, verdict{r.Name, r.Guarantee, r.Reasons, r.Premises})
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if *out != "-" {
-			_ = enc.Encode(vs)
-		}
-	} else if *out != "-" {
-		writeVerdictsWithPremises(stdout, *p)
-	}
+	// Each route is written out as it is compiled, its verdict and its
+	// plan, and then let go: a build of many routes holds their text
+	// rather than their plans. The text is printed once the whole build
+	// is known to hold no error. Redaction rewrites only the nodes, so
+	// the verdicts print the compiled route as they would its redacted
+	// copy; the plan writer redacts each route as it writes it.
+	var verdicts strings.Builder
+	vs := []verdict{}
+	var planText blockBuffer
+	var pw *plan.Writer
+	var planErr error
 	if *out != "" {
-		if err := writePlan(*out, *p, *indent, stdout); err != nil {
+		pw = plan.NewWriter(&planText, plan.Version, *indent)
+	}
+	diags := compiler.CompileSourcesTo(srcs, compiler.DefaultLimits, func(r *plan.Route) {
+		switch {
+		case *out == "-":
+		case *format == "json":
+			vs = append(vs, verdict{r.Name, r.Guarantee, r.Reasons, r.Premises})
+		default:
+			// The verdict and, under it, its reasons and what the proof
+			// assumes about the world, one per line:
+			//
+			//	orders_to_db: effectively-once
+			//	  identity: id payload.order_id (stable)
+			//	  …
+			//	  premise: table orders has a UNIQUE or PRIMARY KEY index on columns among (id) (checked at start-up; needed by: write: ON CONFLICT (id) DO NOTHING)
+			verdicts.WriteString(plan.RedactURLs(compiler.VerdictText(*r, true)))
+		}
+		if pw != nil && planErr == nil {
+			planErr = pw.Route(*r)
+		}
+	})
+	writeDiags(stderr, *format, diags, sources)
+	if diags.HasErrors() {
+		return exitError
+	}
+	if *out != "-" {
+		if *format == "json" {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(vs)
+		} else {
+			// One write: a write per route cost a large build a system
+			// call per route.
+			_, _ = io.WriteString(stdout, verdicts.String())
+		}
+	}
+	if pw != nil {
+		if planErr == nil {
+			planErr = pw.Close()
+		}
+		if err := writePlan(*out, &planText, planErr, stdout); err != nil {
 			fmt.Fprintln(stderr, "mqbc build:", err)
 			return exitError
 		}
 	}
 	return exitOK
-}
-
-// writeVerdictsWithPremises prints each route's verdict and, under it, its
-// reasons and what the proof assumes about the world, one per line:
-//
-//	orders_to_db: effectively-once
-//	  identity: id payload.order_id (stable)
-//	  …
-//	  premise: table orders has a UNIQUE or PRIMARY KEY index on columns among (id) (checked at start-up; needed by: write: ON CONFLICT (id) DO NOTHING)
-//
-// The lines go through one buffer: a write per route cost a large build a
-// system call per route.
-func writeVerdictsWithPremises(w io.Writer, p plan.Plan) {
-	bw := bufio.NewWriter(w)
-	for _, r := range p.Routes {
-		bw.WriteString(plan.RedactURLs(compiler.VerdictText(r, true)))
-	}
-	_ = bw.Flush()
 }
 
 // writeDiags prints diagnostics as text with carets, or as a JSON array.
@@ -94,17 +114,24 @@ func writeDiags(w io.Writer, format string, diags diag.List, sources diag.Source
 	diag.WriteText(w, diags, sources)
 }
 
-// writePlan writes the plan, redacted, as JSON to path (- for stdout):
-// compact unless indent.
-func writePlan(path string, p plan.Plan, indent bool, stdout io.Writer) error {
+// writePlan writes the plan's text to path (- for stdout); encodeErr is
+// an error met encoding it, reported as a write's would be.
+func writePlan(path string, text *blockBuffer, encodeErr error, stdout io.Writer) error {
 	if path == "-" {
-		return p.WriteJSON(stdout, indent)
+		if encodeErr != nil {
+			return encodeErr
+		}
+		_, err := text.WriteTo(stdout)
+		return err
 	}
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("write plan: %w", err)
 	}
-	err = p.WriteJSON(f, indent)
+	err = encodeErr
+	if err == nil {
+		_, err = text.WriteTo(f)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -112,4 +139,38 @@ func writePlan(path string, p plan.Plan, indent bool, stdout io.Writer) error {
 		return fmt.Errorf("write plan %s: %w", path, err)
 	}
 	return nil
+}
+
+// blockBuffer holds text in blocks of 1 MiB: it grows without copying
+// what it holds, as a bytes.Buffer does each time it doubles (a plan of
+// 10,000 routes is some 30 MB of JSON).
+type blockBuffer struct{ blocks [][]byte }
+
+const textBlock = 1 << 20
+
+func (b *blockBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if len(b.blocks) == 0 || len(b.blocks[len(b.blocks)-1]) == textBlock {
+			b.blocks = append(b.blocks, make([]byte, 0, textBlock))
+		}
+		last := &b.blocks[len(b.blocks)-1]
+		k := min(len(p), textBlock-len(*last))
+		*last = append(*last, p[:k]...)
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// WriteTo writes the text to w.
+func (b *blockBuffer) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for _, blk := range b.blocks {
+		k, err := w.Write(blk)
+		n += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }

@@ -15,6 +15,17 @@ import (
 // The plan is nil when there is a read error; otherwise callers must check
 // diags.HasErrors() before using it.
 func compileFiles(paths []string) (*plan.Plan, diag.List, diag.Sources, error) {
+	srcs, sources, err := readSources(paths)
+	if err != nil {
+		return nil, nil, sources, err
+	}
+	p, diags := compiler.CompileSources(srcs)
+	return p, diags, sources, nil
+}
+
+// readSources reads the .mqb files at paths, each also in sources for
+// rendering diagnostics. The error is for a file that cannot be read.
+func readSources(paths []string) ([]compiler.Source, diag.Sources, error) {
 	srcs := make([]compiler.Source, 0, len(paths))
 	sources := diag.Sources{}
 	// Read no more than one byte past the build's bound, so a huge file
@@ -23,14 +34,13 @@ func compileFiles(paths []string) (*plan.Plan, diag.List, diag.Sources, error) {
 	for _, p := range paths {
 		b, err := readAtMost(p, left)
 		if err != nil {
-			return nil, nil, sources, fmt.Errorf("read %s: %w", p, err)
+			return nil, sources, fmt.Errorf("read %s: %w", p, err)
 		}
 		left = max(left-len(b), 0)
 		srcs = append(srcs, compiler.Source{Name: p, Src: b})
 		sources[p] = b
 	}
-	p, diags := compiler.CompileSources(srcs)
-	return p, diags, sources, nil
+	return srcs, sources, nil
 }
 
 // readAtMost reads up to n bytes of the file at path.
