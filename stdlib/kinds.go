@@ -349,7 +349,7 @@ var Kinds = []Kind{
 			{Name: "tls_cert_file", Type: String, Doc: "PEM certificate (chain) to serve HTTPS with (with tls_key_file; relative to the .mqb file)."},
 			{Name: "tls_key_file", Type: String, Doc: "PEM private key of tls_cert_file."},
 			formatAttr,
-			{Name: "request_reply", Type: Bool, Default: false, Doc: "Answer each delivered record 200 with the route's reply as the body (its final payload) instead of 204; still only once the route committed past it. A record filtered, found a repeat or dead-lettered is answered 204."},
+			{Name: "request_reply", Type: Bool, Default: false, Doc: "Answer each delivered record 200 with the route's reply as the body (its final payload) instead of 204; still only once the route committed past it. A record filtered, found a repeat or dead-lettered is answered 204. The reply's meta goes back as headers by an allow-list: `meta[\"mqb.id\"]` as `Mqb-Id`, and each key the route sets under `meta[\"reply.<name>\"]` (a map step: `meta[\"reply.Location\"] = …`) as `Mqb-Reply-<name>` (encoded as the http sink encodes `Mqb-Meta-<key>`); no other meta and none of the request's headers are echoed. An unnest's NDJSON answer carries no meta headers."},
 		},
 	},
 }
