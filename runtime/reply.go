@@ -13,6 +13,9 @@ type Reply struct {
 	Kid, Kids uint32
 	// Payload is the record's final payload, encoded.
 	Payload []byte
+	// Meta is the record's final metadata (nil: none), shared with the
+	// record: a Replier copies what it keeps before Reply returns.
+	Meta map[string]string
 }
 
 // Replier is a source that answers whoever sent it a record with the
@@ -49,7 +52,7 @@ func (rt *route) reply(group []*batch) {
 				rt.log.Warn("no reply for a delivered record", "partition", r.Partition, "position", r.Seq, "err", err)
 				continue
 			}
-			out = append(out, Reply{Partition: r.Partition, Seq: r.Seq, Kid: r.kid, Kids: r.kids, Payload: r.Payload})
+			out = append(out, Reply{Partition: r.Partition, Seq: r.Seq, Kid: r.kid, Kids: r.kids, Payload: r.Payload, Meta: r.Meta})
 		}
 	}
 	if len(out) > 0 {

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mqb-dev/mqb/connector/internal/metaheader"
 	"github.com/mqb-dev/mqb/internal/jsonvalue"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
@@ -534,57 +535,11 @@ func (s *httpSink) Close() error {
 }
 
 // httpMetaHeaderName maps a meta key to its header name: Mqb-Meta-<key>,
-// with every byte that is not a header-name character, and '%', sent as %XX.
-func httpMetaHeaderName(key string) string {
-	var b strings.Builder
-	b.Grow(len(httpMetaHeaderPrefix) + len(key))
-	b.WriteString(httpMetaHeaderPrefix)
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if isHeaderNameByte(c) {
-			b.WriteByte(c)
-			continue
-		}
-		fmt.Fprintf(&b, "%%%02X", c)
-	}
-	return b.String()
-}
+// encoded as metaheader.Name does.
+func httpMetaHeaderName(key string) string { return metaheader.Name(httpMetaHeaderPrefix, key) }
 
-// isHeaderNameByte reports whether c is an RFC 9110 token character other
-// than '%'.
-func isHeaderNameByte(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$&'*+-.^_`|~", c) >= 0
-}
-
-// httpHeaderValue sends a meta value as is, unless it holds a control
-// character (a header cannot carry CR or LF): those, and then '%', are
-// percent-encoded.
-func httpHeaderValue(v string) string {
-	clean := true
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return v
-	}
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if (c < 0x20 && c != '\t') || c == 0x7f || c == '%' {
-			fmt.Fprintf(&b, "%%%02X", c)
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
+// httpHeaderValue is a meta value as a header sends it (metaheader.Value).
+func httpHeaderValue(v string) string { return metaheader.Value(v) }
 
 // redactHTTPURL shows a url with its password (or a bare userinfo, which
 // is a token) and every query value replaced by xxxxx, and no fragment.

@@ -121,6 +121,9 @@ func TestHTTPServerReplyUnnest(t *testing.T) {
 			if resp.StatusCode != tc.code {
 				t.Fatalf("answered %d %q, want %d", resp.StatusCode, body, tc.code)
 			}
+			if id := resp.Header.Get("Mqb-Id"); id != "" {
+				t.Errorf("an unnest's answer carries Mqb-Id %q: its elements each have their own", id)
+			}
 			if tc.lines == nil {
 				if len(body) != 0 {
 					t.Errorf("reply %q, want none", body)

@@ -67,8 +67,9 @@ type request struct {
 	// (multi), nil for an element it did not deliver. Written by Reply
 	// before the route acks the record, read by the handler once Commit
 	// closed committed.
-	reply [][]byte
-	multi bool
+	reply  [][]byte
+	multi  bool
+	header http.Header // the reply's meta headers (replyHeaders), single replies only
 }
 
 func newSource(route string, log *slog.Logger) *source {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,6 +48,11 @@ var snapshotNameRE = regexp.MustCompile(`^[0-9A-Fa-f-]+$`)
 type snapTable struct {
 	schema, name string
 	keys         []string // the primary key's columns, in key order
+	// cols are the columns the publication publishes, in table order:
+	// what a streamed change of the table carries, so a snapshot row
+	// carries the same (a column list's columns; no generated column
+	// before PostgreSQL 18, whose pgoutput never sends one).
+	cols []string
 }
 
 func (t snapTable) qualified() string { return t.schema + "." + t.name }
@@ -63,12 +69,16 @@ func (t snapTable) before(schema, name string) bool {
 }
 
 // snapMark is where a snapshot row stands: its table and its key (the
-// primary key columns' values as PostgreSQL prints them). A mark with no
-// table is the start of the snapshot.
+// primary key columns' values as PostgreSQL prints them), and the tables
+// the snapshot reads, in the order it reads them (schema.name): every
+// table before the mark's is read. A mark with no table is the start of
+// the snapshot. (A mark written before Tables existed has none: the
+// tables before its own in name order are read.)
 type snapMark struct {
 	Schema string   `json:"s,omitempty"`
 	Table  string   `json:"t,omitempty"`
 	Key    []string `json:"k,omitempty"`
+	Tables []string `json:"ts,omitempty"`
 }
 
 // seqMark ties a record's Seq to its mark.
@@ -81,9 +91,10 @@ type seqMark struct {
 // true and no stream position yet.
 type snapshotState struct {
 	conn   *pgconn.PgConn // holds the REPEATABLE READ transaction
-	tables []snapTable
-	ti     int      // the table being read
-	after  []string // key of the last row read from tables[ti]; nil: none yet
+	tables []snapTable    // in reading order: the tables read, being read and to read
+	names  []string       // tables' qualified names, for the marks (replaced, never appended to in place)
+	ti     int            // the table being read
+	after  []string       // key of the last row read from tables[ti]; nil: none yet
 	lsn    pglogrepl.LSN
 	from   snapMark // where this run started (the last run's committed mark)
 
@@ -154,18 +165,16 @@ func (s *pgCDCSource) openSnapshot(ctx context.Context, plain *pgconn.PgConn, sl
 		return s.errorf("snapshot connection: %v", err)
 	}
 	st := &snapshotState{conn: sc, lsn: start, from: from}
-	if err := st.begin(ctx, exported, s.publication); err != nil {
+	late, err := st.begin(ctx, exported, s.publication)
+	if err != nil {
 		sc.Close(context.Background())
 		return s.errorf("snapshot: %v", err)
 	}
-	// Skip what the last run committed: tables before the mark's, and in
-	// its table the rows up to its key.
-	for st.ti < len(st.tables) && from.Table != "" && st.tables[st.ti].before(from.Schema, from.Table) {
-		st.ti++
+	if len(late) > 0 {
+		s.log.Warn("tables joined the publication after the slot's start, so the slot's snapshot lacks their changes from before they joined: reading every table in a new snapshot instead, and the stream from the slot's start brings each row to its latest state",
+			"publication", s.publication, "tables", strings.Join(late, ", "))
 	}
-	if st.ti < len(st.tables) && from.Table != "" && st.tables[st.ti].schema == from.Schema && st.tables[st.ti].name == from.Table {
-		st.after = from.Key
-	}
+	st.resume(from)
 	s.snap = st
 	s.start = start
 	s.emitted.Store(uint64(start))
@@ -174,8 +183,52 @@ func (s *pgCDCSource) openSnapshot(ctx context.Context, plain *pgconn.PgConn, sl
 }
 
 // begin opens the snapshot's transaction (in the exported snapshot when
-// there is one) and lists the publication's tables in it.
-func (st *snapshotState) begin(ctx context.Context, exported, publication string) error {
+// there is one) and lists the publication's tables, in name order.
+//
+// The list is the catalog as it is now (pg_publication_tables reads the
+// latest catalog, not the transaction's snapshot), so a table that joined
+// the publication after the slot's start is on it while the exported
+// snapshot predates its joining: its changes between the slot's start and
+// its joining would be neither in the rows read nor streamed. When a
+// listed table was not in the publication as the exported snapshot sees
+// it (late names them), begin reads in a new snapshot instead, taken after
+// every listed table joined, as a restart does: rows read later than the
+// slot's start, and the stream from the slot's start brings each to its
+// latest state. When it cannot tell, it does the same.
+func (st *snapshotState) begin(ctx context.Context, exported, publication string) (late []string, err error) {
+	if err := st.beginTx(ctx, exported); err != nil {
+		return nil, err
+	}
+	if st.tables, err = publishedTables(ctx, st.conn, publication); err != nil {
+		return nil, err
+	}
+	if exported != "" {
+		members, err := membersInSnapshot(ctx, st.conn, publication)
+		for _, t := range st.tables {
+			if err != nil || !members[t.qualified()] {
+				late = append(late, t.qualified())
+			}
+		}
+		if len(late) > 0 {
+			st.conn.Exec(ctx, `ROLLBACK`).ReadAll()
+			if err := st.beginTx(ctx, ""); err != nil {
+				return nil, err
+			}
+			if st.tables, err = publishedTables(ctx, st.conn, publication); err != nil {
+				return nil, err
+			}
+		}
+	}
+	st.names = make([]string, len(st.tables))
+	for i, t := range st.tables {
+		st.names[i] = t.qualified()
+	}
+	return late, nil
+}
+
+// beginTx begins a REPEATABLE READ transaction on the snapshot's
+// connection, in the exported snapshot when there is one.
+func (st *snapshotState) beginTx(ctx context.Context, exported string) error {
 	if _, err := st.conn.Exec(ctx, `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`).ReadAll(); err != nil {
 		return err
 	}
@@ -184,9 +237,108 @@ func (st *snapshotState) begin(ctx context.Context, exported, publication string
 			return fmt.Errorf("import the slot's snapshot: %w", err)
 		}
 	}
-	var err error
-	st.tables, err = publishedTables(ctx, st.conn, publication)
-	return err
+	return nil
+}
+
+// membersInSnapshot is the set of tables (schema.name) in publication as
+// the transaction's snapshot sees it: pg_publication, pg_publication_rel
+// and pg_publication_namespace read as tables, in the snapshot. It may
+// list tables the publication does not publish (a FOR ALL TABLES one
+// lists every table): it is asked only about tables that are published.
+func membersInSnapshot(ctx context.Context, conn *pgconn.PgConn, publication string) (map[string]bool, error) {
+	res := conn.ExecParams(ctx, `SELECT n.nspname::text || '.' || c.relname::text
+		FROM pg_publication p, pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE p.pubname = $1 AND c.relkind IN ('r', 'p') AND (p.puballtables
+			OR EXISTS (SELECT 1 FROM pg_publication_rel r WHERE r.prpubid = p.oid AND r.prrelid = c.oid)
+			OR EXISTS (SELECT 1 FROM pg_publication_namespace s WHERE s.pnpubid = p.oid AND s.pnnspid = c.relnamespace))`,
+		[][]byte{[]byte(publication)}, nil, nil, nil).Read()
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	m := make(map[string]bool, len(res.Rows))
+	for _, row := range res.Rows {
+		m[string(row[0])] = true
+	}
+	return m, nil
+}
+
+// resume orders the tables as the last run read them and skips what it
+// committed: the tables before the mark's, and in the mark's table the
+// rows up to its key. A table the last run did not list (it joined the
+// publication since) is read after the ones it did, in name order.
+func (st *snapshotState) resume(from snapMark) {
+	if from.Tables != nil {
+		byName := make(map[string]snapTable, len(st.tables))
+		for _, t := range st.tables {
+			byName[t.qualified()] = t
+		}
+		read := 0 // how many of from.Tables the last run read to the end
+		if from.Table != "" {
+			read = max(slices.Index(from.Tables, from.Schema+"."+from.Table), 0)
+		}
+		var ordered []snapTable
+		for i, q := range from.Tables {
+			if t, ok := byName[q]; ok {
+				delete(byName, q)
+				ordered = append(ordered, t)
+				if i < read {
+					st.ti++
+				}
+			}
+		}
+		for _, t := range st.tables { // joined since, in name order
+			if _, ok := byName[t.qualified()]; ok {
+				ordered = append(ordered, t)
+			}
+		}
+		st.tables = ordered
+	} else {
+		// A mark from before marks listed their tables: name order.
+		for st.ti < len(st.tables) && from.Table != "" && st.tables[st.ti].before(from.Schema, from.Table) {
+			st.ti++
+		}
+	}
+	if st.ti < len(st.tables) && from.Table != "" && st.tables[st.ti].schema == from.Schema && st.tables[st.ti].name == from.Table {
+		st.after = from.Key
+	}
+	st.names = make([]string, len(st.tables))
+	for i, t := range st.tables {
+		st.names[i] = t.qualified()
+	}
+}
+
+// joinedSince lists the tables of publication not among those the
+// snapshot read (they joined it while the snapshot was read) and, when
+// there are any, moves the snapshot to a new transaction, taken after
+// they joined, to read them in: their rows from before they joined are
+// in no change the stream brings.
+func (st *snapshotState) joinedSince(ctx context.Context, publication string) ([]snapTable, error) {
+	now, err := publishedTables(ctx, st.conn, publication)
+	if err != nil {
+		return nil, err
+	}
+	var added []snapTable
+	for _, t := range now {
+		if !slices.Contains(st.names, t.qualified()) {
+			added = append(added, t)
+		}
+	}
+	if len(added) == 0 {
+		return nil, nil
+	}
+	if _, err := st.conn.Exec(ctx, `COMMIT`).ReadAll(); err != nil {
+		return nil, err
+	}
+	if err := st.beginTx(ctx, ""); err != nil {
+		return nil, err
+	}
+	names := slices.Clip(st.names) // marks handed out keep the list they were made with
+	for _, t := range added {
+		st.tables = append(st.tables, t)
+		names = append(names, t.qualified())
+	}
+	st.names = names
+	return added, nil
 }
 
 // publishedTables lists the publication's tables with their primary keys,
@@ -228,7 +380,42 @@ func publishedTables(ctx context.Context, conn *pgconn.PgConn, publication strin
 		return nil, &noKeyError{publication: publication, tables: noKey}
 	}
 	sort.Slice(tables, func(i, j int) bool { return tables[i].before(tables[j].schema, tables[j].name) })
+	if err := publishedColumns(ctx, conn, publication, tables); err != nil {
+		return nil, err
+	}
 	return tables, nil
+}
+
+// publishedColumns sets each table's cols: the columns the publication
+// publishes (pg_publication_tables.attnames: all, or its column list), in
+// table order, without generated columns before PostgreSQL 18 (pgoutput
+// sends none there, and attnames lists them all the same). A primary key
+// column left out of a column list is refused: the snapshot pages and
+// names rows by the key.
+func publishedColumns(ctx context.Context, conn *pgconn.PgConn, publication string, tables []snapTable) error {
+	res := conn.ExecParams(ctx, `SELECT p.schemaname::text || '.' || p.tablename::text, a.attname::text
+		FROM pg_publication_tables p
+		JOIN pg_attribute a ON a.attrelid = format('%I.%I', p.schemaname, p.tablename)::regclass
+		WHERE p.pubname = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY(p.attnames)
+			AND (a.attgenerated = '' OR current_setting('server_version_num')::int >= 180000)
+		ORDER BY 1, a.attnum`, [][]byte{[]byte(publication)}, nil, nil, nil).Read()
+	if res.Err != nil {
+		return fmt.Errorf("list the published columns of publication %s: %w", publication, res.Err)
+	}
+	cols := map[string][]string{}
+	for _, row := range res.Rows {
+		cols[string(row[0])] = append(cols[string(row[0])], string(row[1]))
+	}
+	for i := range tables {
+		t := &tables[i]
+		t.cols = cols[t.qualified()]
+		for _, k := range t.keys {
+			if !slices.Contains(t.cols, k) {
+				return fmt.Errorf("publication %s does not publish primary key column %s of %s (its column list leaves it out): snapshot = true pages and names rows by the key", publication, k, t.qualified())
+			}
+		}
+	}
+	return nil
 }
 
 // page reads the next rows of the snapshot as records numbered from *seq,
@@ -243,7 +430,11 @@ func (s *pgCDCSource) snapshotPage(ctx context.Context) ([]runtime.Record, error
 			cols[i] = quoteIdent(k)
 		}
 		keyList := strings.Join(cols, ", ")
-		q := `SELECT * FROM ` + t.quoted()
+		sel := make([]string, len(t.cols))
+		for i, c := range t.cols {
+			sel[i] = quoteIdent(c)
+		}
+		q := `SELECT ` + strings.Join(sel, ", ") + ` FROM ` + t.quoted()
 		var params [][]byte
 		if st.after != nil {
 			if len(st.after) != len(t.keys) {
@@ -274,7 +465,7 @@ func (s *pgCDCSource) snapshotPage(ctx context.Context) ([]runtime.Record, error
 			if err != nil {
 				return nil, err
 			}
-			st.marks = append(st.marks, seqMark{seq: r.Seq, mark: snapMark{Schema: t.schema, Table: t.name, Key: key}})
+			st.marks = append(st.marks, seqMark{seq: r.Seq, mark: snapMark{Schema: t.schema, Table: t.name, Key: key, Tables: st.names}})
 			st.after = key
 			recs = append(recs, r)
 		}
@@ -337,6 +528,22 @@ func (s *pgCDCSource) nextSnapshot(ctx context.Context) error {
 		return nil
 	}
 	st := s.snap
+	added, err := st.joinedSince(ctx, s.publication)
+	if err != nil {
+		return s.errorf("snapshot: list the tables of publication %s again: %v", s.publication, err)
+	}
+	if len(added) > 0 {
+		names := make([]string, len(added))
+		for i, t := range added {
+			names[i] = t.qualified()
+		}
+		s.log.Warn("tables joined the publication while the snapshot was read: reading them too, in a new snapshot taken after they joined", "publication", s.publication, "tables", strings.Join(names, ", "))
+		return nil // Next asks again: their rows are next
+	}
+	s.snapTables = make(map[string]bool, len(st.names))
+	for _, q := range st.names {
+		s.snapTables[q] = true
+	}
 	st.conn.Exec(ctx, `COMMIT`).ReadAll()
 	st.conn.Close(context.Background())
 	s.snapEnd.Store(s.seq)

@@ -90,6 +90,18 @@ const (
 // its delete. A slot that exists when no checkpoint does (created ahead
 // of the route) is handled the same way, from its confirmed position.
 //
+// The snapshot's table list is the catalog as it is when it is taken, not
+// as the slot's snapshot saw it, and a table can join the publication at
+// any time (snapshot.go, begin and joinedSince): one that joined after the
+// slot's start and before the list makes the whole snapshot read in a new
+// snapshot (the slot's lacks its changes from before it joined, which
+// pgoutput never streams); one that joins while the tables are read is
+// read after them in a new snapshot; the checkpoint's mark lists the
+// tables in reading order, so a restart reads what its last run had not
+// finished and what joined since. A table that joins after the snapshot
+// ended streams from its joining, with a warning naming it. A snapshot
+// row carries the columns the publication publishes, as a change does.
+//
 // Record.Seq is not a change's own LSN (changes of interleaved
 // transactions arrive in commit order, not WAL order). Under positional
 // naming (the route asks Replayable), it is commit LSN << 16 | the
@@ -132,6 +144,12 @@ type pgCDCSource struct {
 	snap     *snapshotState
 	snapDone atomic.Bool
 	snapEnd  atomic.Uint64
+	// snapTables, set when this run read the snapshot to its end, are
+	// the tables it read (schema.name); the stream warns once about each
+	// other table it sees (lateTables), which joined the publication after
+	// the snapshot: its rows from before it joined are in no record.
+	snapTables map[string]bool
+	lateTables map[string]bool
 }
 
 // pgCDCSourceConfig is a postgres_cdc source's attributes (stdlib
@@ -428,6 +446,7 @@ func (s *pgCDCSource) receive(ctx context.Context) {
 					s.relMu.Lock()
 					s.relation[lm.RelationID] = lm
 					s.relMu.Unlock()
+					s.warnLateTable(lm.Namespace + "." + lm.RelationName)
 				case *pglogrepl.BeginMessage:
 					txn, commit = []runtime.Record{}, lm.FinalLSN
 				case *pglogrepl.InsertMessage:
@@ -470,6 +489,22 @@ func (s *pgCDCSource) receive(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// warnLateTable warns, once per table and run, when a change streams for
+// a table the snapshot this run read did not read: it joined the
+// publication after the snapshot ended, so its changes stream from when
+// it joined, and its rows from before are in no record.
+func (s *pgCDCSource) warnLateTable(table string) {
+	if s.snapTables == nil || s.snapTables[table] || s.lateTables[table] {
+		return
+	}
+	if s.lateTables == nil {
+		s.lateTables = map[string]bool{}
+	}
+	s.lateTables[table] = true
+	s.log.Warn("a table joined the publication after the snapshot was read: its changes stream from when it joined, and its rows from before are in no record; to read them, snapshot it with a route of its own (a new slot, snapshot = true, a publication of that table)",
+		"publication", s.publication, "table", table)
 }
 
 // change turns one row change into a record of the open transaction.
