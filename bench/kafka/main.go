@@ -6,6 +6,7 @@
 // Run it from the module root (it builds cmd/mqb-testbroker):
 //
 //	go run ./bench/kafka -n 500000 -runs 5 [-partitions 4] [-kcat kcat]
+//	go run ./bench/kafka -only publish -memprofile /tmp/mem   # one scenario, with a heap profile
 package main
 
 import (
