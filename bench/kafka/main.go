@@ -6,6 +6,7 @@
 // Run it from the module root (it builds cmd/mqb-testbroker):
 //
 //	go run ./bench/kafka -n 500000 -runs 5 [-partitions 4] [-kcat kcat]
+//	go run ./bench/kafka -only publish -memprofile /tmp/mem   # one scenario, with a heap profile
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -38,8 +40,17 @@ func main() {
 	concurrency := flag.Int("concurrency", 2, "mqb route concurrency")
 	kcatBin := flag.String("kcat", "kcat", "kcat binary")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the mqb runs of scenario only")
+	memprofile := flag.String("memprofile", "", "write a heap profile (allocations and what is in use) after the mqb runs of scenario only")
 	only := flag.String("only", "", "run one scenario: publish (file → kafka) or consume (kafka → file)")
 	flag.Parse()
+	// mqb runs routes with GOGC=50 unless the environment sets GOGC
+	// (cmd/mqbc/memory.go); so do its runs here, or its peak RSS would be
+	// that of Go's default, which mqbc does not use.
+	gogc := os.Getenv("GOGC")
+	if gogc == "" {
+		debug.SetGCPercent(50)
+		gogc = "50"
+	}
 	if _, err := exec.LookPath(*kcatBin); err != nil {
 		log.Fatalf("kcat not found (apt-get install -y kcat): %v", err)
 	}
@@ -52,26 +63,28 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
-	brokers, stop := startBroker(dir, *partitions)
+	brokers, brokerPID, stop := startBroker(dir, *partitions)
 	defer stop()
 	fmt.Printf("broker %s (mqb-testbroker), %d partitions per topic\n", brokers, *partitions)
 
 	input := filepath.Join(dir, "orders.jsonl")
 	size := generate(input, *n)
-	fmt.Printf("input: %d records, %.1f MB\n", *n, float64(size)/1e6)
+	fmt.Printf("input: %d records, %.1f MB; mqb runs with GOGC=%s\n", *n, float64(size)/1e6, gogc)
 
 	// file → Kafka
-	var mqbW, kcatW, allocs, cpu, kcatCPU []float64
+	var mqbW, kcatW, allocs, cpu, kcatCPU, brokerMQB, brokerKcat []float64
 	var kcatRSS int64
 	for i := range *runs {
 		topic := fmt.Sprintf("w-mqb-%d", i)
 		createTopic(brokers, topic, *partitions)
-		before := readUsage()
+		before, brokerBefore := readUsage(), processCPU(brokerPID)
 		d := timeIt(func() {
 			defer profile(*cpuprofile, *only == "publish")()
 			runPublish(dir, input, brokers, topic, *batch, *concurrency, i)
 		})
+		heapProfile(*memprofile, *only == "publish")
 		used := readUsage().since(before)
+		brokerMQB = append(brokerMQB, float64((processCPU(brokerPID)-brokerBefore).Nanoseconds())/float64(*n))
 		checkCount(brokers, topic, *partitions, *n)
 		mqbW = append(mqbW, float64(*n)/d.Seconds())
 		allocs = append(allocs, float64(used.mallocs)/float64(*n))
@@ -80,9 +93,11 @@ func main() {
 		topic = fmt.Sprintf("w-kcat-%d", i)
 		createTopic(brokers, topic, *partitions)
 		var kcatUsed childUsage
+		brokerBefore = processCPU(brokerPID)
 		d = timeIt(func() {
 			kcatUsed = runTimed(dir, *kcatBin, "-P", "-b", brokers, "-t", topic, "-l", "-X", "acks=all", input)
 		})
+		brokerKcat = append(brokerKcat, float64((processCPU(brokerPID)-brokerBefore).Nanoseconds())/float64(*n))
 		checkCount(brokers, topic, *partitions, *n)
 		kcatW = append(kcatW, float64(*n)/d.Seconds())
 		kcatCPU = append(kcatCPU, float64(kcatUsed.cpu.Nanoseconds())/float64(*n))
@@ -91,6 +106,8 @@ func main() {
 	report("file → kafka", mqbW, kcatW)
 	fmt.Printf("%-14s mqb %.2f µs CPU/record, kcat %.2f µs CPU/record, mqb/kcat by CPU %.2f   (runs: mqb %v, kcat %v ns)\n",
 		"", median(cpu)/1e3, median(kcatCPU)/1e3, median(kcatCPU)/median(cpu), rounded(cpu), rounded(kcatCPU))
+	fmt.Printf("%-14s broker %.2f µs CPU/record serving mqb, %.2f serving kcat\n",
+		"", median(brokerMQB)/1e3, median(brokerKcat)/1e3)
 	fmt.Printf("%-14s mqb %.2f allocs/record, peak RSS %d MiB (this process); kcat peak RSS %d MiB\n",
 		"", median(allocs), peakRSS()>>20, kcatRSS>>20)
 	if *only == "publish" {
@@ -107,6 +124,7 @@ func main() {
 			defer profile(*cpuprofile, *only == "consume")()
 			runConsume(dir, out, brokers, topic, *batch, *concurrency, size, i)
 		})
+		heapProfile(*memprofile, *only == "consume")
 		mqbR = append(mqbR, float64(*n)/d.Seconds())
 
 		out = filepath.Join(dir, fmt.Sprintf("out-kcat-%d.jsonl", i))
@@ -148,6 +166,26 @@ func profile(path string, on bool) func() {
 }
 
 var profileRun int
+
+// heapProfile writes the heap profile so far into path (appending a run
+// number) when on: go tool pprof -sample_index=alloc_space shows what the
+// mqb runs allocated, inuse_space what they left live.
+func heapProfile(path string, on bool) {
+	if path == "" || !on {
+		return
+	}
+	heapRun++
+	f, err := os.Create(fmt.Sprintf("%s.%d", path, heapRun))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		log.Fatal(err)
+	}
+}
+
+var heapRun int
 
 func report(name string, mqb, kcat []float64) {
 	m, k := median(mqb), median(kcat)
@@ -197,7 +235,7 @@ func runTimed(dir, name string, args ...string) childUsage {
 }
 
 // startBroker builds and starts cmd/mqb-testbroker, in memory.
-func startBroker(dir string, partitions int) (string, func()) {
+func startBroker(dir string, partitions int) (string, int, func()) {
 	bin := filepath.Join(dir, "mqb-testbroker")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/mqb-testbroker")
 	build.Stderr = os.Stderr
@@ -212,13 +250,13 @@ func startBroker(dir string, partitions int) (string, func()) {
 	}
 	for range 200 {
 		if b, err := os.ReadFile(addr); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			return strings.TrimSpace(string(b)), func() { cmd.Process.Kill(); cmd.Wait() }
+			return strings.TrimSpace(string(b)), cmd.Process.Pid, func() { cmd.Process.Kill(); cmd.Wait() }
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	cmd.Process.Kill()
 	log.Fatal("mqb-testbroker did not start")
-	return "", nil
+	return "", 0, nil
 }
 
 func createTopic(brokers, topic string, partitions int) {

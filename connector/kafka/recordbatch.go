@@ -3,6 +3,8 @@ package kafka
 import (
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // The sink encodes each request's records itself, as one Kafka record
@@ -78,47 +80,27 @@ func appendRecordBatch(buf []byte, segs []laneSegment) []byte {
 
 // appendRecord appends m as a record of a v2 batch: its length, then
 // attributes, timestamp and offset deltas, key (null when m has none),
-// value and headers, the numbers as zigzag varints.
+// value, and the headers, the message id's first; the numbers as zigzag
+// varints.
 func appendRecord(buf []byte, m *kafkaOut, timeDelta, offsetDelta int64) []byte {
 	value := m.rec.Payload
-	length := 1 + varintSize(timeDelta) + varintSize(offsetDelta) +
-		bytesSize(m.key) + varintSize(int64(len(value))) + len(value) +
-		varintSize(int64(len(m.headers)))
-	for _, h := range m.headers {
-		length += varintSize(int64(len(h.Key))) + len(h.Key) + bytesSize(h.Value)
-	}
+	key, headers := m.enc[:m.keyEnd], m.enc[m.keyEnd:]
+	length := 1 + varintSize(timeDelta) + varintSize(offsetDelta) + len(key) +
+		varintSize(int64(len(value))) + len(value) +
+		varintSize(int64(1+m.extra)) + kafkaIDHeaderSize + len(headers)
 	buf = binary.AppendVarint(buf, int64(length))
 	buf = append(buf, 0) // record attributes: unused
 	buf = binary.AppendVarint(buf, timeDelta)
 	buf = binary.AppendVarint(buf, offsetDelta)
-	buf = appendBytesField(buf, m.key)
+	buf = append(buf, key...)
 	buf = binary.AppendVarint(buf, int64(len(value)))
 	buf = append(buf, value...)
-	buf = binary.AppendVarint(buf, int64(len(m.headers)))
-	for _, h := range m.headers {
-		buf = binary.AppendVarint(buf, int64(len(h.Key)))
-		buf = append(buf, h.Key...)
-		buf = appendBytesField(buf, h.Value)
-	}
-	return buf
-}
-
-// appendBytesField appends b with its varint length, -1 for nil (a null
-// key or header value).
-func appendBytesField(buf, b []byte) []byte {
-	if b == nil {
-		return binary.AppendVarint(buf, -1)
-	}
-	buf = binary.AppendVarint(buf, int64(len(b)))
-	return append(buf, b...)
-}
-
-// bytesSize is how many bytes appendBytesField writes for b.
-func bytesSize(b []byte) int {
-	if b == nil {
-		return 1
-	}
-	return varintSize(int64(len(b))) + len(b)
+	buf = binary.AppendVarint(buf, int64(1+m.extra))
+	buf = binary.AppendVarint(buf, int64(len(runtime.HeaderMessageID)))
+	buf = append(buf, runtime.HeaderMessageID...)
+	buf = binary.AppendVarint(buf, 36)
+	buf = appendUUIDText(buf, m.rec.MessageUUID())
+	return append(buf, headers...)
 }
 
 // varintSize is the length of v as a zigzag varint.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/mqb-dev/mqb/runtime"
@@ -63,29 +62,50 @@ func decodeRecordSet(t *testing.T, set []byte) []decodedRecord {
 	}
 }
 
+// testOut is a record to produce with payload, key (none when nil) and
+// headers from meta ("k=v"), encoded as build encodes them.
+func testOut(arena *[]byte, payload string, key *string, headers ...string) kafkaOut {
+	var m kafkaOut
+	rec := &runtime.Record{Payload: []byte(payload)}
+	if key != nil {
+		m.start(arena, rec, *key, true)
+	} else {
+		m.start(arena, rec, "", false)
+	}
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, "=")
+		m.addHeader(arena, k, v)
+	}
+	return m
+}
+
 // A request's record set, over segments of two writes, reads back with
 // every record in order: offsets counted from 0, each write's time, keys
 // (none, empty, long), values (empty, long enough for two-byte lengths)
-// and headers (a null value, an empty one).
+// and headers (the message id first, then those from meta, an empty one
+// among them), however the arena grew while the records were built.
 func TestRecordBatchReadsBack(t *testing.T) {
 	long := strings.Repeat("v", 300)
 	t0 := time.UnixMilli(1_700_000_000_000)
+	k1, empty := "k1", ""
+	var arena []byte // grows, moving, while records are built
 	w1 := &laneWrite{time: t0, msgs: []kafkaOut{
-		{rec: &runtime.Record{Payload: []byte(`{"a":1}`)}},
-		{rec: &runtime.Record{Payload: []byte(long)}, key: []byte("k1"),
-			headers: []kafkago.Header{{Key: "mq_bridge.message_id", Value: []byte("id-1")}, {Key: "empty", Value: []byte{}}}},
-		{rec: &runtime.Record{Payload: []byte{}}, key: []byte{}, headers: []kafkago.Header{{Key: "null"}}},
+		testOut(&arena, `{"a":1}`, nil),
+		testOut(&arena, long, &k1, "trace=t-1", "empty="),
+		testOut(&arena, "", &empty),
 	}}
 	w2 := &laneWrite{time: t0.Add(250 * time.Millisecond), msgs: []kafkaOut{
-		{rec: &runtime.Record{Payload: []byte("second")}, key: []byte(long)},
+		testOut(&arena, "second", &long),
 	}}
+	id := func(w *laneWrite, i int) string {
+		return runtime.HeaderMessageID + "=" + w.msgs[i].rec.MessageUUID().String()
+	}
 	segs := []laneSegment{{w: w1, idx: []int32{0, 2}}, {w: w2, idx: []int32{0}}, {w: w1, idx: []int32{1}}}
-	k1, empty := "k1", ""
 	want := []decodedRecord{
-		{offset: 0, time: t0.UnixMilli(), value: `{"a":1}`},
-		{offset: 1, time: t0.UnixMilli(), key: &empty, value: "", headers: []string{"null"}},
-		{offset: 2, time: t0.UnixMilli() + 250, key: &long, value: "second"},
-		{offset: 3, time: t0.UnixMilli(), key: &k1, value: long, headers: []string{"mq_bridge.message_id=id-1", "empty="}},
+		{offset: 0, time: t0.UnixMilli(), value: `{"a":1}`, headers: []string{id(w1, 0)}},
+		{offset: 1, time: t0.UnixMilli(), key: &empty, value: "", headers: []string{id(w1, 2)}},
+		{offset: 2, time: t0.UnixMilli() + 250, key: &long, value: "second", headers: []string{id(w2, 0)}},
+		{offset: 3, time: t0.UnixMilli(), key: &k1, value: long, headers: []string{id(w1, 1), "trace=t-1", "empty="}},
 	}
 	prefix := []byte("kept")
 	set := appendRecordSet(prefix, segs)
@@ -106,6 +126,35 @@ func TestRecordBatchReadsBack(t *testing.T) {
 	}
 }
 
+// The size build gives a record bounds what it adds to a record batch.
+func TestRecordSizeBound(t *testing.T) {
+	long := strings.Repeat("m", 200)
+	for _, tc := range []struct {
+		name    string
+		payload string
+		meta    map[string]string
+	}{
+		{"bare", "{}", nil},
+		{"empty", "", nil},
+		{"meta headers", strings.Repeat("p", 1000), map[string]string{"a": "1", "b": long, long: ""}},
+	} {
+		var m kafkaOut
+		var arena []byte
+		rec := &runtime.Record{Payload: []byte(tc.payload), Meta: tc.meta}
+		if err := (&kafkaSink{}).build(rec, &m, &arena); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		w := &laneWrite{time: time.Now(), msgs: []kafkaOut{m}}
+		set := appendRecordSet(nil, []laneSegment{{w: w, idx: []int32{0}}})
+		if got := len(set) - 4 - batchHeaderSize; got > int(m.size) {
+			t.Errorf("%s: record takes %d bytes, size says at most %d", tc.name, got, m.size)
+		}
+		if got := len(decodeRecordSet(t, set)[0].headers); got != 1+len(tc.meta) {
+			t.Errorf("%s: %d headers, want %d", tc.name, got, 1+len(tc.meta))
+		}
+	}
+}
+
 func deref(s *string) any {
 	if s == nil {
 		return nil
@@ -115,7 +164,8 @@ func deref(s *string) any {
 
 // The checksum covers the records: a changed byte fails the decoder.
 func TestRecordBatchChecksum(t *testing.T) {
-	w := &laneWrite{time: time.Now(), msgs: []kafkaOut{{rec: &runtime.Record{Payload: []byte("payload")}}}}
+	var arena []byte
+	w := &laneWrite{time: time.Now(), msgs: []kafkaOut{testOut(&arena, "payload", nil)}}
 	set := appendRecordSet(nil, []laneSegment{{w: w, idx: []int32{0}}})
 	set[len(set)-3] ^= 1
 	var rs protocol.RecordSet

@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -233,58 +234,90 @@ func (s *kafkaSink) programs() []*runtime.Program {
 	return s.key.Programs()
 }
 
-// kafkaOut is one record ready to produce: its key and headers point into
-// the write's arena.
+// kafkaOut is one record ready to produce. Its key and its headers other
+// than the message id are encoded already, as a record batch holds them,
+// in the write's arena (enc); the lane writes the rest from the record
+// itself (payload, message id) when it encodes the request: a write of
+// many records then holds 48 bytes and an arena entry of a few for each,
+// not copies of what the record has.
 type kafkaOut struct {
-	rec     *runtime.Record
-	key     []byte
-	headers []kafkago.Header
-	size    int // bytes it adds to a record batch, an upper bound
+	rec    *runtime.Record
+	enc    []byte // key field (length, or -1 for none), then the headers from meta
+	keyEnd int32  // where the headers start in enc
+	extra  int32  // headers in enc
+	size   int32  // bytes it adds to a record batch, an upper bound
 }
 
-// build fills m from r: key from partition_key, the payload, the
-// message_id header and every forwarded meta entry as a header. Text goes
-// into *arena, headers into *hdrs.
-func (s *kafkaSink) build(r *runtime.Record, m *kafkaOut, arena *[]byte, hdrs *[]kafkago.Header) error {
+// kafkaIDHeaderSize is the encoded size of the message-id header the
+// lane adds to each record: name and 36-character text, with lengths.
+var kafkaIDHeaderSize = varintSize(int64(len(runtime.HeaderMessageID))) + len(runtime.HeaderMessageID) + varintSize(36) + 36
+
+// start begins m's encoded fields, for the record rec, at the end of
+// *arena with its key: none (a null key) unless hasKey.
+func (m *kafkaOut) start(arena *[]byte, rec *runtime.Record, key string, hasKey bool) {
+	from := len(*arena)
+	if hasKey {
+		*arena = binary.AppendVarint(*arena, int64(len(key)))
+		*arena = append(*arena, key...)
+	} else {
+		*arena = binary.AppendVarint(*arena, -1)
+	}
+	*m = kafkaOut{rec: rec, enc: (*arena)[from:len(*arena):len(*arena)], keyEnd: int32(len(*arena) - from)}
+}
+
+// key is m's key, nil for none.
+func (m *kafkaOut) key() []byte {
+	n, w := binary.Varint(m.enc)
+	if n < 0 {
+		return nil
+	}
+	return m.enc[w:m.keyEnd]
+}
+
+// addHeader appends header k=v to m's encoded fields, which must be the
+// last thing in *arena. enc is capacity-clipped, so later appends to the
+// arena, by this record or the next, never write over it.
+func (m *kafkaOut) addHeader(arena *[]byte, k, v string) {
+	from := len(*arena) - len(m.enc)
+	*arena = binary.AppendVarint(*arena, int64(len(k)))
+	*arena = append(*arena, k...)
+	*arena = binary.AppendVarint(*arena, int64(len(v)))
+	*arena = append(*arena, v...)
+	m.enc = (*arena)[from:len(*arena):len(*arena)]
+	m.extra++
+}
+
+// build fills m from r: key from partition_key and every forwarded meta
+// entry as a header, encoded into *arena (the payload and message id are
+// read from r when the request is encoded).
+func (s *kafkaSink) build(r *runtime.Record, m *kafkaOut, arena *[]byte) error {
 	if err := r.EncodePayload(); err != nil {
 		return err
 	}
-	m.rec, m.key = r, nil
+	var key string
 	if s.key != nil {
 		k, err := s.key.Render(r)
 		if err != nil {
 			return err
 		}
-		m.key = appendBytes(arena, k)
+		key = k
 	}
-	start := len(*hdrs)
-	*hdrs = append(*hdrs, kafkago.Header{Key: runtime.HeaderMessageID, Value: appendUUIDText(arena, r.MessageUUID())})
+	m.start(arena, r, key, s.key != nil)
 	if len(r.Meta) > 0 {
 		for _, k := range runtime.ForwardedMeta(r) {
-			*hdrs = append(*hdrs, kafkago.Header{Key: k, Value: appendBytes(arena, r.Meta[k])})
+			m.addHeader(arena, k, r.Meta[k])
 		}
 	}
-	m.headers = (*hdrs)[start:len(*hdrs):len(*hdrs)]
-	m.size = len(m.key) + len(r.Payload) + kafkaRecordOverhead
-	for _, h := range m.headers {
-		m.size += len(h.Key) + len(h.Value) + kafkaHeaderOverhead
+	size := len(m.enc) + len(r.Payload) + kafkaRecordOverhead + kafkaIDHeaderSize
+	if size > kafkaMaxBatchRecords {
+		return fmt.Errorf("kafka: record of %d bytes exceeds the %d-byte message limit", size, kafkaMaxMessageBytes)
 	}
-	if m.size > kafkaMaxBatchRecords {
-		return fmt.Errorf("kafka: record of %d bytes exceeds the %d-byte message limit", m.size, kafkaMaxMessageBytes)
-	}
+	m.size = int32(size)
 	return nil
 }
 
-// appendBytes appends s to *arena and returns the appended bytes (capacity
-// clipped, so a later append cannot write over them).
-func appendBytes(arena *[]byte, s string) []byte {
-	start := len(*arena)
-	*arena = append(*arena, s...)
-	return (*arena)[start:len(*arena):len(*arena)]
-}
-
-// appendUUIDText appends u's canonical 36-character text form to *arena.
-func appendUUIDText(arena *[]byte, u uuid.UUID) []byte {
+// appendUUIDText appends u's canonical 36-character text form to buf.
+func appendUUIDText(buf []byte, u uuid.UUID) []byte {
 	var t [36]byte
 	hex.Encode(t[0:8], u[0:4])
 	t[8] = '-'
@@ -295,9 +328,7 @@ func appendUUIDText(arena *[]byte, u uuid.UUID) []byte {
 	hex.Encode(t[19:23], u[8:10])
 	t[23] = '-'
 	hex.Encode(t[24:], u[10:])
-	start := len(*arena)
-	*arena = append(*arena, t[:]...)
-	return (*arena)[start:len(*arena):len(*arena)]
+	return append(buf, t[:]...)
 }
 
 func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
@@ -305,29 +336,29 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	// one clock reading rather than one each.
 	runtime.MintMessageIDs(recs)
 	// msgs is never grown: lanes read the entries handed to them while
-	// later ones are built. Keys and header values are slices of one arena
-	// (capacity-clipped, so growing it never moves or overwrites what was
-	// handed out).
+	// later ones are built. Their encoded keys and headers are slices of
+	// one arena (capacity-clipped: growing it moves nothing handed out and
+	// writes over none of it).
 	buf := s.writeBuffers(len(recs))
-	msgs, arena, hdrs := buf.msgs, buf.arena, buf.hdrs
+	msgs, arena := buf.msgs, buf.arena
 	ps := s.currentPartitions(ctx)
 	w := &laneWrite{msgs: msgs, time: time.Now(), errs: make([]error, len(ps))}
 	open := make([]laneSegment, len(ps)) // each partition's segment being filled
 	counts := make([]int, len(ps))
 	for i, r := range recs {
 		m := &msgs[i]
-		if err := s.build(r, m, &arena, &hdrs); err != nil {
+		if err := s.build(r, m, &arena); err != nil {
 			r.Refuse(err.Error())
 			continue
 		}
-		p := s.balancer.Balance(kafkago.Message{Key: m.key}, ps...)
+		p := s.balancer.Balance(kafkago.Message{Key: m.key()}, ps...)
 		seg := &open[p]
-		if len(seg.idx) > 0 && seg.size+m.size > kafkaMaxBatchRecords {
+		if len(seg.idx) > 0 && seg.size+int(m.size) > kafkaMaxBatchRecords {
 			s.hand(p, w, *seg)
 			*seg = laneSegment{}
 		}
 		seg.idx = append(seg.idx, int32(i))
-		seg.size += m.size
+		seg.size += int(m.size)
 		counts[p]++
 		if seg.size >= kafkaSegmentBytes {
 			s.hand(p, w, *seg)
@@ -340,7 +371,7 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 		}
 	}
 	w.pending.Wait()
-	buf.arena, buf.hdrs = arena, hdrs // as grown
+	buf.arena = arena // as grown
 	failed, total := 0, 0
 	var first error
 	for p, err := range w.errs {
@@ -372,11 +403,14 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 type kafkaWriteBuffers struct {
 	msgs  []kafkaOut
 	arena []byte
-	hdrs  []kafkago.Header
 }
 
+// kafkaArenaPerRecord is what a write's arena starts with for each
+// record: a null key and no header from meta take one byte.
+const kafkaArenaPerRecord = 4
+
 // writeBuffers returns buffers for a write of n records: msgs of length n,
-// arena and hdrs empty.
+// arena empty.
 func (s *kafkaSink) writeBuffers(n int) *kafkaWriteBuffers {
 	b, _ := s.buffers.Get().(*kafkaWriteBuffers)
 	if b == nil {
@@ -386,21 +420,17 @@ func (s *kafkaSink) writeBuffers(n int) *kafkaWriteBuffers {
 		b.msgs = make([]kafkaOut, n)
 	}
 	b.msgs = b.msgs[:n]
-	if want := n * (36 + 16); cap(b.arena) < want {
+	if want := n * kafkaArenaPerRecord; cap(b.arena) < want {
 		b.arena = make([]byte, 0, want)
 	}
-	if cap(b.hdrs) < n {
-		b.hdrs = make([]kafkago.Header, 0, n)
-	}
-	b.arena, b.hdrs = b.arena[:0], b.hdrs[:0]
+	b.arena = b.arena[:0]
 	return b
 }
 
 // recycle keeps b for a later write, dropping what it points to (the
-// records, their meta keys) so that a kept buffer holds no write's data.
+// records) so that a kept buffer holds no write's data.
 func (s *kafkaSink) recycle(b *kafkaWriteBuffers) {
 	clear(b.msgs)
-	clear(b.hdrs)
 	s.buffers.Put(b)
 }
 
