@@ -519,6 +519,11 @@ func (g *routeGen) fileLeaf(group string, parts bool) string {
 			// Elements share their record's position: E061.
 			nameBy = "write_time"
 		}
+		if g.c.Broker == brokerMongo {
+			// The mongodb source's positions do not follow its documents:
+			// the compiler refuses positional parts over it.
+			nameBy = "write_time"
+		}
 		return fmt.Sprintf("file { path = %q, name_by = %s }", path, nameBy)
 	}
 	path := fmt.Sprintf("out/%s__w%d.jsonl", g.name, n)

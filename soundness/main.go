@@ -56,12 +56,18 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	show := fs.Bool("show", false, "print the generated files and exit")
 	cases := fs.String("cases", "", "check the regression cases (*.txtar) in this directory instead of generating")
 	sources := fs.String("sources", strings.Join(moreKinds, ","), "the sources of issue #18 a seed reading the file may draw instead (about a quarter of them do): a comma list of "+strings.Join(moreKinds, ", ")+", or none")
+	force := fs.String("source", "", "every seed reads this source of issue #18 ("+strings.Join(moreKinds, ", ")+"), whatever it draws")
 	fs.BoolVar(&onlyTransforms, "transforms", false, "check only the seeds that draw unnest or parse (see transforms.go); the others are skipped")
 	fs.BoolVar(&serverSinks, "server-sinks", false, "let seeds put some sql sinks on PostgreSQL and MariaDB (see sqlservers.go); needs their server binaries")
 	jobs := fs.Int("j", 1, "cases checked at once (each in its own directories, with its own brokers); most of a case's time is waiting, so 3 keeps 2 cores busy")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if *force != "" && !slices.Contains(moreKinds, *force) {
+		fmt.Fprintf(stderr, "-source: unknown source %q (want one of %s)\n", *force, strings.Join(moreKinds, ", "))
+		return 2
+	}
+	forceSource = *force
 	moreSources = nil
 	for k := range strings.SplitSeq(*sources, ",") {
 		switch {
@@ -75,7 +81,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	}
 	if *show {
 		for s := *first; s < *first+uint64(*seeds); s++ {
-			c, err := generate(s, *kills)
+			c, err := generateFrom(s, *kills, forceSource)
 			if err != nil {
 				fmt.Fprintln(stderr, err)
 				return 1
@@ -168,6 +174,10 @@ func cli(args []string, stdout, stderr io.Writer) int {
 // checkOne checks case i (the seed first+i, or the i-th recorded case),
 // adds its result to tally and prints it, under mu. It reports false when
 // the case could not be checked at all.
+// forceSource is the -source flag: the source every generated seed reads
+// ("": what it draws).
+var forceSource string
+
 func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, verbose bool, out string, tally *Tally, mu *sync.Mutex, stdout, stderr io.Writer) bool {
 	s := first + uint64(i)
 	var c *Case
@@ -175,7 +185,7 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 	if recorded != nil {
 		c, err = readCase(recorded[i])
 	} else {
-		c, err = generate(s, kills)
+		c, err = generateFrom(s, kills, forceSource)
 		if err == nil && onlyTransforms && c.tx == nil {
 			return true
 		}

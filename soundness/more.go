@@ -23,10 +23,12 @@ import (
 // The broker sources of issue #18: a Redis stream read by a consumer group
 // per route, a RabbitMQ queue per route, an MQTT QoS 1 subscription in a
 // persistent session per route, an s3:// prefix of the in-process S3
-// emulator, and the route's own HTTP server (http_server), fed by clients
-// that POST each line until the route answers 2xx. Each route gets a queue, group or session of its own (two
-// routes competing for one queue would split it by timing), so every route
-// reads the whole input.
+// emulator, the route's own HTTP server (http_server), fed by clients
+// that POST each line until the route answers 2xx, and a MongoDB
+// collection read by the mongodb capture source (see mongo.go). Each route
+// gets a queue, group or session of its own (two routes competing for one
+// queue would split it by timing), so every route reads the whole input;
+// the routes over MongoDB each keep their own cursor on one collection.
 //
 // Redis and the S3 emulator are started per run directory; RabbitMQ and
 // Mosquitto are the servers internal/testsrv shares in the process (a node
@@ -35,6 +37,8 @@ import (
 // are sequential). The queues, the stream and the topic are fed in chunks
 // while the routes run and while they are down; the S3 prefix is filled
 // before the first run, and its routes end at the end of the listing.
+// The collection is in a database of its own per run directory on the
+// FerretDB server internal/testsrv shares, fed in chunks like the queues.
 //
 // Generating them is opt-in (moreSources): the fixed CI seeds stay as they
 // were, and TestMoreSources samples the kinds (SOUNDNESS_SOURCES=all runs
@@ -54,7 +58,7 @@ const (
 
 // moreKinds are the sources of this file, in the order TestMoreSources
 // samples them.
-var moreKinds = []string{brokerRedis, brokerAMQP, brokerMQTT, brokerS3, brokerHTTP}
+var moreKinds = []string{brokerRedis, brokerAMQP, brokerMQTT, brokerS3, brokerHTTP, brokerMongo}
 
 // moreSources lists the kinds generate may draw for a seed that reads the
 // file in consume mode (and no other later source); empty: none.
@@ -89,6 +93,8 @@ func (c *Case) moreFrom(route string) string {
 		// The port is a placeholder: each run directory's routes.mqb gets
 		// free ones (startHTTPClients).
 		return fmt.Sprintf("http_server { address = \"127.0.0.1:%d\", path = \"/in\" }", 18080+int(route[len(route)-1]-'a'))
+	case brokerMongo:
+		return c.mongoFrom()
 	}
 	return ""
 }
@@ -133,6 +139,8 @@ func startMore(dir string, c *Case, source string) (*srcHandle, error) {
 		return startMQTTSessions(c, source)
 	case brokerS3:
 		return startS3Prefix(c)
+	case brokerMongo:
+		return startMongoCollection(dir, c, source)
 	}
 	return nil, nil
 }

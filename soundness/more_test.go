@@ -43,7 +43,8 @@ func sampledKinds(t *testing.T) ([]string, uint64) {
 }
 
 // Generated routes over the sources of issue #18 (Redis streams, AMQP
-// queues, MQTT sessions, an s3:// prefix), with the sinks and steps the
+// queues, MQTT sessions, an s3:// prefix, http_server, a MongoDB
+// collection), with the sinks and steps the
 // generator draws for the file, run cleanly and under SIGKILLs: an
 // effectively-once verdict must show nothing lost or duplicated, an
 // at-least-once one nothing lost. SOUNDNESS_SOURCES=all checks every

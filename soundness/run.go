@@ -201,7 +201,12 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	p := &proc{cancel: cancel, started: make(chan struct{}), done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, ck.Mqbc, "run", "--log-level", "info", "--log-format", "json", "--progress", "off", "routes.mqb")
+	args := []string{"run", "--log-level", "info", "--log-format", "json", "--progress", "off"}
+	var logLine func([]byte)
+	if h := ck.srcs[dir]; h != nil {
+		args, logLine = append(args, h.args...), h.logLine
+	}
+	p.cmd = exec.CommandContext(ctx, ck.Mqbc, append(args, "routes.mqb")...)
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), ck.envOf(dir)...)
 	p.cmd.Stdout = io.Discard
@@ -242,6 +247,9 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 				if kill != nil && kill.Started {
 					arm()
 				}
+			}
+			if logLine != nil {
+				logLine(line)
 			}
 			if stderr.Len() < 1<<20 {
 				stderr.Write(line)

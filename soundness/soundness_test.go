@@ -73,10 +73,15 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(tmp)
 		panic(err)
 	}
-	checker = &Checker{Mqbc: bin, Tmp: tmp}
+	checker = &Checker{Mqbc: bin, Tmp: tmp, Keep: os.Getenv("SOUNDNESS_KEEP") != ""}
+	if checker.Keep {
+		fmt.Println("soundness: keeping run directories in", tmp)
+	}
 	code := m.Run()
 	stopServers()
-	os.RemoveAll(tmp)
+	if !checker.Keep {
+		os.RemoveAll(tmp)
+	}
 	os.Exit(code)
 }
 

@@ -120,7 +120,11 @@ type srcHandle struct {
 	// kill may consume nothing for that long: the drain waits until every
 	// group's committed offsets reach the end of the topic.
 	caughtUp func() bool
-	stop     func()
+	// args are added to mqbc run's command line; logLine, when set, is
+	// handed every line mqbc logs.
+	args    []string
+	logLine func(line []byte)
+	stop    func()
 }
 
 // startSource starts what the case's source needs for one run directory;
@@ -423,14 +427,20 @@ func stopServers() { testsrv.StopAll() }
 // PostgreSQL helpers (the embedded nil TB would panic).
 type harnessTB struct {
 	testing.TB
+	name     string // Name's answer, "soundness" when empty
 	mu       sync.Mutex
 	cleanups []func()
 }
 
 type tbAbort struct{ msg string }
 
-func (t *harnessTB) Helper()                           {}
-func (t *harnessTB) Name() string                      { return "soundness" }
+func (t *harnessTB) Helper() {}
+func (t *harnessTB) Name() string {
+	if t.name != "" {
+		return t.name
+	}
+	return "soundness"
+}
 func (t *harnessTB) Log(args ...any)                   {}
 func (t *harnessTB) Logf(format string, args ...any)   {}
 func (t *harnessTB) Fatal(args ...any)                 { panic(tbAbort{fmt.Sprint(args...)}) }

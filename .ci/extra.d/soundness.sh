@@ -7,9 +7,9 @@
 # SOUNDNESS_SEEDS / SOUNDNESS_FIRST / SOUNDNESS_KILLS override the fixed
 # seed set; `go run ./soundness -seeds 1000 -kills 8` is the long run.
 # TestMoreSources checks generated routes over two of the broker sources
-# of issue #18 (redis, amqp, mqtt, s3) a run, drawn from
-# SOUNDNESS_SOURCE_SEED (the clock when unset; the test logs it);
-# SOUNDNESS_SOURCES=all checks all four (about a minute more).
+# of issue #18 (redis, amqp, mqtt, s3, http_server, mongodb) a run, drawn
+# from SOUNDNESS_SOURCE_SEED (the clock when unset; the test logs it);
+# SOUNDNESS_SOURCES=all checks all six (about two minutes more).
 # TestServerSinks checks two seeds from the same seed whose sql sinks are
 # on PostgreSQL and MariaDB (SOUNDNESS_SERVER_SEEDS for more).
 set -euo pipefail
