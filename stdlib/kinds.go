@@ -216,7 +216,7 @@ var Kinds = []Kind{
 		Absorb:  AbsorbKeyField,
 		Schemes: []string{"mongodb", "mongodb+srv"},
 		Attrs: []Attr{
-			{Name: "url", Type: String, Required: true, Secret: true, Doc: "mongodb://host:27017."},
+			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "mongodb://host:27017, or \"${env(\\\"MONGO_URL\\\")}\" to keep a password out of the file."},
 			{Name: "database", Type: String, Required: true, Doc: "Database name."},
 			{Name: "collection", Type: String, Required: true, Doc: "Collection name."},
 			{Name: "id_field", End: EndSink, Type: String, Template: true, Doc: "Top-level payload field (or a template such as \"${meta[\\\"mqb.id\\\"]}\") whose value becomes _id: a repeat hits the unique _id index and is absorbed."},

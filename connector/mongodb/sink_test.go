@@ -348,32 +348,42 @@ route events {
 }
 
 // TestMongoSinkSecretURL: the url's password shows nowhere in the error of
-// a server that cannot be reached.
+// a server that cannot be reached, whether the url is written in the file
+// or read from the environment with env().
 func TestMongoSinkSecretURL(t *testing.T) {
-	dir := t.TempDir()
-	plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"a"}`)
-	src := `
+	const url = "mongodb://mqb:hunter2secret@127.0.0.1:1/?serverSelectionTimeoutMS=300&connectTimeoutMS=300"
+	t.Setenv("MQB_TEST_MONGO_URL", url)
+	for _, tc := range []struct{ name, attr string }{
+		{"in the file", `"` + url + `"`},
+		{"from env()", `"${env(\"MQB_TEST_MONGO_URL\")}"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"id":"a"}`)
+			src := `
 route secret {
   from file { path = "in.jsonl" }
   to mongodb {
-    url        = "mongodb://mqb:hunter2secret@127.0.0.1:1/?serverSelectionTimeoutMS=300&connectTimeoutMS=300"
+    url        = ` + tc.attr + `
     database   = "shop"
     collection = "orders"
     id_field   = "id"
   }
 }
 `
-	opts := runtest.Options()
-	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-	_, err := runtime.Run(context.Background(), plantest.Compile(t, src), opts)
-	if err == nil {
-		t.Fatal("run against a closed port succeeded")
-	}
-	if strings.Contains(err.Error(), "hunter2secret") {
-		t.Errorf("error shows the password: %v", err)
-	}
-	if !strings.Contains(err.Error(), "mqb:xxxxx@127.0.0.1:1") {
-		t.Errorf("error %v, want it to name the redacted url", err)
+			opts := runtest.Options()
+			opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
+			_, err := runtime.Run(context.Background(), plantest.Compile(t, src), opts)
+			if err == nil {
+				t.Fatal("run against a closed port succeeded")
+			}
+			if strings.Contains(err.Error(), "hunter2secret") {
+				t.Errorf("error shows the password: %v", err)
+			}
+			if !strings.Contains(err.Error(), "mqb:xxxxx@127.0.0.1:1") {
+				t.Errorf("error %v, want it to name the redacted url", err)
+			}
+		})
 	}
 }
 
