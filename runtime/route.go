@@ -58,6 +58,9 @@ type route struct {
 	// recycles: the route's batches are reused once acked (passthrough.go).
 	lineSink LineSink
 	recycles bool
+	// syncs are the sinks whose writes become durable in the commit
+	// (commitsync.go).
+	syncs []CommitSyncSink
 	// payloadFields, when set, are the only top-level payload fields any
 	// expression reads (see payloadNeeds).
 	payloadFields map[string]bool
@@ -703,6 +706,12 @@ func (rt *route) commitLocked() error {
 	rt.metrics.lag.Set(float64(rt.acks.pending(nil)))
 	if changed == nil {
 		return nil
+	}
+	// The bytes of every record acked up to the position taken above
+	// were written before its ack: synced now, they are durable before
+	// the position is saved.
+	if err := rt.syncSinks(); err != nil {
+		return err
 	}
 	for _, d := range rt.dedupStores {
 		if rt.cp == nil || !syncedWith(d, rt.cp) {
