@@ -39,3 +39,14 @@ func (rt *route) syncSinks() error {
 	}
 	return nil
 }
+
+// syncsOnCommit reports whether s is one of the route's sinks that sync
+// in the commit.
+func (rt *route) syncsOnCommit(s sink) bool {
+	for _, cs := range rt.syncs {
+		if sink(cs) == s {
+			return true
+		}
+	}
+	return false
+}

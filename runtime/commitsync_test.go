@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // linesPlan is file (text) → file (write_time) with a DLQ: no dedup
@@ -36,7 +39,7 @@ func TestCrashLinesAtLeastOnce(t *testing.T) {
 	for _, seed := range []uint64{31, 32} {
 		e := newTestEnv(t)
 		out := filepath.Join(e.dir, "out.txt")
-		const n = 200000
+		const n = 150000
 		long := strings.Repeat("x", testMaxRecord+10)
 		var in strings.Builder
 		want := map[string]bool{}
@@ -54,9 +57,22 @@ func TestCrashLinesAtLeastOnce(t *testing.T) {
 		if err := os.WriteFile(e.input, []byte(in.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		st := crashAndFinish(t, bin, linesPlan(e, out, 500), e.dir, seed, 4)
+		// Kills late enough for the runs to commit (every 100 ms) before
+		// them, so later runs resume from positions committed after a Sync.
+		planPath := plantest.WriteCrashPlan(t, linesPlan(e, out, 100), e.dir)
+		plantest.KillRuns(t, bin, planPath, plantest.CrashSchedule{Kills: 4, MayEnd: true,
+			Wait: plantest.KillWaits(seed, 5, 300*time.Millisecond, 1500*time.Millisecond),
+			Progress: func() string {
+				st, _ := os.Stat(out)
+				if st == nil {
+					return "(no output yet)"
+				}
+				return fmt.Sprintf("(output %d bytes)", st.Size())
+			}})
+		var st runtime.Stats
+		plantest.StartHelper(t, bin, planPath).Finish(t, &st)
 		rs := st.Route("lines")
-		t.Logf("seed %d: final run %+v", seed, rs)
+		t.Logf("seed %d: final run %+v (read %d of %d: it resumed where the killed runs committed)", seed, rs, rs.In, n)
 		if rs.Committed != n {
 			t.Errorf("final run committed %d of %d", rs.Committed, n)
 		}
