@@ -39,7 +39,7 @@ func TestCrashLinesAtLeastOnce(t *testing.T) {
 	for _, seed := range []uint64{31, 32} {
 		e := newTestEnv(t)
 		out := filepath.Join(e.dir, "out.txt")
-		const n = 150000
+		const n = 500000
 		long := strings.Repeat("x", testMaxRecord+10)
 		var in strings.Builder
 		want := map[string]bool{}
@@ -61,7 +61,7 @@ func TestCrashLinesAtLeastOnce(t *testing.T) {
 		// them, so later runs resume from positions committed after a Sync.
 		planPath := plantest.WriteCrashPlan(t, linesPlan(e, out, 100), e.dir)
 		plantest.KillRuns(t, bin, planPath, plantest.CrashSchedule{Kills: 4, MayEnd: true,
-			Wait: plantest.KillWaits(seed, 5, 300*time.Millisecond, 1500*time.Millisecond),
+			Wait: plantest.KillWaits(seed, 5, 200*time.Millisecond, 1200*time.Millisecond),
 			Progress: func() string {
 				st, _ := os.Stat(out)
 				if st == nil {

@@ -735,7 +735,10 @@ func NewBatchArena(n, arenaBytes int) *Batch {
 		b.recs = make([]Record, 0, n)
 	}
 	if cap(b.arena) < arenaBytes {
-		b.arena = make([]byte, 0, arenaBytes)
+		// A quarter more than asked: the next batches of a source asking
+		// about as much, a little more or less each time, take this
+		// one's arena again once it is freed instead of a new one.
+		b.arena = make([]byte, 0, arenaBytes+arenaBytes/4)
 	}
 	b.pooled = true
 	return b
