@@ -290,7 +290,7 @@ func (t *AckTracker) Advance() (seq uint64, next int64, ok bool) {
 		if h < r.n() {
 			break
 		}
-		if len(t.free) < 8 {
+		if len(t.free) < freeRunsMax {
 			t.free = append(t.free, r.nexts)
 		}
 		*r = ackRun{}
@@ -306,6 +306,13 @@ func (t *AckTracker) Advance() (seq uint64, next int64, ok bool) {
 	}
 	return seq, next, ok
 }
+
+// freeRunsMax is how many committed runs' next-offset slices a tracker
+// keeps for the runs it tracks next. A commit frees every run read since
+// the one before (a fast file route reads a hundred batches in a commit
+// interval): keeping only a few, the rest were garbage, and the collector
+// ran every few batches to take them back.
+const freeRunsMax = 128
 
 // Pending is the number of tracked records not yet committed.
 func (t *AckTracker) Pending() int {

@@ -204,6 +204,7 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 	}
 	rt.needPayload, rt.payloadFields = payloadNeeds(progs)
 	rt.linesPassThrough(handlerNode != nil)
+	rt.syncOnCommit()
 	return rt, nil
 }
 

@@ -39,6 +39,7 @@ package runtime
 // The contract a source keeps is Source's, below.
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"reflect"
@@ -75,6 +76,22 @@ type LineSink interface {
 	Sink
 	WriteLines(ctx context.Context, lines [][]byte) error
 	WritesLines() bool
+}
+
+// CommitSyncSink is a sink that can leave making its writes durable to
+// the route's commit (a file appending lines: one fsync per commit
+// instead of one per write). Until the engine calls SyncOnCommit, it
+// makes each write durable before Write returns, as every sink does.
+// After it, Write may return once the bytes are written but not yet
+// durable, and Sync makes every write that returned before it durable;
+// the engine calls Sync in each commit after taking the acked position
+// and before saving it, so a position is never committed past a record
+// whose bytes could still be lost. An error from Sync is for good: the
+// bytes it covered may be gone, so every later Sync returns it too.
+type CommitSyncSink interface {
+	Sink
+	SyncOnCommit()
+	Sync() error
 }
 
 // RegisterSink registers the sink of kind, the stdlib kind name: build
@@ -696,7 +713,7 @@ type Batch struct {
 	// arena holds every record's line, in order.
 	copied int
 	// pooled: made by NewBatchArena, so the route may hand it back to
-	// batchPool once acked.
+	// freeBatches once acked.
 	pooled bool
 	// span is the batch's trace while it is in flight (tracing.go); nil
 	// without tracing.
@@ -708,9 +725,9 @@ func NewBatch(n int) *Batch { return &Batch{recs: make([]Record, 0, n)} }
 
 // NewBatchArena is an empty batch with room for n records and for
 // arenaBytes of payload copied in by AddCopy. It may be one a route is
-// done with (see batchPool).
+// done with (see freeBatches).
 func NewBatchArena(n, arenaBytes int) *Batch {
-	b, _ := batchPool.Get().(*Batch)
+	b := reusedBatch()
 	if b == nil {
 		b = &Batch{}
 	}
@@ -718,7 +735,10 @@ func NewBatchArena(n, arenaBytes int) *Batch {
 		b.recs = make([]Record, 0, n)
 	}
 	if cap(b.arena) < arenaBytes {
-		b.arena = make([]byte, 0, arenaBytes)
+		// A quarter more than asked: the next batches of a source asking
+		// about as much, a little more or less each time, take this
+		// one's arena again once it is freed instead of a new one.
+		b.arena = make([]byte, 0, arenaBytes+arenaBytes/4)
 	}
 	b.pooled = true
 	return b
@@ -738,6 +758,44 @@ func (b *Batch) AddCopy(r Record, payload []byte) {
 	r.Payload = b.arena[start:end:end]
 	b.recs = append(b.recs, r)
 	b.copied++
+}
+
+// AddLines appends records for the lines at the start of data, the next
+// bytes read, as AddCopy would for each of them, with one copy for all:
+// at most max records and maxBytes of arena in all. It stops before a
+// line that has no newline in data, is longer than maxLen, starts with
+// white space or a control byte, or ends in a carriage return: the
+// source reads that one its own way (it may be blank, need trimming or
+// be dead-lettered). The records are numbered from seq, and each one's
+// Next is offset plus the bytes of data up to its newline's end. It
+// returns how many records it added and how many bytes of data they took.
+func (b *Batch) AddLines(data []byte, max, maxBytes, maxLen int, seq uint64, offset int64) (n, used int) {
+	first := len(b.recs)
+	maxBytes = min(maxBytes, len(data))
+	for n < max {
+		rest := data[used:maxBytes]
+		i := bytes.IndexByte(rest, '\n')
+		if i <= 0 || i > maxLen || rest[0] <= ' ' || rest[i-1] == '\r' {
+			break
+		}
+		used += i + 1
+		b.recs = append(b.recs, Record{Seq: seq + uint64(n), Next: offset + int64(used)})
+		n++
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	base := len(b.arena) // where data[0] goes
+	b.arena = append(b.arena, data[:used]...)
+	start := base
+	for i := range b.recs[first:] {
+		r := &b.recs[first+i]
+		end := base + int(r.Next-offset) - 1 // the newline's index in the arena
+		r.Payload = b.arena[start:end:end]
+		start = end + 1
+	}
+	b.copied += n
+	return n, used
 }
 
 // PayloadBytes is the size of the payloads AddCopy copied into b, with

@@ -1,29 +1,54 @@
 package runtime
 
-import "sync"
-
 // A route that moves lines as they were read (file → file, stdin →
 // stdout) and whose steps leave payloads alone hands its sink the lines
 // of whole batches as the source copied them into the batch's arena, and
 // reuses its batches once acked: per record there is then no copy, no
 // allocation and no ack of its own.
 
-// batchPool holds batches a route is done with, for NewBatchArena: a
+// freeBatches holds batches routes are done with, for NewBatchArena: a
 // source reading lines then allocates a batch's records and arena once,
-// not per batch.
-var batchPool sync.Pool
+// not per batch. Not a sync.Pool: every other garbage collection empties
+// a pool, and each refill costs a batch's allocation, its zeroing and the
+// page faults of its fresh memory again (a tenth of a file → file route's
+// CPU). It holds at most freeBatchesMax batches, each no larger than
+// freeArenaMax: what a route had in flight, not more.
+var freeBatches = make(chan *Batch, freeBatchesMax)
+
+const (
+	// freeBatchesMax is more than a line route holds in flight: two
+	// batches a processing worker in the queue to the workers, a group
+	// queued for the sink and one being written (see groupSize).
+	freeBatchesMax = 32
+	// freeArenaMax: a batch of long lines (up to maxBatchBytes) is not
+	// kept once done with.
+	freeArenaMax = 1 << 20
+)
 
 // recycle hands the batches of a delivered and acked group back to
-// batchPool. Only a route whose every end takes no reference to a record
-// past its write (rt.recycles) calls it.
+// freeBatches. Only a route whose every end takes no reference to a
+// record past its write (rt.recycles) calls it.
 func recycle(group []*batch) {
 	for _, b := range group {
-		if !b.pooled {
+		if !b.pooled || cap(b.arena) > freeArenaMax {
 			continue
 		}
 		clear(b.recs) // no stale metadata or decoded payload kept alive
 		*b = Batch{recs: b.recs[:0], arena: b.arena[:0], spans: b.spans[:0]}
-		batchPool.Put(b)
+		select {
+		case freeBatches <- b:
+		default: // full: the collector takes it
+		}
+	}
+}
+
+// reusedBatch is a batch from freeBatches, or nil when there is none.
+func reusedBatch() *Batch {
+	select {
+	case b := <-freeBatches:
+		return b
+	default:
+		return nil
 	}
 }
 

@@ -21,7 +21,9 @@ import (
 )
 
 // fileSink appends one line per record to a file (name_by = write_time),
-// fsyncing once per batch.
+// fsyncing once per write, or, once the route said so (SyncOnCommit), once
+// per commit: the route commits a position only after Sync made the
+// lines before it durable.
 //
 // mqb cuts only what it wrote: a sidecar file beside the sink file
 // (.<name>.mqb-length) records the file's length after every write mqb
@@ -45,6 +47,14 @@ type fileSink struct {
 	ino    uint64
 	length int64 // the length recorded in the sidecar
 	buf    []byte
+	// syncOnCommit: writes are made durable by Sync, called by the
+	// route's commit, not each by its own fsync. unsynced says a write
+	// returned since the last Sync; syncErr is a failed fsync's error,
+	// kept: the bytes it covered may be lost, and nothing may be
+	// committed past them.
+	syncOnCommit bool
+	unsynced     bool
+	syncErr      error
 }
 
 // fileSinkConfig is a file sink's attributes (stdlib declares them).
@@ -293,14 +303,22 @@ func (s *fileSink) WriteLines(_ context.Context, lines [][]byte) error {
 }
 
 // appendLocked appends whole lines to the file, fsyncs it and records its
-// length in the sidecar. A failed write leaves no part of a line behind
-// that a retry would glue the next one onto.
+// length in the sidecar (syncing on commit, Sync does both). A failed
+// write leaves no part of a line behind that a retry would glue the next
+// one onto.
 func (s *fileSink) appendLocked(chunks ...[]byte) error {
+	if s.syncErr != nil {
+		return s.syncErr
+	}
 	for _, buf := range chunks {
 		if _, err := s.f.Write(buf); err != nil {
 			s.dropTornTail(s.length) // best effort: the retry appends whole lines again
 			return runtime.Retryable(fmt.Errorf("route %s: file sink %s: write: %w", s.route, s.path, err))
 		}
+	}
+	if s.syncOnCommit {
+		s.unsynced = true
+		return nil
 	}
 	if err := s.f.Sync(); err != nil {
 		return runtime.Retryable(fmt.Errorf("route %s: file sink %s: fsync: %w", s.route, s.path, err))
@@ -312,13 +330,51 @@ func (s *fileSink) appendLocked(chunks ...[]byte) error {
 	return nil
 }
 
+// SyncOnCommit: from now on writes are made durable by Sync (see
+// runtime.CommitSyncSink).
+func (s *fileSink) SyncOnCommit() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncOnCommit = true
+}
+
+// Sync makes every write that returned before it durable and records the
+// file's length in the sidecar. The fsync runs without the lock, so the
+// route goes on writing meanwhile: a write that returned before Sync was
+// called is in the file before the fsync starts.
+func (s *fileSink) Sync() error {
+	s.mu.Lock()
+	if s.syncErr != nil || !s.unsynced {
+		s.mu.Unlock()
+		return s.syncErr
+	}
+	s.unsynced = false
+	s.mu.Unlock()
+	err := s.f.Sync()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.syncErr = fmt.Errorf("route %s: file sink %s: fsync: %w (lines written since the last commit may be lost: the route stops without committing past them)", s.route, s.path, err)
+		return s.syncErr
+	}
+	// Not fsynced: a length older than the file's only protects more.
+	if err := s.record(); err != nil {
+		s.unsynced = true // record it at the next commit
+		return fmt.Errorf("route %s: file sink %s: record its length in %s: %w", s.route, s.path, sidecarPath(s.path), err)
+	}
+	return nil
+}
+
 func (s *fileSink) Close() error {
 	if s == nil { // a sink that failed to open, in an interface
 		return nil
 	}
 	var err error
+	if s.syncOnCommit {
+		err = s.Sync() // writes after the last commit: durable whatever comes next
+	}
 	if s.owned != nil {
-		err = errors.Join(s.owned.Sync(), s.owned.Close())
+		err = errors.Join(err, s.owned.Sync(), s.owned.Close())
 	}
 	return errors.Join(s.f.Close(), err)
 }

@@ -103,6 +103,12 @@ type fileSeg struct {
 	id    fileIdentity
 }
 
+// readBufferBytes is the size of a file source's read buffer: large
+// enough that reads cost little next to the lines' handling (a read
+// every few thousand lines), small enough not to show in the route's
+// memory. A longer line is gathered from several reads.
+const readBufferBytes = 256 << 10
+
 // rotateGrace is how long a rotated-away file must stay unchanged (its
 // writer may still hold it open) before it is taken as finished, its
 // unterminated last line, if any, as its last record.
@@ -333,7 +339,7 @@ func (s *fileSource) start(cp checkpoint.Position, haveCP bool) error {
 		return fmt.Errorf("route %s: file source: seek: %w", s.route, err)
 	}
 	s.bytesRead.Store(s.offset)
-	s.r = bufio.NewReaderSize(s.f, 1<<20)
+	s.r = bufio.NewReaderSize(s.f, readBufferBytes)
 	return nil
 }
 
@@ -447,6 +453,13 @@ func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof 
 	b = runtime.NewBatchArena(size, s.arenaHint)
 	var payloadBytes int
 	for b.Len() < size && payloadBytes < runtime.MaxBatchBytes {
+		if n := s.addLines(b, size, runtime.MaxBatchBytes-payloadBytes); n > 0 {
+			payloadBytes += n
+			if s.mode != modeConsume && s.r.Buffered() == 0 {
+				break // following a live file: do not wait to fill a batch
+			}
+			continue
+		}
 		line, tooLong, n, err := s.readLine()
 		if err == io.EOF {
 			if s.mode == modeConsume {
@@ -489,6 +502,28 @@ func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof 
 	}
 	s.arenaHint = min(b.PayloadBytes()+b.PayloadBytes()/8, runtime.MaxBatchBytes)
 	return b, false, nil
+}
+
+// addLines adds, with one copy, the whole lines already in the read
+// buffer that go as read (see runtime.Batch.AddLines), at most enough to
+// fill the batch to size records and maxBytes of payload, and returns the
+// bytes they took. Lines it leaves are read one by one (readLine, add):
+// a blank one, one to trim or dead-letter, a follow mode's line whose
+// start is kept from an earlier read, a rotated file's last ones, and
+// every line when records carry source_metadata.
+func (s *fileSource) addLines(b *runtime.Batch, size, maxBytes int) int {
+	if s.meta || s.rotated || len(s.partial) > 0 || s.partialLen > 0 || s.r.Buffered() == 0 {
+		return 0
+	}
+	buf, _ := s.r.Peek(s.r.Buffered())
+	n, used := b.AddLines(buf, size-b.Len(), maxBytes, s.maxRecord, s.nextSeq, s.offset)
+	if n == 0 {
+		return 0
+	}
+	s.r.Discard(used)
+	s.nextSeq += uint64(n)
+	s.offset += int64(used)
+	return used
 }
 
 // add appends a record for line (n bytes of file consumed). Blank lines are
