@@ -27,6 +27,9 @@ type program struct {
 	usesMessageID bool
 
 	payloadPath []string // fast path: payload.a.b
+	// slot is payload.a's slot (1-based; 0: none) in a route that decodes
+	// payloads into slots (slots.go).
+	slot int
 	metaKey     string   // fast path: meta["k"]
 	isMeta      bool
 }
@@ -119,11 +122,19 @@ func (e *evaluator) run(p *program, r *Record) (v any, present bool, err error) 
 		return s, ok, nil
 	}
 	if p.payloadPath != nil {
-		if v, ok := walkPath(r.value, p.payloadPath); ok {
+		root, path := r.value, p.payloadPath
+		if r.slots != nil {
+			if p.slot > 0 {
+				root, path = r.slotValue(p.slot), path[1:]
+			} else {
+				root = r.payloadValue()
+			}
+		}
+		if v, ok := walkPath(root, path); ok {
 			return v, v != nil, nil
 		}
 	}
-	env := stdlib.Env{Payload: r.value, Meta: r.Meta}
+	env := stdlib.Env{Payload: r.payloadValue(), Meta: r.Meta}
 	if p.usesMessageID {
 		env.MessageID = r.MessageID()
 	}

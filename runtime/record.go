@@ -39,6 +39,10 @@ type Record struct {
 
 	value any  // decoded payload (nil until decoded, or when not needed)
 	dirty bool // value changed by map: re-encode before writing
+	// slots, when set, hold the payload's fields the route reads, in
+	// slotTab's order, instead of value (slots.go); payload() builds value.
+	slots   []any
+	slotTab *payloadSlots
 
 	state  recState
 	reason string // why the record is dead

@@ -220,9 +220,9 @@ func (s *mapStep) applyRecord(w *worker, r *Record) {
 		s.applyOps(w, r)
 		return
 	}
-	obj, ok := r.value.(map[string]any)
+	obj, ok := r.payload().(map[string]any)
 	if !ok {
-		r.kill(fmt.Sprintf("map: payload is %T, not a JSON object", r.value))
+		r.kill(fmt.Sprintf("map: payload is %T, not a JSON object", r.payload()))
 		return
 	}
 	vals := w.mapVals[:0]
@@ -277,7 +277,7 @@ func (s *mapStep) applyOps(w *worker, r *Record) {
 		}
 		vals = append(vals, v)
 	}
-	root := r.value
+	root := r.payload()
 	var fresh freshObjects
 	for j, op := range s.ops {
 		switch {
@@ -305,7 +305,8 @@ func (s *mapStep) applyOps(w *worker, r *Record) {
 		}
 	}
 	if s.writesPayload {
-		r.value, r.dirty = root, true
+		r.setValue(root)
+		r.dirty = true
 	}
 }
 
@@ -616,7 +617,7 @@ func (s *unnestStep) apply(w *worker, b *batch) error {
 		var arr []any
 		if r.state == stLive {
 			var why string
-			if arr, why = arrayAt(r.value, s.path); why != "" {
+			if arr, why = arrayAt(r.payload(), s.path); why != "" {
 				r.kill(s.text + ": " + why)
 			} else if len(arr) == 0 {
 				r.state = stFiltered // nothing to deliver: acked, counted as filtered
