@@ -29,9 +29,9 @@ type program struct {
 	payloadPath []string // fast path: payload.a.b
 	// slot is payload.a's slot (1-based; 0: none) in a route that decodes
 	// payloads into slots (slots.go).
-	slot int
-	metaKey     string   // fast path: meta["k"]
-	isMeta      bool
+	slot    int
+	metaKey string // fast path: meta["k"]
+	isMeta  bool
 }
 
 var (
@@ -118,7 +118,7 @@ type evaluator struct {
 // treat differently from an empty string.
 func (e *evaluator) run(p *program, r *Record) (v any, present bool, err error) {
 	if p.isMeta {
-		s, ok := r.Meta[p.metaKey]
+		s, ok := r.metaGet(p.metaKey)
 		return s, ok, nil
 	}
 	if p.payloadPath != nil {
@@ -134,7 +134,7 @@ func (e *evaluator) run(p *program, r *Record) (v any, present bool, err error) 
 			return v, v != nil, nil
 		}
 	}
-	env := stdlib.Env{Payload: r.payloadValue(), Meta: r.Meta}
+	env := stdlib.Env{Payload: r.payloadValue(), Meta: r.metaView()}
 	if p.usesMessageID {
 		env.MessageID = r.MessageID()
 	}
@@ -150,7 +150,7 @@ func (e *evaluator) run(p *program, r *Record) (v any, present bool, err error) 
 // one allocation a record spared).
 func (e *evaluator) runString(p *program, r *Record) (s string, present bool, err error) {
 	if p.isMeta {
-		s, ok := r.Meta[p.metaKey]
+		s, ok := r.metaGet(p.metaKey)
 		return s, ok, nil
 	}
 	v, present, err := e.run(p, r)

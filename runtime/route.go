@@ -456,6 +456,7 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		earlyDone <- err
 	}()
 
+	flushMetaFor(rt.sink, live) // metaid.go
 	if rt.tap.watching() {
 		rt.tap.send(rt.name, "sink", live)
 	}

@@ -299,6 +299,7 @@ func (s *mapStep) applyOps(w *worker, r *Record) {
 		switch {
 		case !op.meta:
 		case op.del:
+			r.flushMeta()
 			delete(r.Meta, op.path[0])
 		default:
 			r.setMeta(op.path[0], vals[j].(string))
@@ -633,6 +634,7 @@ func (s *unnestStep) apply(w *worker, b *batch) error {
 			out = make([]Record, 0, len(b.recs)+len(arr))
 			out = append(out, b.recs[:i]...)
 		}
+		r.flushMeta() // each element gets a copy of the whole map
 		parentMsg := r.msgIDValue()
 		parentKey, keyed := r.Meta[metaID]
 		if !keyed {
