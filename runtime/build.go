@@ -203,6 +203,9 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		m.MarkRouteSink()
 	}
 	rt.needPayload, rt.payloadFields = payloadNeeds(progs)
+	if rt.payloadFields != nil && rt.srcFormat == "json" {
+		rt.slots = newPayloadSlots(rt.payloadFields, progs)
+	}
 	rt.linesPassThrough(handlerNode != nil)
 	rt.syncOnCommit()
 	return rt, nil

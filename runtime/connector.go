@@ -353,7 +353,7 @@ func (r *Record) MessageUUID() uuid.UUID { return r.msgIDValue() }
 // Value is r's decoded payload, what expressions see as payload: nil
 // until the route decodes it, which it does when a program the route was
 // built with reads the payload (see FieldProgram).
-func (r *Record) Value() any { return r.value }
+func (r *Record) Value() any { return r.payloadValue() }
 
 // SetMeta sets r's metadata key k to v.
 func (r *Record) SetMeta(k, v string) { r.setMeta(k, v) }
@@ -365,7 +365,8 @@ func (r *Record) EncodePayload() error { return encodePayload(r) }
 // SetPayload replaces r's payload: raw is its bytes, value what
 // expressions see (the decoded JSON, or the text).
 func (r *Record) SetPayload(raw []byte, value any) {
-	r.Payload, r.dirty, r.value = raw, false, value
+	r.Payload, r.dirty = raw, false
+	r.setValue(value)
 }
 
 // MarkDuplicate marks r as a repeat the sink skips: its position is in a

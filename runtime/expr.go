@@ -27,8 +27,11 @@ type program struct {
 	usesMessageID bool
 
 	payloadPath []string // fast path: payload.a.b
-	metaKey     string   // fast path: meta["k"]
-	isMeta      bool
+	// slot is payload.a's slot (1-based; 0: none) in a route that decodes
+	// payloads into slots (slots.go).
+	slot    int
+	metaKey string // fast path: meta["k"]
+	isMeta  bool
 }
 
 var (
@@ -115,15 +118,23 @@ type evaluator struct {
 // treat differently from an empty string.
 func (e *evaluator) run(p *program, r *Record) (v any, present bool, err error) {
 	if p.isMeta {
-		s, ok := r.Meta[p.metaKey]
+		s, ok := r.metaGet(p.metaKey)
 		return s, ok, nil
 	}
 	if p.payloadPath != nil {
-		if v, ok := walkPath(r.value, p.payloadPath); ok {
+		root, path := r.value, p.payloadPath
+		if r.slots != nil {
+			if p.slot > 0 {
+				root, path = r.slotValue(p.slot), path[1:]
+			} else {
+				root = r.payloadValue()
+			}
+		}
+		if v, ok := walkPath(root, path); ok {
 			return v, v != nil, nil
 		}
 	}
-	env := stdlib.Env{Payload: r.value, Meta: r.Meta}
+	env := stdlib.Env{Payload: r.payloadValue(), Meta: r.metaView()}
 	if p.usesMessageID {
 		env.MessageID = r.MessageID()
 	}
@@ -139,7 +150,7 @@ func (e *evaluator) run(p *program, r *Record) (v any, present bool, err error) 
 // one allocation a record spared).
 func (e *evaluator) runString(p *program, r *Record) (s string, present bool, err error) {
 	if p.isMeta {
-		s, ok := r.Meta[p.metaKey]
+		s, ok := r.metaGet(p.metaKey)
 		return s, ok, nil
 	}
 	v, present, err := e.run(p, r)

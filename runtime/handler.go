@@ -95,7 +95,7 @@ func (s *handlerSink) Write(ctx context.Context, recs []*Record) error {
 		toHandle = make([]*Record, 0, len(recs))
 		for _, r := range recs {
 			if h, ok := s.handled[r]; ok && h.seq == r.Seq {
-				r.Meta = maps.Clone(h.meta)
+				r.Meta, r.id, r.hasID = maps.Clone(h.meta), "", false
 				r.sinkErr = h.failed
 				r.state = h.state
 				continue
@@ -124,7 +124,7 @@ func (s *handlerSink) Write(ctx context.Context, recs []*Record) error {
 	// The sink may tag the records too: keep them as the handler left them.
 	results := make([]handledRecord, len(recs))
 	for i, r := range recs {
-		results[i] = handledRecord{seq: r.Seq, meta: maps.Clone(r.Meta), failed: r.sinkErr, state: r.state}
+		results[i] = handledRecord{seq: r.Seq, meta: maps.Clone(r.metaView()), failed: r.sinkErr, state: r.state}
 	}
 	if err := s.next.Write(ctx, pass); err != nil {
 		s.remember(recs, results)

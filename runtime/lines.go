@@ -47,7 +47,7 @@ func appendLine(buf []byte, r *Record, envelope bool) ([]byte, error) {
 		Meta     map[string]string `json:"meta,omitempty"`
 		Payload  json.RawMessage   `json:"payload,omitempty"`
 		Raw      string            `json:"raw,omitempty"`
-	}{Error: r.Meta[metaError], Position: r.Seq, Meta: r.Meta}
+	}{Error: r.Meta[metaError], Position: r.Seq, Meta: r.metaView()}
 	if json.Valid(r.Payload) {
 		env.Payload = r.Payload
 	} else {

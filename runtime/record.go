@@ -39,6 +39,16 @@ type Record struct {
 
 	value any  // decoded payload (nil until decoded, or when not needed)
 	dirty bool // value changed by map: re-encode before writing
+	// slots, when set, hold the payload's fields the route reads, in
+	// slotTab's order, instead of value (slots.go); payload() builds value.
+	slots   []any
+	slotTab *payloadSlots
+
+	// id is meta["mqb.id"] while hasID, set on a record whose Meta was
+	// nil and kept out of a map until something reads Meta (metaid.go):
+	// then Meta is nil.
+	id    string
+	hasID bool
 
 	state  recState
 	reason string // why the record is dead
@@ -159,6 +169,11 @@ func (g *idMinter) seed() {
 }
 
 func (r *Record) setMeta(k, v string) {
+	if k == metaID && (r.hasID || r.Meta == nil) {
+		r.id, r.hasID = v, true
+		return
+	}
+	r.flushMeta()
 	if r.Meta == nil {
 		r.Meta = make(map[string]string, 4)
 	}

@@ -64,6 +64,9 @@ type route struct {
 	// payloadFields, when set, are the only top-level payload fields any
 	// expression reads (see payloadNeeds).
 	payloadFields map[string]bool
+	// slots, when set, number those fields: JSON payloads decode into
+	// slots, not maps (slots.go).
+	slots *payloadSlots
 
 	acks     *partitionAcks
 	commitMu sync.Mutex // one commit at a time: the committer's, or a revoke's
@@ -344,7 +347,10 @@ func (rt *route) passTurns(b *batch) {
 func (rt *route) process(w *worker, b *batch) error {
 	// A text or raw payload nothing reads needs no decoding: it would
 	// only be copied into a string.
-	if rt.needPayload || rt.srcFormat == "json" {
+	switch {
+	case rt.slots != nil:
+		rt.slots.decode(w, b)
+	case rt.needPayload || rt.srcFormat == "json":
 		rt.decode(w, b)
 	}
 	tapped := rt.tap.watching()
@@ -460,6 +466,7 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		earlyDone <- err
 	}()
 
+	flushMetaFor(rt.sink, live) // metaid.go
 	if rt.tap.watching() {
 		rt.tap.send(rt.name, "sink", live)
 	}

@@ -59,9 +59,9 @@ func (s *parseStep) apply(w *worker, b *batch) error {
 }
 
 func (s *parseStep) applyRecord(w *worker, r *Record) {
-	text, ok := r.value.(string)
+	text, ok := r.payload().(string)
 	if !ok {
-		r.kill(fmt.Sprintf("parse %s: the payload is %s, not text (parse reads a format = text line, or a JSON string)", s.format, jsonKind(r.value)))
+		r.kill(fmt.Sprintf("parse %s: the payload is %s, not text (parse reads a format = text line, or a JSON string)", s.format, jsonKind(r.payload())))
 		return
 	}
 	var v any
@@ -82,7 +82,8 @@ func (s *parseStep) applyRecord(w *worker, r *Record) {
 		r.kill(fmt.Sprintf("parse %s: %v", s.format, err))
 		return
 	}
-	r.value, r.dirty = v, true
+	r.setValue(v)
+	r.dirty = true
 }
 
 func (s *parseStep) parseRegex(text string) (any, error) {

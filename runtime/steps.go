@@ -220,9 +220,9 @@ func (s *mapStep) applyRecord(w *worker, r *Record) {
 		s.applyOps(w, r)
 		return
 	}
-	obj, ok := r.value.(map[string]any)
+	obj, ok := r.payload().(map[string]any)
 	if !ok {
-		r.kill(fmt.Sprintf("map: payload is %T, not a JSON object", r.value))
+		r.kill(fmt.Sprintf("map: payload is %T, not a JSON object", r.payload()))
 		return
 	}
 	vals := w.mapVals[:0]
@@ -277,7 +277,7 @@ func (s *mapStep) applyOps(w *worker, r *Record) {
 		}
 		vals = append(vals, v)
 	}
-	root := r.value
+	root := r.payload()
 	var fresh freshObjects
 	for j, op := range s.ops {
 		switch {
@@ -299,13 +299,15 @@ func (s *mapStep) applyOps(w *worker, r *Record) {
 		switch {
 		case !op.meta:
 		case op.del:
+			r.flushMeta()
 			delete(r.Meta, op.path[0])
 		default:
 			r.setMeta(op.path[0], vals[j].(string))
 		}
 	}
 	if s.writesPayload {
-		r.value, r.dirty = root, true
+		r.setValue(root)
+		r.dirty = true
 	}
 }
 
@@ -616,7 +618,7 @@ func (s *unnestStep) apply(w *worker, b *batch) error {
 		var arr []any
 		if r.state == stLive {
 			var why string
-			if arr, why = arrayAt(r.value, s.path); why != "" {
+			if arr, why = arrayAt(r.payload(), s.path); why != "" {
 				r.kill(s.text + ": " + why)
 			} else if len(arr) == 0 {
 				r.state = stFiltered // nothing to deliver: acked, counted as filtered
@@ -632,6 +634,7 @@ func (s *unnestStep) apply(w *worker, b *batch) error {
 			out = make([]Record, 0, len(b.recs)+len(arr))
 			out = append(out, b.recs[:i]...)
 		}
+		r.flushMeta() // each element gets a copy of the whole map
 		parentMsg := r.msgIDValue()
 		parentKey, keyed := r.Meta[metaID]
 		if !keyed {

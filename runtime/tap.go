@@ -105,7 +105,7 @@ func tapLine(route, at string, r *Record) []byte {
 		Position  uint64            `json:"position"`
 		Meta      map[string]string `json:"meta,omitempty"`
 		Payload   json.RawMessage   `json:"payload"`
-	}{route, at, r.Partition, r.Seq, r.Meta, payload})
+	}{route, at, r.Partition, r.Seq, r.metaView(), payload})
 	if err != nil {
 		b = []byte(fmt.Sprintf(`{"route":%q,"at":%q,"error":%q}`, route, at, err.Error()))
 	}

@@ -1,0 +1,76 @@
+package jsonvalue
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestDecodeSlots: DecodeSlots agrees with DecodeFields on every document
+// — the same validity, the same value for each field read, the same
+// absence — and says when a document is not an object.
+func TestDecodeSlots(t *testing.T) {
+	type absent struct{}
+	index := map[string]int{"a": 0, "b": 1, "c": 2}
+	tests := []struct {
+		in   string
+		obj  bool
+		want []any // nil: an error
+	}{
+		{`{"a": 1, "skip": {"x": [1, "y"]}, "b": "s"}`, true, []any{int64(1), "s", absent{}}},
+		{` {"c":null,"a":[true,{"d":1.5}]} `, true, []any{[]any{true, map[string]any{"d": 1.5}}, absent{}, nil}},
+		{`{}`, true, []any{absent{}, absent{}, absent{}}},
+		{`{"a":1,"a":2}`, true, []any{int64(2), absent{}, absent{}}},
+		{`{"b":"x\u00e9\n","z":9007199254740993}`, true, []any{absent{}, "xé\n", absent{}}},
+		{`{"\u0062":1,"ab":2}`, true, []any{absent{}, int64(1), absent{}}},
+		{`{"a":1,"skip":{"x":[1,]}}`, true, nil},
+		{`{"a":1`, true, nil},
+		{`{"a":1}x`, true, nil},
+		{`{"a":1,}`, true, nil},
+		{`{a:1}`, true, nil},
+		{"{\"a\":1,\"skip\":\"\xff\"}", true, nil},
+		{"{\"b\":\"\xff\"}", true, nil},
+		{`[1]`, false, []any{absent{}, absent{}, absent{}}},
+		{`"a"`, false, []any{absent{}, absent{}, absent{}}},
+		{`[1,]`, false, nil},
+		{``, false, nil},
+	}
+	d := NewDecoder()
+	fields := map[string]bool{"a": true, "b": true, "c": true}
+	for _, tc := range tests {
+		slots := []any{absent{}, absent{}, absent{}}
+		obj, err := d.DecodeSlots([]byte(tc.in), index, slots)
+		if (err != nil) != (tc.want == nil) {
+			t.Errorf("DecodeSlots(%s): err = %v, want error %v", tc.in, err, tc.want == nil)
+			continue
+		}
+		if _, ferr := d.DecodeFields([]byte(tc.in), fields); (ferr != nil) != (err != nil) {
+			t.Errorf("DecodeSlots(%s) = %v but DecodeFields = %v", tc.in, err, ferr)
+		}
+		if err != nil {
+			continue
+		}
+		if obj != tc.obj {
+			t.Errorf("DecodeSlots(%s): obj = %v, want %v", tc.in, obj, tc.obj)
+		}
+		if !reflect.DeepEqual(slots, tc.want) {
+			t.Errorf("DecodeSlots(%s) = %#v, want %#v", tc.in, slots, tc.want)
+		}
+	}
+}
+
+// TestDecodeSlotsReuse: a decoder used for slots decodes whole documents
+// as before afterwards (the build and depth state is put back).
+func TestDecodeSlotsReuse(t *testing.T) {
+	d := NewDecoder()
+	slots := make([]any, 1)
+	if _, err := d.DecodeSlots([]byte(`{"a":{"b":[1,`), map[string]int{"a": 0}, slots); err == nil {
+		t.Fatal("a cut document must fail")
+	}
+	got, err := d.Decode([]byte(`{"x":{"y":[1]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"x": map[string]any{"y": []any{int64(1)}}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Decode after DecodeSlots = %#v, want %#v", got, want)
+	}
+}
