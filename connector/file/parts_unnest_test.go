@@ -84,20 +84,6 @@ func readUnnestParts(t *testing.T, dir string) (map[string]int, []string) {
 	return seen, names
 }
 
-func checkUnnestParts(t *testing.T, seen map[string]int, want map[string]bool) {
-	t.Helper()
-	for e := range want {
-		if seen[e] != 1 {
-			t.Errorf("element %s written %d times", e, seen[e])
-		}
-	}
-	for e := range seen {
-		if !want[e] {
-			t.Errorf("element %s written, but filtered", e)
-		}
-	}
-}
-
 // A replay that finds parts ending inside a record's elements (a kill
 // between two parts of one batch leaves them so) skips exactly the
 // elements they hold and writes the rest of the record: every kept
@@ -108,7 +94,7 @@ func TestPartsUnnestReplayInsideRecord(t *testing.T) {
 	parts := filepath.Join(dir, "parts")
 	runRoute(t, unnestPartsPlan(t, dir, 40), "parts")
 	seen, names := readUnnestParts(t, parts)
-	checkUnnestParts(t, seen, want)
+	plantest.CheckElementsExactlyOnce(t, seen, want)
 
 	// Keep the parts through one that ends inside a record, half-way.
 	cut := -1
@@ -140,6 +126,6 @@ func TestPartsUnnestReplayInsideRecord(t *testing.T) {
 		t.Errorf("replay %+v: want %d deduplicated (the kept parts' elements) and %d out", replay, kept, len(want)-kept)
 	}
 	seen, _ = readUnnestParts(t, parts)
-	checkUnnestParts(t, seen, want)
+	plantest.CheckElementsExactlyOnce(t, seen, want)
 	t.Logf("kept %d parts through %s; replay %+v", cut+1, names[cut], replay)
 }

@@ -171,22 +171,6 @@ func readElemParts(t testing.TB, st objectStore, ds elemDataset) (map[string]int
 	return seen, names
 }
 
-// checkElemsExactlyOnce asserts every element of ds is written once and
-// nothing else is.
-func checkElemsExactlyOnce(t testing.TB, seen map[string]int, ds elemDataset) {
-	t.Helper()
-	for e := range ds.elems {
-		if n := seen[e]; n != 1 {
-			t.Errorf("element %s written %d times", e, n)
-		}
-	}
-	for e := range seen {
-		if !ds.elems[e] {
-			t.Errorf("element %s written, but not in the input", e)
-		}
-	}
-}
-
 // insideRecord counts the parts that start or end inside a record's
 // elements.
 func insideRecord(names []string) int {
@@ -223,7 +207,7 @@ func TestCrashObjectStoreUnnestExactlyOnce(t *testing.T) {
 		runtest.CheckCounts(t, rs)
 		t.Logf("seed %d: final run %+v", seed, rs)
 		seen, names := readElemParts(t, store, ds)
-		checkElemsExactlyOnce(t, seen, ds)
+		plantest.CheckElementsExactlyOnce(t, seen, ds.elems)
 		plantest.CheckDLQ(t, plantest.ReadDLQ(t, e.DLQ), ds.bad, false)
 		// A record some of whose elements the killed runs wrote and the
 		// rest the last run.
@@ -260,7 +244,7 @@ func TestObjectStoreUnnestReplayInsideRecord(t *testing.T) {
 	runRoute(t, unnestObjectPlan(e, url, 64, 1, 150), "objects")
 	st := openTestStore(t, url)
 	seen, names := readElemParts(t, st, ds)
-	checkElemsExactlyOnce(t, seen, ds)
+	plantest.CheckElementsExactlyOnce(t, seen, ds.elems)
 
 	// Keep the parts through one ending inside a record, half-way.
 	cut := -1
@@ -297,7 +281,7 @@ func TestObjectStoreUnnestReplayInsideRecord(t *testing.T) {
 		t.Errorf("replay %+v: want %d deduplicated (the kept parts' elements) and %d out", replay, kept, len(ds.elems)-kept)
 	}
 	seen, after := readElemParts(t, st, ds)
-	checkElemsExactlyOnce(t, seen, ds)
+	plantest.CheckElementsExactlyOnce(t, seen, ds.elems)
 	// The record cut in two is finished from the element after the kept
 	// part's last.
 	resumed := fmt.Sprintf("%020d.%010d-", end.last, end.lastK+1)
