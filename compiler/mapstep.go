@@ -209,6 +209,7 @@ func (rc *routeCtx) checkMap(n *nodeInfo, it *lang.Item) {
 		st := stableValue
 		if d.ai != nil {
 			st = d.ai.stab
+			rc.noteUnnestDrop("the value map sets "+d.t.text+" to", st)
 		}
 		switch {
 		case d.t.meta:

@@ -579,23 +579,24 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 	if scheme == "auto" {
 		// auto applies to object stores only: a file sink stays on
 		// write_time until parts are asked for explicitly. Behind an
-		// unnest it stays on write_time too (E061).
+		// unnest whose numbering may change on a replay it stays on
+		// write_time too (E061).
 		effective = "write_time"
-		if srcHas && rc.src != nil && n.name == "object_store" && rc.unnested == "" {
+		if srcHas && rc.src != nil && n.name == "object_store" && rc.unnumbered == "" {
 			effective = "source_position"
 		}
 	}
 	rc.resolveNameBy(n, effective)
-	if effective == "source_position" && rc.unnested != "" {
-		// Parts are cut and recognised by source position, one record a
-		// position; an unnest's elements all share their parent's, so a
-		// part would stand for some of a record's elements and a replay
-		// would skip the rest as written.
+	if effective == "source_position" && rc.unnumbered != "" {
+		// Parts are cut and recognised by element position: a record's
+		// source position and the element's index among the ones unnest
+		// made of it. An index that may name another element on a replay
+		// would let the replay skip an element no part holds.
 		if !rc.inNamedUnused {
-			rc.c.add("E061", at, fmt.Sprintf("%s name_by = source_position in route %s follows unnest %s", n.name, rc.name, rc.unnested),
-				"Every element of an array has its record's source position, and positional parts name and skip records by position, so a replay could take a part holding some of a record's elements for all of them. Write the elements to a key-addressed sink keyed on meta[\"mqb.id\"] (the parent's identity and the element's index), or use name_by = write_time (at-least-once).")
+			rc.c.add("E061", at, fmt.Sprintf("%s name_by = source_position in route %s follows unnest %s, whose elements a replay may number differently", n.name, rc.name, rc.unnested),
+				fmt.Sprintf("Positional parts name and skip an element by its record's source position and its index among the record's elements, so the index must name the same element on every replay; here %s. Make the array and what decides which elements are live stable, write the elements to a key-addressed sink keyed on meta[\"mqb.id\"], or use name_by = write_time (at-least-once).", rc.unnumbered))
 		}
-		p.missing = fmt.Sprintf("%s names parts by source position, which unnest %s's elements share", n.name, rc.unnested)
+		p.missing = fmt.Sprintf("%s names parts by element position, but a replay may number unnest %s's elements differently: %s", n.name, rc.unnested, rc.unnumbered)
 		return p
 	}
 	if effective == "source_position" {
@@ -637,6 +638,9 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 		}
 		p.ok = true
 		p.reasons = []string{fmt.Sprintf("write: %s names immutable parts by source position (%s); %s has a replayable position, so a replay rewrites the same names and is skipped", n.name, how, srcDesc)}
+		if rc.unnested != "" {
+			p.reasons[0] += fmt.Sprintf("; unnest %s numbers each record's elements the same way on every replay, and a part names the elements it holds, so a replay skips those and writes the rest of the record", rc.unnested)
+		}
 		if n.name == "object_store" {
 			p.premises = objectStorePremises(n, p.reasons[0])
 		}
@@ -651,8 +655,8 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 			"Names are minted inside the worker pool, so key order becomes arrival order and a replay can reorder updates to one key: "+hint+".")
 	}
 	p.reasons = []string{fmt.Sprintf("write: %s under name_by = write_time names every write anew, so a replay lands twice", n.name)}
-	if rc.unnested != "" {
-		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time, and positional parts cannot follow unnest %s (E061); key a key-addressed sink on meta[\"mqb.id\"]", n.name, rc.unnested)
+	if rc.unnumbered != "" {
+		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time, and positional parts cannot follow unnest %s (E061: %s); key a key-addressed sink on meta[\"mqb.id\"]", n.name, rc.unnested, rc.unnumbered)
 	} else if srcHas && rc.src != nil {
 		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time; set name_by = source_position (%s has a replayable position)", n.name, srcDesc)
 	} else {

@@ -65,8 +65,17 @@ type routeCtx struct {
 	// or a directory), whose record numbering spans them: "" otherwise.
 	srcGlob string
 	// unnested is the path text of an unnest the route has passed: its
-	// elements share their record's source position (unnest.go).
+	// elements share their record's source position and are told apart
+	// by their index among the record's elements (unnest.go).
 	unnested string
+	// unnestDrop says why which elements are live may change on a replay
+	// since the route's first unnest (a per-delivery filter, map or
+	// parse), "" while it cannot; unnumbered says why a replay may number
+	// a record's elements differently (a per-delivery array, or such a
+	// step before a later unnest, which numbers what is live), "" while
+	// the numbering repeats: positional parts behind an unnest need it to
+	// (E061).
+	unnestDrop, unnumbered string
 
 	expanding []string // named endpoints being expanded, to stop ref cycles
 

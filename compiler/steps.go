@@ -37,6 +37,9 @@ func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *node
 			return nil
 		}
 		n.exprText, n.exprStab = ai.val.Expr, ai.stab
+		if st.Name == "filter" {
+			rc.noteUnnestDrop("filter "+ai.val.Expr, ai.stab)
+		}
 		if st.Name == "id" {
 			rc.idStab = ai.stab
 			rc.idText = ai.val.Expr
@@ -151,6 +154,7 @@ func (rc *routeCtx) checkParse(n *nodeInfo, it *lang.Item) {
 		rc.c.add("E022", columns.rng, fmt.Sprintf("parse%s: columns is for format = csv, not %s", rc.where(), format.val.Str), "")
 	}
 	whole := rc.wholePayload()
+	rc.noteUnnestDrop("the payload parse reads", whole)
 	rc.taint = newTaint()
 	if !whole.Stable && rc.replaced == "" {
 		rc.replaced = "the payload parse reads is per-delivery: " + whole.Why

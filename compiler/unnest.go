@@ -58,6 +58,16 @@ func (rc *routeCtx) checkUnnest(n *nodeInfo, it *lang.Item) bool {
 	if !arr.Stable {
 		arr = perDelivery("the array unnest %s reads is per-delivery: %s", u.PathText(), arr.Why)
 	}
+	switch {
+	case rc.unnumbered != "":
+	case !arr.Stable:
+		rc.unnumbered = arr.Why
+	case rc.unnested != "" && rc.unnestDrop != "":
+		// A record dropped after the first unnest stays one record here,
+		// where a live one becomes its elements: the numbering counts on
+		// which were live.
+		rc.unnumbered = fmt.Sprintf("unnest %s numbers the elements of the records live after unnest %s, and %s", u.PathText(), rc.unnested, rc.unnestDrop)
+	}
 	parentText, parent := "message_id", rc.messageIDStability()
 	if rc.idSet {
 		parentText, parent = rc.idText, rc.idStab
@@ -89,6 +99,16 @@ func (rc *routeCtx) checkUnnest(n *nodeInfo, it *lang.Item) bool {
 		pathWrite{path: path, stab: stableValue},
 		pathWrite{path: []string{u.As.Name}, stab: arr})
 	return true
+}
+
+// noteUnnestDrop records, once the route has passed an unnest, a step
+// whose decision to drop or dead-letter an element may change on a
+// replay: what is per-delivery (st) in what the step reads (what).
+func (rc *routeCtx) noteUnnestDrop(what string, st stability) {
+	if rc.unnested == "" || rc.unnestDrop != "" || st.Stable {
+		return
+	}
+	rc.unnestDrop = fmt.Sprintf("%s is per-delivery (%s)", what, st.Why)
 }
 
 // derivedID is the stability of an id derived from a parent id and an

@@ -374,23 +374,24 @@ func (r *Record) SetPayload(raw []byte, value any) {
 // it and counts it as deduplicated.
 func (r *Record) MarkDuplicate() { r.state = stDuplicate }
 
-// PositionRuns sorts recs by partition and source position and cuts them
-// into runs of consecutive positions in one partition, each the records
-// of one part (name_by = source_position). The runs share recs' backing
-// array.
+// PositionRuns sorts recs by partition and element position (source
+// position, then the index among the elements unnest made of the record)
+// and cuts them into runs of consecutive elements in one partition, each
+// the records of one part (name_by = source_position; SpanOf names it).
+// The runs share recs' backing array.
 func PositionRuns(recs []*Record) [][]*Record { return positionRuns(recs) }
 
-// PartitionRanges is a set of source positions per partition, kept as
-// disjoint ranges: the positions the parts a sink found or wrote cover.
+// PartitionRanges is a set of element positions per partition, kept as
+// disjoint ranges: the spans the parts a sink found or wrote cover.
 // Make one with PartitionRanges{}.
 type PartitionRanges partitionRanges
 
-// Contains reports whether r's position is in the set.
+// Contains reports whether r's element position is in the set.
 func (pr PartitionRanges) Contains(r *Record) bool { return partitionRanges(pr).contains(r) }
 
-// Add adds the positions start through end of partition part.
-func (pr PartitionRanges) Add(part int32, start, end uint64) {
-	partitionRanges(pr).add(part, start, end)
+// Add adds the elements of span s in partition part.
+func (pr PartitionRanges) Add(part int32, s PartSpan) {
+	partitionRanges(pr).add(part, s)
 }
 
 // LegacyPartSource is a source whose positions may have been written

@@ -221,8 +221,6 @@ type routeGen struct {
 	handled bool
 	// deduped: a dedup step ran (an unnest after it is E060).
 	deduped bool
-	// unnested: an unnest step ran (positional parts after it are E061).
-	unnested bool
 	// forced, while set, makes sqlLeaf write the sink a dedup elision
 	// needs (see elidableTail).
 	forced *elidable
@@ -513,10 +511,6 @@ func (g *routeGen) fileLeaf(group string, parts bool) string {
 		if g.c.aux.IntN(100) < 25 {
 			// Parts named by the clock: a replay writes its records into
 			// a part of another name, which at most at-least-once allows.
-			nameBy = "write_time"
-		}
-		if g.unnested {
-			// Elements share their record's position: E061.
 			nameBy = "write_time"
 		}
 		if g.c.Broker == brokerMongo {

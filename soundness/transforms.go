@@ -167,7 +167,6 @@ func (g *routeGen) unnestStep() string {
 	if !g.idSet {
 		g.idSet, g.idVolatile = true, true
 	}
-	g.unnested = true
 	if tx.IntN(2) == 0 {
 		b.WriteString("unnest payload.items as item\n")
 	} else {

@@ -53,7 +53,9 @@ var Steps = []Step{
 			"(a field of the payload as read, or of a stable map); key the sink on meta[\"mqb.id\"]. " +
 			"The parent's position is committed only once every element is delivered, filtered or dead-lettered. " +
 			"An empty array emits nothing: the parent is acked and counted as filtered. A payload where the path holds no array " +
-			"(missing, null, an object, a scalar) goes to the DLQ with the reason. A dedup cannot stand before unnest (E060): put it after, keyed on meta[\"mqb.id\"].",
+			"(missing, null, an object, a scalar) goes to the DLQ with the reason. A dedup cannot stand before unnest (E060): put it after, keyed on meta[\"mqb.id\"]. " +
+			"Parts named by source_position name each element by its record's position and its index there, so a part may end inside a record's elements and a replay writes the rest; " +
+			"they are refused (E061) where a replay may number the elements differently: a per-delivery array, or a per-delivery filter, map or parse between two unnests.",
 	},
 	{
 		Name: "retry", Side: OutputOnly,

@@ -10,9 +10,11 @@
 // The sink appends one line per record and fsyncs once per batch
 // (name_by = write_time), cutting on reopen only a torn line it wrote
 // itself; or, with name_by = source_position, writes immutable part files
-// named for the source positions they cover, so a replay skips what an
-// earlier run wrote (the part naming is the engine's, shared with the
-// object_store sink: runtime.PositionRuns, runtime.PartitionRanges).
+// named for the element positions they cover (source positions, with an
+// element's index where a part starts or ends inside the elements an
+// unnest made of a record), so a replay skips what an earlier run wrote
+// (the part naming is the engine's, shared with the object_store sink:
+// runtime.PositionRuns, runtime.SpanOf, runtime.PartitionRanges).
 //
 // It registers the "file" kind with the runtime in init; a binary that
 // runs plans links it with a blank import, as connector/all does.

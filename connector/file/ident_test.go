@@ -154,7 +154,7 @@ func TestFileSourceLegacyCheckpoint(t *testing.T) {
 	if err := os.MkdirAll(parts, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(parts, partFileName("orders", 0, 50, 59)), []byte(strings.Join(lines[50:60], "")), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(parts, partFileName("orders", 0, runtime.RecordSpan(50, 59))), []byte(strings.Join(lines[50:60], "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := plan.Plan{Version: plan.Version, Routes: []plan.Route{partsRoute("load", in, parts, state)}}

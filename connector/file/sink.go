@@ -379,12 +379,14 @@ func (s *fileSink) Close() error {
 	return errors.Join(s.f.Close(), err)
 }
 
-// partSink writes immutable part files named for the source positions they
-// cover (name_by = source_position): path is a directory; each batch is
-// grouped into runs of consecutive positions, each run staged to a temp
-// name, fsynced and renamed. At start-up the existing parts are listed and
-// a replayed record whose position is covered is skipped, record by record,
-// so batch boundaries may differ between runs.
+// partSink writes immutable part files named for the element positions
+// they cover (name_by = source_position): path is a directory; each batch
+// is grouped into runs of consecutive elements (records, or the elements
+// an unnest made of them), each run staged to a temp name, fsynced and
+// renamed. At start-up the existing parts are listed and a replayed
+// element whose position is covered is skipped, element by element, so
+// batch boundaries may differ between runs and a part may end inside a
+// record's elements.
 type partSink struct {
 	route string
 	dir   string
@@ -405,15 +407,17 @@ type partSink struct {
 	buf       []byte
 }
 
-// partNameRE parses a part file name: part-<source>-<partition>-<start>-<end>.jsonl,
-// numbers zero-padded. Parts written before sources had partitions lack
+// partNameRE parses a part file name: part-<source>-<partition>-<span>.jsonl,
+// numbers zero-padded, the span <start>-<end> for whole records with
+// element indexes where it starts or ends inside a record's elements
+// (runtime.PartSpan). Parts written before sources had partitions lack
 // the partition and cover partition 0. A file source's name is
 // <base>.<route>.<key of the file's identity>; before part names carried
 // identities it was the base name alone.
-var partNameRE = regexp.MustCompile(`^part-(.+?)(?:-(\d{10}))?-(\d{20})-(\d{20})\.jsonl$`)
+var partNameRE = regexp.MustCompile(`^part-(.+?)(?:-(\d{10}))?-(` + runtime.PartSpanPattern + `)\.jsonl$`)
 
-func partFileName(source string, partition int32, first, last uint64) string {
-	return fmt.Sprintf("part-%s-%010d-%020d-%020d.jsonl", source, partition, first, last)
+func partFileName(source string, partition int32, span runtime.PartSpan) string {
+	return fmt.Sprintf("part-%s-%010d-%s.jsonl", source, partition, span)
 }
 
 func newPartSink(b *runtime.BuildEnv, dir, epoch string) (*partSink, error) {
@@ -468,13 +472,12 @@ func (s *partSink) listLocked() error {
 		if m[2] != "" {
 			part, err0 = strconv.ParseUint(m[2], 10, 31)
 		}
-		start, err1 := strconv.ParseUint(m[3], 10, 64)
-		end, err2 := strconv.ParseUint(m[4], 10, 64)
-		if err0 != nil || err1 != nil || err2 != nil || end < start {
+		span, err1 := runtime.ParsePartSpan(m[3])
+		if err0 != nil || err1 != nil {
 			continue
 		}
-		s.covered.Add(int32(part), start, end)
-		s.before.Add(int32(part), start, end)
+		s.covered.Add(int32(part), span)
+		s.before.Add(int32(part), span)
 	}
 	s.source = source
 	return nil
@@ -492,8 +495,9 @@ func (s *partSink) Write(_ context.Context, recs []*runtime.Record) error {
 	var live []*runtime.Record
 	for _, r := range recs {
 		if s.covered.Contains(r) {
-			// In a part already. One of an earlier run: as the route's
-			// sink, it counts the record as deduplicated (in a branch,
+			// In a part already (a record, or one element of one). One
+			// of an earlier run: as the route's sink, it counts the
+			// record as deduplicated (in a branch,
 			// the record is the other branches' too, and keeps its
 			// state). One of an earlier attempt of this write: delivered.
 			if s.routeSink && s.before.Contains(r) {
@@ -523,8 +527,8 @@ func (s *partSink) writeRun(run []*runtime.Record) error {
 	// written.
 	buf := runtime.AppendLines(s.buf[:0], run, false)
 	s.buf = buf
-	part, first, last := run[0].Partition, run[0].Seq, run[len(run)-1].Seq
-	name := partFileName(s.source, part, first, last)
+	part, span := run[0].Partition, runtime.SpanOf(run[0], run[len(run)-1])
+	name := partFileName(s.source, part, span)
 	final := filepath.Join(s.dir, name)
 	tmp := filepath.Join(s.dir, "."+name+".tmp")
 	if err := writeFileSync(tmp, buf); err != nil {
@@ -535,7 +539,7 @@ func (s *partSink) writeRun(run []*runtime.Record) error {
 		os.Remove(tmp)
 		return runtime.Retryable(fmt.Errorf("route %s: file sink %s: rename part: %w", s.route, s.dir, err))
 	}
-	s.covered.Add(part, first, last)
+	s.covered.Add(part, span)
 	return nil
 }
 

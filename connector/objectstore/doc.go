@@ -4,8 +4,9 @@
 // S3 client), or a local directory (file://), the store reached through
 // one small interface (store.go). The sink writes whole immutable
 // objects, each put carrying a does-not-exist precondition: named by a UUIDv7 under name_by = write_time, or, under
-// name_by = source_position, named for the run of source positions each
-// holds, so that a replay, recognised from one listing of the prefix,
+// name_by = source_position, named for the run of element positions each
+// holds (source positions, and an element's index where a part starts or
+// ends inside the elements an unnest made of a record), so that a replay, recognised from one listing of the prefix,
 // writes nothing twice. The source reads every object under the prefix
 // in key order, one record per line (gzip and zstd objects decompressed),
 // checkpointing the object and line it reached; with poll_interval it

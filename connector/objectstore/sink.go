@@ -24,13 +24,15 @@ import (
 // directory (object_store). Under name_by = write_time each write of the
 // route is one object (or several, cut at max_object_bytes) named by a
 // UUIDv7, so names sort in write order. Under name_by = source_position the
-// write is cut into runs of consecutive source positions and each run is one
-// object named part-<source>-<partition>-<start>-<end>.<ext>, numbers
+// write is cut into runs of consecutive element positions (records, or the
+// elements an unnest made of them) and each run is one object (or several,
+// cut at max_object_bytes, possibly inside a record's elements) named
+// part-<source>-<partition>-<span>.<ext> (runtime.PartSpan), numbers
 // zero-padded so that a bucket's lexicographic listing is replay order.
 //
 // The positional path recognises a replay without a checkpoint protocol:
 // before its first write it lists the prefix once and parses the covered
-// ranges out of the part names, then skips covered records one by one, so
+// spans out of the part names, then skips covered elements one by one, so
 // batch boundaries may differ between runs. Until a listing succeeds
 // nothing is written (see ensureListed). A repeat that lands on the same
 // name is caught as well, since every put carries a does-not-exist
@@ -72,11 +74,12 @@ type objectSink struct {
 var objectStoreHook func(objectStore) objectStore
 
 // objectPartRE parses an object_store part name. The extension is not
-// checked: a part covers its range whatever its compression.
-var objectPartRE = lazyre.New(`^part-(.+)-(\d{10})-(\d{20})-(\d{20})\.[^/]+$`)
+// checked, but for starting with a letter (so that it cannot be taken for
+// an element index): a part covers its span whatever its compression.
+var objectPartRE = lazyre.New(`^part-(.+)-(\d{10})-(` + runtime.PartSpanPattern + `)\.[A-Za-z][^/]*$`)
 
-func objectPartName(source string, partition int32, first, last uint64, ext string) string {
-	return fmt.Sprintf("part-%s-%010d-%020d-%020d%s", source, partition, first, last, ext)
+func objectPartName(source string, partition int32, span runtime.PartSpan, ext string) string {
+	return fmt.Sprintf("part-%s-%010d-%s%s", source, partition, span, ext)
 }
 
 // objectSinkConfig is an object_store sink's attributes (stdlib declares
@@ -201,10 +204,10 @@ func newObjectSink(b *runtime.BuildEnv, cfg *objectSinkConfig) (*objectSink, err
 	return s, nil
 }
 
-// piece is the body of one object being assembled.
+// piece is the body of one object being assembled: under name_by =
+// source_position, of the consecutive elements first through last.
 type piece struct {
-	partition   int32
-	first, last uint64
+	first, last *runtime.Record
 	body        []byte
 	recs        int
 }
@@ -245,15 +248,19 @@ func (s *objectSink) Write(ctx context.Context, recs []*runtime.Record) error {
 				}
 				continue
 			}
-			if p.recs > 0 && (r.Seq != p.last+1 || len(p.body)+len(line) > s.maxBytes) {
+			// The run is consecutive and a refused element flushed what
+			// came before it: p holds consecutive elements. A cut at the
+			// size bound may fall inside a record's elements; the span
+			// names say so.
+			if p.recs > 0 && len(p.body)+len(line) > s.maxBytes {
 				if err := s.flushPart(ctx, &p); err != nil {
 					return err
 				}
 			}
 			if p.recs == 0 {
-				p.partition, p.first = r.Partition, r.Seq
+				p.first = r
 			}
-			p.last = r.Seq
+			p.last = r
 			p.body = append(p.body, line...)
 			p.recs++
 		}
@@ -322,13 +329,12 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 			continue
 		}
 		part, err0 := strconv.ParseUint(m[2], 10, 31)
-		start, err1 := strconv.ParseUint(m[3], 10, 64)
-		end, err2 := strconv.ParseUint(m[4], 10, 64)
-		if err0 != nil || err1 != nil || err2 != nil || end < start {
+		span, err1 := runtime.ParsePartSpan(m[3])
+		if err0 != nil || err1 != nil {
 			continue
 		}
-		s.covered.Add(int32(part), start, end)
-		s.before.Add(int32(part), start, end)
+		s.covered.Add(int32(part), span)
+		s.before.Add(int32(part), span)
 		n++
 	}
 	s.source, s.legacy, s.listed = source, legacy, true
@@ -341,12 +347,13 @@ func (s *objectSink) flushPart(ctx context.Context, p *piece) error {
 	if p.recs == 0 {
 		return nil
 	}
-	name := objectPartName(s.source, p.partition, p.first, p.last, s.ext)
+	span := runtime.SpanOf(p.first, p.last)
+	name := objectPartName(s.source, p.first.Partition, span, s.ext)
 	if err := s.put(ctx, name, p.body); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.covered.Add(p.partition, p.first, p.last)
+	s.covered.Add(p.first.Partition, span)
 	s.mu.Unlock()
 	*p = piece{}
 	return nil

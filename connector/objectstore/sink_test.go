@@ -128,8 +128,7 @@ func readObjectParts(t testing.TB, st objectStore, ds plantest.Dataset) (map[uin
 		if !strings.HasPrefix(m[1], "orders.") || m[2] != "0000000000" {
 			t.Errorf("part %s: source %q partition %q, want orders.<route>.<file key> 0000000000", name, m[1], m[2])
 		}
-		start, _ := strconv.ParseUint(m[3], 10, 64)
-		end, _ := strconv.ParseUint(m[4], 10, 64)
+		start, end := wholeRecordSpan(t, name, m[3])
 		if int64(start) <= lastEnd {
 			t.Errorf("part %s overlaps the previous part (ending %d)", name, lastEnd)
 		}
@@ -153,6 +152,20 @@ func readObjectParts(t testing.TB, st objectStore, ds plantest.Dataset) (map[uin
 		}
 	}
 	return seen, names
+}
+
+// wholeRecordSpan is the first and last source positions of a part of
+// whole records, span its name's span (a route without unnest writes no
+// other).
+func wholeRecordSpan(t testing.TB, name, span string) (start, end uint64) {
+	t.Helper()
+	first, last, _ := strings.Cut(span, "-")
+	start, err1 := strconv.ParseUint(first, 10, 64)
+	end, err2 := strconv.ParseUint(last, 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("part %s: span %q is not one of whole records", name, span)
+	}
+	return start, end
 }
 
 // failingListStore fails the first failures List calls.
@@ -241,8 +254,10 @@ func dropPartsFrom(t *testing.T, names []string, from uint64, del func(name stri
 	var kept int64
 	for _, name := range names {
 		m := objectPartRE().FindStringSubmatch(name)
-		start, _ := strconv.ParseUint(m[3], 10, 64)
-		end, _ := strconv.ParseUint(m[4], 10, 64)
+		if m == nil {
+			t.Fatalf("unexpected object %s", name)
+		}
+		start, end := wholeRecordSpan(t, name, m[3])
 		if start < from {
 			kept += int64(end - start + 1)
 			continue

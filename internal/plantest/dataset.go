@@ -148,14 +148,29 @@ func PartsWant(ds Dataset) (want map[uint64]bool, bad map[uint64]bool) {
 // (seen counts how often each position was written) and nothing else.
 func CheckPartsExactlyOnce(t testing.TB, seen map[uint64]int, want map[uint64]bool) {
 	t.Helper()
-	for p := range want {
-		if seen[p] != 1 {
-			t.Errorf("position %d written %d times", p, seen[p])
+	checkOnce(t, "position", seen, want, "written but should have been dead-lettered")
+}
+
+// CheckElementsExactlyOnce asserts the parts wrote each wanted element
+// once (seen counts how often each was written) and nothing else: the
+// elements an unnest made, named as the test's input names them.
+func CheckElementsExactlyOnce(t testing.TB, seen map[string]int, want map[string]bool) {
+	t.Helper()
+	checkOnce(t, "element", seen, want, "written, but not one a run writes")
+}
+
+// checkOnce asserts seen holds each key of want once and no other key
+// (what names a key in the errors, unwanted says what an extra one is).
+func checkOnce[K comparable](t testing.TB, what string, seen map[K]int, want map[K]bool, unwanted string) {
+	t.Helper()
+	for k := range want {
+		if seen[k] != 1 {
+			t.Errorf("%s %v written %d times", what, k, seen[k])
 		}
 	}
-	for p := range seen {
-		if !want[p] {
-			t.Errorf("position %d written but should have been dead-lettered", p)
+	for k := range seen {
+		if !want[k] {
+			t.Errorf("%s %v %s", what, k, unwanted)
 		}
 	}
 }
