@@ -189,10 +189,12 @@ func insideRecord(names []string) int {
 // run re-reads the record, skips exactly the elements the parts written
 // so far hold, and writes the rest. Every element lands once, and the test
 // checks that a killed run did leave a record cut in two for the last run
-// to finish.
+// to finish: where a kill lands is timing, so seeds are run (two at least,
+// eight at most) until one has.
 func TestCrashObjectStoreUnnestExactlyOnce(t *testing.T) {
 	bin := runtest.BuildCrashHelper(t)
-	for _, seed := range []uint64{41, 42} {
+	splits := 0
+	for seed := uint64(41); seed < 49 && (seed < 43 || splits == 0); seed++ {
 		e := plantest.NewEnv(t)
 		url := "file://" + filepath.Join(t.TempDir(), "crash")
 		ds := genElements(t, e.Input, 5000, seed)
@@ -223,10 +225,11 @@ func TestCrashObjectStoreUnnestExactlyOnce(t *testing.T) {
 				split++
 			}
 		}
-		if split == 0 {
-			t.Errorf("seed %d: no kill left a record with some of its elements written: the test does not test that", seed)
-		}
+		splits += split
 		t.Logf("seed %d: %d parts, %d starting or ending inside a record; records finished by the last run after a kill inside them: %d", seed, len(names), insideRecord(names), split)
+	}
+	if splits == 0 {
+		t.Errorf("no kill of any seed left a record with some of its elements written: the test does not test that")
 	}
 }
 
