@@ -516,7 +516,7 @@ func (p *parser) before(s *state, typ TokenType, v string) bool {
 	return p.peek(&b).Value == v
 }
 
-// Value = List | ((?! "{" (<string> | <raw> | <ident>) ":") Block) | Expr .
+// Value = List | ((?! "{" ","* (<string> | <raw> | <ident>) ":") Block) | Expr .
 func (p *parser) value(s *state) (*Value, bool, perr) {
 	var a alts
 	v := &Value{Pos: p.peek(s).Pos}
@@ -563,11 +563,15 @@ func (p *parser) value(s *state) (*Value, bool, perr) {
 }
 
 // mapLiteral reports whether the next tokens are "{" then a string, a raw
-// block or a name, then ":": an expr-lang map literal, not a block.
+// block or a name, then ":": an expr-lang map literal, not a block. Commas
+// after the "{" are skipped: a block drops them when formatted, so
+// "{, a: 1}" must be what "{ a: 1 }" is.
 func (p *parser) mapLiteral(s *state) bool {
 	b := *s
 	if !p.lit(&b, "{") {
 		return false
+	}
+	for p.lit(&b, ",") {
 	}
 	switch p.peek(&b).Type {
 	case TString, TRaw, TIdent:

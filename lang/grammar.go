@@ -12,7 +12,7 @@ var grammar = []string{
 	`Block = "{" BlockEntry* "}" .`,
 	`BlockEntry = Item | "," .`,
 	`Item = Ident KeyPath? (("ref" Ident) | ("=" Value) | ((((?= <ident> "{") Ident) | ((?= (<string> | <raw>) "{") Str))? Block) | DelPath | UnnestArg | Expr)? .`,
-	`Value = List | ((?! "{" (<string> | <raw> | <ident>) ":") Block) | Expr .`,
+	`Value = List | ((?! "{" ","* (<string> | <raw> | <ident>) ":") Block) | Expr .`,
 	`List = "[" (Value | ",")* "]" .`,
 	`Str = (<string> | <raw>) .`,
 	`NamedEndpoint = ("output" | "input") Ident "=" Ident Block .`,
