@@ -2,7 +2,6 @@ package mongodb
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -129,12 +128,6 @@ func benchCollection(b *testing.B, mdb *mongo.Database) {
 	}
 }
 
-// countLines counts the lines of path (0 while it does not exist).
-func countLines(path string) int {
-	data, _ := os.ReadFile(path)
-	return bytes.Count(data, []byte{'\n'})
-}
-
 // BenchmarkMongoDBCapture: the mongodb capture source (capture_all) reads
 // the collection into a file, a fresh checkpoint per run; timed until the
 // file holds every document (the source polls on after that).
@@ -153,8 +146,8 @@ func BenchmarkMongoDBCapture(b *testing.B) {
 `, benchBatch, db.DSN, db.Name, "pebble://"+e.State, out))
 		b.StartTimer()
 		r := runtest.Start(context.Background(), p, runtest.Options())
-		if !runtest.WaitFor(func() bool { return countLines(out) >= benchDocs }, 5*time.Minute, 20*time.Millisecond) {
-			b.Fatalf("%d lines, want %d", countLines(out), benchDocs)
+		if !runtest.WaitFor(func() bool { return plantest.CountLines(out) >= benchDocs }, 5*time.Minute, 20*time.Millisecond) {
+			b.Fatalf("%d lines, want %d", plantest.CountLines(out), benchDocs)
 		}
 		b.StopTimer()
 		r.Stop(b)

@@ -2,7 +2,6 @@ package postgrescdc
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -56,12 +55,6 @@ func benchSetup(b *testing.B) (url string, prepare func(slot string)) {
 	}
 }
 
-// lines counts the lines of path (0 while it does not exist).
-func lines(path string) int {
-	data, _ := os.ReadFile(path)
-	return bytes.Count(data, []byte{'\n'})
-}
-
 // BenchmarkPostgresCDCToFile: a route streams benchChanges inserts
 // waiting in its slot into a JSON-lines file, each a record with its
 // meta and a message_id, the route acking and checkpointing as it goes;
@@ -82,8 +75,8 @@ func BenchmarkPostgresCDCToFile(b *testing.B) {
 `, url, slot, "pebble://"+e.State, out))
 		b.StartTimer()
 		r := runtest.Start(context.Background(), p, runtest.Options())
-		if !runtest.WaitFor(func() bool { return lines(out) >= benchChanges }, 5*time.Minute, 20*time.Millisecond) {
-			b.Fatalf("%d lines, want %d", lines(out), benchChanges)
+		if !runtest.WaitFor(func() bool { return plantest.CountLines(out) >= benchChanges }, 5*time.Minute, 20*time.Millisecond) {
+			b.Fatalf("%d lines, want %d", plantest.CountLines(out), benchChanges)
 		}
 		b.StopTimer()
 		r.Stop(b)

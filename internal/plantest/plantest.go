@@ -9,6 +9,7 @@ package plantest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -470,4 +471,11 @@ func SQLServerPlan(input, state, dedup, dlq, url, ddl, conflict string, batch, c
 	p.Routes[0].Nodes = nodes
 	p.Routes[0].Edges = Chain(nodes)
 	return p
+}
+
+// CountLines counts the lines of path (0 while it does not exist): for a
+// wait on a file a route is still writing.
+func CountLines(path string) int {
+	data, _ := os.ReadFile(path)
+	return bytes.Count(data, []byte{'\n'})
 }
