@@ -15,9 +15,16 @@ import (
 // connect dials the broker of rawURL and opens an MQTT 5 session; cfg's
 // Conn and ClientID are filled in here.
 func connect(ctx context.Context, rawURL string, cfg paho.ClientConfig, cp *paho.Connect) (*paho.Client, error) {
+	c, _, err := connectAck(ctx, rawURL, cfg, cp)
+	return c, err
+}
+
+// connectAck is connect that also returns the broker's CONNACK, which
+// says whether it still had the client's session (SessionPresent).
+func connectAck(ctx context.Context, rawURL string, cfg paho.ClientConfig, cp *paho.Connect) (*paho.Client, *paho.Connack, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme != "mqtt" || u.Host == "" {
-		return nil, fmt.Errorf("url %s: want mqtt://host:port", plan.RedactURLs(rawURL))
+		return nil, nil, fmt.Errorf("url %s: want mqtt://host:port", plan.RedactURLs(rawURL))
 	}
 	host := u.Host
 	if u.Port() == "" {
@@ -26,7 +33,7 @@ func connect(ctx context.Context, rawURL string, cfg paho.ClientConfig, cp *paho
 	d := net.Dialer{Timeout: 10 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", plan.RedactURLs(rawURL), err)
+		return nil, nil, fmt.Errorf("connect to %s: %w", plan.RedactURLs(rawURL), err)
 	}
 	cfg.Conn = conn
 	cfg.ClientID = cp.ClientID
@@ -43,9 +50,9 @@ func connect(ctx context.Context, rawURL string, cfg paho.ClientConfig, cp *paho
 	if err != nil {
 		conn.Close()
 		if ca != nil {
-			return nil, fmt.Errorf("connect to %s: %w (reason %d %s)", plan.RedactURLs(rawURL), err, ca.ReasonCode, ca.Properties.ReasonString)
+			return nil, nil, fmt.Errorf("connect to %s: %w (reason %d %s)", plan.RedactURLs(rawURL), err, ca.ReasonCode, ca.Properties.ReasonString)
 		}
-		return nil, fmt.Errorf("connect to %s: %w", plan.RedactURLs(rawURL), err)
+		return nil, nil, fmt.Errorf("connect to %s: %w", plan.RedactURLs(rawURL), err)
 	}
-	return c, nil
+	return c, ca, nil
 }

@@ -2,8 +2,10 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
@@ -21,9 +23,22 @@ import (
 // sent only once the route has acked its record and every record read
 // before it, so whatever a crash or a lost connection left unacknowledged
 // the broker sends again when the session resumes (at-least-once; the
-// sink's key absorbs the repeat). A lost connection fails the route
-// (loudly); the next run resumes the session. At QoS 0 nothing is
-// acknowledged or kept: at-most-once, as the compiler says.
+// sink's key absorbs the repeat). At QoS 0 nothing is acknowledged or
+// kept: at-most-once, as the compiler says.
+//
+// When the connection is lost (the broker stopped, crashed, or another
+// client took the session over) the source connects again with the same
+// client id, backing off from 100 ms to 5 s, until the route stops. Each
+// connection is a generation, and each message read carries the one it
+// came in on: a PUBACK is sent only on that connection, and those owed
+// for the messages of a lost one are dropped (a packet id means nothing
+// on another connection: on a new session the broker numbers other
+// messages with it). The broker sends those messages again on the resumed
+// session, and they are handed to the route again, as after a crash. A
+// broker that no longer has the session (CONNACK with session present
+// false: it restarted without its persistence, the session expired, or a
+// client with the same id started a clean one) is subscribed to again,
+// with a warning: what it held for the old session is gone.
 type source struct {
 	route    string
 	log      *slog.Logger
@@ -35,16 +50,63 @@ type source struct {
 	format   string
 	metadata bool
 
-	client *paho.Client
-	msgs   chan *paho.Publish
-	errs   chan error
-	done   chan struct{}
+	msgs chan delivery
+	done chan struct{}
+
+	mu   sync.Mutex // guards link across a reconnect (Next reconnects, Commit acks)
+	link *link      // the current connection
+	wait time.Duration
 
 	seq              uint64
 	producerIDReason string
 
-	unacked brokersrc.Unacked[*paho.Publish] // QoS 1 messages read, not yet acknowledged, by Seq
+	unacked brokersrc.Unacked[delivery] // QoS 1 messages read, not yet acknowledged, by Seq
 }
+
+// link is one connection to the broker, generation gen of the source's.
+type link struct {
+	gen    uint64
+	client *paho.Client
+	since  time.Time
+
+	mu  sync.Mutex
+	err error // why it ended, when the client said
+}
+
+// lost records why the connection ended (the first reason given).
+func (l *link) lost(err error) {
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = err
+	}
+	l.mu.Unlock()
+}
+
+func (l *link) why() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		return errors.New("the connection closed")
+	}
+	return l.err
+}
+
+// delivery is a message read and the generation of the connection it
+// came in on; a nil msg is a QoS 0 message on a QoS 1 subscription,
+// which holds its Seq but has nothing to acknowledge.
+type delivery struct {
+	msg *paho.Publish
+	gen uint64
+}
+
+// The reconnect backoff: the first attempt waits minBackoff, each failed
+// one doubles the wait up to maxBackoff. A connection lost within
+// maxBackoff of being made (two runs sharing a client_id take the session
+// from each other) goes on from the last wait rather than from the start.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
 
 // sourceConfig is an mqtt source's attributes.
 type sourceConfig struct {
@@ -65,7 +127,7 @@ func buildSource(b *runtime.BuildEnv, cfg *sourceConfig) (runtime.Source, error)
 	}
 	s := &source{route: b.Route(), log: b.Logger(), url: url, clientID: cfg.ClientID, expiry: cfg.SessionExpiry,
 		format: cfg.Format, metadata: cfg.SourceMetadata,
-		msgs: make(chan *paho.Publish, 4096), errs: make(chan error, 1), done: make(chan struct{})}
+		msgs: make(chan delivery, 4096), done: make(chan struct{})}
 	for _, p := range cfg.Topic {
 		if p.Expr != "" {
 			return nil, b.Errorf("topic", "a source subscribes to one topic filter: ${%s} has no record to render from", p.Expr)
@@ -109,70 +171,123 @@ func (s *source) Position(map[int32]runtime.AckPos) (checkpoint.Position, bool) 
 }
 
 func (s *source) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ runtime.SourceHost) error {
+	present, err := s.connect(ctx, false)
+	if err != nil {
+		return fmt.Errorf("route %s: mqtt source: %w", s.route, err)
+	}
+	if s.qos == 0 {
+		s.log.Warn("mqtt source at QoS 0: at-most-once (messages published while the route is down or in flight at a crash are lost)", "topic", s.topic)
+	}
+	s.log.Info("mqtt source", "url", plan.RedactURLs(s.url), "topic", s.topic, "client_id", s.clientID, "qos", s.qos, "session_present", present)
+	return nil
+}
+
+// refusal is the broker's answer that no reconnect changes: it refused the
+// subscription.
+type refusal struct{ error }
+
+// connect opens connection s.link.gen+1 and subscribes to the topic: on
+// the first connection always, on a reconnect only when the broker no
+// longer has the session (a resumed session keeps its subscription). It
+// says whether the broker had the session.
+func (s *source) connect(ctx context.Context, resume bool) (bool, error) {
+	l := &link{gen: 1, since: time.Now()}
+	if old := s.current(); old != nil {
+		l.gen = old.gen + 1
+	}
 	expiry := uint32(s.expiry / time.Second)
 	recvMax := uint16(65535)
 	cfg := paho.ClientConfig{
 		EnableManualAcknowledgment: s.qos == 1,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			select {
-			case s.msgs <- pr.Packet:
+			case s.msgs <- delivery{pr.Packet, l.gen}:
 			case <-s.done:
 			}
 			return true, nil
 		}},
-		OnClientError:      s.fail,
-		OnServerDisconnect: func(d *paho.Disconnect) { s.fail(fmt.Errorf("the broker disconnected (reason %d)", d.ReasonCode)) },
+		OnClientError: l.lost,
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			why := ""
+			if d.Properties != nil {
+				why = d.Properties.ReasonString
+			}
+			if d.ReasonCode == 0x8E {
+				why = "session taken over: another client connected with client_id " + s.clientID
+			}
+			l.lost(fmt.Errorf("the broker disconnected (reason %d %s)", d.ReasonCode, why))
+		},
 	}
 	cp := &paho.Connect{ClientID: s.clientID, KeepAlive: 30, CleanStart: s.qos == 0,
 		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry, ReceiveMaximum: &recvMax}}
 	if s.qos == 0 {
 		cp.Properties.SessionExpiryInterval = nil
 	}
-	c, err := connect(ctx, s.url, cfg, cp)
+	c, ca, err := connectAck(ctx, s.url, cfg, cp)
 	if err != nil {
-		return fmt.Errorf("route %s: mqtt source: %w", s.route, err)
+		return false, err
 	}
-	s.client = c
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	sa, err := c.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.topic, QoS: s.qos}}})
-	if err == nil && len(sa.Reasons) > 0 && sa.Reasons[0] >= 0x80 {
-		err = fmt.Errorf("refused (reason %d)", sa.Reasons[0])
+	l.client = c
+	present := ca.SessionPresent
+	if !resume || !present {
+		if resume && s.qos == 1 {
+			s.log.Warn("mqtt source: the broker no longer has the session (session present = false): subscribing again; messages it held for the old session (published while the route was disconnected, or sent and not yet acknowledged) may be lost",
+				"client_id", s.clientID, "topic", s.topic)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		sa, err := c.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.topic, QoS: s.qos}}})
+		if err == nil && len(sa.Reasons) > 0 && sa.Reasons[0] >= 0x80 {
+			err = refusal{fmt.Errorf("refused (reason %d)", sa.Reasons[0])}
+		}
+		if err != nil {
+			c.Disconnect(&paho.Disconnect{ReasonCode: 0})
+			if r, ok := err.(refusal); ok {
+				return false, refusal{fmt.Errorf("subscribe to %s: %w", s.topic, r.error)}
+			}
+			return false, fmt.Errorf("subscribe to %s: %w", s.topic, err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("route %s: mqtt source: subscribe to %s: %w", s.route, s.topic, err)
-	}
-	if s.qos == 0 {
-		s.log.Warn("mqtt source at QoS 0: at-most-once (messages published while the route is down or in flight at a crash are lost)", "topic", s.topic)
-	}
-	s.log.Info("mqtt source", "url", plan.RedactURLs(s.url), "topic", s.topic, "client_id", s.clientID, "qos", s.qos)
-	return nil
+	s.mu.Lock()
+	s.link = l
+	s.mu.Unlock()
+	return present, nil
 }
 
-// fail hands a lost connection to Next, which stops the route with it:
-// the broker keeps the session, and the next run resumes it.
-func (s *source) fail(err error) {
-	select {
-	case s.errs <- err:
-	default:
-	}
+func (s *source) current() *link {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.link
 }
 
-// Next returns the messages received so far, waiting for the first.
+// Next returns the messages received so far, waiting for the first; when
+// the connection is lost it hands out what was read on it, then connects
+// again.
 func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
 	b := runtime.NewBatch(min(max, 256))
-	select {
-	case <-ctx.Done():
-		return b, false, nil
-	case err := <-s.errs:
-		return nil, false, fmt.Errorf("route %s: mqtt source: connection lost: %w (the broker keeps the session: a new run resumes it)", s.route, err)
-	case m := <-s.msgs:
-		s.add(b, m)
+	for b.Len() == 0 {
+		l := s.current()
+		select {
+		case <-ctx.Done():
+			return b, false, nil
+		case d := <-s.msgs:
+			s.add(b, d)
+		case <-l.client.Done():
+			select {
+			case d := <-s.msgs:
+				s.add(b, d)
+				continue
+			default:
+			}
+			if err := s.reconnect(ctx, l); err != nil {
+				return nil, false, err
+			}
+		}
 	}
 	for b.Len() < max {
 		select {
-		case m := <-s.msgs:
-			s.add(b, m)
+		case d := <-s.msgs:
+			s.add(b, d)
 		default:
 			return b, false, nil
 		}
@@ -180,7 +295,42 @@ func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error
 	return b, false, nil
 }
 
-func (s *source) add(b *runtime.Batch, m *paho.Publish) {
+// reconnect replaces the lost connection old, trying until the route
+// stops (then it returns nil, and Next an empty batch). A subscription the
+// broker refuses fails the route.
+func (s *source) reconnect(ctx context.Context, old *link) error {
+	wait := minBackoff
+	if time.Since(old.since) < maxBackoff && s.wait > 0 {
+		wait = min(2*s.wait, maxBackoff)
+	}
+	s.log.Warn("mqtt source: connection lost; reconnecting (the broker sends what was not acknowledged again)",
+		"err", old.why().Error(), "client_id", s.clientID, "retry_in", wait)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		present, err := s.connect(ctx, true)
+		if err == nil {
+			s.wait = wait
+			s.log.Info("mqtt source: reconnected", "client_id", s.clientID, "session_present", present)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		var r refusal
+		if errors.As(err, &r) {
+			return fmt.Errorf("route %s: mqtt source: %w", s.route, err)
+		}
+		wait = min(2*wait, maxBackoff)
+		s.log.Warn("mqtt source: reconnect", "err", err.Error(), "retry_in", wait)
+	}
+}
+
+func (s *source) add(b *runtime.Batch, d delivery) {
+	m := d.msg
 	r := runtime.Record{Payload: m.Payload, Seq: s.seq, Next: int64(s.seq + 1)}
 	s.seq++
 	var user paho.UserProperties
@@ -207,11 +357,11 @@ func (s *source) add(b *runtime.Batch, m *paho.Publish) {
 	}
 	switch {
 	case m.QoS > 0:
-		s.unacked.Push(m)
+		s.unacked.Push(d)
 	case s.qos == 1:
 		// A QoS 0 message on a QoS 1 subscription (its publisher sent it
 		// at QoS 0): nothing to acknowledge, but it holds its Seq.
-		s.unacked.Push(nil)
+		s.unacked.Push(delivery{gen: d.gen})
 	}
 	b.Add(r)
 }
@@ -226,17 +376,24 @@ func messageID(user paho.UserProperties) (uuid.UUID, bool) {
 }
 
 // Commit acknowledges, in the order received, every QoS 1 message up to
-// the route's committed position.
+// the route's committed position that came in on the current connection;
+// the PUBACKs owed on a lost one are dropped: the broker sends those
+// messages again on the resumed session.
 func (s *source) Commit(_ context.Context, changed map[int32]runtime.AckPos) error {
 	pos, ok := changed[0]
 	if !ok || s.qos == 0 {
 		return nil
 	}
-	for _, m := range s.unacked.Take(pos.Next) {
-		if m == nil {
+	acks := s.unacked.Take(pos.Next)
+	l := s.current()
+	if isDone(l.client) {
+		return nil // lost: Next connects again, and the broker resends these
+	}
+	for _, d := range acks {
+		if d.msg == nil || d.gen != l.gen {
 			continue
 		}
-		if err := s.client.Ack(m); err != nil {
+		if err := l.client.Ack(d.msg); err != nil {
 			// Not fatal: the broker sends it again when the session resumes.
 			s.log.Warn("mqtt source: PUBACK failed; the message will be redelivered", "err", err.Error())
 			return nil
@@ -247,8 +404,8 @@ func (s *source) Commit(_ context.Context, changed map[int32]runtime.AckPos) err
 
 func (s *source) Close() error {
 	close(s.done)
-	if s.client != nil {
-		s.client.Disconnect(&paho.Disconnect{ReasonCode: 0})
+	if l := s.current(); l != nil {
+		l.client.Disconnect(&paho.Disconnect{ReasonCode: 0})
 	}
 	return nil
 }
