@@ -189,32 +189,74 @@ func TestMQTTSinkFromFile(t *testing.T) {
 // connects again and resumes its session, the route does not stop, and
 // every order lands once, those queued before the outage (the broker
 // sends again what the lost connection left unacknowledged) and those
-// published after it.
+// published after it. In the producer_ids case the route is compiled
+// from source, effectively-once on the publishers' mq_bridge.message_id
+// (the table's key): a message the broker sends again carries the same
+// id, so no order lands twice under two ids.
 func TestMQTTOutage(t *testing.T) {
-	for _, down := range testsrv.Downs {
-		t.Run(down.Name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		down        testsrv.Down
+		producerIDs bool
+	}{
+		{"stop", testsrv.Downs[0], false},
+		{"kill", testsrv.Downs[1], false},
+		{"kill_producer_ids", testsrv.Downs[1], true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			srv := testsrv.SharedMosquitto(t)
 			url := srv.URL()
 			topic, id := "orders/"+t.Name(), "mqb-"+strings.ReplaceAll(t.Name(), "/", "-")
-			db := filepath.Join(t.TempDir(), "orders.db")
+			d := t.TempDir()
+			db := filepath.Join(d, "orders.db")
+			p := sqlitePlan(url, topic, id, db, 32)
+			if tc.producerIDs {
+				p = plantest.Compile(t, fmt.Sprintf(`route consume {
+  guarantee effectively_once
+  batch_size = 32
+  from mqtt { url = %q, topic = %q, client_id = %q, producer_ids = true }
+  to sql {
+    url          = "sqlite://%s"
+    create_table = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, order_id TEXT NOT NULL, amount INTEGER NOT NULL)"
+    insert_query = "INSERT INTO orders (id, order_id, amount) VALUES (${message_id}, ${payload.order_id}, ${payload.amount}) ON CONFLICT (id) DO NOTHING"
+  }
+}
+`, url, topic, id, db))
+				if g := p.Routes[0].Guarantee; g != plan.EffectivelyOnce {
+					t.Fatalf("the compiler says %s, the test expects effectively-once", g)
+				}
+			}
+			opts := runtest.Options()
+			opts.StateDir = filepath.Join(d, "state")
 			createSession(t, url, id, topic)
 			const n = 10000
-			publishOrders(t, client(t, url, nil), topic, 0, n, false)
+			publishOrders(t, client(t, url, nil), topic, 0, n, tc.producerIDs)
 			// A killed broker keeps what it last saved, and it saves every
 			// second (autosave_interval): let it save the queued input.
 			time.Sleep(2 * time.Second)
 			rs := runtest.Outage{
-				Plan: sqlitePlan(url, topic, id, db, 32), Route: "consume",
+				Plan: p, Route: "consume", Options: &opts,
 				Underway: func() bool { return runtest.CountRows(t, db) > 0 },
 				Outage: func() {
-					down.Outage(t, srv, 2*time.Second)
-					publishOrders(t, client(t, url, nil), topic, n, n, false) // after the outage too
+					tc.down.Outage(t, srv, 2*time.Second)
+					publishOrders(t, client(t, url, nil), topic, n, n, tc.producerIDs) // after the outage too
 				},
 				Done:   func() bool { return runtest.CountRows(t, db) == 2*n },
 				Expect: runtest.RidesThrough,
 			}.Run(t)
 			t.Logf("%+v", rs)
-			runtest.CheckOrders(t, db, 2*n)
+			if !tc.producerIDs {
+				runtest.CheckOrders(t, db, 2*n)
+				return
+			}
+			// SQLiteMap fails on an order_id seen twice: an order that
+			// landed under two message ids.
+			got := runtest.SQLiteMap[int](t, db, `SELECT order_id, amount FROM orders`)
+			for i := range 2 * n {
+				if a, ok := got[fmt.Sprintf("o-%d", i)]; !ok || a != i {
+					t.Errorf("order o-%d: amount %d, present %v", i, a, ok)
+				}
+			}
 		})
 	}
 }

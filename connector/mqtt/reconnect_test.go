@@ -117,7 +117,7 @@ func TestMQTTSessionLost(t *testing.T) {
 			t.Errorf("the log does not say %q:\n%s", want, log)
 		}
 	}
-	t.Logf("%d probes; %+v", probes, rs)
+	t.Logf("%d probes; %+v; warnings:\n%s", probes, rs, log)
 }
 
 // TestMQTTAcksOfALostConnectionDropped drives the source by itself: it

@@ -303,13 +303,17 @@ func (s *source) reconnect(ctx context.Context, old *link) error {
 	if time.Since(old.since) < maxBackoff && s.wait > 0 {
 		wait = min(2*s.wait, maxBackoff)
 	}
-	s.log.Warn("mqtt source: connection lost; reconnecting (the broker sends what was not acknowledged again)",
-		"err", old.why().Error(), "client_id", s.clientID, "retry_in", wait)
-	for {
+	for first := true; ; first = false {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
+		}
+		if first {
+			// Said after the first wait: the client gives the broker's
+			// reason (a DISCONNECT's) a moment after it has closed.
+			s.log.Warn("mqtt source: connection lost; reconnecting (the broker sends what was not acknowledged again)",
+				"err", old.why().Error(), "client_id", s.clientID)
 		}
 		present, err := s.connect(ctx, true)
 		if err == nil {
