@@ -55,6 +55,7 @@ type source struct {
 
 	mu   sync.Mutex // guards link across a reconnect (Next reconnects, Commit acks)
 	link *link      // the current connection
+	gens uint64     // connections attempted so far
 	wait time.Duration
 
 	seq              uint64
@@ -186,15 +187,15 @@ func (s *source) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ runt
 // subscription.
 type refusal struct{ error }
 
-// connect opens connection s.link.gen+1 and subscribes to the topic: on
+// connect opens a connection, the next generation, and subscribes to the topic: on
 // the first connection always, on a reconnect only when the broker no
 // longer has the session (a resumed session keeps its subscription). It
 // says whether the broker had the session.
 func (s *source) connect(ctx context.Context, resume bool) (bool, error) {
-	l := &link{gen: 1, since: time.Now()}
-	if old := s.current(); old != nil {
-		l.gen = old.gen + 1
-	}
+	s.mu.Lock()
+	s.gens++ // every attempt a generation of its own: one that fails may have read messages
+	l := &link{gen: s.gens, since: time.Now()}
+	s.mu.Unlock()
 	expiry := uint32(s.expiry / time.Second)
 	recvMax := uint16(65535)
 	cfg := paho.ClientConfig{
@@ -312,8 +313,11 @@ func (s *source) reconnect(ctx context.Context, old *link) error {
 		if first {
 			// Said after the first wait: the client gives the broker's
 			// reason (a DISCONNECT's) a moment after it has closed.
-			s.log.Warn("mqtt source: connection lost; reconnecting (the broker sends what was not acknowledged again)",
-				"err", old.why().Error(), "client_id", s.clientID)
+			what := "the broker sends what was not acknowledged again"
+			if s.qos == 0 {
+				what = "at QoS 0, what is published until the source has subscribed again is lost"
+			}
+			s.log.Warn("mqtt source: connection lost; reconnecting ("+what+")", "err", old.why().Error(), "client_id", s.clientID)
 		}
 		present, err := s.connect(ctx, true)
 		if err == nil {
