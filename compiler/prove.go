@@ -285,12 +285,19 @@ func (rc *routeCtx) dlqReasons() []string {
 		}
 		target := n.children[0].node
 		var dp sinkProof
+		rc.deadLetter, rc.dlqNotes = true, nil
 		rc.quietly(func() { dp = rc.proveSink(target) })
+		notes := rc.dlqNotes
+		rc.deadLetter, rc.dlqNotes = false, nil
 		if dp.ok {
 			out = append(out, fmt.Sprintf("dlq: effectively-once (%s %s)", target.name, strings.Join(dp.reasons, "; ")))
 			continue
 		}
-		out = append(out, fmt.Sprintf("dlq: at-least-once (a crash between the %s write and the commit writes the dead-lettered record again)", target.name))
+		why := ""
+		if len(notes) > 0 {
+			why = strings.Join(notes, "; ") + ": a dead-letter target is written by time; "
+		}
+		out = append(out, fmt.Sprintf("dlq: at-least-once (%sa crash between the %s write and the commit writes the dead-lettered record again)", why, target.name))
 	}
 	return out
 }
@@ -580,11 +587,31 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 		// auto applies to object stores only: a file sink stays on
 		// write_time until parts are asked for explicitly. Behind an
 		// unnest whose numbering may change on a replay it stays on
-		// write_time too (E061).
+		// write_time too (E061), and so does a dead-letter target.
 		effective = "write_time"
-		if srcHas && rc.src != nil && n.name == "object_store" && rc.unnumbered == "" {
+		if srcHas && rc.src != nil && n.name == "object_store" && rc.unnumbered == "" && !rc.deadLetter {
 			effective = "source_position"
 		}
+	}
+	if rc.deadLetter {
+		// A dead-letter target is written by time: the runtime refuses
+		// source_position there (E062, checkDeadLetterNaming), and auto
+		// resolves to write_time.
+		switch {
+		case scheme == "auto" && !explicit:
+			rc.dlqNotes = append(rc.dlqNotes, n.name+" name_by defaults to auto, which resolves to write_time under a dlq")
+		case scheme == "auto":
+			rc.dlqNotes = append(rc.dlqNotes, n.name+" name_by = auto resolves to write_time under a dlq")
+		case scheme == "source_position" && (nameBy == nil || !nameBy.explicit):
+			rc.dlqNotes = append(rc.dlqNotes, n.name+" idempotency = true is refused under a dlq (E062)")
+		case scheme == "source_position":
+			rc.dlqNotes = append(rc.dlqNotes, n.name+" name_by = source_position is refused under a dlq (E062)")
+		}
+		effective = "write_time"
+		rc.resolveNameBy(n, effective)
+		p.reasons = []string{fmt.Sprintf("write: dead-letter %s under name_by = write_time names every write anew, so a replay lands twice", n.name)}
+		p.missing = fmt.Sprintf("sink write is not idempotent: a dead-letter %s is written by time, so a replay writes the record again", n.name)
+		return p
 	}
 	rc.resolveNameBy(n, effective)
 	if effective == "source_position" && rc.unnumbered != "" {
@@ -663,6 +690,35 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 		p.missing = fmt.Sprintf("sink write is not idempotent: %s names by write_time and %s has no replayable position; write to a key-addressed sink (SQL ON CONFLICT, Mongo id_field) instead", n.name, srcDesc)
 	}
 	return p
+}
+
+// checkDeadLetterNaming reports E062 when a dlq's target (or a branch
+// under it) asks for parts named by source position: name_by =
+// source_position, or the deprecated idempotency = true. The runtime writes
+// a dead-letter file or object by time and refuses that plan at start-up,
+// and a positional dead-letter target could not be trusted anyway: which
+// records fail is decided per delivery, so a part named for a range of
+// positions would make a replay skip a record that failed only then.
+func (rc *routeCtx) checkDeadLetterNaming(n *nodeInfo) {
+	if n.kind == nil || n.kind.Attr("name_by") == nil {
+		return
+	}
+	nameBy, idem := n.attrs["name_by"], n.attrs["idempotency"]
+	var at diag.Range
+	var written string
+	switch {
+	case nameBy != nil && nameBy.explicit:
+		if nameBy.val.Str != "source_position" {
+			return
+		}
+		at, written = nameBy.rng, "name_by = source_position"
+	case idem != nil && idem.explicit && idem.val.Type == plan.TBool && idem.val.Bool:
+		at, written = idem.rng, "idempotency = true (name_by = source_position)"
+	default:
+		return
+	}
+	rc.c.add("E062", at, fmt.Sprintf("dlq target %s in route %s sets %s, but a dead-letter target is written by time", n.name, rc.name, written),
+		fmt.Sprintf("A dead-lettered record is written as it fails, and which records fail is decided anew on every delivery (a write can fail once and succeed on the replay), so parts named for a range of source positions would let a replay skip a record that failed only then; mqbc run refuses this plan. Drop the attribute (a dead-letter %s is named by write_time: the dlq is at-least-once), or dead-letter into a key-addressed sink, such as sql with ON CONFLICT on meta[\"mqb.id\"], for an effectively-once dlq.", n.name))
 }
 
 // objectStorePremises is what a positional object_store's proof assumes

@@ -37,7 +37,11 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 	}
 	url, _, _ := urlText(n.attrs["url"])
 	d := dialectOf(url)
-	toks, err := lexSQL(skeleton(parts), d)
+	skel, err := skeleton(parts)
+	var toks []sqlTok
+	if err == nil {
+		toks, err = lexSQL(skel, d)
+	}
 	if le, ok := err.(*sqlLexError); ok && le.quotedParam {
 		frag := showValue(le.fragment, parts)
 		if !rc.inNamedUnused {

@@ -55,6 +55,13 @@ type routeCtx struct {
 	batchSize      int64
 	guarantee      string
 	guaranteeRange diag.Range
+	// deadLetter is set while checking or proving a dlq's target (and
+	// the branches under it): a dead-letter target is written by time
+	// (E062), so auto names it by write_time and its proof says why.
+	// dlqNotes collect, while the target is proven, each naming the dlq
+	// overrode, for the dlq's verdict line.
+	deadLetter bool
+	dlqNotes   []string
 	// outbox is set while proving a route the transactional outbox covers
 	// (outboxApplies): a plain INSERT is then not replayed.
 	outbox bool
@@ -460,6 +467,10 @@ func (rc *routeCtx) checkKindBody(kindID *lang.Ident, body *lang.Block, r role, 
 	rc.checkStdio(n)
 	rc.checkRunnable(n)
 	n.broken = rc.c.errorCount() > errs
+	if rc.deadLetter {
+		// Not a broken node: its proof, at-least-once, says why too.
+		rc.checkDeadLetterNaming(n)
+	}
 	if k.Structural {
 		rc.checkStructure(n, kindID.Range())
 	}

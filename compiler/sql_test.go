@@ -1,8 +1,11 @@
 package compiler
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mqb-dev/mqb/plan"
 )
 
 // p0, p1, … are placeholder markers as skeleton writes them.
@@ -239,6 +242,83 @@ func TestSQLCreateTable(t *testing.T) {
 		}
 		if keys.unsure != tt.unsure || !tt.unsure && strings.Join(sets, ";") != tt.uniques || strings.Join(auto, ",") != tt.autoinc {
 			t.Errorf("%q: unsure %v uniques %q autoinc %q; want %v %q %q", tt.ddl, keys.unsure, sets, auto, tt.unsure, tt.uniques, tt.autoinc)
+		}
+	}
+}
+
+// TestSQLStrayMarkers: \x01 and \x02 are the bytes of skeleton's
+// placeholder markers. Written into insert_query itself, anywhere (between
+// tokens, in a string literal, a quoted identifier or a comment, as a
+// marker's opening without its close, or as a whole marker), they never
+// crash the reader, never read as a placeholder (nor a placeholder in
+// quotes, E046), and leave the statement unread: at-least-once, with why.
+// The first case is what FuzzCompile found (a lone \x01 panicked lexSQL).
+func TestSQLStrayMarkers(t *testing.T) {
+	const conflict = " ON CONFLICT (id) DO NOTHING"
+	tests := []struct {
+		name, url, query string
+		char             string // the control character the reason names
+	}{
+		{"lone 01", "sqlite://o.db", "INSERT INTO t (id) VALUES (${payload.id}) \x01" + conflict, "U+0001"},
+		{"lone 02", "sqlite://o.db", "INSERT INTO t (id) VALUES (${payload.id}) \x02" + conflict, "U+0002"},
+		{"01 at the end", "sqlite://o.db", "INSERT INTO t (id) VALUES (${payload.id})" + conflict + "\x01", "U+0001"},
+		{"01 and digits, no 02", "sqlite://o.db", "INSERT INTO t (id) VALUES (\x010, ${payload.id})" + conflict, "U+0001"},
+		{"01 02 without digits", "sqlite://o.db", "INSERT INTO t (id) VALUES (\x01\x02)" + conflict, "U+0001"},
+		{"02 then 01", "sqlite://o.db", "INSERT INTO t (id) VALUES (\x02\x010\x02)" + conflict, "U+0002"},
+		{"overlong digits", "sqlite://o.db", "INSERT INTO t (id) VALUES (\x0199999999999999999999\x02)" + conflict, "U+0001"},
+		// A whole marker naming the second part, payload.b: read as a
+		// placeholder it would bind id to a stable value.
+		{"whole marker", "sqlite://o.db", "INSERT INTO t (id, b) VALUES (\x011\x02, ${payload.b})" + conflict, "U+0001"},
+		{"in a string literal", "sqlite://o.db", "INSERT INTO t (id, b) VALUES (${payload.id}, 'a\x01b')" + conflict, "U+0001"},
+		{"whole marker in a string literal", "sqlite://o.db", "INSERT INTO t (id, b) VALUES (${payload.id}, 'a\x010\x02')" + conflict, "U+0001"},
+		{"in a double-quoted MySQL string", "mysql://u@h/db", "INSERT INTO t (id, b) VALUES (${payload.id}, \"a\x02\") ON DUPLICATE KEY UPDATE id = id", "U+0002"},
+		{"in a quoted identifier", "postgres://h/db", "INSERT INTO \"t\x01\" (id) VALUES (${payload.id})" + conflict, "U+0001"},
+		{"in a backquoted identifier", "sqlite://o.db", "INSERT INTO `t\x02` (id) VALUES (${payload.id})" + conflict, "U+0002"},
+		{"in a line comment", "sqlite://o.db", "-- note \x01\nINSERT INTO t (id) VALUES (${payload.id})" + conflict, "U+0001"},
+		{"in a block comment", "sqlite://o.db", "INSERT INTO t (id) VALUES (${payload.id}) /* \x011\x02 */" + conflict, "U+0001"},
+		{"in a MySQL # comment", "mysql://u@h/db", "INSERT INTO t (id) VALUES (${payload.id}) ON DUPLICATE KEY UPDATE id = id # \x02", "U+0002"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := fmt.Sprintf("route r {\n  from file { path = \"in.jsonl\" }\n  to sql { url = %q, insert_query = \"\"\"%s\"\"\" }\n}\n", tt.url, tt.query)
+			p, diags := CompileSources([]Source{{"in.mqb", []byte(src)}})
+			for _, d := range diags {
+				if d.Code == "E046" || d.Code == "E001" || d.Code == "E002" {
+					t.Errorf("diagnostic %s: %s", d.Code, d.Summary)
+				}
+			}
+			if len(p.Routes) != 1 {
+				t.Fatalf("%d routes, want 1 (diagnostics %v)", len(p.Routes), diags)
+			}
+			line := VerdictLine(p.Routes[0])
+			if p.Routes[0].Guarantee != plan.AtLeastOnce || !strings.Contains(line, "mqb reads insert_query only in full") || !strings.Contains(line, tt.char) {
+				t.Errorf("verdict %s\nwant at-least-once: insert_query unread, naming %s", line, tt.char)
+			}
+		})
+	}
+
+	// The reader itself, given what skeleton never writes: an error, not
+	// a panic, never a placeholder, never a placeholder in quotes.
+	for _, s := range []string{
+		"\x01", "\x02", "a \x01", "\x01 a", "\x0112", "\x01\x02", "\x01x\x02", "\x011", "\x011\x01", "\x02" + p0, p0 + "\x02",
+		"\x011234567890\x02", "'\x01'", "'" + p0 + "\x02'", "\"t\x01\"", "-- \x01", "/* \x0112 */", "VALUES (\x0112, 1)",
+	} {
+		for _, d := range []sqlDialect{sqlAnyDialect, sqlSQLite, sqlPostgres, sqlMySQL} {
+			toks, err := lexSQL(s, d)
+			le, ok := err.(*sqlLexError)
+			if !ok || le.quotedParam || !strings.Contains(le.msg, "control character") {
+				t.Errorf("%s lexSQL(%q) = %v, %v; want the statement refused for a control character", d, s, toks, err)
+			}
+		}
+	}
+	// A whole marker is still a placeholder.
+	if toks, err := lexSQL("VALUES ("+p0+", "+p2+")", sqlSQLite); err != nil || len(toks) != 7 || toks[2].kind != tParam || toks[4].kind != tParam || toks[4].num != 2 {
+		t.Errorf("lexSQL of two markers = %v, %v", toks, err)
+	}
+	// create_table is read as written: a marker byte in it leaves it unread.
+	for _, ddl := range []string{"CREATE TABLE orders (id TEXT PRIMARY KEY)\x01", "CREATE TABLE orders (id TEXT PRIMARY KEY, b TEXT DEFAULT " + p0 + ")"} {
+		if _, found := readCreateTable(ddl, "orders", sqlSQLite); found {
+			t.Errorf("readCreateTable(%q) read it", ddl)
 		}
 	}
 }

@@ -14,17 +14,24 @@ import (
 
 var placeholderRE = lazyre.New("\x01([0-9]+)\x02")
 
-// skeleton joins a template's literal text with a marker per placeholder.
-func skeleton(parts []partInfo) string {
+// skeleton joins a template's literal text with a marker per placeholder,
+// \x01N\x02 for part N. The marker bytes belong to skeleton alone: a
+// literal that holds one itself is refused, as its bytes would read as a
+// marker (a placeholder made up of text, or a malformed one), so every
+// marker lexSQL meets in a skeleton is a placeholder.
+func skeleton(parts []partInfo) (string, error) {
 	var b strings.Builder
 	for i, p := range parts {
 		if p.isExpr {
 			fmt.Fprintf(&b, "\x01%d\x02", i)
-		} else {
-			b.WriteString(p.lit)
+			continue
 		}
+		if j := strings.IndexAny(p.lit, "\x01\x02"); j >= 0 {
+			return "", &sqlLexError{msg: fmt.Sprintf("it holds a U+%04X control character, which is not SQL mqb reads", p.lit[j])}
+		}
+		b.WriteString(p.lit)
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // showValue renders a skeleton fragment with its placeholders as written.

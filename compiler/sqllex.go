@@ -98,8 +98,12 @@ func (e *sqlLexError) Error() string { return e.msg }
 // lexSQL splits a statement skeleton (placeholders as \x01N\x02, see
 // skeleton) into tokens. Comments are dropped; string literals and quoted
 // identifiers are opaque. A placeholder inside quotes or a comment is an
-// error: it would be sent as text, not bound.
+// error: it would be sent as text, not bound. So is a marker byte that is
+// not part of a whole marker (checkMarkers).
 func lexSQL(s string, d sqlDialect) ([]sqlTok, error) {
+	if err := checkMarkers(s); err != nil {
+		return nil, err
+	}
 	// A statement runs some five bytes a token.
 	out := make([]sqlTok, 0, len(s)/5+4)
 	i := 0
@@ -134,8 +138,12 @@ func lexSQL(s string, d sqlDialect) ([]sqlTok, error) {
 			}
 			i += j + 4
 		case c == '\x01':
+			// Whole, by checkMarkers: \x01, digits, \x02.
 			j := strings.IndexByte(s[i:], '\x02')
-			n, _ := strconv.Atoi(s[i+1 : i+j])
+			n, err := strconv.Atoi(s[i+1 : i+j])
+			if j < 2 || err != nil {
+				return nil, &sqlLexError{msg: "a placeholder marker is malformed"}
+			}
 			out = append(out, sqlTok{kind: tParam, num: n})
 			i += j + 1
 		case c == '\'' || (c == '"' && d == sqlMySQL):
@@ -201,6 +209,38 @@ func lexSQL(s string, d sqlDialect) ([]sqlTok, error) {
 		}
 	}
 	return append(out, sqlTok{kind: tEOF}), nil
+}
+
+// maxMarkerDigits bounds a marker's number: a template has far fewer
+// parts, and strconv.Atoi reads it without overflow.
+const maxMarkerDigits = 9
+
+// checkMarkers refuses a statement in which a marker byte (\x01 or \x02)
+// is not part of a whole marker \x01N\x02: a lone one, one whose digits
+// are missing, too many or not closed. skeleton writes only whole markers
+// and refuses a literal holding a marker byte, so this is a statement mqb
+// did not make (create_table, read as written) or a bug: it is unreadable,
+// never a crash, and never a placeholder.
+func checkMarkers(s string) error {
+	for i := 0; i < len(s); {
+		j := strings.IndexAny(s[i:], "\x01\x02")
+		if j < 0 {
+			return nil
+		}
+		i += j
+		if s[i] == '\x02' {
+			return &sqlLexError{msg: "it holds a U+0002 control character, which is not SQL mqb reads"}
+		}
+		k := i + 1
+		for k < len(s) && k-i-1 < maxMarkerDigits+1 && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		if k == i+1 || k-i-1 > maxMarkerDigits || k >= len(s) || s[k] != '\x02' {
+			return &sqlLexError{msg: "it holds a U+0001 control character, which is not SQL mqb reads"}
+		}
+		i = k + 1
+	}
+	return nil
 }
 
 func isIdentStart(c byte) bool {

@@ -52,7 +52,11 @@ func (rc *routeCtx) checkStep(it *lang.Item, st *stdlib.Step, side string) *node
 		}
 		rc.checkMap(n, it)
 	case st.Nested:
-		if child := rc.branchTarget(it, st.Name); child != nil {
+		prev := rc.deadLetter
+		rc.deadLetter = st.Name == "dlq"
+		child := rc.branchTarget(it, st.Name)
+		rc.deadLetter = prev
+		if child != nil {
 			n.children = []branchInfo{{label: plan.BranchTo, node: child}}
 		}
 	default:

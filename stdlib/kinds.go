@@ -4,7 +4,7 @@ var (
 	formatAttr = Attr{Name: "format", Type: Enum, Enum: []string{"json", "text", "raw", "csv"}, Default: "json",
 		Doc: "Record encoding: json (one JSON document per line), text (one line, payload is the string), raw (bytes as they are); csv is reserved: no reader or writer runs it yet (read text and use a parse step)."}
 	nameByAttr = Attr{Name: "name_by", Type: Enum, Enum: []string{"write_time", "source_position", "auto"}, Default: "write_time",
-		Doc: "How written objects are named. write_time appends / names by write order; source_position writes immutable part files named for the source positions they cover, so a replay is recognised (needs a replayable source); auto (object_store only) picks source_position when the source has a position."}
+		Doc: "How written objects are named. write_time appends / names by write order; source_position writes immutable part files named for the source positions they cover, so a replay is recognised (needs a replayable source); auto (object_store only) picks source_position when the source has a position, and write_time under a dlq, whose target is written by time (E062)."}
 	idempotencyAttr = Attr{Name: "idempotency", Type: Bool, Deprecated: "name_by",
 		Doc: "Deprecated spelling of name_by: true is source_position, false is write_time. An explicit name_by wins."}
 	sourceMetadataAttr = Attr{Name: "source_metadata", Type: Bool, Default: false,
