@@ -16,7 +16,11 @@ import (
 // a source read: a run acked as a whole (AckRange) costs one entry and no
 // per-record work, while records acked one at a time still commit one at a
 // time. Memory is bounded by the number of batches in flight, which the
-// route bounds with its channels, plus each run's next offsets.
+// route bounds with its channels, plus the next offsets of the runs not
+// wholly acked: a run commits its records' offsets only while some of it
+// is unacked (it may stop after any acked record), so a run acked whole
+// gives them back at once and keeps its last, the only one it can commit.
+// A fast file route acks hundreds of runs between two commits.
 type AckTracker struct {
 	mu   sync.Mutex
 	head int      // first run still pending
@@ -30,10 +34,15 @@ type AckTracker struct {
 
 // ackRun is a run of records with consecutive sequence numbers.
 type ackRun struct {
-	first uint64  // the first record's sequence number
-	nexts []int64 // source offset just after each record
-	// done counts the acked records; all of them are when it is
-	// len(nexts), and otherwise bits says which.
+	first uint64 // the first record's sequence number
+	// nexts is the source offset just after each record, until every
+	// record is acked (nil for a run of one record); last is the last
+	// record's, kept throughout.
+	nexts []int64
+	last  int64
+	count uint32 // records in the run
+	// done counts the acked records; all of them are when it is count,
+	// and otherwise bits says which.
 	done uint32
 	// head is how many leading records are committed.
 	head uint32
@@ -43,7 +52,16 @@ type ackRun struct {
 	parts map[uint32]*partAcks
 }
 
-func (r *ackRun) n() uint32 { return uint32(len(r.nexts)) }
+func (r *ackRun) n() uint32 { return r.count }
+
+// next is the source offset after record i of the run, which must be the
+// last record or one of a run not wholly acked.
+func (r *ackRun) next(i uint32) int64 {
+	if i == r.count-1 {
+		return r.last
+	}
+	return r.nexts[i]
+}
 
 func (r *ackRun) acked(i uint32) bool {
 	return r.done == r.n() || (r.bits != nil && r.bits[i/64]&(1<<(i%64)) != 0)
@@ -137,13 +155,27 @@ func (t *AckTracker) trackLocked(first uint64, nexts []int64) error {
 		t.floor = first // nothing pending: an offset tracker starts over at first
 	}
 	var own []int64
-	if k := len(t.free); k > 0 && cap(t.free[k-1]) >= len(nexts) {
-		own, t.free = t.free[k-1][:0], t.free[:k-1]
+	if len(nexts) > 1 {
+		if k := len(t.free); k > 0 && cap(t.free[k-1]) >= len(nexts) {
+			own, t.free = t.free[k-1][:0], t.free[:k-1]
+		}
+		own = append(own, nexts...)
 	}
-	own = append(own, nexts...)
-	t.runs = append(t.runs, ackRun{first: first, nexts: own})
+	t.runs = append(t.runs, ackRun{first: first, nexts: own, last: nexts[len(nexts)-1], count: uint32(len(nexts))})
 	t.want = first + uint64(len(nexts))
 	return nil
+}
+
+// release gives back the next offsets of run r once it is wholly acked:
+// from then on it commits only as a whole, at its last record.
+func (t *AckTracker) release(r *ackRun) {
+	if r.done != r.count || r.nexts == nil {
+		return
+	}
+	if len(t.free) < freeRunsMax {
+		t.free = append(t.free, r.nexts)
+	}
+	r.nexts = nil
 }
 
 // Unacked is the number of tracked records not acked yet.
@@ -202,6 +234,7 @@ func (t *AckTracker) ackRangeLocked(first uint64, n int) error {
 		return fmt.Errorf("ack tracker: records %d to %d acked as one run, but %d tracked from %d", first, first+uint64(n)-1, r.n(), r.first)
 	}
 	r.ackSpan(i, uint32(n))
+	t.release(r)
 	return nil
 }
 
@@ -236,6 +269,7 @@ func (t *AckTracker) AckPart(seq uint64, part, parts uint32) error {
 	if p.done == p.n {
 		delete(r.parts, i)
 		r.ackOne(i)
+		t.release(r)
 	}
 	return nil
 }
@@ -283,17 +317,14 @@ func (t *AckTracker) Advance() (seq uint64, next int64, ok bool) {
 			}
 		}
 		if h > r.head {
-			seq, next, ok = r.first+uint64(h)-1, r.nexts[h-1], true
+			seq, next, ok = r.first+uint64(h)-1, r.next(h-1), true
 			r.head = h
 			t.floor = seq + 1
 		}
 		if h < r.n() {
 			break
 		}
-		if len(t.free) < freeRunsMax {
-			t.free = append(t.free, r.nexts)
-		}
-		*r = ackRun{}
+		*r = ackRun{} // wholly acked: its offsets were released then
 		t.head++
 	}
 	// Compact once the committed prefix dominates, keeping appends O(1)
@@ -307,11 +338,11 @@ func (t *AckTracker) Advance() (seq uint64, next int64, ok bool) {
 	return seq, next, ok
 }
 
-// freeRunsMax is how many committed runs' next-offset slices a tracker
-// keeps for the runs it tracks next. A commit frees every run read since
-// the one before (a fast file route reads a hundred batches in a commit
-// interval): keeping only a few, the rest were garbage, and the collector
-// ran every few batches to take them back.
+// freeRunsMax is how many next-offset slices of wholly acked runs a
+// tracker keeps for the runs it tracks next. A run gives its slice back
+// when its last record is acked, so the list holds about as many as the
+// route has batches in flight; keeping only a few, the rest were garbage,
+// and the collector ran every few batches to take them back.
 const freeRunsMax = 128
 
 // Pending is the number of tracked records not yet committed.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,7 +31,10 @@ import (
 // It drives kafka-go's Client rather than its Writer: the Writer looks up
 // the topic's metadata and balances once per message and copies every
 // message into per-partition batches, which cost more than the encoding.
-// It sends the record batches it encodes (RawProduce), not kafka-go's.
+// It sends the record batches it encodes (RawProduce), not kafka-go's, and
+// places records on partitions itself (hashPartition, spread): kafka-go's
+// Hash balancer took a mutex for every keyless record and a pooled hasher
+// for every keyed one.
 type kafkaSink struct {
 	route     string
 	topic     string
@@ -38,12 +42,15 @@ type kafkaSink struct {
 	transport *kafkago.Transport
 	client    *kafkago.Client
 	sec       kafkaSecurity
-	balancer  kafkago.Hash // by key (sarama's FNV-1a); keyless records round-robin
+	// spread is the round-robin counter of keyless records: a write
+	// takes a block of it, one atomic step, and places its records from
+	// there (keyed records go by hashPartition).
+	spread atomic.Uint32
 
 	buffers sync.Pool // of *kafkaWriteBuffers: those of writes that succeeded
 
 	mu         sync.Mutex
-	partitions []int            // 0..n-1, the balancer's argument
+	partitions []int            // 0..n-1
 	counted    time.Time        // when the partition count was last read
 	lanes      []*partitionLane // by partition, started on its first record (lane.go)
 	laneWG     sync.WaitGroup
@@ -316,6 +323,23 @@ func (s *kafkaSink) build(r *runtime.Record, m *kafkaOut, arena *[]byte) error {
 	return nil
 }
 
+// hashPartition is the partition, of n, of a record with key: kafka-go's
+// Hash balancer's choice (sarama's: FNV-1a of the key as an int32, modulo
+// n, made positive), computed here without its hasher pool. An empty key
+// is a key and hashes too; only a record without one goes round-robin.
+func hashPartition(key []byte, n int) int {
+	h := uint32(2166136261) // FNV-1a 32-bit offset basis
+	for _, c := range key {
+		h ^= uint32(c)
+		h *= 16777619 // FNV-1a 32-bit prime
+	}
+	p := int32(h) % int32(n)
+	if p < 0 {
+		p = -p
+	}
+	return int(p)
+}
+
 // appendUUIDText appends u's canonical 36-character text form to buf.
 func appendUUIDText(buf []byte, u uuid.UUID) []byte {
 	var t [36]byte
@@ -345,13 +369,21 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	w := &laneWrite{msgs: msgs, time: time.Now(), errs: make([]error, len(ps))}
 	open := make([]laneSegment, len(ps)) // each partition's segment being filled
 	counts := make([]int, len(ps))
+	// Keyless records take turns from where the writes before left off.
+	turn := s.spread.Add(uint32(len(recs))) - uint32(len(recs))
 	for i, r := range recs {
 		m := &msgs[i]
 		if err := s.build(r, m, &arena); err != nil {
 			r.Refuse(err.Error())
 			continue
 		}
-		p := s.balancer.Balance(kafkago.Message{Key: m.key()}, ps...)
+		var p int
+		if s.key != nil {
+			p = hashPartition(m.key(), len(ps))
+		} else {
+			p = int(turn % uint32(len(ps)))
+			turn++
+		}
 		seg := &open[p]
 		if len(seg.idx) > 0 && seg.size+int(m.size) > kafkaMaxBatchRecords {
 			s.hand(p, w, *seg)

@@ -197,18 +197,30 @@ func TestKafkaSinkRecountsPartitions(t *testing.T) {
 	}
 }
 
-// BenchmarkKafkaSink: file → id → kafka (key = mqb.id) on the in-process
-// Kafka-protocol broker.
+// BenchmarkKafkaSink: file → id → kafka on the in-process Kafka-protocol
+// broker, with a key (mqb.id: records hashed to partitions) and without
+// (round-robin).
 func BenchmarkKafkaSink(b *testing.B) {
 	const n = 100000
 	brokers := testsrv.Kafka(b, "bench:3")
 	input, size := plantest.BenchInput(b, n)
-	runtest.Bench(b, n, size, func(i int, state string) plan.Plan {
-		p := plantest.SinkPlan(input, state, 1024, plan.Node{Kind: "kafka", Attrs: map[string]plan.Value{
-			"url": plantest.Str(brokers), "topic": plantest.Str("bench"), "partition_key": plantest.Tmpl(plantest.Ex(`meta["mqb.id"]`))}})
-		p.Routes[0].Concurrency = 1
-		return p
-	})
+	for _, keyed := range []bool{true, false} {
+		name := "keyless"
+		if keyed {
+			name = "keyed"
+		}
+		b.Run(name, func(b *testing.B) {
+			runtest.Bench(b, n, size, func(i int, state string) plan.Plan {
+				attrs := map[string]plan.Value{"url": plantest.Str(brokers), "topic": plantest.Str("bench")}
+				if keyed {
+					attrs["partition_key"] = plantest.Tmpl(plantest.Ex(`meta["mqb.id"]`))
+				}
+				p := plantest.SinkPlan(input, state, 1024, plan.Node{Kind: "kafka", Attrs: attrs})
+				p.Routes[0].Concurrency = 1
+				return p
+			})
+		})
+	}
 }
 
 // publishThroughRestart publishes n orders to a fresh two-partition topic
