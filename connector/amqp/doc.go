@@ -6,11 +6,10 @@
 // with backoff until the route stops; a broker back up that answers
 // NOT_FOUND for the queue (RabbitMQ does while it recovers its durable
 // queues) is given 15 s before the route fails naming the queue. As a
-// sink, persistent, mandatory
-// publishes under publisher confirms, each message carrying message_id as
-// its message_id property and mq_bridge.message_id header. The source can
-// tell a producer-stamped id from a minted one, for the producer-id
-// premise.
+// sink, persistent, mandatory publishes under publisher confirms, each
+// message carrying message_id as its message_id property and
+// mq_bridge.message_id header. The source can tell a producer-stamped id
+// from a minted one, for the producer-id premise.
 //
 // It registers the "amqp" kind with the runtime in init; a binary that
 // runs plans links it with a blank import, as connector/all does.
