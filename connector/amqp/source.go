@@ -191,10 +191,13 @@ func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error
 }
 
 // queueRecoveryWindow bounds how long a reconnecting source waits for
-// its queue. RabbitMQ accepts connections before it has recovered its
+// its queue, and how long after connecting again the sink takes a
+// returned message for a retryable failure rather than an unroutable
+// record. RabbitMQ accepts connections before it has recovered its
 // durable queues: after a restart it can answer NOT_FOUND for a queue
-// that exists, for as long as the recovery takes. A queue still missing
-// after the window was deleted, and the route fails naming it.
+// that exists, and route a message for it nowhere, for as long as the
+// recovery takes. A queue still missing after the window was deleted:
+// the source fails the route naming it, the sink refuses the record.
 const queueRecoveryWindow = 15 * time.Second
 
 // reconnect replaces a lost connection, trying until the route stops.
