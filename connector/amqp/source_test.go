@@ -64,7 +64,15 @@ func TestAMQPCancelledRunRedelivers(t *testing.T) {
 	p := sqlitePlan(url, q, db, 64, 2000, false)
 	rs := runtest.RunCancelled(t, p, "consume", 50*time.Millisecond)
 	rows := runtest.CountRows(t, db)
-	ready := queueReady(t, url, q)
+	// The broker puts back the unacked messages of the closed connection
+	// on its own time: a short wait for them (a message acked before its
+	// commit never comes back).
+	var ready int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if ready = queueReady(t, url, q); rows+ready >= n || time.Now().After(deadline) {
+			break
+		}
+	}
 	t.Logf("cancelled run: %+v; %d rows, %d messages left in the queue", rs, rows, ready)
 	if rows+ready < n {
 		t.Fatalf("after the cancelled run: %d rows + %d queued < %d published: messages acked before their commit", rows, ready, n)
