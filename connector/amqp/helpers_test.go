@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"fmt"
+	"iter"
 	"strings"
 	"testing"
 	"time"
@@ -77,39 +78,94 @@ func declareQueue(t testing.TB, url, queue string) *amqp.Channel {
 // order id → message_id.
 func publishOrders(t testing.TB, url, queue string, from, n int, withID bool) map[string]string {
 	t.Helper()
+	ids := map[string]string{}
+	publish(t, url, queue, func(yield func(amqp.Publishing) bool) {
+		for i := from; i < from+n; i++ {
+			m := amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))}
+			if withID {
+				m.MessageId = uuid.NewString()
+				ids[fmt.Sprintf("o-%d", i)] = m.MessageId
+			}
+			if !yield(m) {
+				return
+			}
+		}
+	})
+	return ids
+}
+
+// publish publishes msgs to queue on the default exchange, mandatory and
+// under publisher confirms, and fails the test unless the broker
+// confirmed every one and returned none: a message no queue took (the
+// queue missing, or not yet recovered after a restart) would otherwise
+// be confirmed and lost without a word.
+func publish(t testing.TB, url, queue string, msgs iter.Seq[amqp.Publishing]) {
+	t.Helper()
 	c, ch := dialTest(t, url)
 	defer c.Close()
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
+	const window = 1024 // confirms awaited at a time; the returns buffer holds as many
+	returns := ch.NotifyReturn(make(chan amqp.Return, window))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ids := map[string]string{}
-	pending := make([]*amqp.DeferredConfirmation, 0, 1024)
+	pending := make([]*amqp.DeferredConfirmation, 0, window)
 	wait := func() {
 		for _, dc := range pending {
 			if ok, err := dc.WaitContext(ctx); err != nil || !ok {
-				t.Fatalf("publish not confirmed: %v", err)
+				t.Fatalf("publish to queue %s not confirmed: %v", queue, err)
 			}
 		}
 		pending = pending[:0]
-	}
-	for i := from; i < from+n; i++ {
-		m := amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))}
-		if withID {
-			m.MessageId = uuid.NewString()
-			ids[fmt.Sprintf("o-%d", i)] = m.MessageId
+		// A return comes before its message's confirm: every return of
+		// the messages confirmed is buffered by now.
+		select {
+		case r := <-returns:
+			t.Fatalf("publish to queue %s: the broker returned a message unroutable: %d %s", queue, r.ReplyCode, r.ReplyText)
+		default:
 		}
+	}
+	for m := range msgs {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pending = append(pending, dc); len(pending) == cap(pending) {
+		if pending = append(pending, dc); len(pending) == window {
 			wait()
 		}
 	}
 	wait()
-	return ids
+}
+
+// waitQueue waits until the broker, restarted, has queue again (a
+// passive declare succeeds): it accepts connections before it has
+// recovered its durable queues.
+func waitQueue(t testing.TB, url, queue string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := func() error {
+			c, err := amqp.Dial(url)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ch, err := c.Channel()
+			if err != nil {
+				return err
+			}
+			_, err = ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+			return err
+		}()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %s not back a minute after the broker's restart: %v", queue, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // queueReady is how many messages queue holds ready for delivery (not

@@ -3,6 +3,7 @@ package amqp
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,7 +29,8 @@ func amqpText(body string) amqp.Publishing {
 func TestPremiseProducerIDAMQP(t *testing.T) {
 	url := testsrv.RabbitMQ(t)
 	q := queueName(t)
-	ch := declareQueue(t, url, q)
+	declareQueue(t, url, q)
+	var msgs []amqp.Publishing
 	for i := range 6 {
 		m := amqpText(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))
 		switch i % 3 {
@@ -37,10 +39,9 @@ func TestPremiseProducerIDAMQP(t *testing.T) {
 		case 1:
 			m.Headers = amqp.Table{runtime.HeaderMessageID: uuid.NewString()}
 		}
-		if err := ch.Publish("", q, false, false, m); err != nil {
-			t.Fatal(err)
-		}
+		msgs = append(msgs, m)
 	}
+	publish(t, url, q, slices.Values(msgs))
 	d := t.TempDir()
 	db, dlq := filepath.Join(d, "orders.db"), filepath.Join(d, "dlq.jsonl")
 	p := sqlitePlan(url, q, db, 16, 100, true)

@@ -22,6 +22,12 @@ import (
 // a nack, a lost connection or a timeout fails the batch retryably, and
 // the retry publishes it again: a broker cannot absorb a repeat, so the
 // sink is at-least-once, as the compiler says.
+//
+// After it connected again (a lost connection, a restarted broker), a
+// return is not yet trusted for queueRecoveryWindow: RabbitMQ takes
+// connections before it has recovered its durable queues and meanwhile
+// routes a message for one of them nowhere. A return then fails the
+// write retryably instead of refusing the record.
 type sink struct {
 	route      string
 	log        *slog.Logger
@@ -33,6 +39,12 @@ type sink struct {
 	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
+	// reconnected is when Write last connected again after losing the
+	// connection; zero before that.
+	reconnected time.Time
+	// recoveryWindow is queueRecoveryWindow: for this long after
+	// reconnected a return fails the write retryably.
+	recoveryWindow time.Duration
 }
 
 // confirmTimeout bounds the wait for the broker's confirms of a write.
@@ -49,7 +61,7 @@ func newSink(b *runtime.BuildEnv, cfg *sinkConfig) (*sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sink{route: b.Route(), log: b.Logger(), url: url, exchange: cfg.Exchange}
+	s := &sink{route: b.Route(), log: b.Logger(), url: url, exchange: cfg.Exchange, recoveryWindow: queueRecoveryWindow}
 	if s.routingKey, err = b.Template("routing_key"); err != nil {
 		return nil, err
 	}
@@ -121,6 +133,7 @@ func (s *sink) Write(ctx context.Context, recs []*runtime.Record) error {
 		if err := s.connect(); err != nil {
 			return runtime.Retryable(fmt.Errorf("route %s: amqp sink: %w", s.route, err))
 		}
+		s.reconnected = time.Now()
 	}
 	ctx, cancel := context.WithTimeout(ctx, confirmTimeout)
 	defer cancel()
@@ -168,19 +181,28 @@ func (s *sink) Write(ctx context.Context, recs []*runtime.Record) error {
 	}
 	// A return arrives before its message's confirm, so every return of
 	// this write is buffered by now.
+	var returned []amqp.Return
 	for {
 		select {
 		case ret, ok := <-s.returns:
 			if !ok {
 				return runtime.Retryable(fmt.Errorf("route %s: amqp sink: channel closed", s.route))
 			}
-			if r := byID[ret.MessageId]; r != nil {
-				r.Refuse(fmt.Sprintf("unroutable: exchange %q routed routing key %q to no queue (%d %s)", ret.Exchange, ret.RoutingKey, ret.ReplyCode, ret.ReplyText))
-			}
+			returned = append(returned, ret)
 			continue
 		default:
 		}
 		break
+	}
+	if len(returned) > 0 && !s.reconnected.IsZero() && time.Since(s.reconnected) < s.recoveryWindow {
+		ret := returned[0]
+		return runtime.Retryable(fmt.Errorf("route %s: amqp sink: %d of %d messages came back unroutable (exchange %q, routing key %q: %d %s) within %s of connecting again: the broker may still be recovering its queues",
+			s.route, len(returned), len(sent), ret.Exchange, ret.RoutingKey, ret.ReplyCode, ret.ReplyText, s.recoveryWindow))
+	}
+	for _, ret := range returned {
+		if r := byID[ret.MessageId]; r != nil {
+			r.Refuse(fmt.Sprintf("unroutable: exchange %q routed routing key %q to no queue (%d %s)", ret.Exchange, ret.RoutingKey, ret.ReplyCode, ret.ReplyText))
+		}
 	}
 	if nacked > 0 {
 		return runtime.Retryable(fmt.Errorf("route %s: amqp sink: the broker refused (nacked) %d of %d messages", s.route, nacked, len(sent)))

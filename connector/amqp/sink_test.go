@@ -190,3 +190,60 @@ func TestAMQPSinkOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestAMQPSinkReconnectWaitsForQueue: right after the sink connected
+// again, a message routed nowhere may be for a queue the restarted
+// broker has not recovered yet: the write fails retryably and refuses no
+// record, and the retry once the queue is back publishes it. Past the
+// window a return refuses the record again (TestAMQPSinkUnroutableToDLQ
+// covers the first connection).
+func TestAMQPSinkReconnectWaitsForQueue(t *testing.T) {
+	url := testsrv.RabbitMQ(t)
+	q := queueName(t)
+	ch := declareQueue(t, url, q)
+	node := sinkNode(url, plantest.Lit(q))
+	node.Role = plan.RoleSink
+	built, err := runtime.BuildSink(context.Background(), "r", "text", &node, runtime.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := built.(*sink)
+	defer s.Close()
+	ctx := context.Background()
+	rec := func(body string) []*runtime.Record { return []*runtime.Record{{Payload: []byte(body)}} }
+	if err := s.Write(ctx, rec("first")); err != nil {
+		t.Fatal(err)
+	}
+	// The connection is lost while the queue is gone (as after a restart
+	// of a broker still recovering it).
+	s.conn.Close()
+	if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	recs := rec("second")
+	err = s.Write(ctx, recs)
+	if err == nil || !runtime.IsRetryable(err) || !strings.Contains(err.Error(), "recovering") {
+		t.Fatalf("write after reconnecting to a broker without the queue: %v (refused: %q); want a retryable error", err, recs[0].Refused())
+	}
+	if why := recs[0].Refused(); why != "" {
+		t.Fatalf("record refused (%s); want it retried", why)
+	}
+	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, recs); err != nil || recs[0].Refused() != "" {
+		t.Fatalf("retry once the queue is back: %v, refused %q", err, recs[0].Refused())
+	}
+	if got := consumeAll(t, url, q, 1); len(got) != 1 || string(got[0].Body) != "second" {
+		t.Fatalf("queue holds %d messages, want the one retried", len(got))
+	}
+	// Past the window the broker's return is believed.
+	s.reconnected = time.Now().Add(-s.recoveryWindow)
+	recs = rec("third")
+	if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, recs); err != nil || !strings.Contains(recs[0].Refused(), "unroutable") {
+		t.Fatalf("write past the window: %v, refused %q; want the record refused unroutable", err, recs[0].Refused())
+	}
+}

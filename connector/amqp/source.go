@@ -29,7 +29,10 @@ import (
 // When the connection drops the source connects again, with backoff,
 // until the route stops: the deliveries of the lost channel come back
 // from the broker, and their acks, which the broker would refuse on the
-// new channel, are dropped.
+// new channel, are dropped. A broker that is up again but answers
+// NOT_FOUND for the queue may still be recovering its durable queues;
+// the source keeps trying for queueRecoveryWindow before it fails the
+// route naming the queue.
 type source struct {
 	route    string
 	log      *slog.Logger
@@ -38,6 +41,10 @@ type source struct {
 	prefetch int
 	format   string
 	metadata bool
+
+	// queueWindow is how long reconnecting goes on while the broker
+	// answers NOT_FOUND for the queue (queueRecoveryWindow).
+	queueWindow time.Duration
 
 	conn       *amqp.Connection
 	ch         *amqp.Channel
@@ -73,6 +80,8 @@ func buildSource(b *runtime.BuildEnv, cfg *sourceConfig) (runtime.Source, error)
 		queue:    cfg.Queue,
 		format:   cfg.Format,
 		metadata: cfg.SourceMetadata,
+
+		queueWindow: queueRecoveryWindow,
 	}
 	if s.queue == "" {
 		return nil, b.Errorf("queue", "required: the queue the source consumes")
@@ -181,9 +190,20 @@ func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error
 	return b, false, nil
 }
 
-// reconnect replaces a lost connection, trying until the route stops. A
-// queue that no longer exists (or another refusal of the broker once
-// connected) fails the route instead.
+// queueRecoveryWindow bounds how long a reconnecting source waits for
+// its queue, and how long after connecting again the sink takes a
+// returned message for a retryable failure rather than an unroutable
+// record. RabbitMQ accepts connections before it has recovered its
+// durable queues: after a restart it can answer NOT_FOUND for a queue
+// that exists, and route a message for it nowhere, for as long as the
+// recovery takes. A queue still missing after the window was deleted:
+// the source fails the route naming it, the sink refuses the record.
+const queueRecoveryWindow = 15 * time.Second
+
+// reconnect replaces a lost connection, trying until the route stops.
+// A broker that answers NOT_FOUND for the queue is given queueWindow to
+// recover it; past that (or on another refusal of the broker once
+// connected) the route fails instead.
 func (s *source) reconnect(ctx context.Context) error {
 	s.mu.Lock()
 	old := s.conn
@@ -193,6 +213,7 @@ func (s *source) reconnect(ctx context.Context) error {
 	}
 	s.log.Warn("amqp source: connection lost; reconnecting (the messages not yet acked come back from the broker)", "queue", s.queue)
 	wait := 100 * time.Millisecond
+	var notFoundSince time.Time // the first NOT_FOUND of a run of them
 	for {
 		err := s.connect()
 		if err == nil {
@@ -201,9 +222,21 @@ func (s *source) reconnect(ctx context.Context) error {
 		}
 		var ae *amqp.Error
 		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return fmt.Errorf("route %s: amqp source: %w", s.route, err)
+			if notFoundSince.IsZero() {
+				notFoundSince = time.Now()
+			}
+			if waited := time.Since(notFoundSince); waited >= s.queueWindow {
+				return fmt.Errorf("route %s: amqp source: queue %s not found: after the connection was lost the broker answered NOT_FOUND for it for %s, longer than it takes to recover its queues: %w",
+					s.route, s.queue, waited.Round(time.Millisecond), err)
+			}
+			// The broker is up: try again soon.
+			wait = min(wait, time.Second)
+			s.log.Warn("amqp source: queue not found after reconnecting; retrying while the broker recovers its queues",
+				"queue", s.queue, "err", err.Error(), "retry_in", wait, "gives_up_in", (s.queueWindow - time.Since(notFoundSince)).Round(time.Millisecond))
+		} else {
+			notFoundSince = time.Time{}
+			s.log.Warn("amqp source: reconnect", "err", err.Error(), "retry_in", wait)
 		}
-		s.log.Warn("amqp source: reconnect", "err", err.Error(), "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return nil

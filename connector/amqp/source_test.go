@@ -1,14 +1,21 @@
 package amqp
 
 import (
+	"context"
+	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/runtime"
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
 
 // Every message lands once with its producer's message_id, and once the
@@ -57,7 +64,15 @@ func TestAMQPCancelledRunRedelivers(t *testing.T) {
 	p := sqlitePlan(url, q, db, 64, 2000, false)
 	rs := runtest.RunCancelled(t, p, "consume", 50*time.Millisecond)
 	rows := runtest.CountRows(t, db)
-	ready := queueReady(t, url, q)
+	// The broker puts back the unacked messages of the closed connection
+	// on its own time: a short wait for them (a message acked before its
+	// commit never comes back).
+	var ready int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if ready = queueReady(t, url, q); rows+ready >= n || time.Now().After(deadline) {
+			break
+		}
+	}
 	t.Logf("cancelled run: %+v; %d rows, %d messages left in the queue", rs, rows, ready)
 	if rows+ready < n {
 		t.Fatalf("after the cancelled run: %d rows + %d queued < %d published: messages acked before their commit", rows, ready, n)
@@ -117,6 +132,7 @@ func TestAMQPOutage(t *testing.T) {
 				Underway: func() bool { return runtest.CountRows(t, db) > 0 },
 				Outage: func() {
 					down.Outage(t, srv, 2*time.Second)
+					waitQueue(t, url, q)
 					publishOrders(t, url, q, n, n, false) // after the outage too
 				},
 				Done:   func() bool { return runtest.CountRows(t, db) == 2*n },
@@ -136,13 +152,9 @@ func TestAMQPOutage(t *testing.T) {
 func TestAMQPBadInputToDLQ(t *testing.T) {
 	url := testsrv.RabbitMQ(t)
 	q := queueName(t)
-	ch := declareQueue(t, url, q)
+	declareQueue(t, url, q)
 	publishOrders(t, url, q, 0, 10, false)
-	for _, body := range []string{`{"order_id":`, `not json`} {
-		if err := ch.Publish("", q, false, false, amqpText(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publish(t, url, q, slices.Values([]amqp.Publishing{amqpText(`{"order_id":`), amqpText(`not json`)}))
 	d := t.TempDir()
 	db, dlq := filepath.Join(d, "orders.db"), filepath.Join(d, "dlq.jsonl")
 	p := sqlitePlan(url, q, db, 16, 100, false)
@@ -164,3 +176,94 @@ func TestAMQPBadInputToDLQ(t *testing.T) {
 		t.Errorf("queue holds %d messages after the run, want 0", ready)
 	}
 }
+
+// TestAMQPSourceReconnectWaitsForQueue: a broker that is up again may
+// answer NOT_FOUND for a durable queue it has not recovered yet. Here the
+// queue is deleted under the source (the broker cancels its consumer, as
+// a lost connection ends its deliveries) and declared again only once
+// the source has been told NOT_FOUND: the source keeps reconnecting and
+// reads what is published then. A queue that stays missing past the
+// window fails the route, naming the queue.
+func TestAMQPSourceReconnectWaitsForQueue(t *testing.T) {
+	url := testsrv.RabbitMQ(t)
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+		back   bool // the queue is declared again
+	}{
+		{"queue_back", queueRecoveryWindow, true},
+		{"queue_gone", 200 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := queueName(t)
+			ch := declareQueue(t, url, q)
+			logs := make(chan string, 100)
+			s := &source{route: "r", log: slog.New(logWatch(logs)), url: url, queue: q, prefetch: 10, format: "text",
+				queueWindow: tc.window}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := s.Open(ctx, checkpoint.Position{}, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			type next struct {
+				b   *runtime.Batch
+				err error
+			}
+			done := make(chan next, 1)
+			go func() {
+				b, _, err := s.Next(ctx, 10)
+				done <- next{b, err}
+			}()
+			if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.back {
+				r := <-done
+				if r.err == nil || !strings.Contains(r.err.Error(), "queue "+q+" not found") {
+					t.Fatalf("Next: %v; want the route failed naming queue %s", r.err, q)
+				}
+				return
+			}
+		wait:
+			for {
+				select {
+				case m := <-logs:
+					if strings.Contains(m, "queue not found") {
+						break wait
+					}
+				case r := <-done:
+					t.Fatalf("Next returned %v before the queue was back", r.err)
+				case <-ctx.Done():
+					t.Fatal("the source never met the missing queue")
+				}
+			}
+			if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			publish(t, url, q, slices.Values([]amqp.Publishing{amqpText("back")}))
+			r := <-done
+			if r.err != nil {
+				t.Fatalf("Next: %v; want the message published once the queue was back", r.err)
+			}
+			if r.b == nil || r.b.Len() != 1 || string(r.b.Records()[0].Payload) != "back" {
+				t.Fatalf("Next: %+v, want the one message published", r.b)
+			}
+		})
+	}
+}
+
+// logWatch is a log handler sending each message's text to its channel
+// (dropping it when the channel is full).
+type logWatch chan string
+
+func (h logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (h logWatch) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h <- r.Message:
+	default:
+	}
+	return nil
+}
+func (h logWatch) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logWatch) WithGroup(string) slog.Handler      { return h }

@@ -29,7 +29,12 @@
 // Fault injection: every server has a handle (NewPostgres, NewMariaDB,
 // NewClickHouse, NewNATS, NewKafka, NewKafkaProcess, NewGCS, NewS3, NewRedis, or the
 // Shared* ones) with Stop, Start and Restart keeping the port and the data,
-// and Kill (or Postgres's Crash, an immediate shutdown) for a crash; Downs
+// and Kill (or Postgres's Crash, an immediate shutdown) for a crash. Start
+// returns once the server serves what it had: a RabbitMQ node once a
+// durable sentinel queue it declared at its first start is back and
+// routes a publish (the node takes connections before it has recovered
+// its queues). Each MariaDB server has a temporary directory of its own
+// beside its data. Downs
 // are the two ways (Stop, Kill) a test of an outage takes one down. Stopping
 // a shared server disturbs every test using it: fault tests should use a
 // New* server of their own. NewKafkaProcess runs cmd/mqb-testbroker as a

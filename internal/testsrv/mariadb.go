@@ -24,7 +24,7 @@ import (
 // a crash would; Start brings it back on the same port and data directory,
 // running InnoDB crash recovery after a Kill.
 type MariaDBServer struct {
-	procServer // dir holds data/, mariadbd.sock and mariadbd.log
+	procServer // dir holds data/, tmp/, mariadbd.sock and mariadbd.log
 	port       int
 }
 
@@ -114,6 +114,13 @@ func startMariaDB(dir string) (*MariaDBServer, error) {
 	s.procServer = procServer{
 		name: "MariaDB", dir: dir, logName: "mariadbd.log",
 		command: func() (string, []string, error) {
+			// Its own temporary directory: in the shared one (TMPDIR or
+			// /tmp) another test's clean-up deleted a temporary table
+			// from under a running statement. Not in data/, where a
+			// directory is a database.
+			if err := os.MkdirAll(s.tmpDir(), 0o755); err != nil {
+				return "", nil, err
+			}
 			return mariadbdPath, s.args(), nil
 		},
 		ready: func(ctx context.Context) error {
@@ -155,6 +162,7 @@ func (s *MariaDBServer) args() []string {
 		"--datadir=" + data,
 		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(s.port),
 		"--socket=" + filepath.Join(s.dir, "mariadbd.sock"),
+		"--tmpdir=" + s.tmpDir(),
 		"--pid-file=" + filepath.Join(s.dir, "mariadbd.pid"),
 		"--skip-name-resolve",
 		"--log-bin=" + filepath.Join(data, "binlog"), "--binlog-format=ROW",
@@ -162,6 +170,10 @@ func (s *MariaDBServer) args() []string {
 		"--max-connections=500",
 	}, mariadbFastFlags...)
 }
+
+// tmpDir is the server's temporary directory (temporary tables, sort
+// files), its own.
+func (s *MariaDBServer) tmpDir() string { return filepath.Join(s.dir, "tmp") }
 
 // Port is the server's TCP port on 127.0.0.1; it stays the same across
 // Stop and Start.

@@ -2,6 +2,8 @@ package testsrv_test
 
 import (
 	"database/sql"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +41,19 @@ func TestMariaDB(t *testing.T) {
 	var name, format string
 	if err := conn.QueryRow(`SHOW VARIABLES LIKE 'binlog_format'`).Scan(&name, &format); err != nil || format != "ROW" {
 		t.Fatalf("binlog_format = %q, %v", format, err)
+	}
+	// Temporary tables and sort files go to a directory of the server's
+	// own, beside its data, where no other test's clean-up reaches them.
+	var tmpdir string
+	if err := conn.QueryRow(`SELECT @@tmpdir`).Scan(&tmpdir); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(filepath.Dir(testsrv.SharedMariaDB(t).DataDir()), "tmp")
+	if tmpdir != want {
+		t.Errorf("tmpdir %s, want %s", tmpdir, want)
+	}
+	if fi, err := os.Stat(want); err != nil || !fi.IsDir() {
+		t.Errorf("tmpdir %s: %v", want, err)
 	}
 }
 

@@ -30,6 +30,12 @@ import (
 //     (a symlink) so that the orphan check finds it like the node.
 //   - Start-up takes 10 to 40 s on a loaded machine; a graceful stop
 //     (SIGTERM to the VM) takes a few seconds.
+//   - After a restart the node accepts connections before it has
+//     recovered its durable queues: for a while a queue that exists is
+//     NOT_FOUND and a publish to it (or to one declared meanwhile) can
+//     come back NO_ROUTE. So the node counts as ready only once a
+//     durable sentinel queue, declared at its first start, is there
+//     again and takes a mandatory publish.
 
 // RabbitMQServer is a RabbitMQ node from the Debian rabbitmq-server
 // package, run by hand on 127.0.0.1 with its data, logs and config in a
@@ -42,7 +48,14 @@ type RabbitMQServer struct {
 	procServer
 	amqpPort, distPort, epmdPort int
 	epmd                         *process
+	// sentinel is set once the first start declared the sentinel queue;
+	// a restart waits for it to be back.
+	sentinel bool
 }
+
+// rabbitSentinel is the durable queue whose recovery tells that a
+// restarted node has recovered its queues.
+const rabbitSentinel = "testsrv.sentinel"
 
 const (
 	rabbitmqInstalled = "/usr/sbin/rabbitmq-server"
@@ -111,13 +124,7 @@ func startRabbitMQ(dir string) (*RabbitMQServer, error) {
 			}
 			return "/usr/bin/env", append(s.env(dir), rabbitmqServer), nil
 		},
-		ready: func(context.Context) error {
-			c, err := amqp.DialConfig(s.URL(), amqp.Config{Dial: amqp.DefaultDial(time.Second)})
-			if err != nil {
-				return err
-			}
-			return c.Close()
-		},
+		ready:        s.ready,
 		readyTimeout: 3 * time.Minute,
 		stopSignal:   syscall.SIGTERM,
 		grace:        20 * time.Second,
@@ -133,6 +140,50 @@ func startRabbitMQ(dir string) (*RabbitMQServer, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// ready succeeds once the node takes connections and has its durable
+// queues: at the first start it declares the sentinel queue; after a
+// restart the sentinel must be there again (a passive declare) and route
+// a mandatory publish, confirmed and not returned. It runs with mu held.
+func (s *RabbitMQServer) ready(ctx context.Context) error {
+	c, err := amqp.DialConfig(s.URL(), amqp.Config{Dial: amqp.DefaultDial(time.Second)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ch, err := c.Channel()
+	if err != nil {
+		return err
+	}
+	if !s.sentinel {
+		if _, err := ch.QueueDeclare(rabbitSentinel, true, false, false, false, nil); err != nil {
+			return fmt.Errorf("declare the sentinel queue: %w", err)
+		}
+		s.sentinel = true
+		return nil
+	}
+	if _, err := ch.QueueDeclarePassive(rabbitSentinel, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("the sentinel queue is not back yet: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", rabbitSentinel, true, false, amqp.Publishing{Body: []byte("ready?")})
+	if err != nil {
+		return err
+	}
+	if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+		return fmt.Errorf("publish to the sentinel queue not confirmed: %v", err)
+	}
+	select {
+	case r := <-returns: // a return comes before its confirm
+		return fmt.Errorf("publish to the sentinel queue returned: %d %s", r.ReplyCode, r.ReplyText)
+	default:
+	}
+	_, err = ch.QueuePurge(rabbitSentinel, false)
+	return err
 }
 
 // env is the node's environment: everything it writes under dir, every
