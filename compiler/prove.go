@@ -185,7 +185,11 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			g.reasons = append(g.reasons, "note: no dedup with a stable key before the broker, so consumers see every replay")
 		}
 	}
-	g.reasons = append(g.reasons, rc.dlqReasons()...)
+	dlqReasons, dlqPremises := rc.dlqReasons()
+	g.reasons = append(g.reasons, dlqReasons...)
+	// The dlq's premises are checked whatever the route's verdict: the
+	// dlq's own effectively-once rests on them.
+	g.guards = append(g.guards, dlqPremises...)
 	rc.producerPremises(&g, source)
 	rc.sourcePremises(&g, source)
 	if d := rc.elidableDedup(handler, sink, sp); d != nil && g.effectivelyOnce() {
@@ -277,8 +281,9 @@ func (rc *routeCtx) sourceLoss(source *nodeInfo) string {
 // dead-letter write that is not idempotent is at-least-once: a crash
 // between the DLQ write and the commit of the record's position writes the
 // record to the DLQ again.
-func (rc *routeCtx) dlqReasons() []string {
+func (rc *routeCtx) dlqReasons() ([]string, []premiseAt) {
 	var out []string
+	var premises []premiseAt
 	for _, n := range rc.nodes {
 		if n.role != plan.RoleStep || n.name != "dlq" || len(n.children) == 0 || n.children[0].node == nil {
 			continue
@@ -289,8 +294,27 @@ func (rc *routeCtx) dlqReasons() []string {
 		rc.quietly(func() { dp = rc.proveSink(target) })
 		notes := rc.dlqNotes
 		rc.deadLetter, rc.dlqNotes = false, nil
-		if dp.ok {
+		// A per-record premise cannot back a dead-letter write: a record
+		// that broke it there has no dlq of its own to go to, so the
+		// runtime checks none there (a NULL key, say, would land again
+		// on a replay). Start-up premises are checked as on any sink.
+		var perRecord []string
+		for _, pa := range dp.premises {
+			if pa.p.When != plan.CheckStartup {
+				perRecord = append(perRecord, pa.p.Holds)
+			}
+		}
+		if dp.ok && len(perRecord) == 0 {
 			out = append(out, fmt.Sprintf("dlq: effectively-once (%s %s)", target.name, strings.Join(dp.reasons, "; ")))
+			for _, pa := range dp.premises {
+				pa.p.Reason = "dlq: " + pa.p.Reason
+				premises = append(premises, pa)
+			}
+			continue
+		}
+		if dp.ok {
+			out = append(out, fmt.Sprintf("dlq: at-least-once (the %s write is idempotent only if %s, which is not checked on a dead-letter target; a crash between the write and the commit writes the dead-lettered record again)",
+				target.name, strings.Join(perRecord, " and ")))
 			continue
 		}
 		why := ""
@@ -299,7 +323,7 @@ func (rc *routeCtx) dlqReasons() []string {
 		}
 		out = append(out, fmt.Sprintf("dlq: at-least-once (%sa crash between the %s write and the commit writes the dead-lettered record again)", why, target.name))
 	}
-	return out
+	return out, premises
 }
 
 // quietly runs f without reporting route diagnostics: for proofs made only

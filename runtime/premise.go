@@ -113,6 +113,9 @@ func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premis
 			return premiseError(p, fmt.Errorf("this runtime cannot check a %s premise on %s %s", p.Kind, n.Role, n.Kind))
 		}
 		t := findPremiseTarget(rt.sink, p.Node)
+		if t == nil && rt.dlq != nil {
+			t = findPremiseTarget(rt.dlq, p.Node) // the dlq's target: its own effectively-once rests on it
+		}
 		if st, ok := rt.src.(premiseTarget); ok && t == nil && n.Role == plan.RoleSource && st.PremiseNode() == p.Node {
 			t = st // a source checking what it reads (postgres_cdc's primary keys)
 		}

@@ -68,6 +68,6 @@ var Steps = []Step{
 	},
 	{
 		Name: "dlq", Side: OutputOnly, Nested: true,
-		Doc: "Dead-letter queue: a record that fails for good goes to the nested `to` endpoint with meta[\"mqb.error\"] holding the reason. Which records fail is decided anew on every delivery, so a file or object_store target is written by time: name_by = source_position (or idempotency = true) is refused there (E062), and an object store's auto resolves to write_time. Such a dlq is at-least-once (a crash between its write and the commit writes the record again); a key-addressed target (sql with ON CONFLICT on meta[\"mqb.id\"]) makes it effectively-once.",
+		Doc: "Dead-letter queue: a record that fails for good goes to the nested `to` endpoint with meta[\"mqb.error\"] holding the reason. Which records fail is decided anew on every delivery, so a file or object_store target is written by time: name_by = source_position (or idempotency = true) is refused there (E062), and an object store's auto resolves to write_time. Such a dlq is at-least-once (a crash between its write and the commit writes the record again); a key-addressed target (sql with ON CONFLICT on meta[\"mqb.id\"] or meta[\"mqb.src.line\"]) makes it effectively-once, with its start-up premises (the table's unique index) checked before the first record as on any sink; a key every dead letter may not have (a payload field: NULL never conflicts) leaves it at-least-once, since a dead-letter target has no dlq of its own for a record that breaks a per-record premise.",
 	},
 }
