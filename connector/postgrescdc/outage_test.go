@@ -21,6 +21,7 @@ import (
 	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
 )
 
 // outagePlan streams publication mqb_pub into table got of the SQLite
@@ -527,5 +528,115 @@ func checkOutageSink(t *testing.T, url, db string, before, n int) {
 		}
 		t.Errorf("sink: %d of %d rows lost (%v), %d more than once (%v), %d unexpected (%v)",
 			len(lost), before+n, some(lost), len(twice), some(twice), len(stray), some(stray))
+	}
+}
+
+// TestPostgresCDCUnhealable: the replication connection is cut (its
+// walsender terminated) and the answer to the reconnect cannot heal by
+// retrying, or the slot cannot outlive its connection: the route stops
+// with an error naming the slot instead of retrying for ever.
+func TestPostgresCDCUnhealable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		temp bool
+		// cut ends the stream (and what it needs), as the test's
+		// superuser connection c.
+		cut  func(t *testing.T, c *pgx.Conn, slot, role string)
+		says string
+	}{
+		{name: "login_refused", says: "not permitted to log in", cut: func(t *testing.T, c *pgx.Conn, slot, role string) {
+			pgExec(t, c, `ALTER ROLE `+role+` NOLOGIN`)
+			terminateWalsender(t, c, slot)
+		}},
+		{name: "slot_dropped", says: "does not exist", cut: func(t *testing.T, c *pgx.Conn, slot, _ string) {
+			// The walsender lets go of the slot a moment after it is
+			// terminated, and the source reconnects 100 ms later.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				terminateWalsender(t, c, slot)
+				if _, err := c.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot); err == nil {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("could not drop slot %s", slot)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}},
+		{name: "temporary_slot", temp: true, says: "temporary slot", cut: func(t *testing.T, c *pgx.Conn, slot, _ string) {
+			terminateWalsender(t, c, slot)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := testsrv.Postgres(t)
+			c, err := pgx.Connect(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			var db string
+			if err := c.QueryRow(context.Background(), `SELECT current_database()`).Scan(&db); err != nil {
+				t.Fatal(err)
+			}
+			role, slot := db+"_cdc", "mqb_unhealable_"+tc.name+"_"+db[len(db)-1:]
+			pgExec(t, c, `CREATE ROLE `+role+` LOGIN REPLICATION`)
+			t.Cleanup(func() {
+				if c, err := pgx.Connect(context.Background(), url); err == nil {
+					c.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
+					c.Exec(context.Background(), `SELECT pg_drop_replication_slot($1) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, slot)
+					c.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
+					c.Close(context.Background())
+				}
+			})
+			pgExec(t, c, `CREATE TABLE orders (id INTEGER PRIMARY KEY, body TEXT)`)
+			pgExec(t, c, `CREATE PUBLICATION mqb_pub FOR TABLE orders`)
+			if !tc.temp {
+				createSlot(t, c, slot)
+			}
+			e := plantest.NewEnv(t)
+			sinkDB := filepath.Join(e.Dir, "got.db")
+			p := outagePlan(e, strings.Replace(url, "postgres://postgres@", "postgres://"+role+"@", 1), sinkDB, slot, false)
+			if tc.temp {
+				p.Routes[0].Nodes[0].Attrs["temporary_slot"] = plan.Value{Type: plan.TBool, Bool: true}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type end struct{ err error }
+			ended := make(chan end, 1)
+			go func() {
+				_, err := runtime.Run(ctx, p, runtest.Options())
+				ended <- end{err}
+			}()
+			waitSlot(t, c, slot)
+			pgExec(t, c, `INSERT INTO orders VALUES (1, 'one')`)
+			if !runtest.WaitFor(func() bool { return sinkCount(sinkDB) > 0 }, time.Minute, 20*time.Millisecond) {
+				t.Fatal("nothing streamed")
+			}
+			tc.cut(t, c, slot, role)
+			select {
+			case e := <-ended:
+				if e.err == nil || !strings.Contains(e.err.Error(), "slot "+slot) || !strings.Contains(e.err.Error(), tc.says) {
+					t.Fatalf("the route ended with %v, want an error naming slot %s and saying %q", e.err, slot, tc.says)
+				}
+				t.Logf("stopped: %v", e.err)
+			case <-time.After(time.Minute):
+				t.Fatal("the route did not stop")
+			}
+		})
+	}
+}
+
+func pgExec(t *testing.T, c *pgx.Conn, q string) {
+	t.Helper()
+	if _, err := c.Exec(context.Background(), q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// terminateWalsender ends the walsender streaming slot, if one is.
+func terminateWalsender(t *testing.T, c *pgx.Conn, slot string) {
+	t.Helper()
+	if _, err := c.Exec(context.Background(), `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot); err != nil {
+		t.Fatal(err)
 	}
 }
