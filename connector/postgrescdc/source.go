@@ -109,7 +109,33 @@ const (
 // with a gap between transactions, so a part file holds one transaction.
 // That numbering needs commit LSNs below 2^48 (256 TiB of WAL) and at most
 // 65536 changes per transaction; a transaction past either fails the route
-// with an error saying so. Other routes number changes 0, 1, 2… per run.
+// with an error saying so. Other routes number changes 0, 1, 2… per run,
+// as they are handed over (at their transaction's commit: a transaction
+// received in part, or replayed and dropped, takes no number).
+//
+// A lost replication connection while streaming (the server restarted or
+// crashed, the connection cut) does not stop the route: receive
+// reconnects, with a backoff from 100 ms doubling to 5 s, for as long as
+// the route runs, and starts replication again at the end LSN of the last
+// transaction the route committed (acked), not the last one handed over
+// (emitted): the server skips every transaction that ends before the
+// start, so a start past one not handed over loses it, while from the
+// committed position each later transaction is either streamed (not
+// handed over yet) or dropped (handed over); it is also the position the
+// slot and the checkpoint resume from after a crash. The slot replays
+// every transaction since; handOver drops whole each one that ends at or
+// before emitted (handed over already in this run, it is in the engine),
+// so nothing is handed over twice in one run and Seq goes on growing.
+// Standby status updates confirm acked only. The answers a retry cannot
+// heal (healable: the slot or publication gone, the slot invalidated,
+// authentication refused, permission denied, the database gone) stop the
+// route with an error naming the slot, as does any error of the source's
+// own. Two losses still stop the route, and a rerun resumes from the
+// checkpoint: a temporary slot's connection (the slot ends with it, and
+// with it the changes since), and, with snapshot = true, the connection
+// the snapshot is read in before streaming (the snapshot's transaction
+// ends with it; the rerun reads the rest after the committed key, as
+// above). A connection that fails at Open also stops the route.
 type pgCDCSource struct {
 	route       string
 	node        string // the plan node's ID, for its premises
