@@ -400,6 +400,11 @@ func TestPostgresCDCServerOutage(t *testing.T) {
 				if rs.In != int64(n) {
 					t.Errorf("the route read %d changes, want %d", rs.In, n)
 				}
+				// Seq went on without a gap, or the commit would stall
+				// (or the route fail) at the first number not handed out.
+				if rs.Committed != rs.In {
+					t.Errorf("the route committed %d of the %d changes it read", rs.Committed, rs.In)
+				}
 			}
 			if tc.uncommitted {
 				if len(rec.with("dropped the transactions")) == 0 {
