@@ -24,8 +24,8 @@ import (
 	"github.com/mqb-dev/mqb/runtime"
 )
 
-// outagePlan streams publication mqb_pub into table got of the SQLite
-// database at db, one row per change and nothing deduplicated (an
+// outagePlan streams publication mqb_pub into table got (sinkTable) of
+// the SQLite database at db, one row per change and nothing deduplicated (an
 // at-least-once route: a change handed over twice is written twice), with
 // a retry step before the sink, so a sink the test holds locked past its
 // busy timeout is written again.
@@ -38,8 +38,7 @@ func outagePlan(e plantest.Env, url, db, slot string, snapshot bool) plan.Plan {
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "postgres_cdc", Attrs: src},
 		{ID: "n1", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
-			"url":          plantest.Tmpl(plantest.Lit("sqlite://" + db)),
-			"create_table": plantest.Str(`CREATE TABLE IF NOT EXISTS got (n INTEGER PRIMARY KEY AUTOINCREMENT, id INTEGER NOT NULL, lsn INTEGER NOT NULL, op TEXT NOT NULL)`),
+			"url": plantest.Tmpl(plantest.Lit("sqlite://" + db)),
 			"insert_query": plantest.Tmpl(plantest.Lit("INSERT INTO got (id, lsn, op) VALUES ("), plantest.Ex("payload.id"), plantest.Lit(", "),
 				plantest.Ex(`meta["postgres.lsn"]`), plantest.Lit(", "), plantest.Ex(`meta["postgres.operation"]`), plantest.Lit(")")),
 		}},
@@ -48,6 +47,10 @@ func outagePlan(e plantest.Env, url, db, slot string, snapshot bool) plan.Plan {
 		Concurrency: 1, BatchSize: 100, Nodes: nodes, Edges: plantest.Chain(nodes)}}}
 	return plantest.WithRetryAt(p, 1, 1000)
 }
+
+// sinkTable is the table outagePlan writes to, created before the route
+// runs (so the test can lock it from the start).
+const sinkTable = `CREATE TABLE got (n INTEGER PRIMARY KEY AUTOINCREMENT, id INTEGER NOT NULL, lsn INTEGER NOT NULL, op TEXT NOT NULL)`
 
 // outageWriter inserts rows 0 … n-1 into orders, 1 to 3 to a transaction,
 // on a connection of its own, through the outage: a transaction that
@@ -288,8 +291,7 @@ func TestPostgresCDCServerOutage(t *testing.T) {
 			db := filepath.Join(e.Dir, "got.db")
 			// The sink's table exists before the route (so the test can
 			// lock it).
-			plantest.SQLiteExec(t, db, `PRAGMA journal_mode=WAL`,
-				`CREATE TABLE got (n INTEGER PRIMARY KEY AUTOINCREMENT, id INTEGER NOT NULL, lsn INTEGER NOT NULL, op TEXT NOT NULL)`)
+			plantest.SQLiteExec(t, db, `PRAGMA journal_mode=WAL`, sinkTable)
 			p := outagePlan(e, url, db, slot, tc.snapshot)
 			rec := newLogRecorder()
 			reg := prometheus.NewRegistry()
@@ -304,16 +306,13 @@ func TestPostgresCDCServerOutage(t *testing.T) {
 			started := make(chan struct{})
 			outage := func() {
 				// Records handed over and not committed: the sink waits
-				// on the lock. Mid-snapshot, that keeps the snapshot from
-				// reading on.
+				// on the lock. (Mid-snapshot, it is held from the start,
+				// which keeps the snapshot from reading on.)
 				holdSink := func() {
 					lock = lockSink(t, db)
 					if !runtest.WaitFor(func() bool { return gauge(reg, "mqb_commit_lag_records") > 0 }, time.Minute, 5*time.Millisecond) {
 						t.Fatal("no record in flight under the sink's lock")
 					}
-				}
-				if tc.snapshot {
-					holdSink()
 				}
 				if !runtest.WaitFor(func() bool { return w.written.Load() > int64(before+n/4) }, time.Minute, 10*time.Millisecond) {
 					t.Fatal("the writer is stuck")
@@ -364,17 +363,25 @@ func TestPostgresCDCServerOutage(t *testing.T) {
 				}
 				return sinkIDs(t, db, "op != 'snapshot'") >= n && sinkIDs(t, db, "op = 'snapshot'") >= before
 			}
-			underway := func() bool {
-				if tc.snapshot && plantest.TableExists(db, "got") && slotExists(url, slot) {
+			underway := func() bool { return sinkCount(db) > 0 }
+			if tc.snapshot {
+				// The snapshot stalls under the sink's lock after its first
+				// records, and the outage lands while it is read; the
+				// writer starts once the slot is there (its rows are
+				// changes, not the snapshot's).
+				lock = lockSink(t, db)
+				underway = func() bool {
+					if !slotExists(url, slot) {
+						return false
+					}
 					select {
 					case <-started:
 					default:
 						close(started)
 					}
+					return gauge(reg, "mqb_commit_lag_records") > 0
 				}
-				return sinkCount(db) > 0
-			}
-			if !tc.snapshot {
+			} else {
 				close(started)
 			}
 			expect := runtest.RidesThrough
@@ -600,6 +607,7 @@ func TestPostgresCDCUnhealable(t *testing.T) {
 			}
 			e := plantest.NewEnv(t)
 			sinkDB := filepath.Join(e.Dir, "got.db")
+			plantest.SQLiteExec(t, sinkDB, `PRAGMA journal_mode=WAL`, sinkTable)
 			p := outagePlan(e, strings.Replace(url, "postgres://postgres@", "postgres://"+role+"@", 1), sinkDB, slot, false)
 			if tc.temp {
 				p.Routes[0].Nodes[0].Attrs["temporary_slot"] = plan.Value{Type: plan.TBool, Bool: true}
