@@ -521,6 +521,12 @@ func (s *pgCDCSource) snapshotRecord(t snapTable, fields []pgconn.FieldDescripti
 func (s *pgCDCSource) nextSnapshot(ctx context.Context) error {
 	recs, err := s.snapshotPage(ctx)
 	if err != nil {
+		var pe *pgconn.PgError
+		if (s.snap.conn.IsClosed() || errors.As(err, &pe)) && healable(&linkError{err}) {
+			// The snapshot's transaction, and the exported snapshot, end
+			// with the connection: no reconnect can go on reading it.
+			return s.errorf("slot %s: %v; the snapshot's connection is lost, and its transaction with it: the route stops, and a rerun reads the rest of the snapshot after the last committed row", s.slot, err)
+		}
 		return s.errorf("%v", err)
 	}
 	if len(recs) > 0 {

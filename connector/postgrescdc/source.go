@@ -109,7 +109,33 @@ const (
 // with a gap between transactions, so a part file holds one transaction.
 // That numbering needs commit LSNs below 2^48 (256 TiB of WAL) and at most
 // 65536 changes per transaction; a transaction past either fails the route
-// with an error saying so. Other routes number changes 0, 1, 2… per run.
+// with an error saying so. Other routes number changes 0, 1, 2… per run,
+// as they are handed over (at their transaction's commit: a transaction
+// received in part, or replayed and dropped, takes no number).
+//
+// A lost replication connection while streaming (the server restarted or
+// crashed, the connection cut) does not stop the route: receive
+// reconnects, with a backoff from 100 ms doubling to 5 s, for as long as
+// the route runs, and starts replication again at the end LSN of the last
+// transaction the route committed (acked), not the last one handed over
+// (emitted): the server skips every transaction that ends before the
+// start, so a start past one not handed over loses it, while from the
+// committed position each later transaction is either streamed (not
+// handed over yet) or dropped (handed over); it is also the position the
+// slot and the checkpoint resume from after a crash. The slot replays
+// every transaction since; handOver drops whole each one that ends at or
+// before emitted (handed over already in this run, it is in the engine),
+// so nothing is handed over twice in one run and Seq goes on growing.
+// Standby status updates confirm acked only. The answers a retry cannot
+// heal (healable: the slot or publication gone, the slot invalidated,
+// authentication refused, permission denied, the database gone) stop the
+// route with an error naming the slot, as does any error of the source's
+// own. Two losses still stop the route, and a rerun resumes from the
+// checkpoint: a temporary slot's connection (the slot ends with it, and
+// with it the changes since), and, with snapshot = true, the connection
+// the snapshot is read in before streaming (the snapshot's transaction
+// ends with it; the rerun reads the rest after the committed key, as
+// above). A connection that fails at Open also stops the route.
 type pgCDCSource struct {
 	route       string
 	node        string // the plan node's ID, for its premises
@@ -130,9 +156,10 @@ type pgCDCSource struct {
 	done   chan struct{}
 	closed atomic.Bool
 
-	acked      atomic.Uint64 // end LSN of the last transaction fully acked
-	emitted    atomic.Uint64 // end LSN of the last transaction handed to the route
-	seq        uint64
+	acked      atomic.Uint64    // end LSN of the last transaction fully acked
+	emitted    atomic.Uint64    // end LSN of the last transaction handed to the route
+	seq        uint64           // the next Seq when not positional (snapshot rows, then handOver)
+	replayed   int              // transactions replayed after a reconnect and dropped, not yet logged
 	positional bool             // Replayable was asked: Seq = commit LSN<<16 | index
 	pending    []runtime.Record // records read but not yet returned by Next
 	relMu      sync.Mutex
@@ -339,56 +366,216 @@ func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 	return s.startStream(cctx)
 }
 
-// startStream starts replication at s.start and the receive loop.
-func (s *pgCDCSource) startStream(ctx context.Context) error {
-	err := pglogrepl.StartReplication(ctx, s.conn, s.slot, s.start, pglogrepl.StartReplicationOptions{
+// Reconnecting after the replication connection is lost: the first try
+// after reconnectFirst, each next one after twice the wait, up to
+// reconnectMax, until the route stops.
+const (
+	reconnectFirst = 100 * time.Millisecond
+	reconnectMax   = 5 * time.Second
+)
+
+// linkError is a failure of the replication connection itself: connecting,
+// starting replication, receiving, sending a status update, or the server
+// ending the stream. A reconnect may heal it, unless the server's answer
+// says it cannot (healable).
+type linkError struct{ err error }
+
+func (e *linkError) Error() string { return e.err.Error() }
+func (e *linkError) Unwrap() error { return e.err }
+
+// healable reports whether a reconnect may heal err: a failure of the
+// connection (linkError) without an answer from the server (refused,
+// reset, closed, timed out), or with one that passes (the server shutting
+// down, starting up or in recovery, too many connections, the slot still
+// held by the walsender of the lost connection). Every other answer
+// cannot heal by retrying: the slot or publication gone (42704), the
+// slot invalidated (55000), authentication refused (class 28),
+// permission denied (42501), the database gone (3D000, 57P04). Nor can an
+// error of the source's own (a message it cannot decode).
+func healable(err error) bool {
+	var le *linkError
+	if !errors.As(err, &le) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return true
+	}
+	switch {
+	case pe.Code == "57P04": // database dropped
+		return false
+	case strings.HasPrefix(pe.Code, "57"), // operator intervention: shutdown, cannot connect now, cancel
+		strings.HasPrefix(pe.Code, "08"), // connection exception
+		strings.HasPrefix(pe.Code, "53"), // insufficient resources: too many connections, out of memory
+		pe.Code == "55006":               // object in use: the lost connection's walsender still holds the slot
+		return true
+	}
+	return false
+}
+
+// startReplication starts streaming the slot on conn from the LSN from
+// (the server starts at the later of it and the slot's confirmed
+// position).
+func (s *pgCDCSource) startReplication(ctx context.Context, conn *pgconn.PgConn, from pglogrepl.LSN) error {
+	err := pglogrepl.StartReplication(ctx, conn, s.slot, from, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + s.publication + "'"},
 	})
 	if err != nil {
-		return s.errorf("start replication on slot %s: %v", s.slot, err)
+		return &linkError{fmt.Errorf("start replication on slot %s at %s: %w", s.slot, from, err)}
 	}
-	rctx, stop := context.WithCancel(context.Background())
-	s.stop = stop
-	go s.receive(rctx)
 	return nil
 }
 
-// receive reads the replication stream until ctx ends, assembling each
-// transaction's records and handing them over at its commit.
-func (s *pgCDCSource) receive(ctx context.Context) {
+// startStream starts replication at s.start and the receive loop. After
+// the snapshot (which may have taken a while), a connection lost in the
+// meantime is reconnected as one lost while streaming is.
+func (s *pgCDCSource) startStream(ctx context.Context) error {
+	err := s.startReplication(ctx, s.conn, s.start)
+	if err != nil && (s.snap == nil || !healable(err)) {
+		return s.errorf("%v", err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	go s.receive(rctx, err)
+	return nil
+}
+
+// restartLSN is where the stream starts again after a lost connection:
+// the end of the last transaction the route committed (never what was
+// only handed over, whose records may not be delivered yet), or where
+// this run started streaming when it committed nothing yet.
+func (s *pgCDCSource) restartLSN() pglogrepl.LSN {
+	return pglogrepl.LSN(max(s.acked.Load(), uint64(s.start)))
+}
+
+// receive runs the stream until ctx ends (lost is the error that ended a
+// first start, if any). A lost connection is reconnected (reconnect) and
+// the stream resumed; the route stops, with an error naming the slot,
+// when the loss cannot heal (healable), when the slot is temporary (it
+// ended with the connection, and with it every change since) or on an
+// error of the source's own.
+func (s *pgCDCSource) receive(ctx context.Context, lost error) {
 	defer close(s.done)
+	fail := func(err error) {
+		if ctx.Err() != nil {
+			return
+		}
+		if s.temporary && healable(err) {
+			err = fmt.Errorf("%w; temporary slot %s ended with its connection, and the changes since with it, so the stream cannot resume: the route stops (a rerun creates the slot again; use a permanent slot to ride through an outage)", err, s.slot)
+		}
+		select {
+		case s.errs <- s.errorf("slot %s: %v", s.slot, err):
+		default:
+		}
+	}
+	err := lost
+	for {
+		if err == nil {
+			err = s.stream(ctx)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if s.temporary || !healable(err) {
+			fail(err)
+			return
+		}
+		if err = s.reconnect(ctx, err); err != nil {
+			fail(err)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// reconnect replaces the lost replication connection. It tries again and
+// again, with a backoff from reconnectFirst doubling up to reconnectMax,
+// until replication starts, the route stops (ctx; nil is returned) or the
+// server answers what a retry cannot heal (returned). The stream starts
+// again at restartLSN, the position the route committed: the slot then
+// replays the transactions handed over since, which stream drops.
+func (s *pgCDCSource) reconnect(ctx context.Context, lost error) error {
+	if s.conn != nil {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		s.conn.Close(cctx)
+		cancel()
+	}
+	s.log.Warn("replication connection lost; reconnecting", "slot", s.slot,
+		"committed", s.restartLSN().String(), "handed_over", pglogrepl.LSN(s.emitted.Load()).String(), "err", plan.RedactURLs(lost.Error()))
+	wait := reconnectFirst
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, reconnectMax)
+		from := s.restartLSN()
+		conn, err := s.connectAndStart(ctx, from)
+		if err == nil {
+			s.conn = conn
+			s.log.Info("replication reconnected", "slot", s.slot, "from", from.String(), "attempts", attempt)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !healable(err) {
+			return err
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			s.log.Warn("reconnecting the replication connection", "slot", s.slot, "attempts", attempt, "err", plan.RedactURLs(err.Error()))
+		}
+	}
+}
+
+// connectAndStart opens a replication connection and starts the slot's
+// stream on it at from.
+func (s *pgCDCSource) connectAndStart(ctx context.Context, from pglogrepl.LSN) (*pgconn.PgConn, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(cctx, s.replicationURL())
+	if err != nil {
+		return nil, &linkError{fmt.Errorf("replication connection: %w", err)}
+	}
+	if err := s.startReplication(cctx, conn, from); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// stream reads the replication stream on s.conn until ctx ends (nil) or
+// the stream fails, assembling each transaction's records and handing
+// them over at its commit (handOver). A transaction received in part when
+// the connection is lost is dropped: the slot replays it whole.
+func (s *pgCDCSource) stream(ctx context.Context) error {
 	var (
 		txn      []runtime.Record
 		commit   pglogrepl.LSN
 		lastSent uint64
 	)
+	// sendStatus confirms acked, what the route committed: never a
+	// transaction only handed over, whose records a crash could lose.
 	sendStatus := func(force bool) error {
 		pos := s.acked.Load()
 		if pos == 0 || (!force && pos == lastSent) {
 			return nil
 		}
 		if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos)}); err != nil {
-			return err
+			return &linkError{fmt.Errorf("standby status update: %w", err)}
 		}
 		lastSent = pos
 		return nil
-	}
-	fail := func(err error) {
-		if ctx.Err() != nil {
-			return
-		}
-		select {
-		case s.errs <- s.errorf("%v", err):
-		default:
-		}
 	}
 	tick := time.Now().Add(time.Second)
 	for ctx.Err() == nil {
 		if time.Now().After(tick) {
 			if err := sendStatus(true); err != nil {
-				fail(fmt.Errorf("standby status update: %w", err))
-				return
+				return err
 			}
 			tick = time.Now().Add(time.Second)
 		}
@@ -396,16 +583,21 @@ func (s *pgCDCSource) receive(ctx context.Context) {
 		msg, err := s.conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
-			if pgconn.Timeout(err) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if pgconn.Timeout(err) && !s.conn.IsClosed() {
 				continue
 			}
-			fail(fmt.Errorf("receive: %w", err))
-			return
+			return &linkError{fmt.Errorf("receive: %w", err)}
 		}
 		switch m := msg.(type) {
 		case *pgproto3.ErrorResponse:
-			fail(fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m)))
-			return
+			return &linkError{fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))}
+		case *pgproto3.CopyDone, *pgproto3.CommandComplete:
+			// The walsender ends the stream this way at a server's
+			// shutdown.
+			return &linkError{errors.New("the server ended the replication stream")}
 		case *pgproto3.CopyData:
 			if len(m.Data) == 0 {
 				continue
@@ -414,32 +606,29 @@ func (s *pgCDCSource) receive(ctx context.Context) {
 			case pglogrepl.PrimaryKeepaliveMessageByteID:
 				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
 				if err != nil {
-					fail(err)
-					return
+					return err
 				}
-				// Nothing read is unacked and no transaction is open: the
-				// slot may move up to what the server has sent (WAL of
-				// tables outside the publication).
+				// Nothing handed over is uncommitted and no transaction is
+				// open: the slot may move up to what the server has sent
+				// (WAL of tables outside the publication). Every
+				// transaction that ends there was sent before this.
 				if txn == nil && s.acked.Load() == s.emitted.Load() && uint64(ka.ServerWALEnd) > s.acked.Load() {
 					s.acked.Store(uint64(ka.ServerWALEnd))
 					s.emitted.Store(uint64(ka.ServerWALEnd))
 				}
 				if ka.ReplyRequested {
 					if err := sendStatus(true); err != nil {
-						fail(fmt.Errorf("standby status update: %w", err))
-						return
+						return err
 					}
 				}
 			case pglogrepl.XLogDataByteID:
 				xld, err := pglogrepl.ParseXLogData(m.Data[1:])
 				if err != nil {
-					fail(err)
-					return
+					return err
 				}
 				lm, err := pglogrepl.Parse(xld.WALData)
 				if err != nil {
-					fail(fmt.Errorf("decode pgoutput message: %w", err))
-					return
+					return fmt.Errorf("decode pgoutput message: %w", err)
 				}
 				switch lm := lm.(type) {
 				case *pglogrepl.RelationMessage:
@@ -451,44 +640,70 @@ func (s *pgCDCSource) receive(ctx context.Context) {
 					txn, commit = []runtime.Record{}, lm.FinalLSN
 				case *pglogrepl.InsertMessage:
 					if err := s.change(&txn, commit, "insert", lm.RelationID, lm.Tuple, nil); err != nil {
-						fail(err)
-						return
+						return err
 					}
 				case *pglogrepl.UpdateMessage:
 					if err := s.change(&txn, commit, "update", lm.RelationID, lm.NewTuple, lm.OldTuple); err != nil {
-						fail(err)
-						return
+						return err
 					}
 				case *pglogrepl.DeleteMessage:
 					if err := s.change(&txn, commit, "delete", lm.RelationID, lm.OldTuple, nil); err != nil {
-						fail(err)
-						return
+						return err
 					}
 				case *pglogrepl.CommitMessage:
-					end := uint64(lm.TransactionEndLSN)
-					if len(txn) > 0 {
-						prev := int64(s.emitted.Load())
-						for i := range txn {
-							txn[i].Next = prev // resuming there replays the transaction
-						}
-						txn[len(txn)-1].Next = int64(end)
-						select {
-						case s.recs <- txn:
-						case <-ctx.Done():
-							return
-						}
-					}
-					if len(txn) > 0 || s.acked.Load() == s.emitted.Load() {
-						s.emitted.Store(end)
-						if len(txn) == 0 {
-							s.acked.Store(end) // an empty transaction: nothing to wait for
-						}
+					if !s.handOver(ctx, txn, uint64(lm.TransactionEndLSN)) {
+						return nil
 					}
 					txn = nil
 				}
 			}
 		}
 	}
+	return nil
+}
+
+// handOver hands a transaction's records, ending at the LSN end, over to
+// Next (false: ctx ended first). A transaction that ends at or before
+// the last one handed over (emitted) was handed over before the
+// connection was lost, and the slot replays it because the route has not
+// committed it: it is dropped whole, so nothing is handed over twice in
+// one run. Records are numbered here, so a dropped transaction takes no
+// Seq: without positional naming, Seq counts the records handed over
+// (0, 1, 2… per run); with it, Seq is commit LSN << 16 | index, set by
+// change, the same on every replay.
+func (s *pgCDCSource) handOver(ctx context.Context, txn []runtime.Record, end uint64) bool {
+	if end <= s.emitted.Load() {
+		s.replayed++ // handed over already
+		return true
+	}
+	if s.replayed > 0 {
+		s.log.Info("dropped the transactions the slot replayed after the reconnect: they were handed over before the connection was lost",
+			"slot", s.slot, "transactions", s.replayed)
+		s.replayed = 0
+	}
+	if len(txn) > 0 {
+		prev := int64(s.emitted.Load())
+		for i := range txn {
+			if !s.positional {
+				txn[i].Seq = s.seq
+				s.seq++
+			}
+			txn[i].Next = prev // resuming there replays the transaction
+		}
+		txn[len(txn)-1].Next = int64(end)
+		select {
+		case s.recs <- txn:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if len(txn) > 0 || s.acked.Load() == s.emitted.Load() {
+		s.emitted.Store(end)
+		if len(txn) == 0 {
+			s.acked.Store(end) // an empty transaction: nothing to wait for
+		}
+	}
+	return true
 }
 
 // warnLateTable warns, once per table and run, when a change streams for
@@ -557,8 +772,7 @@ func (s *pgCDCSource) change(txn *[]runtime.Record, commit pglogrepl.LSN, op str
 		key = string(b)
 	}
 	lsn := strconv.FormatUint(uint64(commit), 10)
-	r := runtime.Record{Payload: payload, Seq: s.seq}
-	s.seq++
+	r := runtime.Record{Payload: payload} // Seq: set here when positional, else by handOver
 	if s.positional {
 		if uint64(commit) >= 1<<48 || len(*txn) >= 1<<16 {
 			return fmt.Errorf("transaction committed at %s: more than 65536 changes or an LSN past 2^48 cannot be numbered for name_by = source_position", commit)
@@ -656,7 +870,7 @@ func (s *pgCDCSource) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	pos := pglogrepl.LSN(s.acked.Load())
-	if pos > 0 {
+	if pos > 0 && !s.conn.IsClosed() {
 		pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos})
 	}
 	s.conn.Close(ctx)
