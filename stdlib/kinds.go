@@ -146,7 +146,7 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "postgres_cdc", Source: true, CDC: true,
-		Doc:           "PostgreSQL logical replication (pgoutput): every insert, update and delete as a record carrying the full row.",
+		Doc:           "PostgreSQL logical replication (pgoutput): every insert, update and delete as a record carrying the full row. A lost replication connection while streaming is reconnected (backoff 100 ms to 5 s) at the position the route committed, and transactions the slot replays that this run already handed over are dropped whole; a slot or publication that is gone, a refused login, a temporary slot or a lost snapshot connection stops the route (a rerun resumes).",
 		IDs:           IDsStable,
 		IDNote:        "message_id is a stable hash of schema.table + key + LSN: a replayed change has the same id, a new revision a new one. A snapshot row's (snapshot = true) is a UUIDv5 of the slot, schema.table and key, the same whenever the row is read again; a row in the snapshot and changed later has both records, under different ids.",
 		PositionModes: []string{"*"},
