@@ -280,7 +280,7 @@ func (s *sqlServerSink) writeCopyOnCommit(ctx context.Context, recs []*runtime.R
 	textCopy := true
 	if s.copyOIDs != nil {
 		if err := s.beginWrite(ctx, t); err != nil {
-			return fail("begin", err)
+			return fail("savepoint", err)
 		}
 		err := s.copyBinaryPG(ctx, t.c, recs, t)
 		switch {
@@ -305,7 +305,7 @@ func (s *sqlServerSink) writeCopyOnCommit(ctx context.Context, recs []*runtime.R
 	}
 	if textCopy {
 		if err := s.beginWrite(ctx, t); err != nil {
-			return fail("begin", err)
+			return fail("savepoint", err)
 		}
 		err := s.copyIn(ctx, t.c, &copyReader{rows: rows, live: live}, s.copySQL, 0, t)
 		if err == nil {
