@@ -124,7 +124,7 @@ func (s *sqlServerSink) releaseTx(t *openTx) {
 		}
 	}
 	if !t.gone && (t.c.conn.IsClosed() || t.c.conn.IsBusy()) {
-		s.dropTx(t)
+		s.lostTx(t, "connection", errors.New("closed")) // for good if it held acked rows
 	}
 	gone := t.gone
 	t.mu.Unlock()
@@ -142,6 +142,7 @@ func (s *sqlServerSink) dropTx(t *openTx) {
 	t.gone = true
 	s.txMu.Lock()
 	s.txs = slices.DeleteFunc(s.txs, func(o *openTx) bool { return o == t })
+	s.txIdle = slices.DeleteFunc(s.txIdle, func(o *openTx) bool { return o == t }) // Sync dropped it while idle
 	s.txMu.Unlock()
 }
 
@@ -227,13 +228,22 @@ func (s *sqlServerSink) sync() error {
 	s.txMu.Unlock()
 	for _, t := range txs {
 		t.mu.Lock()
+		dirty := t.dirty
 		err := s.commitTx(context.Background(), t)
 		t.mu.Unlock()
-		if err != nil {
+		if err != nil && dirty {
 			return err
 		}
+		// A transaction holding no acked row that failed to commit is
+		// dropped: nothing was lost.
 	}
-	return nil
+	// A write that was under way when Sync began may have lost its
+	// transaction, with the acked rows of the writes before it, while
+	// Sync waited for it: the transaction is gone, committing it was a
+	// no-op, and the loss is the sink's error.
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	return s.txErr
 }
 
 // closeTxs closes the open transactions' connections: what they hold was

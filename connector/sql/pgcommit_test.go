@@ -139,3 +139,58 @@ func TestPostgresBulkCopyCommitOnSync(t *testing.T) {
 		t.Errorf("%d rows, want 2122", n)
 	}
 }
+
+// Sync waits for a write under way on the open transaction; when that
+// write loses the transaction (the server restarts under it), the rows of
+// the writes before it, acked, are gone too, and Sync must say so rather
+// than find nothing left to commit.
+func TestPostgresBulkCopySyncDuringLostWrite(t *testing.T) {
+	srv := testsrv.NewPostgres(t)
+	url := srv.NewDatabase(t).URL
+	s, err := newServerSinkForTest(t, map[string]plan.Value{
+		"url": strV(url), "create_table": strV(pgOrdersDDL), "bulk_copy": {Type: plan.TBool, Bool: true},
+		"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+			ex("payload.amount"), lit(", "), ex("payload.body"), lit(")"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := s.(runtime.CommitSyncSink)
+	cs.SyncOnCommit()
+	ctx := context.Background()
+	if err := s.Write(ctx, copyRecs("a", 100)); err != nil { // acked, in the open transaction
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- s.Write(ctx, copyRecs("big", 1000000)) }()
+	// The big COPY is under way once its rows reach the table's pages.
+	copying := func() bool {
+		return pgQuery(t, url, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY%' AND state = 'active'`,
+			func(t *testing.T, rows sqlRows) (n int) {
+				for rows.Next() {
+					rows.Scan(&n)
+				}
+				return n
+			}) > 0
+	}
+	if !waitFor(copying, time.Minute, 5*time.Millisecond) {
+		t.Fatal("the big write never started its COPY")
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- cs.Sync() }()
+	time.Sleep(100 * time.Millisecond) // Sync waits for the write
+	select {
+	case err := <-wrote:
+		t.Fatalf("the big write ended before the restart (err %v): make it bigger", err)
+	default:
+	}
+	srv.Restart(t, 100*time.Millisecond)
+	if err := <-wrote; err == nil || runtime.IsRetryable(err) {
+		t.Errorf("write under the restart: err %v, want the loss, not retryable", err)
+	}
+	if err := <-synced; err == nil {
+		t.Error("Sync waiting on the write that lost the transaction returned nil: the position would pass the 100 acked rows")
+	}
+	if n := pgCount(t, url); n != 0 {
+		t.Errorf("%d rows committed, want 0", n)
+	}
+}
