@@ -5,7 +5,13 @@
 // transaction per batch, a row the database refuses dead-lettered alone
 // (sink.go, sink_server.go; pgstage.go sends a PostgreSQL batch as one
 // statement over parameter arrays, pgcopy.go and pgbinary.go load a
-// bulk_copy batch by binary COPY). Before the first record it checks the premises the compiler's
+// bulk_copy batch by binary COPY). On a route without a dedup step a
+// bulk_copy sink keeps one transaction open and commits it at the route's
+// commit instead of once per batch (pgcommit.go, runtime.CommitSyncSink):
+// its rows become visible at the commit, at most a commit interval after
+// their write, and losing that transaction (a server restart) stops the
+// route, whose rerun writes those rows again. Before the first record it
+// checks the premises the compiler's
 // proof rests on — the unique index a conflict clause names, the columns
 // a replace keeps stable (premise.go) — and that a key column stores its
 // values as they are (columnfit.go).

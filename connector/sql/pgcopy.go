@@ -2,6 +2,7 @@ package sql
 
 import (
 	"context"
+	"errors"
 
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -11,8 +12,9 @@ import (
 // tuples while the sink binds and encodes the next, and no text is
 // rendered only to be parsed again. A record that cannot be bound is
 // refused and left out. errBinaryMisfit says a value has no binary form
-// (pgbinary.go): nothing was written, and the batch goes in text.
-func (s *sqlServerSink) copyBinaryPG(ctx context.Context, c *pgConn, recs []*runtime.Record) error {
+// (pgbinary.go): nothing was written, and the batch goes in text. t is
+// the open transaction the COPY goes in under commit on sync, else nil.
+func (s *sqlServerSink) copyBinaryPG(ctx context.Context, c *pgConn, recs []*runtime.Record, t *openTx) error {
 	var ev runtime.Evaluator
 	vals := make([]any, len(s.params))
 	data := &binaryCopyReader{n: len(recs), encode: func(dst []byte, i int) ([]byte, bool) {
@@ -22,8 +24,8 @@ func (s *sqlServerSink) copyBinaryPG(ctx context.Context, c *pgConn, recs []*run
 		}
 		return appendBinaryTuple(dst, s.copyOIDs, vals)
 	}}
-	err := s.copyIn(ctx, c, data, s.copySQL+" (FORMAT binary)", outboxNext(recs))
-	if data.stop() {
+	err := s.copyIn(ctx, c, data, s.copySQL+" (FORMAT binary)", outboxNext(recs), t)
+	if misfit := data.stop(); misfit && !errors.As(err, new(*errTxLost)) {
 		return errBinaryMisfit
 	}
 	if err == nil {

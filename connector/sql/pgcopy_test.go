@@ -17,8 +17,16 @@ import (
 // row-by-row sink (report_outcome keeps it row by row) into twin tables.
 // A value whose binary form is not certain (a float for an integer
 // column, an integer out of range, text that is not plain digits) sends
-// its batch through text COPY, so the server's parser decides.
+// its batch through text COPY, so the server's parser decides. The same
+// holds for a sink committing at the route's commit (pgcommit.go), whose
+// failed COPYs roll back to their savepoint.
 func TestPostgresBulkCopyBinary(t *testing.T) {
+	for _, onCommit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sync on commit %v", onCommit), func(t *testing.T) { testPostgresBulkCopyBinary(t, onCommit) })
+	}
+}
+
+func testPostgresBulkCopyBinary(t *testing.T, onCommit bool) {
 	url := testsrv.Postgres(t)
 	cols := []string{"i2", "i4", "i8", "f8", "b", "vc", "c3", "j", "jb", "t"}
 	ddl := `(id TEXT PRIMARY KEY, i2 SMALLINT, i4 INTEGER, i8 BIGINT, f8 DOUBLE PRECISION, b BOOLEAN,
@@ -41,6 +49,9 @@ func TestPostgresBulkCopyBinary(t *testing.T) {
 	rows := sink("rows", map[string]plan.Value{"report_outcome": {Type: plan.TBool, Bool: true}})
 	if bulk.(*sqlSink).server.copyOIDs == nil {
 		t.Fatal("bulk_copy sink does not load in binary")
+	}
+	if onCommit {
+		bulk.(runtime.CommitSyncSink).SyncOnCommit()
 	}
 	clean := map[string]any{"i2": int64(12), "i4": int64(-5), "i8": int64(1) << 40, "f8": 2.5, "b": true,
 		"vc": "abc", "c3": "ab", "j": `{"a": 1}`, "jb": `{"b": [1, 2]}`, "t": "tab\there \\ \"q\" ünï"}
@@ -92,6 +103,9 @@ func TestPostgresBulkCopyBinary(t *testing.T) {
 				t.Errorf("case record refused %v (%q), want %v", got, b[1].Refused(), tc.refused)
 			}
 		})
+	}
+	if err := bulk.(runtime.CommitSyncSink).Sync(); err != nil {
+		t.Fatal(err)
 	}
 	q := `SELECT id, to_jsonb(x)::text FROM %s x`
 	got, want := pgQuery(t, url, fmt.Sprintf(q, "bulk"), scanPairs[string]), pgQuery(t, url, fmt.Sprintf(q, "rows"), scanPairs[string])

@@ -75,6 +75,16 @@ type sqlServerSink struct {
 	stageDelims []byte
 	stageElems  []uint32 // each staged parameter's type: its array's elements
 
+	// onCommit: bulk_copy writes go into transactions kept open until
+	// the route's commit (pgcommit.go); txs are those transactions,
+	// txIdle the ones no write holds, txErr the loss of one holding
+	// acked rows, for good.
+	onCommit bool
+	txMu     sync.Mutex
+	txs      []*openTx
+	txIdle   []*openTx
+	txErr    error
+
 	// MySQL
 	my *dbsql.DB
 
@@ -204,6 +214,7 @@ func copyTarget(query string, n int) (table, cols string, ok bool) {
 }
 
 func (s *sqlServerSink) Close() error {
+	s.closeTxs()
 	if s.pg != nil {
 		s.pg.close()
 	}
@@ -578,6 +589,9 @@ func (s *sqlServerSink) pgRows(recs []*runtime.Record) (rows [][][]byte, live []
 // binary when every value has a binary form (pgcopy.go), text otherwise,
 // and falls back to the inserts when COPY refuses a row.
 func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) error {
+	if s.onCommit {
+		return s.writeCopyOnCommit(ctx, recs)
+	}
 	c, err := s.pg.get(ctx)
 	if err != nil {
 		if pe, ok := err.(*pgPrepareError); ok {
@@ -589,7 +603,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 
 	textCopy := s.copySQL != ""
 	if s.copyOIDs != nil {
-		err := s.copyBinaryPG(ctx, c, recs)
+		err := s.copyBinaryPG(ctx, c, recs, nil)
 		switch {
 		case err == nil:
 			if s.outcome {
@@ -612,7 +626,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 		return nil
 	}
 	if textCopy {
-		err := s.copyIn(ctx, c, &copyReader{rows: rows, live: live}, s.copySQL, outboxNext(recs))
+		err := s.copyIn(ctx, c, &copyReader{rows: rows, live: live}, s.copySQL, outboxNext(recs), nil)
 		if err == nil {
 			if s.outcome {
 				for _, i := range live {
@@ -752,8 +766,16 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 // atomic on its own (in a transaction with the outbox position when there
 // is one). data renders the rows as COPY reads them (copyReader,
 // binaryCopyReader), so the server parses the first ones while the sink
-// renders the next.
-func (s *sqlServerSink) copyIn(ctx context.Context, c *pgConn, data io.Reader, copySQL string, next uint64) error {
+// renders the next. Under commit on sync it goes in t's open
+// transaction, after the savepoint beginWrite set, and a failed COPY
+// rolls back to it (abortWrite).
+func (s *sqlServerSink) copyIn(ctx context.Context, c *pgConn, data io.Reader, copySQL string, next uint64, t *openTx) error {
+	if t != nil {
+		if _, err := c.conn.CopyFrom(ctx, data, copySQL); err != nil {
+			return s.abortWrite(ctx, t, err)
+		}
+		return nil
+	}
 	if s.outboxRoute == "" {
 		_, err := c.conn.CopyFrom(ctx, data, copySQL)
 		return err
