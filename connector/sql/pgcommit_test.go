@@ -40,17 +40,7 @@ func copyRecs(prefix string, n int) []*runtime.Record {
 // open transaction (the server restarts) fails the write for good,
 // without a retry, and every later Write and Sync with it.
 func TestPostgresBulkCopyCommitOnSync(t *testing.T) {
-	srv := testsrv.NewPostgres(t)
-	url := srv.NewDatabase(t).URL
-	s, err := newServerSinkForTest(t, map[string]plan.Value{
-		"url": strV(url), "create_table": strV(pgOrdersDDL), "bulk_copy": {Type: plan.TBool, Bool: true},
-		"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
-			ex("payload.amount"), lit(", "), ex("payload.body"), lit(")"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := s.(runtime.CommitSyncSink)
-	cs.SyncOnCommit()
+	srv, url, s, cs := newCommitOnSyncSink(t)
 	ctx := context.Background()
 
 	if err := s.Write(ctx, copyRecs("a", 1000)); err != nil {
@@ -94,7 +84,7 @@ func TestPostgresBulkCopyCommitOnSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Restart(t, 100*time.Millisecond)
-	err = s.Write(ctx, copyRecs("f", 10))
+	err := s.Write(ctx, copyRecs("f", 10))
 	if err == nil || runtime.IsRetryable(err) || !strings.Contains(err.Error(), "transaction") || !strings.Contains(err.Error(), "lost") {
 		t.Fatalf("write after the open transaction was lost: err %v (retryable %v), want a non-retryable error saying the transaction is lost", err, runtime.IsRetryable(err))
 	}
@@ -145,17 +135,7 @@ func TestPostgresBulkCopyCommitOnSync(t *testing.T) {
 // the writes before it, acked, are gone too, and Sync must say so rather
 // than find nothing left to commit.
 func TestPostgresBulkCopySyncDuringLostWrite(t *testing.T) {
-	srv := testsrv.NewPostgres(t)
-	url := srv.NewDatabase(t).URL
-	s, err := newServerSinkForTest(t, map[string]plan.Value{
-		"url": strV(url), "create_table": strV(pgOrdersDDL), "bulk_copy": {Type: plan.TBool, Bool: true},
-		"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
-			ex("payload.amount"), lit(", "), ex("payload.body"), lit(")"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := s.(runtime.CommitSyncSink)
-	cs.SyncOnCommit()
+	srv, url, s, cs := newCommitOnSyncSink(t)
 	ctx := context.Background()
 	if err := s.Write(ctx, copyRecs("a", 100)); err != nil { // acked, in the open transaction
 		t.Fatal(err)
@@ -193,4 +173,22 @@ func TestPostgresBulkCopySyncDuringLostWrite(t *testing.T) {
 	if n := pgCount(t, url); n != 0 {
 		t.Errorf("%d rows committed, want 0", n)
 	}
+}
+
+// newCommitOnSyncSink is a bulk_copy sink into orders of a new database
+// on a PostgreSQL of the test's own, told to sync on commit.
+func newCommitOnSyncSink(t *testing.T) (*testsrv.PGServer, string, runtime.Sink, runtime.CommitSyncSink) {
+	t.Helper()
+	srv := testsrv.NewPostgres(t)
+	url := srv.NewDatabase(t).URL
+	s, err := newServerSinkForTest(t, map[string]plan.Value{
+		"url": strV(url), "create_table": strV(pgOrdersDDL), "bulk_copy": {Type: plan.TBool, Bool: true},
+		"insert_query": tmplV(lit("INSERT INTO orders (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+			ex("payload.amount"), lit(", "), ex("payload.body"), lit(")"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := s.(runtime.CommitSyncSink)
+	cs.SyncOnCommit()
+	return srv, url, s, cs
 }

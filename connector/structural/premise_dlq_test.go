@@ -1,7 +1,6 @@
 package structural
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/plan"
-	"github.com/mqb-dev/mqb/runtime"
 )
 
 // dlqPremiseSrc dead-letters into a table the file does not create, keyed
@@ -53,19 +51,7 @@ func TestPremiseOfTheDLQ(t *testing.T) {
 			if len(r.Premises) != 1 || r.Premises[0].Kind != plan.PremiseUniqueKey || r.Premises[0].Target != "dlq" {
 				t.Fatalf("premises %+v, want one unique key on table dlq", r.Premises)
 			}
-			opts := runtest.Options()
-			opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-			res := runtime.Check(context.Background(), p, opts)
-			if len(res) != 1 || res[0].OK != tc.ok {
-				t.Fatalf("check = %v, want one result, ok %v", res, tc.ok)
-			}
-			if !tc.ok {
-				if msg := res[0].Err.Error(); !strings.Contains(msg, "premise not met") || !strings.Contains(msg, "table dlq") {
-					t.Errorf("refusal %q does not say the premise about table dlq failed", msg)
-				}
-				if _, err := runtime.Run(context.Background(), p, opts); err == nil || !strings.Contains(err.Error(), "refused before the first record") {
-					t.Errorf("a route whose dlq premise failed ran: %v", err)
-				}
+			if !checkOnePremise(t, p, dir, "table dlq", tc.ok) {
 				return
 			}
 			st := runtest.RunIn(t, dir, p).Route("keyed_dlq")

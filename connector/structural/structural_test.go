@@ -536,19 +536,7 @@ func TestPremiseInsideBranches(t *testing.T) {
 			if r := p.Routes[0]; r.Guarantee != plan.EffectivelyOnce || len(r.Premises) != 1 || r.Premises[0].Kind != plan.PremiseUniqueKey {
 				t.Fatalf("route %s with premises %+v, want effectively-once resting on one unique key", r.Guarantee, r.Premises)
 			}
-			opts := runtest.Options()
-			opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-			res := runtime.Check(context.Background(), p, opts)
-			if len(res) != 1 || res[0].OK != tc.ok {
-				t.Fatalf("check = %v, want one result, ok %v", res, tc.ok)
-			}
-			if !tc.ok {
-				if msg := res[0].Err.Error(); !strings.Contains(msg, "premise not met") || !strings.Contains(msg, "table a") {
-					t.Errorf("refusal %q does not say the premise about table a failed", msg)
-				}
-				if _, err := runtime.Run(context.Background(), p, opts); err == nil || !strings.Contains(err.Error(), "refused before the first record") {
-					t.Errorf("a route whose premise failed ran: %v", err)
-				}
+			if !checkOnePremise(t, p, dir, "table a", tc.ok) {
 				return
 			}
 			st := runtest.RunIn(t, dir, p).Route("keyed")
@@ -558,4 +546,28 @@ func TestPremiseInsideBranches(t *testing.T) {
 			plantest.SameIDs(t, "table a", plantest.SQLiteIDs(t, filepath.Join(dir, "out.db"), "a"), []string{"x1"})
 		})
 	}
+}
+
+// checkOnePremise checks the plan's one premise in dir and wants it to
+// hold when ok; when it does not, the refusal must name what (a table,
+// say) and Run must refuse the route before its first record. It reports
+// whether the premise held.
+func checkOnePremise(t *testing.T, p plan.Plan, dir, what string, ok bool) bool {
+	t.Helper()
+	opts := runtest.Options()
+	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
+	res := runtime.Check(context.Background(), p, opts)
+	if len(res) != 1 || res[0].OK != ok {
+		t.Fatalf("check = %v, want one result, ok %v", res, ok)
+	}
+	if ok {
+		return true
+	}
+	if msg := res[0].Err.Error(); !strings.Contains(msg, "premise not met") || !strings.Contains(msg, what) {
+		t.Errorf("refusal %q does not say the premise about %s failed", msg, what)
+	}
+	if _, err := runtime.Run(context.Background(), p, opts); err == nil || !strings.Contains(err.Error(), "refused before the first record") {
+		t.Errorf("a route whose premise failed ran: %v", err)
+	}
+	return false
 }
