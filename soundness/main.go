@@ -59,6 +59,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	force := fs.String("source", "", "every seed reads this source of issue #18 ("+strings.Join(moreKinds, ", ")+"), whatever it draws")
 	fs.BoolVar(&onlyTransforms, "transforms", false, "check only the seeds that draw unnest or parse (see transforms.go); the others are skipped")
 	fs.BoolVar(&serverSinks, "server-sinks", false, "let seeds put some sql sinks on PostgreSQL and MariaDB (see sqlservers.go); needs their server binaries")
+	reasons := fs.Bool("reasons", false, "build the generated files only (no runs) and print how often each verdict reason occurs, numbers and names blanked")
 	jobs := fs.Int("j", 1, "cases checked at once (each in its own directories, with its own brokers); most of a case's time is waiting, so 3 keeps 2 cores busy")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -112,6 +113,9 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	}
 	if *out != "" && !filepath.IsAbs(*out) {
 		*out = filepath.Join(root, *out)
+	}
+	if *reasons {
+		return reasonTally(*mqbc, tmp, *first, *seeds, *kills, stdout, stderr)
 	}
 	var tally Tally
 	start := time.Now()
