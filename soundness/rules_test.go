@@ -17,13 +17,13 @@ import (
 var ruleMarks = map[string]*regexp.Regexp{
 	"DO UPDATE … WHERE, not a version guard": regexp.MustCompile(`DO UPDATE SET [^"]*WHERE (excluded\.qty <> |excluded\.qty >= |t\d+\.qty IS NULL|excluded\.x > )`),
 	"DO UPDATE … WHERE, a version guard":     regexp.MustCompile(`DO UPDATE SET [^"]*WHERE (excluded\.big > t\d+\.big|t\d+\.big < excluded\.big)`),
-	"conflict target not written":           regexp.MustCompile(`ON CONFLICT \(x\)`),
-	"INSERT … SELECT":                       regexp.MustCompile(`\) SELECT .* WHERE true`),
-	"WITH in front of the INSERT":           regexp.MustCompile(`WITH w AS \(SELECT 1\) INSERT`),
-	"dlq keyed by line":                     regexp.MustCompile(`INSERT (OR IGNORE )?INTO dlq \(k, err\) VALUES \(\$\{meta\["mqb\.src\.line"\]\}`),
-	"dlq keyed by a field it may lack":      regexp.MustCompile(`INSERT (OR IGNORE )?INTO dlq \(k, err\) VALUES \(\$\{payload\?\.(tag|seq)\}`),
-	"dlq without a key":                     regexp.MustCompile(`CREATE TABLE IF NOT EXISTS dlq \(rid`),
-	"switch by the union of its keys":       regexp.MustCompile(`on = string\(now\(\)\.Nanosecond\(\) % 3\)|on = string\(now\(\)\.Nanosecond\(\) % 2\)\n\s*case "0" \{\n\s*to sql`),
+	"conflict target not written":            regexp.MustCompile(`ON CONFLICT \(x\)`),
+	"INSERT … SELECT":                        regexp.MustCompile(`\) SELECT .* WHERE true`),
+	"WITH in front of the INSERT":            regexp.MustCompile(`WITH w AS \(SELECT 1\) INSERT`),
+	"dlq keyed by line":                      regexp.MustCompile(`INSERT (OR IGNORE )?INTO dlq \(k, err\) VALUES \(\$\{meta\["mqb\.src\.line"\]\}`),
+	"dlq keyed by a field it may lack":       regexp.MustCompile(`INSERT (OR IGNORE )?INTO dlq \(k, err\) VALUES \(\$\{payload\?\.(tag|seq)\}`),
+	"dlq without a key":                      regexp.MustCompile(`CREATE TABLE IF NOT EXISTS dlq \(rid`),
+	"switch by the union of its keys":        regexp.MustCompile(`on = string\(now\(\)\.Nanosecond\(\) % 3\)|on = string\(now\(\)\.Nanosecond\(\) % 2\)\n\s*case "0" \{\n\s*to sql`),
 }
 
 // The generator reaches every shape of rules.go, in valid files, with the
