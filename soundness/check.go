@@ -180,6 +180,10 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 			v.Guarantee = r.Override
 			v.Reasons = append(slices.Clone(v.Reasons), "(verdict overridden by the test: "+r.Override+")")
 		}
+		if r.OverrideDLQ {
+			v.Reasons = append(slices.DeleteFunc(slices.Clone(v.Reasons), func(s string) bool { return strings.HasPrefix(s, "dlq: ") }),
+				"dlq: effectively-once (overridden by the test)")
+		}
 		res.Verdicts = append(res.Verdicts, v)
 		_ = i
 	}

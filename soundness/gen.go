@@ -87,6 +87,9 @@ type RouteShape struct {
 	// Override, when set, replaces the compiler's verdict for this route:
 	// the harness's own test uses it to plant a false verdict.
 	Override string `json:"override,omitempty"`
+	// OverrideDLQ, when set, makes the verdict call the route's
+	// dead-letter write effectively-once, whatever the compiler said.
+	OverrideDLQ bool `json:"override_dlq,omitempty"`
 }
 
 // Artifact is one thing a route writes that the checker reads back.

@@ -146,9 +146,10 @@ func dlqOnce(v Verdict) bool {
 	return slices.ContainsFunc(v.Reasons, func(r string) bool { return strings.HasPrefix(r, "dlq: effectively-once") })
 }
 
-// unionSwitch is, for some routes, a switch on a per-delivery value whose
-// branches are SQLite tables of different shapes keyed on one stable
-// value; "" when not drawn (or when the route has no stable key for it).
+// unionSwitch is, for some routes, a switch on a per-delivery value (the
+// clock, or the outcome of a request's call) whose branches are SQLite
+// tables of different shapes keyed on one stable value; "" when not drawn
+// (or when the route has no stable key for it).
 func (g *routeGen) unionSwitch() string {
 	un := g.c.un
 	if un == nil || g.c.srv != nil || un.IntN(100) >= 10 {
@@ -198,11 +199,25 @@ func (g *routeGen) unionSwitch() string {
 		g.arts = append(g.arts, Artifact{Kind: "table", Path: db, Table: table, Group: group, KeyOnly: "id"})
 		return fmt.Sprintf("sql {\nurl = %q\ncreate_table = %q\ninsert_query = \"\"\"%s\"\"\"\n}", "sqlite://"+db, ddl, q)
 	}
+	var call string
+	if un.IntN(3) == 0 {
+		// A switch on the outcome of the record's own call: a record the
+		// call inserted before a kill finds it there on the replay and
+		// takes another branch.
+		table := fmt.Sprintf("t%d", g.next())
+		call = fmt.Sprintf("sql {\nurl = %q\ncreate_table = %q\ninsert_query = \"\"\"INSERT INTO %s (id) VALUES (%s) ON CONFLICT (id) DO NOTHING\"\"\"\nreport_outcome = true\n}",
+			"sqlite://"+db, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (id TEXT PRIMARY KEY)", table), table, key)
+		g.arts = append(g.arts, Artifact{Kind: "table", Path: db, Table: table, Group: db + ":" + table, KeyOnly: "id"})
+		on, cases = `meta["sql.outcome"]`, []string{"inserted"}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "switch {\non = %s\n", on)
 	for _, cv := range cases {
 		fmt.Fprintf(&b, "case %q { to %s }\n", cv, leaf())
 	}
 	fmt.Fprintf(&b, "default { to %s }\n}", leaf())
+	if call != "" {
+		return fmt.Sprintf("request {\ncall %s\nforward %s\n}", call, b.String())
+	}
 	return b.String()
 }
