@@ -122,7 +122,11 @@ func (g *routeGen) keyedDLQ() (string, *Artifact) {
 	}
 	db := fmt.Sprintf("out/%s.dlq.db", g.name)
 	art := &Artifact{Kind: "table", Path: db, Table: "dlq", Group: g.name + "/dlq", Volatile: []string{"err"}, KeyedDLQ: true}
-	key := []string{`${meta["mqb.src.line"]}`, `${meta["mqb.src.line"]}`, `${meta["mqb.src.line"]}`, `${payload?.seq}`, `${payload?.tag}`}[dq.IntN(5)]
+	key := []string{`${meta["mqb.src.line"]}`, `${meta["mqb.src.line"]}`, `${meta["mqb.src.line"]}`,
+		// NULL for a line that is not an object (and for one without
+		// a tag): the type test keeps [1,2,3] or 42 from failing the
+		// dead-letter write, which would stop the route instead.
+		`${type(payload) == "map" ? payload.seq : nil}`, `${type(payload) == "map" ? payload.tag : nil}`}[dq.IntN(5)]
 	ddl := "CREATE TABLE IF NOT EXISTS dlq (k TEXT PRIMARY KEY, err TEXT)"
 	query := fmt.Sprintf("INSERT INTO dlq (k, err) VALUES (%s, ${meta[\"mqb.error\"]})", key)
 	switch dq.IntN(10) {

@@ -21,7 +21,7 @@ var ruleMarks = map[string]*regexp.Regexp{
 	"INSERT … SELECT":                        regexp.MustCompile(`\) SELECT .* WHERE true`),
 	"WITH in front of the INSERT":            regexp.MustCompile(`WITH w AS \(SELECT 1\) INSERT`),
 	"dlq keyed by line":                      regexp.MustCompile(`INSERT (OR IGNORE )?INTO dlq \(k, err\) VALUES \(\$\{meta\["mqb\.src\.line"\]\}`),
-	"dlq keyed by a field it may lack":       regexp.MustCompile(`INSERT (OR IGNORE )?INTO dlq \(k, err\) VALUES \(\$\{payload\?\.(tag|seq)\}`),
+	"dlq keyed by a field it may lack":       regexp.MustCompile(`INSERT (OR IGNORE )?INTO dlq \(k, err\) VALUES \(\$\{type\(payload\) == "map" \? payload\.(tag|seq) : nil\}`),
 	"dlq without a key":                      regexp.MustCompile(`CREATE TABLE IF NOT EXISTS dlq \(rid`),
 	"switch by the union of its keys":        regexp.MustCompile(`on = string\(now\(\)\.Nanosecond\(\) % 3\)|on = string\(now\(\)\.Nanosecond\(\) % 2\)\n\s*case "0" \{\n\s*to sql`),
 	"union switch on a call's outcome":       regexp.MustCompile(`forward switch \{\n\s*on\s*= meta\["sql\.outcome"\]\n\s*case "inserted" \{\n\s*to sql \{\n\s*url\s*= "sqlite://out/route_.\.db"\n\s*create_table = "CREATE TABLE IF NOT EXISTS t\d+ \((rid INTEGER PRIMARY KEY AUTOINCREMENT, )?(id TEXT PRIMARY KEY|id TEXT), qty INTEGER, body TEXT\)`),

@@ -20,6 +20,14 @@ import (
 // yet: the test skips them, naming the issue that fixes them. Remove an
 // entry when its fix lands (the test then keeps it fixed).
 var knownFalse = map[string]string{
+	// dlq-null-key: a dead-letter table keyed by a value a record may not
+	// have (k = NULL) is called effectively-once, but NULL never
+	// conflicts, so a replayed dead-letter lands again (found by the
+	// keyed dead-letter shape of rules.go). The dlq's proof drops the
+	// per-record key_present premise the same write as a sink gets, so
+	// nothing refuses the NULL key. Not fixed yet (compiler/prove.go,
+	// dlqReasons).
+	"dlq-null-key": "a dead-letter table keyed by a NULL-able value is called effectively-once (NULL keys land again on a replay)",
 	// Fixed on main by the SQL analyser (6b721e3): seed-3 (a randomblob()
 	// key called stable), seed-13 and seed-60 (a conflict clause on a table
 	// without a unique key), seed-52 (a handler's table without one). By
