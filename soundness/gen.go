@@ -64,6 +64,7 @@ type Case struct {
 	// must refuse, a keyed dead-letter table, a switch compared by the
 	// union of its tables' keys); nil when the case has none.
 	sq, dq, un *rand.Rand
+	ruleDrawn  bool
 }
 
 // SetupSQL is one statement run on a database file before the route runs.

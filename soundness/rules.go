@@ -30,6 +30,10 @@ import (
 // that seeds which draw none of them did not change).
 var ruleShapes = true
 
+// onlyRules is the -rules flag: check only the seeds that draw a shape of
+// this file.
+var onlyRules bool
+
 // pickRuleShapes gives c the streams of this file's shapes.
 func pickRuleShapes(c *Case) {
 	if !ruleShapes || c.Seed <= 10 {
@@ -58,6 +62,7 @@ func (g *routeGen) sqlRuleShape(table, ddl string, keyed bool, cols []string, tw
 	if sq == nil || sq.IntN(100) >= 14 {
 		return sqlRule{}, false
 	}
+	g.c.ruleDrawn = true
 	r := sqlRule{ddl: ddl, verb: "INSERT INTO"}
 	switch k := sq.IntN(10); {
 	case k < 4 && keyed:
@@ -120,6 +125,7 @@ func (g *routeGen) keyedDLQ() (string, *Artifact) {
 	if dq == nil || g.c.Mode != "" || g.c.Broker != "" || g.c.tx != nil || g.c.srv != nil || dq.IntN(100) >= 25 {
 		return "", nil
 	}
+	g.c.ruleDrawn = true
 	db := fmt.Sprintf("out/%s.dlq.db", g.name)
 	art := &Artifact{Kind: "table", Path: db, Table: "dlq", Group: g.name + "/dlq", Volatile: []string{"err"}, KeyedDLQ: true}
 	key := []string{`${meta["mqb.src.line"]}`, `${meta["mqb.src.line"]}`, `${meta["mqb.src.line"]}`,
@@ -168,6 +174,7 @@ func (g *routeGen) unionSwitch() string {
 	default:
 		return ""
 	}
+	g.c.ruleDrawn = true
 	group := fmt.Sprintf("%s/union%d", g.name, g.next())
 	on, cases := `string(now().Nanosecond() % 2)`, []string{"0"}
 	if un.IntN(3) == 0 {

@@ -14,7 +14,7 @@ import (
 // dead-letter file).
 func rulesCase(name string, seed uint64, src string, arts ...Artifact) *Case {
 	c := &Case{Name: name, Seed: seed, Kills: 5, Source: src}
-	c.Input = genData(rand.New(rand.NewPCG(seed, seed)), 2000)
+	c.Input = genData(rand.New(rand.NewPCG(seed, seed)), 1200)
 	if strings.Contains(src, ".dlq.jsonl") {
 		arts = append(arts, Artifact{Kind: "dlq", Path: "out/r.dlq.jsonl", Group: "r/dlq"})
 	}
