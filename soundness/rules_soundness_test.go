@@ -13,8 +13,8 @@ import (
 // with the route's artifacts (a dlq artifact is added when the route has a
 // dead-letter file).
 func rulesCase(name string, seed uint64, src string, arts ...Artifact) *Case {
-	c := &Case{Name: name, Seed: seed, Kills: 5, Source: src}
-	c.Input = genData(rand.New(rand.NewPCG(seed, seed)), 1200)
+	c := &Case{Name: name, Seed: seed, Kills: 6, Source: src}
+	c.Input = genData(rand.New(rand.NewPCG(seed, seed)), 3000)
 	if strings.Contains(src, ".dlq.jsonl") {
 		arts = append(arts, Artifact{Kind: "dlq", Path: "out/r.dlq.jsonl", Group: "r/dlq"})
 	}
@@ -65,8 +65,7 @@ func TestRuleShapesCatchPlanted(t *testing.T) {
 `
 		c := rulesCase("planted-target", 31, src, Artifact{Kind: "table", Path: "out/r.db", Table: "t", Group: "t", Volatile: []string{"rid"}})
 		c.Routes[0].Override = effectivelyOnce
-		res := checkUntilKilled(t, c)
-		wantCaught(t, res, "not in the insert's column list")
+		wantCaught(t, c, "not in the insert's column list")
 	})
 	t.Run("keyed dlq", func(t *testing.T) {
 		// Records without an id are dead-lettered into a table without a
@@ -92,11 +91,9 @@ func TestRuleShapesCatchPlanted(t *testing.T) {
 			Artifact{Kind: "table", Path: "out/r.dlq.db", Table: "dlq", Group: "r/dlq", Volatile: []string{"rid", "err"}, KeyedDLQ: true},
 			Artifact{Kind: "table", Path: "out/r.db", Table: "t", Group: "t"})
 		c.Routes[0].OverrideDLQ = true
-		res := checkUntilKilled(t, c)
-		if res.Verdicts[0].Guarantee != effectivelyOnce {
-			t.Fatalf("the route is %s, want effectively-once (its dlq is what is planted)", res.Verdicts[0].Guarantee)
+		if res := wantCaught(t, c, ""); res != nil && res.Verdicts[0].Guarantee != effectivelyOnce {
+			t.Errorf("the route is %s, want effectively-once (its dlq is what is planted)", res.Verdicts[0].Guarantee)
 		}
-		wantCaught(t, res, "")
 	})
 	t.Run("union switch", func(t *testing.T) {
 		// A switch on the outcome of the record's own call: a record the
@@ -151,28 +148,39 @@ func TestRuleShapesCatchPlanted(t *testing.T) {
 		}
 		c = rulesCase("planted-union", 51, src, arts...)
 		c.Routes[0].Override = effectivelyOnce
-		res = checkUntilKilled(t, c)
-		wantCaught(t, res, "")
+		wantCaught(t, c, "")
 	})
 }
 
-// wantCaught demands that the planted verdict was reported with extra
-// rows, and that the compiler's own verdict, when reason is set, gave
-// that reason and was not effectively-once.
-func wantCaught(t *testing.T, res *Result, reason string) {
+// wantCaught checks c, whose verdict is planted, and demands that it was
+// reported with extra rows, and that the compiler's own verdict, when
+// reason is set, gave that reason and was not effectively-once. A kill
+// may land where nothing is replayed: the check is made again, with the
+// next seeds' kill instants, three times at most.
+func wantCaught(t *testing.T, c *Case, reason string) *Result {
 	t.Helper()
+	var res *Result
+	for try := range 3 {
+		if try > 0 {
+			t.Logf("not caught with seed %d's kills (%s): again", c.Seed, summaryLine(res))
+			c.Seed++
+		}
+		res = checkUntilKilled(t, c)
+		if len(res.Findings) == 1 && strings.Contains(res.Findings[0].Diff, "+ ") {
+			break
+		}
+	}
 	if reason != "" {
 		v := res.Verdicts[0]
 		if !slices.ContainsFunc(v.Reasons, func(r string) bool { return strings.Contains(r, reason) }) ||
-			slices.ContainsFunc(v.Reasons, func(r string) bool { return strings.HasPrefix(r, "write:") && !strings.Contains(r, "but") }) {
-			t.Errorf("the compiler's reasons lack %q: %q", reason, v.Reasons)
+			!slices.ContainsFunc(v.Reasons, func(r string) bool { return strings.HasPrefix(r, "not effectively-once: ") }) {
+			t.Errorf("the compiler does not demote the route with %q: %q", reason, v.Reasons)
 		}
 	}
-	// A difference a second clean run reproduces is called timing-
-	// dependent, not a finding: the planted rows must be extra ones.
 	if len(res.Findings) != 1 || !strings.Contains(res.Findings[0].Diff, "+ ") {
 		t.Errorf("the planted verdict was not reported with extra rows (%s):\n%s", summaryLine(res), report(res))
-		return
+		return res
 	}
 	t.Logf("caught, as it should be:\n%s", firstLine(report(res), 8))
+	return res
 }
