@@ -180,6 +180,10 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 			v.Guarantee = r.Override
 			v.Reasons = append(slices.Clone(v.Reasons), "(verdict overridden by the test: "+r.Override+")")
 		}
+		if r.OverrideDLQ {
+			v.Reasons = append(slices.DeleteFunc(slices.Clone(v.Reasons), func(s string) bool { return strings.HasPrefix(s, "dlq: ") }),
+				"dlq: effectively-once (overridden by the test)")
+		}
 		res.Verdicts = append(res.Verdicts, v)
 		_ = i
 	}
@@ -255,7 +259,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 
 	for i, r := range c.Routes {
 		v := res.Verdicts[i]
-		cmp := comparison(v.Guarantee)
+		cmp := promiseFor(r, v)
 		if cmp == nil {
 			continue
 		}
@@ -297,7 +301,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 	if len(c.Routes) > 1 && res.Clean.exitCode == 0 {
 		for i, r := range c.Routes {
 			v := res.Verdicts[i]
-			cmp := comparison(v.Guarantee)
+			cmp := promiseFor(r, v)
 			if cmp == nil || r.Timed || slices.Contains(res.Inconclusive, r.Name) ||
 				slices.ContainsFunc(res.Findings, func(f Finding) bool { return f.Route == r.Name }) {
 				continue
@@ -364,16 +368,30 @@ func comparison(guarantee string) promise {
 	return nil
 }
 
-// exactPromise: the sinks hold exactly what the clean run left, as
-// multisets; a dead-letter file is compared by the set of positions (a DLQ
-// write is at-least-once by design).
-type exactPromise struct{}
+// promiseFor is what route r's verdict v lets the checker demand: that of
+// its rung, and, on an effectively-once route whose dead-letter sink is a
+// keyed table the verdict calls effectively-once too, no dead-lettered
+// record twice.
+func promiseFor(r RouteShape, v Verdict) promise {
+	cmp := comparison(v.Guarantee)
+	if _, exact := cmp.(exactPromise); exact && dlqOnce(v) &&
+		slices.ContainsFunc(r.Artifacts, func(a Artifact) bool { return a.KeyedDLQ }) {
+		return exactPromise{dlqOnce: true}
+	}
+	return cmp
+}
 
-func (exactPromise) judge(ref, got Snapshot) (string, string) {
+// exactPromise: the sinks hold exactly what the clean run left, as
+// multisets; a dead-letter sink is compared as a set (of positions, or of
+// rows), since a DLQ write is at-least-once by design, unless dlqOnce:
+// the verdict calls the dead-letter write effectively-once.
+type exactPromise struct{ dlqOnce bool }
+
+func (p exactPromise) judge(ref, got Snapshot) (string, string) {
 	var b strings.Builder
 	for _, g := range groups(ref.Full, got.Full) {
 		a, z := ref.Full[g], got.Full[g]
-		set := strings.HasSuffix(g, "/dlq")
+		set := strings.HasSuffix(g, "/dlq") && !p.dlqOnce
 		var lines []string
 		for _, k := range keys(a, z) {
 			na, nz := a[k], z[k]

@@ -60,6 +60,11 @@ type Case struct {
 	// srv draws which sql sinks are on PostgreSQL or MariaDB, and their
 	// dialect's forms (see sqlservers.go); nil when the case has none.
 	srv *rand.Rand
+	// sq, dq and un draw the shapes of rules.go (a sql write the prover
+	// must refuse, a keyed dead-letter table, a switch compared by the
+	// union of its tables' keys); nil when the case has none.
+	sq, dq, un *rand.Rand
+	ruleDrawn  bool
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -83,6 +88,9 @@ type RouteShape struct {
 	// Override, when set, replaces the compiler's verdict for this route:
 	// the harness's own test uses it to plant a false verdict.
 	Override string `json:"override,omitempty"`
+	// OverrideDLQ, when set, makes the verdict call the route's
+	// dead-letter write effectively-once, whatever the compiler said.
+	OverrideDLQ bool `json:"override_dlq,omitempty"`
 }
 
 // Artifact is one thing a route writes that the checker reads back.
@@ -122,6 +130,16 @@ type Artifact struct {
 	// order the sink workers applied them, in a clean run too: the table
 	// is compared by key (the columns Mutable lists left out).
 	FirstWins bool `json:"first_wins,omitempty"`
+	// KeyedDLQ: the table is the route's dead-letter sink. Like a
+	// dead-letter file it is compared as a set, unless the verdict calls
+	// the dead-letter write effectively-once (on an effectively-once
+	// route): then its rows are compared as a multiset.
+	KeyedDLQ bool `json:"keyed_dlq,omitempty"`
+	// KeyOnly names the one column a table is read back by (rows where it
+	// is NULL left out): the branches of a switch on a per-delivery value
+	// are tables of different shapes, and what they must hold together is
+	// every record's key, whichever branch took it.
+	KeyOnly string `json:"key_only,omitempty"`
 }
 
 // generate builds the case of one seed.
@@ -159,6 +177,7 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 		pickTransforms(c)
 	}
 	pickServerSinks(c)
+	pickRuleShapes(c)
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:
@@ -288,7 +307,10 @@ func (g *routeGen) route() string {
 	// which cmd/mqbc's TestFailedRecordWithoutDLQIsNotLost checks. The
 	// draw that once decided it stays, so a seed still makes its route.
 	_ = g.chance(75)
-	{
+	if to, art := g.keyedDLQ(); art != nil {
+		g.arts = append(g.arts, *art)
+		fmt.Fprintf(&b, "dlq { to %s }\n", to)
+	} else {
 		dlq := fmt.Sprintf("out/%s.dlq.jsonl", g.name)
 		g.arts = append(g.arts, Artifact{Kind: "dlq", Path: dlq, Group: g.name + "/dlq",
 			ByContent: g.c.Mode != "" || g.c.Broker != "", Volatile: g.volatileFields()})
@@ -299,7 +321,15 @@ func (g *routeGen) route() string {
 		fmt.Fprintf(&b, "to %s\n}\n", g.sqlLeaf("", false))
 		g.forced = nil
 	} else {
-		fmt.Fprintf(&b, "to %s\n}\n", g.sink(0, ""))
+		arts, setup, parts := len(g.arts), len(g.c.Setup), len(g.c.partDirs)
+		to := g.sink(0, "")
+		if u := g.unionSwitch(); u != "" {
+			// The sink drawn is left out (its draws stay made, so the
+			// routes after this one are as they were).
+			g.arts, g.c.Setup, g.c.partDirs = g.arts[:arts], g.c.Setup[:setup], g.c.partDirs[:parts]
+			to = u
+		}
+		fmt.Fprintf(&b, "to %s\n}\n", to)
 	}
 	return b.String()
 }
@@ -675,6 +705,25 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 	query := fmt.Sprintf("%s %s (%s) VALUES %s", verb, table, strings.Join(cols, ", "), values)
 	if conflict != "" {
 		query += " " + conflict
+	}
+	if dialect == "" && !report && g.forced == nil {
+		if rule, ok := g.sqlRuleShape(table, ddl, keyed, cols, len(second) > 0); ok {
+			ddl, verb, conflict = rule.ddl, rule.verb, rule.conflict
+			switch {
+			case rule.selectForm:
+				query = fmt.Sprintf("%s %s (%s) SELECT %s WHERE true", verb, table, strings.Join(cols, ", "), strings.Join(vals, ", "))
+			default:
+				query = fmt.Sprintf("%s%s %s (%s) VALUES %s", rule.with, verb, table, strings.Join(cols, ", "), values)
+			}
+			if conflict != "" {
+				query += " " + conflict
+			}
+			for _, c := range rule.mutable {
+				if !slices.Contains(art.Mutable, c) {
+					art.Mutable = append(art.Mutable, c)
+				}
+			}
+		}
 	}
 	if keyed && !key.volatile && g.concurrent &&
 		(strings.Contains(conflict, "DO NOTHING") || verb == "INSERT OR IGNORE INTO") {

@@ -23,7 +23,9 @@
 //	go run ./soundness -seeds 1000 -kills 8
 //
 // ends with "routes checked: N, claimed effectively-once: M, false
-// verdicts: F" and exits 1 when F > 0. The CI test is behind the soundness
+// verdicts: F" and exits 1 when F > 0. -reasons builds the generated
+// files only and counts their verdict reasons: which rules of the prover
+// the seeds reach (rules.go adds shapes for those they did not). The CI test is behind the soundness
 // build tag (go test -tags soundness ./soundness).
 package main
 
@@ -58,7 +60,9 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	sources := fs.String("sources", strings.Join(moreKinds, ","), "the sources of issue #18 a seed reading the file may draw instead (about a quarter of them do): a comma list of "+strings.Join(moreKinds, ", ")+", or none")
 	force := fs.String("source", "", "every seed reads this source of issue #18 ("+strings.Join(moreKinds, ", ")+"), whatever it draws")
 	fs.BoolVar(&onlyTransforms, "transforms", false, "check only the seeds that draw unnest or parse (see transforms.go); the others are skipped")
+	fs.BoolVar(&onlyRules, "rules", false, "check only the seeds that draw a shape of rules.go; the others are skipped")
 	fs.BoolVar(&serverSinks, "server-sinks", false, "let seeds put some sql sinks on PostgreSQL and MariaDB (see sqlservers.go); needs their server binaries")
+	reasons := fs.Bool("reasons", false, "build the generated files only (no runs) and print how often each verdict reason occurs, numbers and names blanked")
 	jobs := fs.Int("j", 1, "cases checked at once (each in its own directories, with its own brokers); most of a case's time is waiting, so 3 keeps 2 cores busy")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -112,6 +116,9 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	}
 	if *out != "" && !filepath.IsAbs(*out) {
 		*out = filepath.Join(root, *out)
+	}
+	if *reasons {
+		return reasonTally(*mqbc, tmp, *first, *seeds, *kills, stdout, stderr)
 	}
 	var tally Tally
 	start := time.Now()
@@ -186,7 +193,7 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 		c, err = readCase(recorded[i])
 	} else {
 		c, err = generateFrom(s, kills, forceSource)
-		if err == nil && onlyTransforms && c.tx == nil {
+		if err == nil && (onlyTransforms && c.tx == nil || onlyRules && !c.ruleDrawn) {
 			return true
 		}
 	}

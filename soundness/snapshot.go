@@ -103,6 +103,18 @@ func readTable(s Snapshot, dir string, a Artifact) error {
 		if err := rows.Scan(ptrs...); err != nil {
 			return err
 		}
+		if a.KeyOnly != "" {
+			// Only the key, and no row without one (see Artifact.KeyOnly).
+			i := slices.Index(cols, a.KeyOnly)
+			if i < 0 {
+				return fmt.Errorf("no column %s", a.KeyOnly)
+			}
+			if vals[i] != nil {
+				k := a.KeyOnly + "=" + sqlText(vals[i])
+				s.add(a.Group, k, k)
+			}
+			continue
+		}
 		var full, kept []string
 		for i, c := range cols {
 			v := "*"
