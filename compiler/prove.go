@@ -133,8 +133,17 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			g.reasons = append(g.reasons, "handler: "+handler.name+" runs before the sink; its own write is idempotent ("+strings.Join(hp.reasons, "; ")+"), so a replay re-runs it without landing twice")
 			g.premises = append(g.premises, hp.premises...)
 		} else if hp.replayFails {
-			g.reasons = append(g.reasons, "handler: "+handler.name+" runs before the sink and its plain INSERT fails when replayed (the table has, or may have, a unique key on what it inserts): a record replayed after a crash is dead-lettered by the handler and never reaches the sink (at-most-once); without a dlq the route stops at it")
-			g.weaken(plan.AtMostOnce, "handler "+handler.name+": a replay fails on a unique key and the sink never gets the record; "+strings.TrimPrefix(hp.missing, "sink write is not idempotent: plain INSERT; "))
+			what := "its plain INSERT fails when replayed (the table has, or may have, a unique key on what it inserts)"
+			fails := "a replay fails on a unique key"
+			fix := strings.TrimPrefix(hp.missing, "sink write is not idempotent: plain INSERT; ")
+			if fix == hp.missing {
+				// A statement mqb cannot read: it may be such an INSERT.
+				what = "its statement, which mqb cannot read in full, may fail when replayed (a plain INSERT into a keyed table does)"
+				fails = "a replay may fail"
+				fix = strings.TrimPrefix(hp.missing, "sink write is not proven idempotent: ")
+			}
+			g.reasons = append(g.reasons, "handler: "+handler.name+" runs before the sink and "+what+": a record replayed after a crash is dead-lettered by the handler and never reaches the sink (at-most-once); without a dlq the route stops at it")
+			g.weaken(plan.AtMostOnce, "handler "+handler.name+": "+fails+" and the sink never gets the record; "+fix)
 		} else {
 			line := "handler: " + handler.name + " runs before the sink's idempotency and its own effect is not idempotent, so a replay runs it again and its effect lands twice (at-least-once)"
 			if stableDedup != nil {
@@ -562,6 +571,7 @@ func (rc *routeCtx) proveStructural(n *nodeInfo) sinkProof {
 		if p.loses == "" && bp.loses != "" {
 			p.loses = fmt.Sprintf("%s %s: %s", n.name, label, bp.loses)
 		}
+
 		for _, r := range bp.reasons {
 			p.reasons = append(p.reasons, fmt.Sprintf("%s %s: %s", n.name, label, r))
 		}

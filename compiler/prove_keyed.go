@@ -63,6 +63,10 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 	if err != nil {
 		p.reasons = []string{"write: insert_query is not a statement mqb can read in full"}
 		p.missing = fmt.Sprintf("sink write is not proven idempotent: cannot prove: mqb reads insert_query only in full, and %s", showValue(err.Error(), parts))
+		// What mqb cannot read may be a plain INSERT into a keyed table,
+		// whose replay fails: assume it may (a handler's failure then
+		// keeps the record from the sink).
+		p.replayFails = true
 		return p
 	}
 	if ins.kind != conflictNone && boolAttr(n, "bulk_copy") && !rc.inNamedUnused {

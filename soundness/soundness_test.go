@@ -20,25 +20,12 @@ import (
 // yet: the test skips them, naming the issue that fixes them. Remove an
 // entry when its fix lands (the test then keeps it fixed).
 var knownFalse = map[string]string{
-	// dlq-null-key: a dead-letter table keyed by a value a record may not
-	// have (k = NULL) is called effectively-once, but NULL never
-	// conflicts, so a replayed dead-letter lands again (found by the
-	// keyed dead-letter shape of rules.go). The dlq's proof drops the
-	// per-record key_present premise the same write as a sink gets, so
-	// nothing refuses the NULL key. Not fixed yet (compiler/prove.go,
-	// dlqReasons).
-	"dlq-null-key": "a dead-letter table keyed by a NULL-able value is called effectively-once (NULL keys land again on a replay)",
-	// seed-142: the same, drawn by the generator (a dlq keyed by
-	// ${type(payload) == "map" ? payload.tag : nil}).
-	"seed-142": "a dead-letter table keyed by a NULL-able value is called effectively-once (NULL keys land again on a replay)",
-	// seed-208: a handler whose SQL the analyser cannot read (WITH … in
-	// front of a plain INSERT into a table with a primary key) is called
-	// at-least-once, but on a replay its INSERT fails on the key, the
-	// record is dead-lettered and the sink never gets it: records lost.
-	// A plain INSERT the analyser can read gets at-most-once for this
-	// (replayFails); an unreadable statement should be assumed to fail
-	// on a replay too. Not fixed yet (compiler/prove_keyed.go).
-	"seed-208": "a handler with SQL the analyser cannot read is called at-least-once, but its replay can fail on a unique key and lose the record",
+	// Fixed on main by the dlq's premises (a dead-letter table whose proof
+	// rests on a per-record premise is at-least-once; its start-up
+	// premises are checked): dlq-null-key and seed-142 (a dlq keyed by a
+	// value a record may lack: NULL never conflicts). By an unreadable
+	// statement counting as one whose replay may fail: seed-208 (a
+	// handler's WITH … INSERT into a keyed table, at-most-once).
 	// Fixed on main by the SQL analyser (6b721e3): seed-3 (a randomblob()
 	// key called stable), seed-13 and seed-60 (a conflict clause on a table
 	// without a unique key), seed-52 (a handler's table without one). By
