@@ -69,6 +69,10 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 		p.replayFails = true
 		return p
 	}
+	if ins.returning && d == sqlSQLite && !rc.inNamedUnused {
+		rc.c.add("E063", iq.rng, fmt.Sprintf("insert_query in route %s ends with RETURNING, which a SQLite sink cannot run", rc.name),
+			"The sink discards what RETURNING gives back, and SQLite keeps the statement open until its rows are read, so the batch's commit fails (\"SQL statements in progress\") on every run. Drop the RETURNING clause; a report_outcome sink already tells inserted from existed.")
+	}
 	if ins.kind != conflictNone && boolAttr(n, "bulk_copy") && !rc.inNamedUnused {
 		rc.c.add("E042", n.attrs["bulk_copy"].rng, fmt.Sprintf("sql bulk_copy in route %s cannot honour %s", rc.name, ins.clause),
 			"COPY cannot express a conflict clause; pick bulk speed (drop the clause) or deduplication (drop bulk_copy).")
