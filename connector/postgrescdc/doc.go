@@ -16,13 +16,16 @@
 // only handed over; the transactions the slot then replays that this run
 // had handed over already are dropped whole, so nothing is handed over
 // twice in one run, and the slot is never confirmed past what the route
-// committed. An answer a retry cannot heal (the slot or the publication
-// gone, the slot invalidated, authentication refused, permission denied,
-// the database gone) stops the route with an error naming the slot. So
-// does losing a temporary slot's connection (the slot, and the changes
-// since, end with it) and losing the connection the initial snapshot is
-// read in (its transaction ends with it): a rerun resumes from the
-// checkpoint (see pgCDCSource).
+// committed. A connection that stays open and silent (a network partition,
+// a frozen walsender) is lost too: after 10 s without a message the source
+// asks the server for a keepalive with each status update, and after 30 s
+// without one it reconnects. An answer a retry cannot heal (the slot or
+// the publication gone, the slot invalidated, authentication refused,
+// permission denied, the database gone) stops the route with an error
+// naming the slot. So does losing a temporary slot's connection (the slot,
+// and the changes since, end with it) and losing the connection the
+// initial snapshot is read in (its transaction ends with it): a rerun
+// resumes from the checkpoint (see pgCDCSource).
 //
 // It registers the "postgres_cdc" kind with the runtime in init; a binary
 // that runs plans links it with a blank import, as connector/all does.

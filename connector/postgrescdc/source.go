@@ -114,28 +114,29 @@ const (
 // received in part, or replayed and dropped, takes no number).
 //
 // A lost replication connection while streaming (the server restarted or
-// crashed, the connection cut) does not stop the route: receive
-// reconnects, with a backoff from 100 ms doubling to 5 s, for as long as
-// the route runs, and starts replication again at the end LSN of the last
-// transaction the route committed (acked), not the last one handed over
-// (emitted): the server skips every transaction that ends before the
-// start, so a start past one not handed over loses it, while from the
-// committed position each later transaction is either streamed (not
-// handed over yet) or dropped (handed over); it is also the position the
-// slot and the checkpoint resume from after a crash. The slot replays
-// every transaction since; handOver drops whole each one that ends at or
-// before emitted (handed over already in this run, it is in the engine),
-// so nothing is handed over twice in one run and Seq goes on growing.
-// Standby status updates confirm acked only. The answers a retry cannot
-// heal (healable: the slot or publication gone, the slot invalidated,
-// authentication refused, permission denied, the database gone) stop the
-// route with an error naming the slot, as does any error of the source's
-// own. Two losses still stop the route, and a rerun resumes from the
-// checkpoint: a temporary slot's connection (the slot ends with it, and
-// with it the changes since), and, with snapshot = true, the connection
-// the snapshot is read in before streaming (the snapshot's transaction
-// ends with it; the rerun reads the rest after the committed key, as
-// above). A connection that fails at Open also stops the route.
+// crashed, the connection cut, or silent for silenceTimeout: a network
+// partition or a frozen walsender, which the server never ends) does not
+// stop the route: receive reconnects, with a backoff from 100 ms doubling
+// to 5 s, for as long as the route runs, and starts replication again at
+// the end LSN of the last transaction the route committed (acked), not the
+// last one handed over (emitted): the server skips every transaction that
+// ends before the start, so a start past one not handed over loses it,
+// while from the committed position each later transaction is either
+// streamed (not handed over yet) or dropped (handed over); it is also the
+// position the slot and the checkpoint resume from after a crash. The slot
+// replays every transaction since; handOver drops whole each one that ends
+// at or before emitted (handed over already in this run, it is in the
+// engine), so nothing is handed over twice in one run and Seq goes on
+// growing. Standby status updates confirm acked only. The answers a retry
+// cannot heal (healable: the slot or publication gone, the slot
+// invalidated, authentication refused, permission denied, the database
+// gone) stop the route with an error naming the slot, as does any error of
+// the source's own. Two losses still stop the route, and a rerun resumes
+// from the checkpoint: a temporary slot's connection (the slot ends with
+// it, and with it the changes since), and, with snapshot = true, the
+// connection the snapshot is read in before streaming (the snapshot's
+// transaction ends with it; the rerun reads the rest after the committed
+// key, as above). A connection that fails at Open also stops the route.
 type pgCDCSource struct {
 	route       string
 	node        string // the plan node's ID, for its premises
@@ -148,13 +149,16 @@ type pgCDCSource struct {
 	keepCP      bool // checkpoint_store set: the route saves positions
 	snapshot    bool // snapshot = true: read the tables before streaming
 
-	conn   *pgconn.PgConn
-	start  pglogrepl.LSN
-	recs   chan []runtime.Record // one transaction's records
-	errs   chan error
-	stop   context.CancelFunc
-	done   chan struct{}
-	closed atomic.Bool
+	conn  *pgconn.PgConn
+	start pglogrepl.LSN
+	// silence is how long the stream may hear nothing from the server
+	// before the connection is taken for lost (0: for ever); see stream.
+	silence time.Duration
+	recs    chan []runtime.Record // one transaction's records
+	errs    chan error
+	stop    context.CancelFunc
+	done    chan struct{}
+	closed  atomic.Bool
 
 	acked      atomic.Uint64    // end LSN of the last transaction fully acked
 	emitted    atomic.Uint64    // end LSN of the last transaction handed to the route
@@ -213,7 +217,7 @@ func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Sour
 	}
 	s := &pgCDCSource{route: b.Route(), node: b.NodeID(), log: b.Logger(), rawURL: raw, url: plan.RedactURLs(raw),
 		publication: cfg.Publication, slot: cfg.SlotName,
-		temporary: cfg.TemporarySlot, keepCP: cfg.CheckpointStore != "", snapshot: cfg.Snapshot,
+		temporary: cfg.TemporarySlot, keepCP: cfg.CheckpointStore != "", snapshot: cfg.Snapshot, silence: silenceTimeout,
 		recs: make(chan []runtime.Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
 		relation: map[uint32]*pglogrepl.RelationMessage{}}
 	for _, f := range []struct{ attr, v string }{{"publication", cfg.Publication}, {"slot_name", cfg.SlotName}} {
@@ -373,6 +377,17 @@ const (
 	reconnectFirst = 100 * time.Millisecond
 	reconnectMax   = 5 * time.Second
 )
+
+// silenceTimeout is how long a replication connection may bring nothing
+// at all from the server before it is taken for lost (a network partition,
+// a frozen walsender: the connection stays open and silent, and the server
+// side, if it is frozen, never ends it). An idle walsender sends a
+// keepalive at least every wal_sender_timeout/2, and after a third of this
+// silence the source asks for one with every status update (reply
+// requested), which a live walsender answers at once; so only a server
+// that answers nothing for this long is left. A variable so tests can
+// shorten it; each source takes its value when built.
+var silenceTimeout = 30 * time.Second
 
 // linkError is a failure of the replication connection itself: connecting,
 // starting replication, receiving, sending a status update, or the server
@@ -560,26 +575,38 @@ func (s *pgCDCSource) stream(ctx context.Context) error {
 	)
 	// sendStatus confirms acked, what the route committed: never a
 	// transaction only handed over, whose records a crash could lose.
-	sendStatus := func(force bool) error {
+	// reply asks the server to answer at once (with a keepalive); it is
+	// sent then even when nothing is acked yet (position 0 confirms
+	// nothing).
+	sendStatus := func(force, reply bool) error {
 		pos := s.acked.Load()
-		if pos == 0 || (!force && pos == lastSent) {
+		if !reply && (pos == 0 || (!force && pos == lastSent)) {
 			return nil
 		}
-		if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos)}); err != nil {
+		if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos), ReplyRequested: reply}); err != nil {
 			return &linkError{fmt.Errorf("standby status update: %w", err)}
 		}
 		lastSent = pos
 		return nil
 	}
+	// heard is when the last message came from the server: after
+	// s.silence without one, the connection is taken for lost (see
+	// silenceTimeout), and from a third of it on every status update asks
+	// for a reply.
+	heard := time.Now()
 	tick := time.Now().Add(time.Second)
 	for ctx.Err() == nil {
 		if time.Now().After(tick) {
-			if err := sendStatus(true); err != nil {
+			if err := sendStatus(true, s.silence > 0 && time.Since(heard) >= s.silence/3); err != nil {
 				return err
 			}
 			tick = time.Now().Add(time.Second)
 		}
-		rctx, cancel := context.WithDeadline(ctx, tick)
+		until := tick
+		if s.silence > 0 && heard.Add(s.silence).Before(until) {
+			until = heard.Add(s.silence)
+		}
+		rctx, cancel := context.WithDeadline(ctx, until)
 		msg, err := s.conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
@@ -587,10 +614,14 @@ func (s *pgCDCSource) stream(ctx context.Context) error {
 				return nil
 			}
 			if pgconn.Timeout(err) && !s.conn.IsClosed() {
+				if s.silence > 0 && time.Since(heard) >= s.silence {
+					return &linkError{fmt.Errorf("nothing received from the server for %s, not even the keepalive asked for: the connection is taken for lost", s.silence)}
+				}
 				continue
 			}
 			return &linkError{fmt.Errorf("receive: %w", err)}
 		}
+		heard = time.Now()
 		switch m := msg.(type) {
 		case *pgproto3.ErrorResponse:
 			return &linkError{fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))}
@@ -617,7 +648,7 @@ func (s *pgCDCSource) stream(ctx context.Context) error {
 					s.emitted.Store(uint64(ka.ServerWALEnd))
 				}
 				if ka.ReplyRequested {
-					if err := sendStatus(true); err != nil {
+					if err := sendStatus(true, false); err != nil {
 						return err
 					}
 				}
