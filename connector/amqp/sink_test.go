@@ -167,7 +167,10 @@ func TestAMQPSinkOutage(t *testing.T) {
 			rs := runtest.Outage{
 				Plan: p, Route: "publish",
 				Underway: func() bool { return queueReady(t, url, q) > 0 },
-				Outage:   func() { srv.Kill(t); time.Sleep(2 * time.Second); srv.Start(t) },
+				// The broker takes connections before it has recovered
+				// the test's durable queue; the rerun of no_retry must not
+				// find it missing (its records would be unroutable).
+				Outage:   func() { srv.Kill(t); time.Sleep(2 * time.Second); srv.Start(t); waitQueue(t, url, q) },
 				Expect:   tc.Expect,
 				StopSays: []string{"route publish", "amqp sink"},
 			}.Run(t)
