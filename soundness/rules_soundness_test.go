@@ -14,7 +14,7 @@ import (
 // dead-letter file).
 func rulesCase(name string, seed uint64, src string, arts ...Artifact) *Case {
 	c := &Case{Name: name, Seed: seed, Kills: 6, Source: src}
-	c.Input = genData(rand.New(rand.NewPCG(seed, seed)), 3000)
+	c.Input = genData(rand.New(rand.NewPCG(seed, seed)), 10000)
 	if strings.Contains(src, ".dlq.jsonl") {
 		arts = append(arts, Artifact{Kind: "dlq", Path: "out/r.dlq.jsonl", Group: "r/dlq"})
 	}
@@ -160,7 +160,9 @@ func TestRuleShapesCatchPlanted(t *testing.T) {
 func wantCaught(t *testing.T, c *Case, reason string) *Result {
 	t.Helper()
 	var res *Result
-	for try := range 3 {
+	// Where a kill lands is timing: a quiet or a loaded machine can land
+	// every kill of a seed where nothing is written twice.
+	for try := range 6 {
 		if try > 0 {
 			t.Logf("not caught with seed %d's kills (%s): again", c.Seed, summaryLine(res))
 			c.Seed++
