@@ -65,6 +65,8 @@ type Case struct {
 	// union of its tables' keys); nil when the case has none.
 	sq, dq, un *rand.Rand
 	ruleDrawn  bool
+	// rch draws the shapes of reach.go; nil when the case has none.
+	rch *rand.Rand
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -178,6 +180,7 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 	}
 	pickServerSinks(c)
 	pickRuleShapes(c)
+	pickReachShapes(c)
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:
@@ -323,10 +326,19 @@ func (g *routeGen) route() string {
 	} else {
 		arts, setup, parts := len(g.arts), len(g.c.Setup), len(g.c.partDirs)
 		to := g.sink(0, "")
-		if u := g.unionSwitch(); u != "" {
+		drawnArts, drawnParts := len(g.arts), len(g.c.partDirs)
+		u := g.unionSwitch()
+		if u == "" {
+			u = g.reachSink()
+		}
+		if u != "" {
 			// The sink drawn is left out (its draws stay made, so the
-			// routes after this one are as they were).
-			g.arts, g.c.Setup, g.c.partDirs = g.arts[:arts], g.c.Setup[:setup], g.c.partDirs[:parts]
+			// routes after this one are as they were); what the new one
+			// writes is kept (it once went with the sink drawn, so no
+			// union switch's tables were compared).
+			g.arts = append(g.arts[:arts], g.arts[drawnArts:]...)
+			g.c.partDirs = append(g.c.partDirs[:parts], g.c.partDirs[drawnParts:]...)
+			g.c.Setup = g.c.Setup[:setup]
 			to = u
 		}
 		fmt.Fprintf(&b, "to %s\n}\n", to)

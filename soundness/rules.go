@@ -207,7 +207,9 @@ func (g *routeGen) unionSwitch() string {
 		if conflict != "" {
 			q += " " + conflict
 		}
-		g.arts = append(g.arts, Artifact{Kind: "table", Path: db, Table: table, Group: group, KeyOnly: "id"})
+		// Read back by key only; qty and body, which a DO UPDATE or a
+		// REPLACE rewrites, are mutable.
+		g.arts = append(g.arts, Artifact{Kind: "table", Path: db, Table: table, Group: group, KeyOnly: "id", Mutable: []string{"qty", "body"}})
 		return fmt.Sprintf("sql {\nurl = %q\ncreate_table = %q\ninsert_query = \"\"\"%s\"\"\"\n}", "sqlite://"+db, ddl, q)
 	}
 	var call string
