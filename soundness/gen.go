@@ -440,6 +440,9 @@ func (g *routeGen) mapStep() string {
 // handler is a handle step: a SQL write or a file append of its own.
 func (g *routeGen) handler() string {
 	if g.chance(30) {
+		if h := g.reachHandler(); h != "" {
+			return h
+		}
 		return "handle " + g.fileLeaf("", false) + "\n"
 	}
 	report := g.chance(50)

@@ -19,7 +19,9 @@ import (
 //     (x = excluded.x), or leaves alone (x = x): which records that column
 //     refuses depends on what the rows hold when each is written, so the
 //     moving update is at-least-once (soundness found a replay landing a
-//     record the clean run dead-lettered; see reach_soundness_test.go).
+//     record the clean run dead-lettered; see reach_soundness_test.go);
+//   - a file handler writing parts named by source position ("handler:
+//     file runs before the sink; its own write is idempotent").
 //
 // They draw from a stream of their own (Case.rch), so a seed that draws
 // none of them generates what it did before; CI's fixed seeds (1 to 10)
@@ -63,6 +65,19 @@ func (g *routeGen) reachSink() string {
 	default:
 		return g.reachLeaf(false)
 	}
+}
+
+// reachHandler is, for some file handlers, one that writes parts named by
+// source position (the handler's own write is then idempotent, and the
+// records it skips on a replay must still reach the sink); "" when not
+// drawn.
+func (g *routeGen) reachHandler() string {
+	r := g.c.rch
+	if r == nil || r.IntN(100) >= 50 {
+		return ""
+	}
+	g.c.ruleDrawn = true
+	return "handle " + g.fileLeaf("", true) + "\n"
 }
 
 // reachKeys are keys on payload.id written with the stability rules the

@@ -57,6 +57,35 @@ func TestReachShapesCatchPlanted(t *testing.T) {
 		c.Routes[0].Override = effectivelyOnce
 		wantCaught(t, c, "moves the row's value in the unique index on (x)")
 	})
+	t.Run("positional handler", func(t *testing.T) {
+		// Told the truth, a handler writing positional parts holds every
+		// record once, and the sink after it gets the records the handler
+		// skips on a replay. Named by write_time, a replay writes the
+		// handler's records again, which its parts then show twice.
+		src := `route r {
+  batch_size = 4
+  from file { path = "in.jsonl" }
+  handle file { path = "out/r__p1", name_by = NAMING }
+  dlq { to file { path = "out/r.dlq.jsonl" } }
+  to file { path = "out/r__p2", name_by = source_position }
+}
+`
+		arts := []Artifact{
+			{Kind: "parts", Path: "out/r__p1", Group: "out/r__p1"},
+			{Kind: "parts", Path: "out/r__p2", Group: "out/r__p2"},
+		}
+		c := rulesCase("positional-handler-truth", 91, strings.Replace(src, "NAMING", "source_position", 1), arts...)
+		res := checkUntilKilled(t, c)
+		if g := res.Verdicts[0].Guarantee; g != effectivelyOnce {
+			t.Errorf("the compiler calls a positional handler before positional parts %s, want effectively-once", g)
+		}
+		if len(res.Findings) > 0 {
+			t.Errorf("effectively-once, yet:\n%s", report(res))
+		}
+		c = rulesCase("planted-time-handler", 95, strings.Replace(src, "NAMING", "write_time", 1), arts...)
+		c.Routes[0].Override = effectivelyOnce
+		wantCaught(t, c, "handler file is not idempotent")
+	})
 	t.Run("stable switch", func(t *testing.T) {
 		// Every branch but one absorbs a repeat; the us branch inserts
 		// without a key, so a replayed us record is a second row.

@@ -37,6 +37,12 @@ func TestReachShapesLeaveOtherSeeds(t *testing.T) {
 				hit = true
 			}
 		}
+		for _, l := range strings.Split(c.Source, "\n") {
+			if strings.Contains(l, "handle file") && strings.Contains(l, "name_by") {
+				seen["positional handler"]++
+				hit = true
+			}
+		}
 		for _, k := range reachKeys {
 			hit = hit || strings.Contains(c.Source, "(id, qty, body) VALUES ("+k)
 		}
