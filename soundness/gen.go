@@ -439,10 +439,10 @@ func (g *routeGen) mapStep() string {
 
 // handler is a handle step: a SQL write or a file append of its own.
 func (g *routeGen) handler() string {
+	if h := g.reachHandler(); h != "" {
+		return h
+	}
 	if g.chance(30) {
-		if h := g.reachHandler(); h != "" {
-			return h
-		}
 		return "handle " + g.fileLeaf("", false) + "\n"
 	}
 	report := g.chance(50)

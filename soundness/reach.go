@@ -67,13 +67,13 @@ func (g *routeGen) reachSink() string {
 	}
 }
 
-// reachHandler is, for some file handlers, one that writes parts named by
-// source position (the handler's own write is then idempotent, and the
-// records it skips on a replay must still reach the sink); "" when not
-// drawn.
+// reachHandler is, for some handlers, a file handler that writes parts
+// named by source position (the handler's own write is then idempotent,
+// and the records it skips on a replay must still reach the sink); ""
+// when not drawn.
 func (g *routeGen) reachHandler() string {
 	r := g.c.rch
-	if r == nil || r.IntN(100) >= 50 {
+	if r == nil || r.IntN(100) >= 30 {
 		return ""
 	}
 	g.c.ruleDrawn = true
