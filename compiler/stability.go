@@ -176,7 +176,10 @@ func (w *stabWalk) node(n ast.Node) stabVal {
 	case *ast.ChainNode:
 		return w.node(v.Node)
 	case *ast.SliceNode:
-		return w.join(w.node(v.Node), settle(w.node(v.From)), settle(w.node(v.To)))
+		// A slice of a list in a map's order holds other elements on
+		// another run, not only in another order: settled first, so no
+		// order-blind consumer makes it stable again.
+		return w.join(settle(w.node(v.Node)), settle(w.node(v.From)), settle(w.node(v.To)))
 	case *ast.UnaryNode:
 		switch v.Operator {
 		case "!", "not", "-", "+":
@@ -284,7 +287,9 @@ func (w *stabWalk) member(m *ast.MemberNode) stabVal {
 			return w.ident(id)
 		}
 	}
-	return w.join(w.node(m.Node), settle(w.node(m.Property)))
+	// An element of a list in a map's order (keys(m)[0]) is another one
+	// on another run: settled, as a slice is.
+	return w.join(settle(w.node(m.Node)), settle(w.node(m.Property)))
 }
 
 // payloadPath returns the fields of m when it reads a constant path from
