@@ -25,7 +25,8 @@
 // ends with "routes checked: N, claimed effectively-once: M, false
 // verdicts: F" and exits 1 when F > 0. -reasons builds the generated
 // files only and counts their verdict reasons: which rules of the prover
-// the seeds reach (rules.go adds shapes for those they did not). The CI test is behind the soundness
+// the seeds reach (rules.go and reach.go add shapes for those they did
+// not). The CI test is behind the soundness
 // build tag (go test -tags soundness ./soundness).
 package main
 
@@ -60,7 +61,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	sources := fs.String("sources", strings.Join(moreKinds, ","), "the sources of issue #18 a seed reading the file may draw instead (about a quarter of them do): a comma list of "+strings.Join(moreKinds, ", ")+", or none")
 	force := fs.String("source", "", "every seed reads this source of issue #18 ("+strings.Join(moreKinds, ", ")+"), whatever it draws")
 	fs.BoolVar(&onlyTransforms, "transforms", false, "check only the seeds that draw unnest or parse (see transforms.go); the others are skipped")
-	fs.BoolVar(&onlyRules, "rules", false, "check only the seeds that draw a shape of rules.go; the others are skipped")
+	fs.BoolVar(&onlyRules, "rules", false, "check only the seeds that draw a shape of rules.go or reach.go; the others are skipped")
 	fs.BoolVar(&serverSinks, "server-sinks", false, "let seeds put some sql sinks on PostgreSQL and MariaDB (see sqlservers.go); needs their server binaries")
 	reasons := fs.Bool("reasons", false, "build the generated files only (no runs) and print how often each verdict reason occurs, numbers and names blanked")
 	jobs := fs.Int("j", 1, "cases checked at once (each in its own directories, with its own brokers); most of a case's time is waiting, so 3 keeps 2 cores busy")
