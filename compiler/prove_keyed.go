@@ -630,15 +630,21 @@ func (ins *sqlInsert) updatesOtherUnique(keys *sqlTableKeys, key []string) strin
 	if !ins.update {
 		return ""
 	}
+	// ON DUPLICATE KEY UPDATE names no key: with a second unique index
+	// beside the one the proof chose, a row can collide on either, so a
+	// SET moving a column of any of them counts.
+	anyKey := ins.kind != conflictColumns && slices.ContainsFunc(keys.uniques, func(u []string) bool { return !subsetOf(key, u) })
 	for _, s := range ins.sets {
 		if ins.isExistingColumn(s.val, s.col) {
 			continue // col = col moves nothing
 		}
 		for _, u := range keys.uniques {
-			if sameColumnSet(u, key) || indexOf(u, s.col) < 0 {
+			if indexOf(u, s.col) < 0 || subsetOf(key, u) && !anyKey {
+				// An index over the key's columns and more can never
+				// refuse a row the key lets in.
 				continue
 			}
-			return fmt.Sprintf("SET %s moves the row's value in the unique index on (%s), not the key (%s) %s is proven on: whether a later record collides on that index depends on what the rows hold when it is written, so a record refused (or merged) because a row held its value lands anew when it is replayed after the row moved away",
+			return fmt.Sprintf("SET %s moves the row's value in the unique index on (%s), beside the key (%s) %s is proven on: whether a later record collides on that index depends on what the rows hold when it is written, so a record refused (or merged) because a row held its value lands anew when it is replayed after the row moved away",
 				s.col, strings.Join(u, ", "), strings.Join(key, ", "), ins.clause)
 		}
 	}
