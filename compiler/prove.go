@@ -200,6 +200,7 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	// dlq's own effectively-once rests on them.
 	g.guards = append(g.guards, dlqPremises...)
 	rc.producerPremises(&g, source)
+	rc.unnestIDPremise(&g)
 	rc.sourcePremises(&g, source)
 	if d := rc.elidableDedup(handler, sink, sp); d != nil && g.effectivelyOnce() {
 		rc.elideDedup(&g, d, sink, sp)
@@ -392,6 +393,45 @@ func (rc *routeCtx) producerPremises(g *guaranteeProof, source *nodeInfo) {
 	} else {
 		g.premises = append(g.premises, mk(proofUses))
 	}
+}
+
+// unnestIDPremise adds, when an id step stands before the route's first
+// unnest, the per-record premise that its expression renders a value: a
+// record whose id renders nothing keeps no identity, and unnest then
+// derives its elements' ids from its message_id, which on a source whose
+// message_id is fresh per read gives the elements new ids on a replay, so
+// a sink keyed on meta["mqb.id"] writes them again (soundness seed 2763:
+// keyless records' elements landed once more per replay). The runtime
+// dead-letters such a record at the id step instead (armIDKey).
+func (rc *routeCtx) unnestIDPremise(g *guaranteeProof) {
+	if rc.unnested == "" || !rc.idStab.Stable {
+		return
+	}
+	var id *nodeInfo
+	for _, n := range rc.nodes {
+		if n.role != plan.RoleStep {
+			continue
+		}
+		if n.name == "unnest" {
+			break
+		}
+		if n.name == "id" && id == nil {
+			id = n
+		}
+	}
+	if id == nil {
+		return
+	}
+	saved := rc.msgIDAfter
+	rc.msgIDAfter = nil
+	msg := rc.messageIDStability()
+	rc.msgIDAfter = saved
+	if msg.Stable {
+		return // the fallback repeats on a replay
+	}
+	g.premises = append(g.premises, premiseAt{node: id, p: plan.Premise{Kind: plan.PremiseKeyPresent, When: plan.CheckPerRecord, Columns: []string{id.exprText},
+		Holds:  fmt.Sprintf("every record's id %s renders a non-empty value (without one, unnest derives its elements' ids from a message_id that is new on every read: %s)", id.exprText, msg.Why),
+		Reason: "identity: id " + rc.idText}})
 }
 
 // sourcePremises adds what the source declares it assumes to lose nothing

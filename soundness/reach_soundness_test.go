@@ -86,6 +86,32 @@ func TestReachShapesCatchPlanted(t *testing.T) {
 		c.Routes[0].Override = effectivelyOnce
 		wantCaught(t, c, "handler file is not idempotent")
 	})
+	t.Run("id before unnest", func(t *testing.T) {
+		// Seed 2763's route_a: id payload.id, unnest payload.items, a
+		// table keyed on meta["mqb.id"]. A record without an id kept no
+		// identity, so unnest derived its elements' ids from message_id,
+		// new on every read: two clean runs wrote different rows (the
+		// harness could only call it timing-dependent) and every replay
+		// wrote them again. With the id step's premise such a record is
+		// dead-lettered, and the route is checked like any other.
+		gen, err := generate(2763, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &Case{Name: "unnest-keyless", Seed: 2763, Kills: 6, Input: gen.Input, Routes: gen.Routes[:1]}
+		c.Source = c.Routes[0].Source
+		if !strings.Contains(c.Source, "id payload.id\n  unnest payload.items") {
+			t.Fatalf("seed 2763 no longer draws the route:\n%s", c.Source)
+		}
+		res := checkUntilKilled(t, c)
+		v := res.Verdicts[0]
+		if v.Guarantee != effectivelyOnce {
+			t.Errorf("the compiler calls the route %s, want effectively-once", v.Guarantee)
+		}
+		if len(res.Findings) > 0 || len(res.Inconclusive) > 0 {
+			t.Errorf("findings %d, inconclusive %v:\n%s", len(res.Findings), res.Inconclusive, report(res))
+		}
+	})
 	t.Run("stable switch", func(t *testing.T) {
 		// Every branch but one absorbs a repeat; the us branch inserts
 		// without a key, so a replayed us record is a second row.

@@ -49,7 +49,9 @@ var Steps = []Step{
 			"or, with `as item`, the parent's payload is kept with the array taken out and the element put under payload.item. " +
 			"Each record gets a derived identity, the parent's and the element's index: meta[\"mqb.id\"] is a UUIDv5 of the parent's meta[\"mqb.id\"] " +
 			"(of its message_id when no id step ran) and the index, and message_id a UUIDv5 of the parent's message_id and the index, " +
-			"so a replay of the parent gives its elements the same ids. The derived id is stable when the parent's identity is stable and the array is " +
+			"so a replay of the parent gives its elements the same ids. On an effectively-once route over a source whose message_id is new on every read, " +
+			"a record whose id step above unnest renders no value goes to the DLQ (its elements would get new ids on a replay). " +
+			"The derived id is stable when the parent's identity is stable and the array is " +
 			"(a field of the payload as read, or of a stable map); key the sink on meta[\"mqb.id\"]. " +
 			"The parent's position is committed only once every element is delivered, filtered or dead-lettered. " +
 			"An empty array emits nothing: the parent is acked and counted as filtered. A payload where the path holds no array " +
