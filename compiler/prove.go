@@ -200,7 +200,7 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	// dlq's own effectively-once rests on them.
 	g.guards = append(g.guards, dlqPremises...)
 	rc.producerPremises(&g, source)
-	rc.unnestIDPremise(&g)
+	rc.idPremise(&g)
 	rc.sourcePremises(&g, source)
 	if d := rc.elidableDedup(handler, sink, sp); d != nil && g.effectivelyOnce() {
 		rc.elideDedup(&g, d, sink, sp)
@@ -395,42 +395,68 @@ func (rc *routeCtx) producerPremises(g *guaranteeProof, source *nodeInfo) {
 	}
 }
 
-// unnestIDPremise adds, when an id step stands before the route's first
-// unnest, the per-record premise that its expression renders a value: a
-// record whose id renders nothing keeps no identity, and unnest then
-// derives its elements' ids from its message_id, which on a source whose
-// message_id is fresh per read gives the elements new ids on a replay, so
-// a sink keyed on meta["mqb.id"] writes them again (soundness seed 2763:
-// keyless records' elements landed once more per replay). The runtime
-// dead-letters such a record at the id step instead (armIDKey).
-func (rc *routeCtx) unnestIDPremise(g *guaranteeProof) {
-	if rc.unnested == "" || !rc.idStab.Stable {
+// idPremise adds, when the route's identity comes from an id step, the
+// per-record premise that its expression renders a value, if a record
+// for which it renders nothing would go on with a per-delivery identity
+// instead: the one an earlier id step gave it (id message_id above id
+// payload.id: soundness seed 3206), or, when unnest follows, ids its
+// elements derive from a message_id that is new on every read (seed
+// 2763). Either way a sink keyed on meta["mqb.id"] writes such a record
+// again on a replay. The runtime dead-letters it at the id step instead
+// (armIDKey). A record with no identity at all is dead-lettered by the
+// sink's bind already.
+func (rc *routeCtx) idPremise(g *guaranteeProof) {
+	if !rc.idStab.Stable {
 		return
 	}
-	var id *nodeInfo
+	var last *nodeInfo
 	for _, n := range rc.nodes {
-		if n.role != plan.RoleStep {
-			continue
-		}
-		if n.name == "unnest" {
-			break
-		}
-		if n.name == "id" && id == nil {
-			id = n
+		if n.role == plan.RoleStep && n.name == "id" {
+			last = n
 		}
 	}
-	if id == nil {
+	if last == nil || !last.exprStab.Stable {
 		return
 	}
 	saved := rc.msgIDAfter
 	rc.msgIDAfter = nil
 	msg := rc.messageIDStability()
 	rc.msgIDAfter = saved
-	if msg.Stable {
-		return // the fallback repeats on a replay
+	// The identity a record has just before the last id step; has: it
+	// has one at all.
+	var cur stability
+	has, unnestAfter := false, false
+	seen := false
+	for _, n := range rc.nodes {
+		if n.role != plan.RoleStep {
+			continue
+		}
+		if n == last {
+			seen = true
+			continue
+		}
+		switch {
+		case n.name == "unnest" && seen:
+			unnestAfter = true
+		case n.name == "unnest" && !has:
+			cur, has = msg, true
+		case n.name == "id" && !seen && !has:
+			cur, has = n.exprStab, true
+		case n.name == "id" && !seen:
+			cur = both(cur, n.exprStab)
+		}
 	}
-	g.premises = append(g.premises, premiseAt{node: id, p: plan.Premise{Kind: plan.PremiseKeyPresent, When: plan.CheckPerRecord, Columns: []string{id.exprText},
-		Holds:  fmt.Sprintf("every record's id %s renders a non-empty value (without one, unnest derives its elements' ids from a message_id that is new on every read: %s)", id.exprText, msg.Why),
+	var why string
+	switch {
+	case has && !cur.Stable:
+		why = "the record keeps the identity it had before, which is per-delivery: " + cur.Why
+	case !has && unnestAfter && !msg.Stable:
+		why = "unnest derives its elements' ids from a message_id that is new on every read: " + msg.Why
+	default:
+		return
+	}
+	g.premises = append(g.premises, premiseAt{node: last, p: plan.Premise{Kind: plan.PremiseKeyPresent, When: plan.CheckPerRecord, Columns: []string{last.exprText},
+		Holds:  fmt.Sprintf("every record's id %s renders a non-empty value (without one, %s)", last.exprText, why),
 		Reason: "identity: id " + rc.idText}})
 }
 
