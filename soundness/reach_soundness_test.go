@@ -86,7 +86,7 @@ func TestReachShapesCatchPlanted(t *testing.T) {
 		c.Routes[0].Override = effectivelyOnce
 		wantCaught(t, c, "handler file is not idempotent")
 	})
-	t.Run("id before unnest", func(t *testing.T) {
+	t.Run("id steps", func(t *testing.T) {
 		// Seed 2763's route_a: id payload.id, unnest payload.items, a
 		// table keyed on meta["mqb.id"]. A record without an id kept no
 		// identity, so unnest derived its elements' ids from message_id,
@@ -94,22 +94,33 @@ func TestReachShapesCatchPlanted(t *testing.T) {
 		// harness could only call it timing-dependent) and every replay
 		// wrote them again. With the id step's premise such a record is
 		// dead-lettered, and the route is checked like any other.
-		gen, err := generate(2763, 6)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &Case{Name: "unnest-keyless", Seed: 2763, Kills: 6, Input: gen.Input, Routes: gen.Routes[:1]}
-		c.Source = c.Routes[0].Source
-		if !strings.Contains(c.Source, "id payload.id\n  unnest payload.items") {
-			t.Fatalf("seed 2763 no longer draws the route:\n%s", c.Source)
-		}
-		res := checkUntilKilled(t, c)
-		v := res.Verdicts[0]
-		if v.Guarantee != effectivelyOnce {
-			t.Errorf("the compiler calls the route %s, want effectively-once", v.Guarantee)
-		}
-		if len(res.Findings) > 0 || len(res.Inconclusive) > 0 {
-			t.Errorf("findings %d, inconclusive %v:\n%s", len(res.Findings), res.Inconclusive, report(res))
+		// Seed 3206's route_b: id message_id, then an id a record without a
+		// tag does not render, which kept it the message_id.
+		for _, tc := range []struct {
+			seed  uint64
+			route int
+			shape string
+		}{
+			{2763, 0, "id payload.id\n  unnest payload.items"},
+			{3206, 1, "id message_id\n  id \"${payload.id}-${payload.tag}\""},
+		} {
+			gen, err := generate(tc.seed, 6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &Case{Name: fmt.Sprintf("id-fallback-%d", tc.seed), Seed: tc.seed, Kills: 6, Input: gen.Input, Routes: gen.Routes[tc.route : tc.route+1]}
+			c.Source = c.Routes[0].Source
+			if !strings.Contains(c.Source, tc.shape) {
+				t.Fatalf("seed %d no longer draws the route:\n%s", tc.seed, c.Source)
+			}
+			res := checkUntilKilled(t, c)
+			v := res.Verdicts[0]
+			if v.Guarantee != effectivelyOnce {
+				t.Errorf("seed %d: the compiler calls the route %s, want effectively-once", tc.seed, v.Guarantee)
+			}
+			if len(res.Findings) > 0 || len(res.Inconclusive) > 0 {
+				t.Errorf("seed %d: findings %d, inconclusive %v:\n%s", tc.seed, len(res.Findings), res.Inconclusive, report(res))
+			}
 		}
 	})
 	t.Run("stable switch", func(t *testing.T) {
