@@ -175,6 +175,9 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 			why := fmt.Sprintf("with concurrency %d records of one key can be applied out of order, so a replay of an older record can overwrite a newer one; %s", rc.concurrency, fix)
 			return notIdempotent(why, why)
 		}
+		if why := rc.reorderingSource(ins.table); why != "" && !guarded {
+			return notIdempotent(why, why)
+		}
 		updateNote = "update converges: each SET writes the value the INSERT writes"
 		if guarded {
 			updateNote += fmt.Sprintf(", guarded by version column %s", guard)
@@ -189,6 +192,9 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 		}
 		if rc.concurrency > 1 {
 			why := fmt.Sprintf("with concurrency %d records of one key can be applied out of order, so a replayed %s of an older record can overwrite a newer one; set concurrency = 1", rc.concurrency, ins.clause)
+			return notIdempotent(why, why)
+		}
+		if why := rc.reorderingSource(""); why != "" {
 			return notIdempotent(why, why)
 		}
 	}
@@ -649,4 +655,25 @@ func (ins *sqlInsert) updatesOtherUnique(keys *sqlTableKeys, key []string) strin
 		}
 	}
 	return ""
+}
+
+// reorderingSource says why the route's source can hand a record over
+// again after newer records ("" when it cannot): one without a replayable
+// position (a broker that acks each message, as NATS JetStream, AMQP or
+// Redis streams do) redelivers what a crash left unacknowledged on its
+// own schedule, after what it delivers meanwhile, so a replayed older
+// record of a key can land after a newer one, as under concurrency > 1
+// (soundness seed 3281: nats, batch_size 1, DO UPDATE left an older
+// record's row). A write whose outcome depends on the order of a key's
+// records (a DO UPDATE without a version guard, a REPLACE) is then not
+// idempotent. table names the guard's table ("" for none to suggest).
+func (rc *routeCtx) reorderingSource(table string) string {
+	if rc.src == nil || rc.src.HasPosition(rc.srcMode) {
+		return ""
+	}
+	fix := "add a version guard (WHERE excluded.v > " + table + ".v) on a stable, increasing column"
+	if table == "" {
+		fix = "read a source that replays in order, or write with ON CONFLICT DO UPDATE and a version guard"
+	}
+	return fmt.Sprintf("%s has no position to replay from: it redelivers a record a crash left unacknowledged after the records it delivers meanwhile, so a replayed older record of a key can overwrite a newer one; %s", rc.src.Name, fix)
 }
