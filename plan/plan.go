@@ -134,18 +134,30 @@ const (
 	// publication (Target) has a primary key, so a postgres_cdc snapshot
 	// can read each in key order and give each row an id from its key.
 	PremisePrimaryKey = "primary_key"
+	// PremiseSessionKept (per connection, on a source): the MQTT broker
+	// keeps the persistent session of the source's client_id (Target),
+	// its subscription and the QoS 1 messages queued for it, while the
+	// route is stopped or disconnected. The source checks the CONNACK's
+	// session present flag on every connection and stops the route when
+	// a session it had, or that the route's checkpoint says it had, is
+	// gone.
+	PremiseSessionKept = "session_kept"
 )
 
 // When a premise is checked.
 const (
 	CheckStartup   = "start-up"
 	CheckPerRecord = "per-record"
+	// CheckPerConnection: checked by the node on every connection it
+	// makes to the system, the first and each reconnect (armed before
+	// the first record, as a per-record premise is).
+	CheckPerConnection = "per-connection"
 )
 
 // Premise is one assumption of a route's proof about the world.
 type Premise struct {
 	Kind string `json:"kind"` // PremiseUniqueKey, …
-	When string `json:"when"` // CheckStartup | CheckPerRecord
+	When string `json:"when"` // CheckStartup | CheckPerRecord | CheckPerConnection
 	// Node is the ID of the plan node (sink, handler or branch endpoint)
 	// the premise is about; the runtime checks it through that node's
 	// connector.
