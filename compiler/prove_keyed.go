@@ -217,6 +217,9 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 					ins.table, strings.Join(stableCols, ", "), autoincNote(keys, stableCols))
 				return notIdempotent(why, why)
 			}
+			if why := ins.updatesOtherUnique(keys, usable); why != "" {
+				return notIdempotent(why, why)
+			}
 			if ins.replace {
 				for c := range keys.autoinc {
 					if indexOf(ins.columns, c) < 0 {
@@ -277,6 +280,22 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 			Holds:  fmt.Sprintf("table %s has a UNIQUE or PRIMARY KEY index on columns among (%s)", ins.table, strings.Join(cols, ", ")),
 			Reason: write,
 		}})
+	}
+	if ins.update && needPremise {
+		// The table may hold unique indexes create_table does not show:
+		// the update must not move a column of one (updatesOtherUnique).
+		if moved := ins.movedColumns(); len(moved) > 0 {
+			var key []string
+			holds := fmt.Sprintf("no UNIQUE or PRIMARY KEY index of table %s holds a column the update sets (%s), unless it is the table's only unique index", ins.table, strings.Join(moved, ", "))
+			if ins.kind == conflictColumns {
+				key = keyCols
+				holds = fmt.Sprintf("no UNIQUE or PRIMARY KEY index of table %s holds a column the update sets (%s), except the conflict key (%s)", ins.table, strings.Join(moved, ", "), strings.Join(keyCols, ", "))
+			}
+			p.premises = append(p.premises, premiseAt{node: n, p: plan.Premise{
+				Kind: plan.PremiseUpdateLeavesUniques, When: plan.CheckStartup, Target: ins.table, Columns: moved, Key: key,
+				Holds: holds, Reason: write,
+			}})
+		}
 	}
 	if ins.replace && !replaceKnown && d != sqlPostgres {
 		p.premises = append(p.premises, rc.replacePremise(n, ins, write))
@@ -613,4 +632,43 @@ func (rc *routeCtx) exprRange(v plan.Value, whole diag.Range) diag.Range {
 		return whole
 	}
 	return diag.Range{Start: at, End: advance(at, rest, n)}
+}
+
+// movedColumns are the columns the update sets to anything but
+// themselves.
+func (ins *sqlInsert) movedColumns() []string {
+	var moved []string
+	for _, s := range ins.sets {
+		if !ins.isExistingColumn(s.val, s.col) && !slices.Contains(moved, s.col) {
+			moved = append(moved, s.col)
+		}
+	}
+	return moved
+}
+
+// updatesOtherUnique says why a DO UPDATE (ON DUPLICATE KEY UPDATE) that
+// moves a row's value in a unique index other than the one the conflict
+// handling uses (key) is not idempotent, or "". Such an update decides
+// which later records that index refuses: a record refused (dead-lettered)
+// because a row held its value is inserted when it is replayed after the
+// update moved that row away, and a record inserted first can be refused
+// on a replay. Which records land then depends on where the replay began,
+// not only on the records.
+func (ins *sqlInsert) updatesOtherUnique(keys *sqlTableKeys, key []string) string {
+	if !ins.update {
+		return ""
+	}
+	for _, s := range ins.sets {
+		if ins.isExistingColumn(s.val, s.col) {
+			continue // col = col moves nothing
+		}
+		for _, u := range keys.uniques {
+			if sameColumnSet(u, key) || indexOf(u, s.col) < 0 {
+				continue
+			}
+			return fmt.Sprintf("SET %s moves the row's value in the unique index on (%s), not the key (%s) %s is proven on: whether a later record collides on that index depends on what the rows hold when it is written, so a record refused (or merged) because a row held its value lands anew when it is replayed after the row moved away",
+				s.col, strings.Join(u, ", "), strings.Join(key, ", "), ins.clause)
+		}
+	}
+	return ""
 }

@@ -147,10 +147,12 @@ func settle(v stabVal) stabVal {
 
 // orderBlind are builtins whose result does not depend on the order of
 // their first argument's elements (sum and mean are not: float addition
-// rounds differently in another order).
+// rounds differently in another order; nor is fromPairs: of two pairs
+// with one key the later wins, and values() of a map can list them in
+// either order).
 var orderBlind = map[string]bool{
 	"len": true, "sort": true, "count": true, "all": true, "any": true, "none": true, "one": true,
-	"min": true, "max": true, "median": true, "fromPairs": true, "uniq": false,
+	"min": true, "max": true, "median": true, "fromPairs": false, "uniq": false,
 }
 
 func (w *stabWalk) nodes(ns []ast.Node) stabVal {

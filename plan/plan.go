@@ -117,6 +117,14 @@ const (
 	// from is present and non-null (Columns names the fields or
 	// columns); a record that lacks one goes to the DLQ.
 	PremiseKeyPresent = "key_present"
+	// PremiseUpdateLeavesUniques (start-up, on a sql sink): no UNIQUE or
+	// PRIMARY KEY index of Target holds a column a DO UPDATE / ON
+	// DUPLICATE KEY UPDATE moves (Columns), other than the conflict key
+	// itself (Key; when Key is empty, the statement names no target and
+	// the table's only unique index may hold them). Such an update decides
+	// which later records that index refuses, so a replay after a crash
+	// can land a record the first run refused.
+	PremiseUpdateLeavesUniques = "update_leaves_uniques"
 	// PremisePutIfAbsent: the object store refuses a second write of one
 	// name made with If-None-Match: * (412), so a part, once written, is
 	// never replaced, and it lists an object as soon as it is written, so
@@ -165,6 +173,8 @@ type Premise struct {
 	// Target is the table, collection, topic or stream.
 	Target  string   `json:"target,omitempty"`
 	Columns []string `json:"columns,omitempty"`
+	// Key is the conflict key a PremiseUpdateLeavesUniques is proven on.
+	Key []string `json:"key,omitempty"`
 	// Holds says in words what must be true: "table orders has a UNIQUE
 	// or PRIMARY KEY index on columns among (id)".
 	Holds string `json:"holds"`
