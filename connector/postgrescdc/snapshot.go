@@ -120,7 +120,8 @@ func (st *snapshotState) snapshotRowLSN() string { return strconv.FormatUint(uin
 // it creates the slot exporting its snapshot and reads the tables in that
 // snapshot: exactly the rows committed before the slot's start, every
 // later change then streamed. Otherwise (a restart before the snapshot was
-// read to its end, or a slot that already existed) that snapshot is gone
+// read to its end, a lost connection while it was read: resumeSnapshot,
+// or a slot that already existed) that snapshot is gone
 // with the connection that exported it: the tables are read, from the
 // committed mark on, in a new REPEATABLE READ snapshot, and the stream
 // starts at the slot's start all the same, so every change since is
@@ -614,7 +615,7 @@ func (s *pgCDCSource) resumeSnapshot(ctx context.Context, lost error) error {
 			return ctx.Err()
 		}
 		if !healable(err) {
-			return s.errorf("slot %s: the snapshot's connection was lost and cannot be opened again: %v", s.slot, err)
+			return s.errorf("slot %s: the snapshot's connection was lost and cannot be opened again: %s", s.slot, detail(err))
 		}
 		if attempt == 1 || attempt%10 == 0 {
 			s.log.Warn("reconnecting the snapshot's connection", "slot", s.slot, "attempts", attempt, "err", plan.RedactURLs(err.Error()))

@@ -204,11 +204,23 @@ func testSnapshotResumesAtCommitted(t *testing.T, srv *testsrv.PGServer) {
 	if r.MessageID() != read[committed].MessageID() {
 		t.Errorf("the row read again has message_id %s, its first read %s", r.MessageID(), read[committed].MessageID())
 	}
-	// Everything read before the loss now committed, and nothing read
-	// since: the checkpoint stays at the row the reading resumed after.
-	pos, _ = s.Position(map[int32]runtime.AckPos{0: {Next: uint64(handed)}})
-	if !strings.Contains(pos.Mode, `"k":["`+want+`"]`) {
-		t.Errorf("checkpoint %s after the reconnect, want the mark of key %s (the committed row)", pos.Mode, want)
+	// The checkpoint is never past the last committed row: nothing more
+	// committed, it stays; everything read before the loss committed, it
+	// is at most the last of those; a row read again committed, at it.
+	for _, c := range []struct {
+		next uint64
+		max  string
+	}{{committed, want}, {uint64(handed), read[handed-1].Meta[metaPGKey]}, {uint64(handed) + 10, first[9].Meta[metaPGKey]}} {
+		pos, _ = s.Position(map[int32]runtime.AckPos{0: {Next: c.next}})
+		m, err := parseSnapshotMode(pos.Mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := strconv.Atoi(strings.Join(m.Key, ""))
+		limit, _ := strconv.Atoi(c.max)
+		if m.Table != "orders" || got > limit {
+			t.Errorf("checkpoint %s with records up to Seq %d committed, past the last committed row (orders %s)", pos.Mode, c.next-1, c.max)
+		}
 	}
 	// A change after the restart: streamed once the snapshot is read.
 	if _, err := c.Exec(context.Background(), `INSERT INTO orders VALUES (7, 7, 'after the restart')`); err != nil {
@@ -265,5 +277,170 @@ func pgExecURL(t *testing.T, url, q string) {
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, q).ReadAll(); err != nil {
 		t.Fatal(fmt.Errorf("%s: %w", q, err))
+	}
+}
+
+// TestPostgresCDCSnapshotUnhealable: the snapshot's connections are cut
+// while it is read and the answer to the reconnect cannot heal by
+// retrying: the route stops (Next fails) with an error naming the slot,
+// instead of retrying for ever.
+func TestPostgresCDCSnapshotUnhealable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  func(t *testing.T, url, slot, role string) // as the superuser, at url
+		says string
+	}{
+		{name: "login_refused", says: "not permitted to log in", cut: func(t *testing.T, url, _, role string) {
+			pgExecURL(t, url, `ALTER ROLE `+role+` NOLOGIN`)
+			pgExecURL(t, url, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+role+`'`)
+		}},
+		{name: "slot_dropped", says: "is gone", cut: func(t *testing.T, url, slot, role string) {
+			pgExecURL(t, url, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+role+`'`)
+			deadline := time.Now().Add(30 * time.Second)
+			for !dropSlot(url, slot) {
+				if time.Now().After(deadline) {
+					t.Fatalf("could not drop slot %s", slot)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}},
+		{name: "publication_dropped", says: "publication mqb_pub does not exist", cut: func(t *testing.T, url, _, role string) {
+			pgExecURL(t, url, `DROP PUBLICATION mqb_pub`)
+			pgExecURL(t, url, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+role+`'`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := testsrv.Postgres(t)
+			snapshotDB(t, url, 3000)
+			var db string
+			plantest.PGQuery(t, url, `SELECT current_database()`, func(t *testing.T, rows plantest.Rows) int {
+				for rows.Next() {
+					rows.Scan(&db)
+				}
+				return 0
+			})
+			role, slot := db+"_snap", "mqb_snapunhealable_"+tc.name+"_"+db[len(db)-1:]
+			// A superuser of its own (the snapshot's catalog queries
+			// need more than SELECT on the tables), to refuse its login.
+			pgExecURL(t, url, `CREATE ROLE `+role+` LOGIN SUPERUSER`)
+			t.Cleanup(func() {
+				ctx := context.Background()
+				if c, err := pgconn.Connect(ctx, url); err == nil {
+					c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+role+`'`).ReadAll()
+					dropSlot(url, slot)
+					c.Exec(ctx, `DROP ROLE IF EXISTS `+role).ReadAll()
+					c.Close(ctx)
+				}
+			})
+			roleURL := strings.Replace(url, "postgres://postgres@", "postgres://"+role+"@", 1)
+			s := &pgCDCSource{route: "snap", node: "n0", log: plantest.Logger(), rawURL: roleURL, url: roleURL,
+				publication: "mqb_pub", slot: slot, keepCP: true, snapshot: true, silence: silenceTimeout,
+				recs: make(chan []runtime.Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
+				relation: map[uint32]*pglogrepl.RelationMessage{}}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := s.Open(ctx, checkpoint.Position{}, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if b, _, err := s.Next(ctx, 100); err != nil || b.Len() == 0 {
+				t.Fatalf("first batch: %v", err)
+			}
+			tc.cut(t, url, slot, role)
+			for {
+				_, _, err := s.Next(ctx, 1000)
+				if ctx.Err() != nil {
+					t.Fatal("the source did not stop")
+				}
+				if err == nil {
+					continue // the rest of the page read before the cut
+				}
+				if !strings.Contains(err.Error(), "slot "+slot) || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("Next failed with %v, want an error naming slot %s and saying %q", err, slot, tc.says)
+				}
+				t.Logf("stopped: %v", err)
+				return
+			}
+		})
+	}
+}
+
+// dropSlot drops the slot (true), or says it could not (false): it is
+// still active, or the connection failed. A slot already gone is dropped.
+func dropSlot(url, slot string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgconn.Connect(ctx, url)
+	if err != nil {
+		return false
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '`+slot+`'`).ReadAll()
+	return err == nil
+}
+
+// TestPostgresCDCSnapshotReplicationCut: the replication connection,
+// idle while the snapshot is read (its exported snapshot imported into
+// the snapshot's transaction), is cut mid-snapshot. The snapshot reads on
+// to its end, and the stream then reconnects and starts at the slot's
+// start: a change made meanwhile streams after the snapshot rows.
+func TestPostgresCDCSnapshotReplicationCut(t *testing.T) {
+	url := testsrv.Postgres(t)
+	const orders = 3000
+	snapshotDB(t, url, orders)
+	var db string
+	plantest.PGQuery(t, url, `SELECT current_database()`, func(t *testing.T, rows plantest.Rows) int {
+		for rows.Next() {
+			rows.Scan(&db)
+		}
+		return 0
+	})
+	slot := "mqb_snapcut_" + db[len(db)-1:]
+	rec := newLogRecorder()
+	s := &pgCDCSource{route: "snap", node: "n0", log: slog.New(rec), rawURL: url, url: url,
+		publication: "mqb_pub", slot: slot, keepCP: true, snapshot: true, silence: silenceTimeout,
+		recs: make(chan []runtime.Record, 64), errs: make(chan error, 1), done: make(chan struct{}),
+		relation: map[uint32]*pglogrepl.RelationMessage{}}
+	t.Cleanup(func() { dropSlot(url, slot) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Open(ctx, checkpoint.Position{}, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if b, _, err := s.Next(ctx, 100); err != nil || b.Len() == 0 {
+		t.Fatalf("first batch: %v", err)
+	}
+	pgExecURL(t, url, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'walsender' AND datname = current_database()`)
+	pgExecURL(t, url, `INSERT INTO orders VALUES (7, 7, 'while the snapshot is read')`)
+	keys := map[string]bool{}
+	for {
+		b, _, err := s.Next(ctx, 1000)
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the change never streamed")
+		}
+		done := false
+		for _, r := range b.Records() {
+			if r.Meta[metaPGOperation] == opSnapshot {
+				keys[r.Meta[metaPGTable]+" "+r.Meta[metaPGKey]] = true
+				continue
+			}
+			if r.Meta[metaPGKey] != "7" || r.Meta[metaPGOperation] != "insert" {
+				t.Fatalf("streamed %s %s, want the insert of 7", r.Meta[metaPGOperation], r.Meta[metaPGKey])
+			}
+			done = true
+		}
+		if done {
+			break
+		}
+	}
+	if len(keys) < orders+snapLines-100 { // the first batch is not counted
+		t.Errorf("the snapshot read %d rows after the cut, want the rest of %d", len(keys), orders+snapLines)
+	}
+	if len(rec.with("replication reconnected")) == 0 {
+		t.Error("the stream did not reconnect: the cut did not reach it")
 	}
 }

@@ -75,11 +75,17 @@ const (
 // end the checkpoint holds the table and key of the last committed row
 // (and the slot is not confirmed past its start); from then on, the LSN.
 //
-// The exported snapshot dies with the connection that exported it, so a
-// restart mid-snapshot cannot read the rest in it. It keeps the slot (and
+// The exported snapshot dies with the connection that exported it (and a
+// transaction that imported it with its own), so a restart mid-snapshot,
+// or a lost connection, cannot read the rest in it. It keeps the slot (and
 // so every change since its start) and reads the rest, after the
 // committed key, in a new REPEATABLE READ snapshot, then streams from the
-// slot's start as before. What the sink sees: rows committed before the
+// slot's start as before. A rerun does that from the checkpoint; the
+// running route does the same when the snapshot's connection is lost
+// (resumeSnapshot, through the same code: dial and openSnapshot), from the
+// mark committed then, so what was handed over and not committed is read
+// again under the same ids, and no mark past the committed one is ever
+// saved. What the sink sees: rows committed before the
 // crash as they were at the slot's start; rows read after it as they are
 // then (the id of a row read again is its first read's, so an insert-once
 // write keeps that first read); then every change since the slot's start,
@@ -131,12 +137,14 @@ const (
 // cannot heal (healable: the slot or publication gone, the slot
 // invalidated, authentication refused, permission denied, the database
 // gone) stop the route with an error naming the slot, as does any error of
-// the source's own. Two losses still stop the route, and a rerun resumes
-// from the checkpoint: a temporary slot's connection (the slot ends with
-// it, and with it the changes since), and, with snapshot = true, the
-// connection the snapshot is read in before streaming (the snapshot's
-// transaction ends with it; the rerun reads the rest after the committed
-// key, as above). A connection that fails at Open also stops the route.
+// the source's own. Losing a temporary slot's connection still stops the
+// route (the slot ends with it, and with it the changes since), and a
+// rerun resumes from the checkpoint. With snapshot = true, losing the
+// connection the snapshot is read in (or the replication connection, idle
+// then) does not: the snapshot is read on in a new one, as above, with the
+// same backoff and the same answers stopping the route (and a publication
+// dropped meanwhile, which Open would create again). A connection that
+// fails at Open stops the route.
 type pgCDCSource struct {
 	route       string
 	node        string // the plan node's ID, for its premises
@@ -305,19 +313,31 @@ func (s *pgCDCSource) replicationURL() string {
 // (its password redacted). It wraps the first error among args, so
 // healable can still tell what failed.
 func (s *pgCDCSource) errorf(format string, args ...any) error {
-	msg := fmt.Sprintf("route %s: postgres_cdc source %s: %s", s.route, s.url, plan.RedactURLs(fmt.Sprintf(format, args...)))
+	detail := plan.RedactURLs(fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf("route %s: postgres_cdc source %s: %s", s.route, s.url, detail)
 	for _, a := range args {
 		if err, ok := a.(error); ok {
-			return &sourceError{msg: msg, err: err}
+			return &sourceError{msg: msg, detail: detail, err: err}
 		}
 	}
-	return errors.New(msg)
+	return &sourceError{msg: msg, detail: detail}
 }
 
-// sourceError is an error of the source with the error it wraps.
+// sourceError is an error of the source (detail: without the route and
+// the server) with the error it wraps, if any.
 type sourceError struct {
-	msg string
-	err error
+	msg, detail string
+	err         error
+}
+
+// detail is err's text without the route and the server when it is the
+// source's own (errorf), to quote it in another.
+func detail(err error) string {
+	var se *sourceError
+	if errors.As(err, &se) {
+		return se.detail
+	}
+	return err.Error()
 }
 
 func (e *sourceError) Error() string { return e.msg }
