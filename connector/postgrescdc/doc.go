@@ -9,6 +9,11 @@
 // exported snapshot, in primary key order (snapshot.go), each row a record
 // whose message_id is a UUIDv5 of the slot, table and key.
 //
+// The role in url need not be a superuser: one with LOGIN and REPLICATION
+// and SELECT on the published tables, as PostgreSQL's logical replication
+// asks, runs it, snapshot included, if the publication already exists
+// (creating a missing one FOR ALL TABLES takes a superuser).
+//
 // The source rides through an outage of the server (a restart, a crash,
 // a cut connection): it reconnects with a backoff (100 ms doubling to
 // 5 s, for as long as the route runs). While changes stream, it starts

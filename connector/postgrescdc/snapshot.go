@@ -355,11 +355,21 @@ func (st *snapshotState) joinedSince(ctx context.Context, publication string) ([
 // publishedTables lists the publication's tables with their primary keys,
 // in the order the snapshot reads them. A table without a primary key is
 // refused: its rows could be neither paged nor given an identity.
+//
+// The catalogs are joined by name and oid, never by casting a name to
+// regclass: the planner may evaluate such a cast on any pg_class row
+// before the publication's filter, and resolving a name in a schema the
+// role has no USAGE on (pg_toast) fails for a role that is not a
+// superuser ("permission denied for schema pg_toast"). Equality on names
+// and oids cannot fail, wherever the planner puts it (and so does
+// publishedColumns).
 func publishedTables(ctx context.Context, conn *pgconn.PgConn, publication string) ([]snapTable, error) {
 	res := conn.ExecParams(ctx, `SELECT p.schemaname::text, p.tablename::text, coalesce(a.attname::text, '')
 		FROM pg_publication_tables p
-		LEFT JOIN pg_index i ON i.indrelid = format('%I.%I', p.schemaname, p.tablename)::regclass AND i.indisprimary
-		LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		JOIN pg_namespace n ON n.nspname = p.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
 		WHERE p.pubname = $1
 		ORDER BY 1, 2, array_position(i.indkey::int2[], a.attnum)`, [][]byte{[]byte(publication)}, nil, nil, nil).Read()
 	if res.Err != nil {
@@ -406,7 +416,9 @@ func publishedTables(ctx context.Context, conn *pgconn.PgConn, publication strin
 func publishedColumns(ctx context.Context, conn *pgconn.PgConn, publication string, tables []snapTable) error {
 	res := conn.ExecParams(ctx, `SELECT p.schemaname::text || '.' || p.tablename::text, a.attname::text
 		FROM pg_publication_tables p
-		JOIN pg_attribute a ON a.attrelid = format('%I.%I', p.schemaname, p.tablename)::regclass
+		JOIN pg_namespace n ON n.nspname = p.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		JOIN pg_attribute a ON a.attrelid = c.oid
 		WHERE p.pubname = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY(p.attnames)
 			AND (a.attgenerated = '' OR current_setting('server_version_num')::int >= 180000)
 		ORDER BY 1, a.attnum`, [][]byte{[]byte(publication)}, nil, nil, nil).Read()
