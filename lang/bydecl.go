@@ -22,6 +22,7 @@ func parseByDecl(filename string, src []byte, maxTokens int) (f *File, diags dia
 	l.toks = make([]Token, 0, 512)
 	f = &File{Name: filename, Src: src}
 	var chunk []Token // the declaration parsed, with its EOF token
+	var p parser      // its spare states serve every declaration
 	// parse parses toks[:end] ended by eof and drops them from toks.
 	parse := func(end int, eof Token) bool {
 		chunk = append(append(chunk[:0], l.toks[:end]...), eof)
@@ -30,7 +31,7 @@ func parseByDecl(filename string, src []byte, maxTokens int) (f *File, diags dia
 				f.Comments = append(f.Comments, t)
 			}
 		}
-		decls, err := parseDeclTokens(chunk)
+		decls, err := p.parse(chunk)
 		if err != nil {
 			return false
 		}

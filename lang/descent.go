@@ -94,7 +94,13 @@ func elided(t *Token) bool { return t.Type == TNewline || t.Type == TComment }
 // parseDeclTokens parses toks, which end with an EOF token, as a whole
 // file: its declarations, or the error that stops them.
 func parseDeclTokens(toks []Token) ([]*Decl, *syntaxErr) {
-	p := &parser{toks: toks}
+	return (&parser{}).parse(toks)
+}
+
+// parse is parseDeclTokens on a parser whose spare states are kept from
+// one call to the next (parseByDecl parses each declaration on one).
+func (p *parser) parse(toks []Token) ([]*Decl, *syntaxErr) {
+	p.toks, p.depth = toks, 0
 	s := state{}
 	p.skip(&s)
 	decls, err := p.file(&s)
