@@ -64,7 +64,7 @@ func TestParseByDeclMatchesWholeParse(t *testing.T) {
 				t.Errorf("%s, bound %d: parsed by declaration, but the whole file does not parse: %v", name, bound, wholeErr)
 				continue
 			}
-			got, gotDiags := checkDecls(f, diags)
+			got, gotDiags := checked(f, diags)
 			if !reflect.DeepEqual(got, want) && !(len(got.Decls) == 0 && len(want.Decls) == 0 && got.Tokens == want.Tokens && len(got.Comments) == len(want.Comments)) {
 				t.Errorf("%s, bound %d: the file parsed by declaration differs from the whole-file parse", name, bound)
 			}
