@@ -40,7 +40,7 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 	out := make(map[string]*attrInfo, len(decls))
 	seen := map[string]bool{}
 	misplaced := map[string]bool{} // keys E028 refused: not also missing
-	for _, it := range block.Items() {
+	for it := range block.EachItem() {
 		if rc.c.misplaced[it] {
 			misplaced[it.Key.Name] = true
 			continue
@@ -401,7 +401,7 @@ func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*
 			return wrong("")
 		}
 		ai.val = plan.Value{Type: plan.TBlock, Block: map[string]plan.Value{}, Pos: pos}
-		for _, it := range v.Block.Items() {
+		for it := range v.Block.EachItem() {
 			if it.Assign == nil || it.Assign.Expr == nil {
 				rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s.%s.%s expects `= <expr>`", owner, a.Name, it.Key.Name), "")
 				continue

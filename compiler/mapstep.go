@@ -136,7 +136,7 @@ func (rc *routeCtx) checkMap(n *nodeInfo, it *lang.Item) {
 		ai *attrInfo // nil for a delete, or a value that did not compile
 	}
 	var done []written
-	for _, f := range it.Body.Items() {
+	for f := range it.Body.EachItem() {
 		t, ok := rc.mapTarget(f)
 		if !ok {
 			continue
@@ -397,7 +397,7 @@ func (c *compiler) walkKeyPaths(b *lang.Block, where string, routeBody bool) {
 	if b == nil {
 		return
 	}
-	for _, it := range b.Items() {
+	for it := range b.EachItem() {
 		switch {
 		case it.Del != nil:
 			c.misplaced[it] = true
@@ -410,7 +410,7 @@ func (c *compiler) walkKeyPaths(b *lang.Block, where string, routeBody bool) {
 		}
 		if routeBody && it.Path == nil && it.Body != nil && it.Kind == nil && it.Label == nil {
 			if st, ok := stdlib.LookupStep(it.Key.Name); ok && st.Free {
-				for _, in := range it.Body.Items() {
+				for in := range it.Body.EachItem() {
 					c.walkItemValues(in, where)
 				}
 				continue

@@ -113,7 +113,7 @@ func splitKindOnNextLine(d *Decl, diags *diag.List) {
 // with no name, `meta["k"` with no "]").
 func checkPaths(d *Decl, diags *diag.List) {
 	walkBlocks(declBody(d), func(b *Block) {
-		for _, it := range b.Items() {
+		for it := range b.EachItem() {
 			if it.Path == nil {
 				continue
 			}
@@ -298,7 +298,7 @@ func walkBlocks(b *Block, fn func(*Block)) {
 		return
 	}
 	fn(b)
-	for _, it := range b.Items() {
+	for it := range b.EachItem() {
 		walkBlocks(it.Body, fn)
 		if it.Assign != nil {
 			walkValueBlocks(it.Assign, fn)
