@@ -231,7 +231,7 @@ func (rc *routeCtx) defaultValue(a *stdlib.Attr, at diag.Range) (ai attrInfo, ok
 		ai.val = plan.Value{Type: plan.TDuration, Str: s, Int: int64(d)}
 	case stdlib.Expr, stdlib.Any:
 		s, _ := a.Default.(string)
-		ce, good := rc.compileExpr(s, diag.Pos{}, false, at, "E020", "default of "+a.Name, false)
+		ce, good := rc.compileExpr(s, diag.Pos{}, false, at, "E020", func() string { return "default of " + a.Name }, false)
 		if !good {
 			return ai, false
 		}
@@ -474,7 +474,9 @@ func (rc *routeCtx) convertString(a *stdlib.Attr, tok lang.Token, owner string, 
 			continue
 		}
 		mappable := p.Expr == p.Written && (tok.Type == lang.TRaw || !strings.ContainsAny(p.Written, `"\`))
-		what := fmt.Sprintf("placeholder ${%s} in %s.%s%s", p.Written, owner, a.Name, rc.where())
+		what := func() string {
+			return fmt.Sprintf("placeholder ${%s} in %s.%s%s", p.Written, owner, a.Name, rc.where())
+		}
 		ce, good := rc.compileExpr(p.Expr, p.Range.Start, mappable, p.Range, "E021", what, false)
 		if !good {
 			ok = false
@@ -506,7 +508,7 @@ func (rc *routeCtx) convertExpr(e *lang.Expr, what string, ai *attrInfo, asBool 
 			mappable = false
 		}
 	}
-	ce, ok := rc.compileExpr(src, at, mappable, e.Range(), "E020", what, asBool)
+	ce, ok := rc.compileExpr(src, at, mappable, e.Range(), "E020", func() string { return what }, asBool)
 	if !ok {
 		return nil, false
 	}

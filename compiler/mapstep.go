@@ -256,7 +256,7 @@ func (rc *routeCtx) listExpr(l *lang.List) (string, bool) {
 func (rc *routeCtx) convertText(src string, rng diag.Range, what string) (*attrInfo, bool) {
 	// No position inside src maps onto the file: a diagnostic about a
 	// part of it (meta["mqb.id"] read too early) points at the whole item.
-	ce, ok := rc.compileExpr(src, diag.Pos{}, false, rng, "E020", what, false)
+	ce, ok := rc.compileExpr(src, diag.Pos{}, false, rng, "E020", func() string { return what }, false)
 	if !ok {
 		return nil, false
 	}
