@@ -120,6 +120,10 @@ func appendPremise(b []byte, p *Premise) []byte {
 		b = append(b, `,"columns":`...)
 		b = appendStrings(b, p.Columns)
 	}
+	if len(p.Key) > 0 {
+		b = append(b, `,"key":`...)
+		b = appendStrings(b, p.Key)
+	}
 	b = append(b, `,"holds":`...)
 	b = appendString(b, p.Holds)
 	b = append(b, `,"reason":`...)

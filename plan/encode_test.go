@@ -19,7 +19,7 @@ func TestEncodedFieldCounts(t *testing.T) {
 	}{
 		{reflect.TypeFor[Route](), 11},
 		{reflect.TypeFor[Elision](), 5},
-		{reflect.TypeFor[Premise](), 8},
+		{reflect.TypeFor[Premise](), 9},
 		{reflect.TypeFor[Node](), 10},
 		{reflect.TypeFor[Assignment](), 5},
 		{reflect.TypeFor[Branch](), 3},
@@ -79,7 +79,7 @@ func TestAppendRouteMatchesMarshal(t *testing.T) {
 		n.Children = []Branch{{Label: s, Match: s, Node: n}, {}}
 		routes = append(routes, Route{
 			Name: s, Guarantee: s, Reasons: []string{s}, Warnings: []string{s, ""},
-			Premises:    []Premise{{Kind: s, When: s, Node: s, Target: s, Columns: []string{s}, Holds: s, Reason: s, Pos: at}, {}},
+			Premises:    []Premise{{Kind: s, When: s, Node: s, Target: s, Columns: []string{s}, Key: []string{s, ""}, Holds: s, Reason: s, Pos: at}, {Key: []string{}}},
 			Elided:      []Elision{{Kind: s, Key: s, By: s, Why: s, Pos: at}, {}},
 			Concurrency: -1, BatchSize: math.MaxInt,
 			Nodes: []Node{n, {Attrs: map[string]Value{}, Assign: []Assignment{}, Children: []Branch{}}},
