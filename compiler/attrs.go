@@ -40,7 +40,7 @@ func (rc *routeCtx) checkAttrs(decls []stdlib.Attr, block *lang.Block, owner str
 	out := make(map[string]*attrInfo, len(decls))
 	seen := map[string]bool{}
 	misplaced := map[string]bool{} // keys E028 refused: not also missing
-	for _, it := range block.Items() {
+	for it := range block.EachItem() {
 		if rc.c.misplaced[it] {
 			misplaced[it.Key.Name] = true
 			continue
@@ -231,7 +231,7 @@ func (rc *routeCtx) defaultValue(a *stdlib.Attr, at diag.Range) (ai attrInfo, ok
 		ai.val = plan.Value{Type: plan.TDuration, Str: s, Int: int64(d)}
 	case stdlib.Expr, stdlib.Any:
 		s, _ := a.Default.(string)
-		ce, good := rc.compileExpr(s, diag.Pos{}, false, at, "E020", "default of "+a.Name, false)
+		ce, good := rc.compileExpr(s, diag.Pos{}, false, at, "E020", func() string { return "default of " + a.Name }, false)
 		if !good {
 			return ai, false
 		}
@@ -401,7 +401,7 @@ func (rc *routeCtx) convertValue(a *stdlib.Attr, v *lang.Value, owner string) (*
 			return wrong("")
 		}
 		ai.val = plan.Value{Type: plan.TBlock, Block: map[string]plan.Value{}, Pos: pos}
-		for _, it := range v.Block.Items() {
+		for it := range v.Block.EachItem() {
 			if it.Assign == nil || it.Assign.Expr == nil {
 				rc.c.add("E015", it.Key.Range(), fmt.Sprintf("%s.%s.%s expects `= <expr>`", owner, a.Name, it.Key.Name), "")
 				continue
@@ -474,7 +474,9 @@ func (rc *routeCtx) convertString(a *stdlib.Attr, tok lang.Token, owner string, 
 			continue
 		}
 		mappable := p.Expr == p.Written && (tok.Type == lang.TRaw || !strings.ContainsAny(p.Written, `"\`))
-		what := fmt.Sprintf("placeholder ${%s} in %s.%s%s", p.Written, owner, a.Name, rc.where())
+		what := func() string {
+			return fmt.Sprintf("placeholder ${%s} in %s.%s%s", p.Written, owner, a.Name, rc.where())
+		}
 		ce, good := rc.compileExpr(p.Expr, p.Range.Start, mappable, p.Range, "E021", what, false)
 		if !good {
 			ok = false
@@ -506,7 +508,7 @@ func (rc *routeCtx) convertExpr(e *lang.Expr, what string, ai *attrInfo, asBool 
 			mappable = false
 		}
 	}
-	ce, ok := rc.compileExpr(src, at, mappable, e.Range(), "E020", what, asBool)
+	ce, ok := rc.compileExpr(src, at, mappable, e.Range(), "E020", func() string { return what }, asBool)
 	if !ok {
 		return nil, false
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -107,6 +108,20 @@ func TestCompileSourcesToMatchesPlan(t *testing.T) {
 			if !bytes.Equal(b.Bytes(), append(j, '\n')) {
 				t.Errorf("%s, indent %v: the plan written route by route is not json.Marshal's", name, indent)
 			}
+		}
+	}
+}
+
+// TestCompileSourcesToRestoresGC: the build holds off the collector while
+// it parses and gives the process back the setting it found, whether the
+// build went through or stopped at a bound.
+func TestCompileSourcesToRestoresGC(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(73))
+	src := genroutes.Routes(3)
+	for _, lim := range []Limits{DefaultLimits, {Routes: 1}} {
+		CompileSourcesTo([]Source{{Name: "gen.mqb", Src: src}}, lim, func(*plan.Route) {})
+		if got := debug.SetGCPercent(73); got != 73 {
+			t.Errorf("limits %+v: GC percent %d after the build, want 73", lim, got)
 		}
 	}
 }

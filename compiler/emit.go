@@ -141,8 +141,11 @@ func VerdictText(r plan.Route, premises bool) string {
 //	premise: table orders has a UNIQUE or PRIMARY KEY index on (id) (checked at start-up; needed by: write: …)
 func PremiseLine(p plan.Premise) string {
 	when := "checked at start-up"
-	if p.When == plan.CheckPerRecord {
+	switch p.When {
+	case plan.CheckPerRecord:
 		when = "checked per record"
+	case plan.CheckPerConnection:
+		when = "checked on every connection"
 	}
 	line := "  premise: " + p.Holds + " (" + when
 	if p.Reason != "" {

@@ -88,10 +88,12 @@ type compiledExpr struct {
 // compileExpr type-checks src with expr-lang. On failure it reports code
 // (E020 for expressions, E021 for placeholders) at the position inside the
 // file that expr-lang's error points to; whole is the range to blame when
-// the position cannot be mapped (a rewritten mq-bridge alias).
-func (rc *routeCtx) compileExpr(src string, at diag.Pos, mappable bool, whole diag.Range, code, what string, asBool bool) (*compiledExpr, bool) {
+// the position cannot be mapped (a rewritten mq-bridge alias). what names
+// the expression in a diagnostic; it is called only to report one (a
+// placeholder's name was a Sprintf for every placeholder of every route).
+func (rc *routeCtx) compileExpr(src string, at diag.Pos, mappable bool, whole diag.Range, code string, what func() string, asBool bool) (*compiledExpr, bool) {
 	if strings.TrimSpace(src) == "" {
-		rc.c.add(code, whole, what+" is empty", "Write an expression over payload, meta, message_id or env(\"NAME\").")
+		rc.c.add(code, whole, what()+" is empty", "Write an expression over payload, meta, message_id or env(\"NAME\").")
 		return nil, false
 	}
 	tree, err := rc.c.exprs.check(src, asBool)
@@ -105,7 +107,7 @@ func (rc *routeCtx) compileExpr(src string, at diag.Pos, mappable bool, whole di
 				rng = mapRange(src, at, fe.From, fe.To)
 			}
 		}
-		rc.c.add(code, rng, what+" does not compile: "+msg, exprHint(msg))
+		rc.c.add(code, rng, what()+" does not compile: "+msg, exprHint(msg))
 		return nil, false
 	}
 	return &compiledExpr{src: src, tree: tree, at: at}, true

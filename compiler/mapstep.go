@@ -136,7 +136,7 @@ func (rc *routeCtx) checkMap(n *nodeInfo, it *lang.Item) {
 		ai *attrInfo // nil for a delete, or a value that did not compile
 	}
 	var done []written
-	for _, f := range it.Body.Items() {
+	for f := range it.Body.EachItem() {
 		t, ok := rc.mapTarget(f)
 		if !ok {
 			continue
@@ -256,7 +256,7 @@ func (rc *routeCtx) listExpr(l *lang.List) (string, bool) {
 func (rc *routeCtx) convertText(src string, rng diag.Range, what string) (*attrInfo, bool) {
 	// No position inside src maps onto the file: a diagnostic about a
 	// part of it (meta["mqb.id"] read too early) points at the whole item.
-	ce, ok := rc.compileExpr(src, diag.Pos{}, false, rng, "E020", what, false)
+	ce, ok := rc.compileExpr(src, diag.Pos{}, false, rng, "E020", func() string { return what }, false)
 	if !ok {
 		return nil, false
 	}
@@ -397,7 +397,7 @@ func (c *compiler) walkKeyPaths(b *lang.Block, where string, routeBody bool) {
 	if b == nil {
 		return
 	}
-	for _, it := range b.Items() {
+	for it := range b.EachItem() {
 		switch {
 		case it.Del != nil:
 			c.misplaced[it] = true
@@ -410,7 +410,7 @@ func (c *compiler) walkKeyPaths(b *lang.Block, where string, routeBody bool) {
 		}
 		if routeBody && it.Path == nil && it.Body != nil && it.Kind == nil && it.Label == nil {
 			if st, ok := stdlib.LookupStep(it.Key.Name); ok && st.Free {
-				for _, in := range it.Body.Items() {
+				for in := range it.Body.EachItem() {
 					c.walkItemValues(in, where)
 				}
 				continue

@@ -462,9 +462,11 @@ func (rc *routeCtx) idPremise(g *guaranteeProof) {
 
 // sourcePremises adds what the source declares it assumes to lose nothing
 // (stdlib Kind.SourcePremises): a guard, carried whatever the verdict,
-// since even at-least-once rests on it.
+// since even at-least-once rests on it. A source at-most-once as
+// configured (mqtt's qos = 0 or on_session_lost = resubscribe) promises
+// nothing they would guard, and carries none.
 func (rc *routeCtx) sourcePremises(g *guaranteeProof, source *nodeInfo) {
-	if source == nil || source.kind == nil {
+	if source == nil || source.kind == nil || rc.sourceLoss(source) != "" {
 		return
 	}
 	for _, sp := range source.kind.SourcePremises {

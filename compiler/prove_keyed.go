@@ -287,6 +287,22 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 			Reason: write,
 		}})
 	}
+	if ins.update && needPremise {
+		// The table may hold unique indexes create_table does not show:
+		// the update must not move a column of one (updatesOtherUnique).
+		if moved := ins.movedColumns(); len(moved) > 0 {
+			var key []string
+			holds := fmt.Sprintf("no UNIQUE or PRIMARY KEY index of table %s holds a column the update sets (%s), unless it is the table's only unique index", ins.table, strings.Join(moved, ", "))
+			if ins.kind == conflictColumns {
+				key = keyCols
+				holds = fmt.Sprintf("no UNIQUE or PRIMARY KEY index of table %s holds a column the update sets (%s), except the conflict key (%s)", ins.table, strings.Join(moved, ", "), strings.Join(keyCols, ", "))
+			}
+			p.premises = append(p.premises, premiseAt{node: n, p: plan.Premise{
+				Kind: plan.PremiseUpdateLeavesUniques, When: plan.CheckStartup, Target: ins.table, Columns: moved, Key: key,
+				Holds: holds, Reason: write,
+			}})
+		}
+	}
 	if ins.replace && !replaceKnown && d != sqlPostgres {
 		p.premises = append(p.premises, rc.replacePremise(n, ins, write))
 		p.reasons = append(p.reasons, fmt.Sprintf("row: %s writes the whole row anew, so the columns it leaves out must come back the same: a premise checked at start-up", ins.clause))
@@ -622,6 +638,18 @@ func (rc *routeCtx) exprRange(v plan.Value, whole diag.Range) diag.Range {
 		return whole
 	}
 	return diag.Range{Start: at, End: advance(at, rest, n)}
+}
+
+// movedColumns are the columns the update sets to anything but
+// themselves.
+func (ins *sqlInsert) movedColumns() []string {
+	var moved []string
+	for _, s := range ins.sets {
+		if !ins.isExistingColumn(s.val, s.col) && !slices.Contains(moved, s.col) {
+			moved = append(moved, s.col)
+		}
+	}
+	return moved
 }
 
 // updatesOtherUnique says why a DO UPDATE (ON DUPLICATE KEY UPDATE) that

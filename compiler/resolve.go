@@ -553,7 +553,7 @@ func (rc *routeCtx) structuralChildren(n *nodeInfo, k *stdlib.Kind, body *lang.B
 // callKind is the kind of the `call` endpoint in a request's body (through
 // a ref to a named endpoint), or "".
 func (rc *routeCtx) callKind(body *lang.Block) string {
-	for _, it := range body.Items() {
+	for it := range body.EachItem() {
 		if it.Key.Name != "call" {
 			continue
 		}
@@ -578,7 +578,7 @@ func (rc *routeCtx) branchTarget(it *lang.Item, what string) *nodeInfo {
 	}
 	var target *nodeInfo
 	count := 0
-	for _, in := range it.Body.Items() {
+	for in := range it.Body.EachItem() {
 		if rc.c.misplaced[in] {
 			continue // E028
 		}

@@ -354,7 +354,7 @@ func (rc *routeCtx) fileCreateTables() map[string][]string {
 	walk = func(b *lang.Block) {
 		var url, ddl string
 		var hasDDL bool
-		for _, it := range b.Items() {
+		for it := range b.EachItem() {
 			switch it.Key.Name {
 			case "url":
 				url, _ = str(it)

@@ -1,6 +1,8 @@
 package lang
 
 import (
+	"iter"
+
 	"github.com/mqb-dev/mqb/diag"
 )
 
@@ -71,6 +73,22 @@ func (b *Block) Items() []*Item {
 		}
 	}
 	return out
+}
+
+// EachItem yields the block's items in order, as Items returns them,
+// without making a slice of them: the compiler walks each block several
+// times.
+func (b *Block) EachItem() iter.Seq[*Item] {
+	return func(yield func(*Item) bool) {
+		if b == nil {
+			return
+		}
+		for _, e := range b.Entries {
+			if e.Item != nil && !yield(e.Item) {
+				return
+			}
+		}
+	}
 }
 
 // Item is every statement form inside a block:

@@ -26,7 +26,28 @@ const lookahead = 4
 // parser holds one parse's tokens; the stream ends with an EOF token.
 type parser struct {
 	toks []Token
+	// spare are the states alt and star try alternatives on, one per
+	// level of nesting, reused: a copy passed to a production through a
+	// func value escaped to the heap, some 3 KB a route.
+	spare []*state
+	depth int
 }
+
+// copyOf is a copy of s for an alternative to be tried on. It stays
+// valid until the next copyOf after release.
+func (p *parser) copyOf(s *state) *state {
+	if p.depth == len(p.spare) {
+		p.spare = append(p.spare, new(state))
+	}
+	b := p.spare[p.depth]
+	p.depth++
+	*b = *s
+	return b
+}
+
+// release gives back the last copy taken, once the alternative tried on
+// it has returned.
+func (p *parser) release() { p.depth-- }
 
 // state is where a parse is and the furthest error it has met. raw is the
 // next token, newlines and comments included; next the next other token;
@@ -73,7 +94,13 @@ func elided(t *Token) bool { return t.Type == TNewline || t.Type == TComment }
 // parseDeclTokens parses toks, which end with an EOF token, as a whole
 // file: its declarations, or the error that stops them.
 func parseDeclTokens(toks []Token) ([]*Decl, *syntaxErr) {
-	p := &parser{toks: toks}
+	return (&parser{}).parse(toks)
+}
+
+// parse is parseDeclTokens on a parser whose spare states are kept from
+// one call to the next (parseByDecl parses each declaration on one).
+func (p *parser) parse(toks []Token) ([]*Decl, *syntaxErr) {
+	p.toks, p.depth = toks, 0
 	s := state{}
 	p.skip(&s)
 	decls, err := p.file(&s)
@@ -216,7 +243,7 @@ func (a *alts) none(s *state) perr {
 // File = Decl* .
 func (p *parser) file(s *state) ([]*Decl, perr) {
 	var decls []*Decl
-	if err := star(s, p.decl, func(d *Decl) { decls = append(decls, d) }); err.set {
+	if err := star(p, s, p.decl, func(d *Decl) { decls = append(decls, d) }); err.set {
 		return nil, err
 	}
 	return decls, perr{}
@@ -225,10 +252,10 @@ func (p *parser) file(s *state) ([]*Decl, perr) {
 // Decl = Route | NamedEndpoint .
 func (p *parser) decl(s *state) (*Decl, bool, perr) {
 	var a alts
-	if r, ok, err := alt(&a, s, p.route); ok || err.set {
+	if r, ok, err := alt(p, &a, s, p.route); ok || err.set {
 		return &Decl{Route: r}, ok, err
 	}
-	if e, ok, err := alt(&a, s, p.endpoint); ok || err.set {
+	if e, ok, err := alt(p, &a, s, p.endpoint); ok || err.set {
 		return &Decl{Endpoint: e}, ok, err
 	}
 	return nil, false, a.none(s)
@@ -243,18 +270,19 @@ func fail(s *state, err perr) perr {
 // star reads one* on copies of s, handing each match to add. It stops at
 // the first item that does not match; an item that failed after reading
 // past lookahead is the production's error.
-func star[T any](s *state, one func(*state) (T, bool, perr), add func(T)) perr {
+func star[T any](p *parser, s *state, one func(*state) (T, bool, perr), add func(T)) perr {
 	for {
-		b := *s
-		v, ok, err := one(&b)
+		b := p.copyOf(s)
+		v, ok, err := one(b)
+		p.release() // b is read below, before the next copyOf
 		if err.set {
 			s.noted(err)
-			if s.stop(err, &b) {
+			if s.stop(err, b) {
 				return err
 			}
 			return perr{}
 		}
-		s.accept(&b)
+		s.accept(b)
 		if !ok {
 			return perr{}
 		}
@@ -266,16 +294,17 @@ func star[T any](s *state, one func(*state) (T, bool, perr), add func(T)) perr {
 // it did, s then past it; err (noted) when it failed after reading past
 // lookahead, which ends the production; neither when the next alternative
 // is to be tried.
-func alt[T any](a *alts, s *state, one func(*state) (T, bool, perr)) (v T, matched bool, err perr) {
-	b := *s
-	v, ok, err := one(&b)
+func alt[T any](p *parser, a *alts, s *state, one func(*state) (T, bool, perr)) (v T, matched bool, err perr) {
+	b := p.copyOf(s)
+	v, ok, err := one(b)
+	p.release() // b is read below, before the next copyOf
 	switch {
 	case err.set:
-		if a.failed(s, &b, err) {
+		if a.failed(s, b, err) {
 			return v, false, fail(s, err)
 		}
 	case ok:
-		s.accept(&b)
+		s.accept(b)
 		return v, true, perr{}
 	}
 	return v, false, perr{}
@@ -356,7 +385,7 @@ func (p *parser) block(s *state) (*Block, bool, perr) {
 		return nil, false, perr{}
 	}
 	var entries []*BlockEntry
-	if err := star(s, p.entry, func(e *BlockEntry) { entries = append(entries, e) }); err.set {
+	if err := star(p, s, p.entry, func(e *BlockEntry) { entries = append(entries, e) }); err.set {
 		return nil, false, fail(s, err)
 	}
 	if !p.lit(s, "}") {
@@ -368,7 +397,7 @@ func (p *parser) block(s *state) (*Block, bool, perr) {
 // BlockEntry = Item | "," .
 func (p *parser) entry(s *state) (*BlockEntry, bool, perr) {
 	var a alts
-	if it, ok, err := alt(&a, s, p.item); ok || err.set {
+	if it, ok, err := alt(p, &a, s, p.item); ok || err.set {
 		return &BlockEntry{Item: it}, ok, err
 	}
 	b := *s
@@ -520,7 +549,7 @@ func (p *parser) before(s *state, typ TokenType, v string) bool {
 func (p *parser) value(s *state) (*Value, bool, perr) {
 	var a alts
 	v := &Value{Pos: p.peek(s).Pos}
-	l, ok, err := alt(&a, s, p.list)
+	l, ok, err := alt(p, &a, s, p.list)
 	if err.set {
 		return nil, false, err
 	}
@@ -589,7 +618,7 @@ func (p *parser) list(s *state) (*List, bool, perr) {
 		return nil, false, perr{}
 	}
 	var elems []*Value
-	err := star(s, p.listEntry, func(v *Value) {
+	err := star(p, s, p.listEntry, func(v *Value) {
 		if v != nil {
 			elems = append(elems, v)
 		}
@@ -606,7 +635,7 @@ func (p *parser) list(s *state) (*List, bool, perr) {
 // listEntry is one of List's (Value | ","); a comma matches with a nil value.
 func (p *parser) listEntry(s *state) (*Value, bool, perr) {
 	var a alts
-	if v, ok, err := alt(&a, s, p.value); ok || err.set {
+	if v, ok, err := alt(p, &a, s, p.value); ok || err.set {
 		return v, ok, err
 	}
 	b := *s

@@ -36,7 +36,7 @@ func ParseWithin(filename string, src []byte, lim Limits) (*File, diag.List) {
 		return &File{Name: filename, Src: src}, l
 	}
 	if f, diags, ok := parseByDecl(filename, src, lim.Tokens); ok {
-		return checkDecls(f, diags)
+		return checked(f, diags)
 	}
 	toks, diags, over := lexWithin(filename, src, lim.Tokens)
 	if over {

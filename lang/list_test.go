@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,5 +53,31 @@ func TestKindOnNextLine(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}
 		})
+	}
+}
+
+// TestEachItem: EachItem yields what Items returns, commas left out, and
+// stops when the loop does.
+func TestEachItem(t *testing.T) {
+	f, diags := Parse("t.mqb", []byte("route r {\n  from file { path = \"a\", mode = consume, }\n  id payload.x\n  to stdout {}\n}\n"))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	for _, b := range []*Block{f.Decls[0].Route.Body, f.Decls[0].Route.Body.Items()[0].Body, nil} {
+		var got []*Item
+		for it := range b.EachItem() {
+			got = append(got, it)
+		}
+		if want := b.Items(); !slices.Equal(got, want) {
+			t.Errorf("EachItem yielded %d items, Items returns %d", len(got), len(want))
+		}
+	}
+	n := 0
+	for range f.Decls[0].Route.Body.EachItem() {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Errorf("the loop ran %d times after a break", n)
 	}
 }

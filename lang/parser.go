@@ -54,10 +54,22 @@ func parseTokensOf(filename string, src []byte, toks []Token, diags diag.List) (
 // and returns f with diags and what they add.
 func checkDecls(f *File, diags diag.List) (*File, diag.List) {
 	for _, d := range f.Decls {
-		splitKindOnNextLine(d, &diags)
-		checkSeparators(f.Src, d, &diags)
-		checkPaths(d, &diags)
+		checkDecl(f.Src, d, &diags)
 	}
+	return checked(f, diags)
+}
+
+// checkDecl runs the checks the grammar leaves out over one declaration
+// of a file whose text is src.
+func checkDecl(src []byte, d *Decl, diags *diag.List) {
+	splitKindOnNextLine(d, diags)
+	checkSeparators(src, d, diags)
+	checkPaths(d, diags)
+}
+
+// checked is f with its checked diagnostics, each once and within the
+// file.
+func checked(f *File, diags diag.List) (*File, diag.List) {
 	return f, clampRanges(dedupe(diags), len(f.Src))
 }
 
@@ -101,7 +113,7 @@ func splitKindOnNextLine(d *Decl, diags *diag.List) {
 // with no name, `meta["k"` with no "]").
 func checkPaths(d *Decl, diags *diag.List) {
 	walkBlocks(declBody(d), func(b *Block) {
-		for _, it := range b.Items() {
+		for it := range b.EachItem() {
 			if it.Path == nil {
 				continue
 			}
@@ -286,7 +298,7 @@ func walkBlocks(b *Block, fn func(*Block)) {
 		return
 	}
 	fn(b)
-	for _, it := range b.Items() {
+	for it := range b.EachItem() {
 		walkBlocks(it.Body, fn)
 		if it.Assign != nil {
 			walkValueBlocks(it.Assign, fn)

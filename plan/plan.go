@@ -117,6 +117,14 @@ const (
 	// from is present and non-null (Columns names the fields or
 	// columns); a record that lacks one goes to the DLQ.
 	PremiseKeyPresent = "key_present"
+	// PremiseUpdateLeavesUniques (start-up, on a sql sink): no UNIQUE or
+	// PRIMARY KEY index of Target holds a column a DO UPDATE / ON
+	// DUPLICATE KEY UPDATE moves (Columns), other than the conflict key
+	// itself (Key; when Key is empty, the statement names no target and
+	// the table's only unique index may hold them). Such an update decides
+	// which later records that index refuses, so a replay after a crash
+	// can land a record the first run refused.
+	PremiseUpdateLeavesUniques = "update_leaves_uniques"
 	// PremisePutIfAbsent: the object store refuses a second write of one
 	// name made with If-None-Match: * (412), so a part, once written, is
 	// never replaced, and it lists an object as soon as it is written, so
@@ -134,18 +142,30 @@ const (
 	// publication (Target) has a primary key, so a postgres_cdc snapshot
 	// can read each in key order and give each row an id from its key.
 	PremisePrimaryKey = "primary_key"
+	// PremiseSessionKept (per connection, on a source): the MQTT broker
+	// keeps the persistent session of the source's client_id (Target),
+	// its subscription and the QoS 1 messages queued for it, while the
+	// route is stopped or disconnected. The source checks the CONNACK's
+	// session present flag on every connection and stops the route when
+	// a session it had, or that the route's checkpoint says it had, is
+	// gone.
+	PremiseSessionKept = "session_kept"
 )
 
 // When a premise is checked.
 const (
 	CheckStartup   = "start-up"
 	CheckPerRecord = "per-record"
+	// CheckPerConnection: checked by the node on every connection it
+	// makes to the system, the first and each reconnect (armed before
+	// the first record, as a per-record premise is).
+	CheckPerConnection = "per-connection"
 )
 
 // Premise is one assumption of a route's proof about the world.
 type Premise struct {
 	Kind string `json:"kind"` // PremiseUniqueKey, …
-	When string `json:"when"` // CheckStartup | CheckPerRecord
+	When string `json:"when"` // CheckStartup | CheckPerRecord | CheckPerConnection
 	// Node is the ID of the plan node (sink, handler or branch endpoint)
 	// the premise is about; the runtime checks it through that node's
 	// connector.
@@ -153,6 +173,8 @@ type Premise struct {
 	// Target is the table, collection, topic or stream.
 	Target  string   `json:"target,omitempty"`
 	Columns []string `json:"columns,omitempty"`
+	// Key is the conflict key a PremiseUpdateLeavesUniques is proven on.
+	Key []string `json:"key,omitempty"`
 	// Holds says in words what must be true: "table orders has a UNIQUE
 	// or PRIMARY KEY index on columns among (id)".
 	Holds string `json:"holds"`

@@ -32,9 +32,11 @@ type Writer struct {
 	version int
 	frame   framing
 	routes  int
-	// Each route is encoded into one reused buffer (json.Marshal would
-	// copy each out into a new slice); Encode ends it with a newline,
-	// which is not written.
+	indent  bool
+	// A compact route is encoded by appendRoute into one reused buffer,
+	// out; an indented one by enc into buf (Encode ends it with a
+	// newline, which is not written).
+	out []byte
 	buf bytes.Buffer
 	enc *json.Encoder
 	err error
@@ -56,10 +58,10 @@ var (
 
 // NewWriter starts a plan of the given version on w; Close ends it.
 func NewWriter(w io.Writer, version int, indent bool) *Writer {
-	pw := &Writer{bw: bufio.NewWriterSize(w, 64<<10), version: version, frame: compactFraming}
-	pw.enc = json.NewEncoder(&pw.buf)
+	pw := &Writer{bw: bufio.NewWriterSize(w, 64<<10), version: version, frame: compactFraming, indent: indent}
 	if indent {
 		pw.frame = indentFraming
+		pw.enc = json.NewEncoder(&pw.buf)
 		pw.enc.SetIndent("    ", "  ")
 	}
 	return pw
@@ -90,14 +92,26 @@ func (pw *Writer) Route(r Route) error {
 		}
 		between = pw.frame.first
 	}
-	pw.buf.Reset()
-	if err := pw.enc.Encode(r.redactedShared()); err != nil {
-		pw.err = err
-		return err
+	red := r.redactedShared()
+	var text []byte
+	if pw.indent {
+		pw.buf.Reset()
+		if err := pw.enc.Encode(red); err != nil {
+			pw.err = err
+			return err
+		}
+		text = bytes.TrimSuffix(pw.buf.Bytes(), []byte("\n"))
+	} else {
+		var err error
+		if pw.out, err = appendRoute(pw.out[:0], &red); err != nil {
+			pw.err = err
+			return err
+		}
+		text = pw.out
 	}
 	pw.routes++
 	pw.bw.WriteString(between)
-	pw.bw.Write(bytes.TrimSuffix(pw.buf.Bytes(), []byte("\n")))
+	pw.bw.Write(text)
 	return nil
 }
 

@@ -671,10 +671,11 @@ type ProducerIDSource interface {
 	RequireProducerID(reason string)
 }
 
-// RecordPremiseSource is a source that checks a per-record premise about
-// what it reads (plan.PremiseIncreasingID) itself: the engine arms it
-// before the first record, and the source stops the route, naming the
-// premise, when a record breaks it.
+// RecordPremiseSource is a source that checks a per-record or
+// per-connection premise about what it reads (plan.PremiseIncreasingID,
+// plan.PremiseSessionKept) itself: the engine arms it before the first
+// record, and the source stops the route, naming the premise, when a
+// record or a connection breaks it.
 type RecordPremiseSource interface {
 	ArmPremise(p plan.Premise) error
 }

@@ -63,8 +63,11 @@ func (r PremiseResult) String() string {
 		return fmt.Sprintf("FAILED %s: %s %s: %v", r.Route, p.When, p.Kind, r.Err)
 	}
 	line := fmt.Sprintf("ok     %s: %s %s: %s", r.Route, p.When, p.Kind, p.Holds)
-	if p.When == plan.CheckPerRecord {
+	switch p.When {
+	case plan.CheckPerRecord:
 		line += " (armed: checked on every record)"
+	case plan.CheckPerConnection:
+		line += " (armed: checked on every connection)"
 	}
 	return line
 }
@@ -123,7 +126,7 @@ func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premis
 			return premiseError(p, fmt.Errorf("%s %s (%s) was not built as an endpoint that can check it", n.Role, n.Kind, n.ID))
 		}
 		return premiseError(p, t.CheckPremise(ctx, p))
-	case plan.CheckPerRecord:
+	case plan.CheckPerRecord, plan.CheckPerConnection:
 		return premiseError(p, rt.armPremise(n, p))
 	}
 	return premiseError(p, fmt.Errorf("unknown check time %q", p.When))
@@ -139,10 +142,10 @@ func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
 		}
 		src.RequireProducerID(p.Reason)
 		return nil
-	case plan.PremiseIncreasingID:
+	case plan.PremiseIncreasingID, plan.PremiseSessionKept:
 		src, ok := rt.src.(RecordPremiseSource)
 		if n.Role != plan.RoleSource || !ok {
-			return fmt.Errorf("this runtime cannot check increasing _ids on %s %s", n.Role, n.Kind)
+			return fmt.Errorf("this runtime cannot check a %s premise on %s %s", p.Kind, n.Role, n.Kind)
 		}
 		return src.ArmPremise(p)
 	case plan.PremiseKeyPresent:

@@ -206,8 +206,8 @@ type SourcePremise struct {
 	Why string
 	// If names a bool attribute the premise applies under ("": always).
 	If string
-	// When is when it is checked (plan.CheckStartup or, when "",
-	// plan.CheckPerRecord).
+	// When is when it is checked (plan.CheckStartup,
+	// plan.CheckPerConnection or, when "", plan.CheckPerRecord).
 	When string
 }
 

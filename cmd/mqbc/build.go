@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/mqb-dev/mqb/compiler"
 	"github.com/mqb-dev/mqb/diag"
@@ -51,7 +50,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 	// is known to hold no error. Redaction rewrites only the nodes, so
 	// the verdicts print the compiled route as they would its redacted
 	// copy; the plan writer redacts each route as it writes it.
-	var verdicts strings.Builder
+	var verdicts blockBuffer
 	vs := []verdict{}
 	var planText blockBuffer
 	var pw *plan.Writer
@@ -88,9 +87,9 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 			enc.SetIndent("", "  ")
 			_ = enc.Encode(vs)
 		} else {
-			// One write: a write per route cost a large build a system
-			// call per route.
-			_, _ = io.WriteString(stdout, verdicts.String())
+			// A write a block: a write per route cost a large build a
+			// system call per route.
+			_, _ = verdicts.WriteTo(stdout)
 		}
 	}
 	if pw != nil {
@@ -149,6 +148,16 @@ type blockBuffer struct{ blocks [][]byte }
 const textBlock = 1 << 20
 
 func (b *blockBuffer) Write(p []byte) (int, error) {
+	return appendBlocks(b, p)
+}
+
+// WriteString is Write of a string, without copying it to a []byte
+// first (the verdicts are written so, a route at a time).
+func (b *blockBuffer) WriteString(s string) (int, error) {
+	return appendBlocks(b, s)
+}
+
+func appendBlocks[T []byte | string](b *blockBuffer, p T) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		if len(b.blocks) == 0 || len(b.blocks[len(b.blocks)-1]) == textBlock {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,32 @@ func TestBuildIndent(t *testing.T) {
 	}
 	if !reflect.DeepEqual(plans["compact.json"], plans["indented.json"]) {
 		t.Errorf("the compact and the indented plan differ")
+	}
+}
+
+// TestBlockBuffer: text written to a blockBuffer, as strings and as
+// bytes, across its blocks' bounds, comes out whole and in order.
+func TestBlockBuffer(t *testing.T) {
+	var b blockBuffer
+	var want strings.Builder
+	piece := strings.Repeat("0123456789abcdef", textBlock/16/3+1) // three and a bit a block
+	for i := range 8 {
+		s := piece[:len(piece)-i]
+		if i%2 == 0 {
+			_, _ = b.WriteString(s)
+		} else {
+			_, _ = b.Write([]byte(s))
+		}
+		want.WriteString(s)
+	}
+	var got strings.Builder
+	if _, err := b.WriteTo(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("wrote %d bytes, read back %d, not the same", want.Len(), got.Len())
+	}
+	if len(b.blocks) < 2 {
+		t.Fatalf("%d blocks: the test does not cross a block's bound", len(b.blocks))
 	}
 }

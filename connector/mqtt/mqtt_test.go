@@ -77,10 +77,14 @@ func createSession(t testing.TB, url, clientID, topic string) {
 	}
 }
 
+// sqlitePlan is the route consume: topic → the orders table of db. The
+// source keeps its checkpoint (that the route has consumed from the
+// session) in a state directory beside db, not in the package's own.
 func sqlitePlan(url, topic, clientID, db string, batch int) plan.Plan {
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "mqtt", Attrs: map[string]plan.Value{
-			"url": plantest.Str(url), "topic": plantest.Str(topic), "client_id": plantest.Str(clientID)}},
+			"url": plantest.Str(url), "topic": plantest.Str(topic), "client_id": plantest.Str(clientID),
+			"checkpoint_store": plantest.Str("pebble://" + filepath.Join(filepath.Dir(db), "state"))}},
 		{ID: "n1", Role: plan.RoleSink, Kind: "sql", Attrs: map[string]plan.Value{
 			"url":          plantest.Tmpl(plantest.Lit("sqlite://" + db)),
 			"create_table": plantest.Str(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)`),

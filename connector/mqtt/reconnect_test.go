@@ -55,12 +55,44 @@ func wipeSession(t testing.TB, url, clientID string) {
 
 // TestMQTTSessionLost: while the route runs, its session is wiped (a
 // takeover with its client id and a clean start). The source connects
-// again, finds no session (session present = false), says so in a warning
-// and subscribes again: the route does not stop, and the orders published
-// after it subscribed again land, once each. Messages published between
-// the wipe and the new subscription go to no one (the warning says so):
-// the test publishes probes until one arrives, then the orders.
+// again and finds no session (session present = false): what the broker
+// held for the route is gone, the plan's premise session_kept is broken,
+// and the route stops with an error naming it, the client id and the
+// broker. (The plan here is built by hand, without the premise: the
+// source checks it whenever it keeps a session.)
 func TestMQTTSessionLost(t *testing.T) {
+	url := testsrv.Mosquitto(t)
+	topic, id := "orders/"+t.Name(), "mqb-"+t.Name()
+	d := t.TempDir()
+	db := filepath.Join(d, "orders.db")
+	createSession(t, url, id, topic)
+	const n = 500
+	publishOrders(t, client(t, url, nil), topic, 0, n, false)
+	opts := runtest.Options()
+	opts.StateDir = filepath.Join(d, "state")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runBack(ctx, sqlitePlan(url, topic, id, db, 32), opts)
+	if !plantest.WaitFor(func() bool { return runtest.CountRows(t, db) == n }, time.Minute, 20*time.Millisecond) {
+		t.Fatalf("the route wrote %d of %d orders before the session was wiped", runtest.CountRows(t, db), n)
+	}
+	wipeSession(t, url, id)
+	select {
+	case err := <-done:
+		plantest.CheckRefused(t, err, append(sessionLostNames(url, id), "on reconnecting"))
+	case <-time.After(time.Minute):
+		t.Fatal("the session was wiped, and the route did not stop")
+	}
+}
+
+// TestMQTTSessionLostResubscribe: under on_session_lost = resubscribe
+// (at-most-once, as the compiler says) the same wipe does not stop the
+// route: the source says so in a warning and subscribes again, and the
+// orders published after it subscribed again land, once each. Messages
+// published between the wipe and the new subscription go to no one (the
+// warning says so): the test publishes probes until one arrives, then the
+// orders.
+func TestMQTTSessionLostResubscribe(t *testing.T) {
 	url := testsrv.Mosquitto(t)
 	topic, id := "orders/"+t.Name(), "mqb-"+t.Name()
 	db := filepath.Join(t.TempDir(), "orders.db")
@@ -72,7 +104,10 @@ func TestMQTTSessionLost(t *testing.T) {
 	var logs logBuffer
 	opts := runtest.Options()
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r := runtest.Start(context.Background(), sqlitePlan(url, topic, id, db, 32), opts)
+	p := sqlitePlan(url, topic, id, db, 32)
+	p.Routes[0].Guarantee = plan.AtMostOnce
+	p.Routes[0].Nodes[0].Attrs["on_session_lost"] = plantest.Enum("resubscribe")
+	r := runtest.Start(context.Background(), p, opts)
 	if !plantest.WaitFor(func() bool { return runtest.CountRows(t, db) == n }, time.Minute, 20*time.Millisecond) {
 		r.Stop(t)
 		t.Fatalf("the route wrote %d of %d orders before the session was wiped", runtest.CountRows(t, db), n)
@@ -113,7 +148,7 @@ func TestMQTTSessionLost(t *testing.T) {
 		}
 	}
 	log := logs.String()
-	for _, want := range []string{"no longer has the session", "subscribing again", "may be lost"} {
+	for _, want := range []string{"no longer has the session", "subscribing again (on_session_lost = resubscribe)", "may be lost"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log does not say %q:\n%s", want, log)
 		}
@@ -123,7 +158,8 @@ func TestMQTTSessionLost(t *testing.T) {
 
 // TestMQTTAcksOfALostConnectionDropped drives the source by itself: it
 // reads ten orders and does not commit them; the session is wiped, the
-// source connects again to a new session and reads ten more, which the
+// source (under on_session_lost = resubscribe: otherwise it would stop)
+// connects again to a new session and reads ten more, which the
 // broker numbers with the same packet ids. The route then commits the
 // first ten only: their PUBACKs are owed on the lost connection and are
 // dropped. Sent on the new one they would acknowledge the ten new orders,
@@ -135,7 +171,7 @@ func TestMQTTAcksOfALostConnectionDropped(t *testing.T) {
 	const n = 10
 	var logs logBuffer
 	s := &source{route: "consume", log: slog.New(slog.NewTextHandler(&logs, nil)), url: url, topic: topic, clientID: id,
-		qos: 1, expiry: time.Hour, format: "json", msgs: make(chan delivery, 4096), done: make(chan struct{})}
+		qos: 1, expiry: time.Hour, format: "json", resubscribe: true, msgs: make(chan delivery, 4096), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := s.Open(ctx, checkpoint.Position{}, false, nil); err != nil {

@@ -34,11 +34,22 @@ import (
 // for the messages of a lost one are dropped (a packet id means nothing
 // on another connection: on a new session the broker numbers other
 // messages with it). The broker sends those messages again on the resumed
-// session, and they are handed to the route again, as after a crash. A
-// broker that no longer has the session (CONNACK with session present
-// false: it restarted without its persistence, the session expired, or a
-// client with the same id started a clean one) is subscribed to again,
-// with a warning: what it held for the old session is gone.
+// session, and they are handed to the route again, as after a crash.
+//
+// That the broker keeps the session is the plan's premise session_kept.
+// A broker that no longer has it (CONNACK with session present false: it
+// restarted without its persistence, the session expired, or a client
+// with the same id started a clean one) has lost what it held for the
+// route. On a reconnect, or on the first connection of a run whose route
+// has committed from this source before (a checkpoint exists: the source
+// keeps one, holding no position, just to know), the source ends the
+// empty session the connection made and stops the route with an error
+// naming the client id and the broker; ending it makes every later start
+// find no session and refuse too, until an operator resets the route's
+// state or sets on_session_lost = resubscribe. A first start (no
+// checkpoint) creates the session. Under on_session_lost = resubscribe
+// (at-most-once, as the compiler says) the source subscribes again with
+// a warning.
 type source struct {
 	route    string
 	log      *slog.Logger
@@ -49,6 +60,16 @@ type source struct {
 	expiry   time.Duration
 	format   string
 	metadata bool
+	// resubscribe: on_session_lost = resubscribe; otherwise a lost
+	// session stops the route.
+	resubscribe bool
+	premise     string // the session_kept premise's words, once armed
+	// consumed: the route's checkpoint says it has committed from this
+	// source before, so the broker must have the session at Open too.
+	consumed bool
+	// marked: this run's checkpoint is saved; Position need not save
+	// another (it holds no position, only that the route has consumed).
+	marked bool
 
 	msgs chan delivery
 	done chan struct{}
@@ -111,14 +132,16 @@ const (
 
 // sourceConfig is an mqtt source's attributes.
 type sourceConfig struct {
-	URL            []plan.Part   `attr:"url"`
-	Topic          []plan.Part   `attr:"topic"`
-	ClientID       string        `attr:"client_id"`
-	QoS            int64         `attr:"qos"`
-	SessionExpiry  time.Duration `attr:"session_expiry"`
-	ProducerIDs    bool          `attr:"producer_ids"`
-	Format         string        `attr:"format"`
-	SourceMetadata bool          `attr:"source_metadata"`
+	URL             []plan.Part   `attr:"url"`
+	Topic           []plan.Part   `attr:"topic"`
+	ClientID        string        `attr:"client_id"`
+	QoS             int64         `attr:"qos"`
+	SessionExpiry   time.Duration `attr:"session_expiry"`
+	ProducerIDs     bool          `attr:"producer_ids"`
+	Format          string        `attr:"format"`
+	SourceMetadata  bool          `attr:"source_metadata"`
+	OnSessionLost   string        `attr:"on_session_lost"`
+	CheckpointStore string        `attr:"checkpoint_store"` // the engine opens it
 }
 
 func buildSource(b *runtime.BuildEnv, cfg *sourceConfig) (runtime.Source, error) {
@@ -127,7 +150,7 @@ func buildSource(b *runtime.BuildEnv, cfg *sourceConfig) (runtime.Source, error)
 		return nil, err
 	}
 	s := &source{route: b.Route(), log: b.Logger(), url: url, clientID: cfg.ClientID, expiry: cfg.SessionExpiry,
-		format: cfg.Format, metadata: cfg.SourceMetadata,
+		format: cfg.Format, metadata: cfg.SourceMetadata, resubscribe: cfg.OnSessionLost == "resubscribe",
 		msgs: make(chan delivery, 4096), done: make(chan struct{})}
 	for _, p := range cfg.Topic {
 		if p.Expr != "" {
@@ -158,7 +181,30 @@ func buildSource(b *runtime.BuildEnv, cfg *sourceConfig) (runtime.Source, error)
 	default:
 		return nil, b.Errorf("format", "format %q is not supported by the mqtt source", s.format)
 	}
+	switch cfg.OnSessionLost {
+	case "fail", "resubscribe":
+	default:
+		return nil, b.Errorf("on_session_lost", "must be fail or resubscribe, got %q", cfg.OnSessionLost)
+	}
 	return s, nil
+}
+
+// keepsSession: a lost session stops the route (QoS 1 without
+// on_session_lost = resubscribe).
+func (s *source) keepsSession() bool { return s.qos == 1 && !s.resubscribe }
+
+// ArmPremise takes the session_kept premise. The source checks it on
+// every connection (connect) whenever it keeps its session, armed or
+// not; arming gives the error the premise's words.
+func (s *source) ArmPremise(p plan.Premise) error {
+	if p.Kind != plan.PremiseSessionKept {
+		return fmt.Errorf("the mqtt source cannot check a %s premise", p.Kind)
+	}
+	if !s.keepsSession() {
+		return errors.New("the mqtt source does not keep its session here (qos = 0 or on_session_lost = resubscribe): the plan's verdict should be at-most-once")
+	}
+	s.premise = p.Holds
+	return nil
 }
 
 func (s *source) Name() string         { return runtime.SafeName("mqtt_" + s.clientID) }
@@ -166,12 +212,28 @@ func (s *source) Replayable() bool     { return false }
 func (s *source) RecordFormat() string { return s.format }
 func (s *source) SeqGaps() bool        { return false }
 
-// Position: the broker keeps the session.
-func (s *source) Position(map[int32]runtime.AckPos) (checkpoint.Position, bool) {
-	return checkpoint.Position{}, false
+// Position: the broker keeps the session, and with it the position. A
+// source that keeps its session still has the route save a checkpoint,
+// once a run (at its first commit), holding no position: it says the
+// route has consumed from this client id's session, so a later start
+// that finds the session gone knows messages were lost (Open).
+func (s *source) Position(committed map[int32]runtime.AckPos) (checkpoint.Position, bool) {
+	if !s.keepsSession() || committed != nil && s.marked {
+		return checkpoint.Position{}, false
+	}
+	return checkpoint.Position{Source: s.sessionName(), Mode: "mqtt_session"}, true
 }
 
-func (s *source) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ runtime.SourceHost) error {
+// sessionName says whose session the route consumes from.
+func (s *source) sessionName() string {
+	return fmt.Sprintf("mqtt session of client_id %s at %s", s.clientID, plan.RedactURLs(s.url))
+}
+
+func (s *source) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ runtime.SourceHost) error {
+	s.consumed = haveCP && s.keepsSession()
+	if s.consumed && cp.Source != s.sessionName() {
+		s.log.Warn("mqtt source: the route's checkpoint is of another session; the broker must still have this one", "checkpoint", plan.RedactURLs(cp.Source), "session", s.sessionName())
+	}
 	present, err := s.connect(ctx, false)
 	if err != nil {
 		return fmt.Errorf("route %s: mqtt source: %w", s.route, err)
@@ -184,8 +246,29 @@ func (s *source) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ runt
 }
 
 // refusal is the broker's answer that no reconnect changes: it refused the
-// subscription.
+// subscription, or it has lost the route's session.
 type refusal struct{ error }
+
+// sessionLost is the error of a broken session_kept premise: the broker
+// has no session for the client id, though the route had one (on a
+// reconnect) or committed from one before (at Open).
+func (s *source) sessionLost(resume bool) error {
+	when := "on reconnecting"
+	if !resume {
+		when = "at start-up, though the route's checkpoint says it has consumed from this session before"
+	}
+	premise := s.premise
+	if premise == "" {
+		premise = "the broker keeps the session of client_id " + s.clientID + " while the route is stopped or disconnected"
+	}
+	return refusal{fmt.Errorf("the broker %s no longer has the session of client_id %s (CONNACK session present = false %s): "+
+		"what it held for the route, messages published while the route was away and those not yet acknowledged, is lost; "+
+		"the plan's premise session_kept is broken (%s). Nothing uncommitted was acknowledged. "+
+		"Find why the broker lost it (restarted without persistence, session_expiry passed, another client took the client_id with a clean start); "+
+		"to go on knowingly, reset the route's state (mqbc state reset), after which the next start subscribes afresh, "+
+		"or set on_session_lost = resubscribe (the route is then at-most-once)",
+		plan.RedactURLs(s.url), s.clientID, when, premise)}
+}
 
 // connect opens a connection, the next generation, and subscribes to the topic: on
 // the first connection always, on a reconnect only when the broker no
@@ -230,9 +313,17 @@ func (s *source) connect(ctx context.Context, resume bool) (bool, error) {
 	}
 	l.client = c
 	present := ca.SessionPresent
+	if !present && s.keepsSession() && (resume || s.consumed) {
+		// The broker made a new, empty session for this connection: end
+		// it (expiry 0), so that a later start finds none and refuses as
+		// this one does, rather than resuming an empty session quietly.
+		zero := uint32(0)
+		c.Disconnect(&paho.Disconnect{ReasonCode: 0, Properties: &paho.DisconnectProperties{SessionExpiryInterval: &zero}})
+		return false, s.sessionLost(resume)
+	}
 	if !resume || !present {
 		if resume && s.qos == 1 {
-			s.log.Warn("mqtt source: the broker no longer has the session (session present = false): subscribing again; messages it held for the old session (published while the route was disconnected, or sent and not yet acknowledged) may be lost",
+			s.log.Warn("mqtt source: the broker no longer has the session (session present = false): subscribing again (on_session_lost = resubscribe); messages it held for the old session (published while the route was disconnected, or sent and not yet acknowledged) may be lost",
 				"client_id", s.clientID, "topic", s.topic)
 		}
 		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -392,6 +483,7 @@ func (s *source) Commit(_ context.Context, changed map[int32]runtime.AckPos) err
 	if !ok || s.qos == 0 {
 		return nil
 	}
+	s.marked = true // the route saved Position's checkpoint before this
 	acks := s.unacked.Take(pos.Next)
 	l := s.current()
 	if isDone(l.client) {

@@ -96,10 +96,15 @@ type snapshotState struct {
 	ti     int            // the table being read
 	after  []string       // key of the last row read from tables[ti]; nil: none yet
 	lsn    pglogrepl.LSN
-	from   snapMark // where this run started (the last run's committed mark)
 
-	mu    sync.Mutex
-	marks []seqMark // rows handed out and not yet committed past, by Seq
+	mu sync.Mutex
+	// from is where the reading started: the last run's committed mark,
+	// or, after a lost connection, the mark committed then.
+	from snapMark
+	// committed is the mark of the last committed row (from until one
+	// is): what a resumed read starts after.
+	committed snapMark
+	marks     []seqMark // rows handed out and not yet committed past, by Seq
 }
 
 // quoteIdent quotes a SQL identifier.
@@ -115,7 +120,8 @@ func (st *snapshotState) snapshotRowLSN() string { return strconv.FormatUint(uin
 // it creates the slot exporting its snapshot and reads the tables in that
 // snapshot: exactly the rows committed before the slot's start, every
 // later change then streamed. Otherwise (a restart before the snapshot was
-// read to its end, or a slot that already existed) that snapshot is gone
+// read to its end, a lost connection while it was read: resumeSnapshot,
+// or a slot that already existed) that snapshot is gone
 // with the connection that exported it: the tables are read, from the
 // committed mark on, in a new REPEATABLE READ snapshot, and the stream
 // starts at the slot's start all the same, so every change since is
@@ -123,7 +129,7 @@ func (st *snapshotState) snapshotRowLSN() string { return strconv.FormatUint(uin
 func (s *pgCDCSource) openSnapshot(ctx context.Context, plain *pgconn.PgConn, slotExists bool, from snapMark, start pglogrepl.LSN) error {
 	// Refuse a table without a primary key before creating anything.
 	if _, err := publishedTables(ctx, plain, s.publication); err != nil {
-		return s.errorf("snapshot: %v", err)
+		return s.errorf("snapshot: %v", lostOn(err, plain))
 	}
 	exported := ""
 	switch {
@@ -162,11 +168,12 @@ func (s *pgCDCSource) openSnapshot(ctx context.Context, plain *pgconn.PgConn, sl
 	}
 	sc, err := pgconn.Connect(ctx, s.rawURL)
 	if err != nil {
-		return s.errorf("snapshot connection: %v", err)
+		return s.errorf("snapshot connection: %v", &linkError{err})
 	}
-	st := &snapshotState{conn: sc, lsn: start, from: from}
+	st := &snapshotState{conn: sc, lsn: start, from: from, committed: from}
 	late, err := st.begin(ctx, exported, s.publication)
 	if err != nil {
+		err = lostOn(err, sc)
 		sc.Close(context.Background())
 		return s.errorf("snapshot: %v", err)
 	}
@@ -175,7 +182,11 @@ func (s *pgCDCSource) openSnapshot(ctx context.Context, plain *pgconn.PgConn, sl
 			"publication", s.publication, "tables", strings.Join(late, ", "))
 	}
 	st.resume(from)
-	s.snap = st
+	if s.snap != nil {
+		s.snap.adopt(st) // resumed after a lost connection (resumeSnapshot)
+	} else {
+		s.snap = st
+	}
 	s.start = start
 	s.emitted.Store(uint64(start))
 	s.log.Info("snapshot", "tables", len(st.tables), "from_table", from.Schema+"."+from.Table, "stream_from", start.String())
@@ -344,11 +355,21 @@ func (st *snapshotState) joinedSince(ctx context.Context, publication string) ([
 // publishedTables lists the publication's tables with their primary keys,
 // in the order the snapshot reads them. A table without a primary key is
 // refused: its rows could be neither paged nor given an identity.
+//
+// The catalogs are joined by name and oid, never by casting a name to
+// regclass: the planner may evaluate such a cast on any pg_class row
+// before the publication's filter, and resolving a name in a schema the
+// role has no USAGE on (pg_toast) fails for a role that is not a
+// superuser ("permission denied for schema pg_toast"). Equality on names
+// and oids cannot fail, wherever the planner puts it (and so does
+// publishedColumns).
 func publishedTables(ctx context.Context, conn *pgconn.PgConn, publication string) ([]snapTable, error) {
 	res := conn.ExecParams(ctx, `SELECT p.schemaname::text, p.tablename::text, coalesce(a.attname::text, '')
 		FROM pg_publication_tables p
-		LEFT JOIN pg_index i ON i.indrelid = format('%I.%I', p.schemaname, p.tablename)::regclass AND i.indisprimary
-		LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		JOIN pg_namespace n ON n.nspname = p.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
 		WHERE p.pubname = $1
 		ORDER BY 1, 2, array_position(i.indkey::int2[], a.attnum)`, [][]byte{[]byte(publication)}, nil, nil, nil).Read()
 	if res.Err != nil {
@@ -395,7 +416,9 @@ func publishedTables(ctx context.Context, conn *pgconn.PgConn, publication strin
 func publishedColumns(ctx context.Context, conn *pgconn.PgConn, publication string, tables []snapTable) error {
 	res := conn.ExecParams(ctx, `SELECT p.schemaname::text || '.' || p.tablename::text, a.attname::text
 		FROM pg_publication_tables p
-		JOIN pg_attribute a ON a.attrelid = format('%I.%I', p.schemaname, p.tablename)::regclass
+		JOIN pg_namespace n ON n.nspname = p.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		JOIN pg_attribute a ON a.attrelid = c.oid
 		WHERE p.pubname = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY(p.attnames)
 			AND (a.attgenerated = '' OR current_setting('server_version_num')::int >= 180000)
 		ORDER BY 1, a.attnum`, [][]byte{[]byte(publication)}, nil, nil, nil).Read()
@@ -521,11 +544,8 @@ func (s *pgCDCSource) snapshotRecord(t snapTable, fields []pgconn.FieldDescripti
 func (s *pgCDCSource) nextSnapshot(ctx context.Context) error {
 	recs, err := s.snapshotPage(ctx)
 	if err != nil {
-		var pe *pgconn.PgError
-		if (s.snap.conn.IsClosed() || errors.As(err, &pe)) && healable(&linkError{err}) {
-			// The snapshot's transaction, and the exported snapshot, end
-			// with the connection: no reconnect can go on reading it.
-			return s.errorf("slot %s: %v; the snapshot's connection is lost, and its transaction with it: the route stops, and a rerun reads the rest of the snapshot after the last committed row", s.slot, err)
+		if err = lostOn(err, s.snap.conn); healable(err) {
+			return s.resumeSnapshot(ctx, err)
 		}
 		return s.errorf("%v", err)
 	}
@@ -536,6 +556,9 @@ func (s *pgCDCSource) nextSnapshot(ctx context.Context) error {
 	st := s.snap
 	added, err := st.joinedSince(ctx, s.publication)
 	if err != nil {
+		if err = lostOn(err, st.conn); healable(err) {
+			return s.resumeSnapshot(ctx, err)
+		}
 		return s.errorf("snapshot: list the tables of publication %s again: %v", s.publication, err)
 	}
 	if len(added) > 0 {
@@ -560,22 +583,105 @@ func (s *pgCDCSource) nextSnapshot(ctx context.Context) error {
 	return s.startStream(sctx)
 }
 
+// resumeSnapshot does in the running route what a rerun does when the
+// connection the snapshot is read in is lost (lost: a restart or crash of
+// the server, a cut connection): the snapshot's transaction, and an
+// exported snapshot, ended with it, so the rest is read in a new one. It
+// reconnects with the stream's backoff (reconnectFirst doubling up to
+// reconnectMax, until the route stops: ctx's error is returned) and opens
+// the snapshot again as Open does for a rerun (dial, openSnapshot), from
+// the committed mark: what was handed over and not committed is read
+// again (under the same message_ids), so nothing rests on records still
+// in flight, and the stream later starts at the slot's start as before.
+// The replication connection is opened again with it (the slot is
+// checked). What a retry cannot heal (the slot or the publication gone,
+// authentication refused…) is returned, and stops the route.
+func (s *pgCDCSource) resumeSnapshot(ctx context.Context, lost error) error {
+	st := s.snap
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	st.conn.Close(cctx)
+	cancel()
+	st.mu.Lock()
+	committed := st.committed
+	st.mu.Unlock()
+	s.log.Warn("snapshot connection lost; reconnecting to read the rest in a new snapshot", "slot", s.slot,
+		"committed_table", committed.Schema+"."+committed.Table, "committed_key", strings.Join(committed.Key, ","), "err", plan.RedactURLs(lost.Error()))
+	wait := reconnectFirst
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, reconnectMax)
+		st.mu.Lock()
+		from := st.committed
+		st.mu.Unlock()
+		err := s.reopenSnapshot(ctx, from)
+		if err == nil {
+			s.log.Info("snapshot reconnected", "slot", s.slot, "from_table", from.Schema+"."+from.Table,
+				"from_key", strings.Join(from.Key, ","), "attempts", attempt)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !healable(err) {
+			return s.errorf("slot %s: the snapshot's connection was lost and cannot be opened again: %s", s.slot, detail(err))
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			s.log.Warn("reconnecting the snapshot's connection", "slot", s.slot, "attempts", attempt, "err", plan.RedactURLs(err.Error()))
+		}
+	}
+}
+
+// reopenSnapshot is one try of resumeSnapshot: new connections, and the
+// snapshot opened again after from, in a new transaction.
+func (s *pgCDCSource) reopenSnapshot(ctx context.Context, from snapMark) error {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if s.conn != nil {
+		s.conn.Close(cctx)
+		s.conn = nil
+	}
+	plain, slotExists, err := s.dial(cctx, false)
+	if plain != nil {
+		defer plain.Close(context.Background())
+	}
+	if err != nil {
+		return err
+	}
+	return s.openSnapshot(cctx, plain, slotExists, from, s.snap.lsn)
+}
+
+// adopt takes over the reading state of next, the snapshot opened again
+// after the connection was lost (resumeSnapshot). The marks of the rows
+// handed out before are dropped: until a row read again is committed, the
+// checkpoint stays at the mark the reading resumed from.
+func (st *snapshotState) adopt(next *snapshotState) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.conn, st.tables, st.names, st.ti, st.after = next.conn, next.tables, next.names, next.ti, next.after
+	st.from, st.committed, st.marks = next.from, next.from, nil
+}
+
 // snapshotPosition is the checkpoint while the snapshot is not committed
 // to its end: the mark of the last committed row (or where this run
 // started), with the stream's start in Offset.
 func (s *pgCDCSource) snapshotPosition(c runtime.AckPos, ok bool) checkpoint.Position {
 	st := s.snap
+	st.mu.Lock()
 	mark := st.from
 	if ok && c.Next > 0 {
 		last := c.Next - 1
-		st.mu.Lock()
 		i := sort.Search(len(st.marks), func(i int) bool { return st.marks[i].seq >= last })
 		if i < len(st.marks) && st.marks[i].seq == last {
 			mark = st.marks[i].mark
 			st.marks = st.marks[i:]
 		}
-		st.mu.Unlock()
 	}
+	st.committed = mark
+	st.mu.Unlock()
 	b, _ := json.Marshal(mark)
 	return checkpoint.Position{Source: s.checkpointSource(), Mode: modeSnapshot + string(b), Offset: int64(st.lsn)}
 }

@@ -75,11 +75,17 @@ const (
 // end the checkpoint holds the table and key of the last committed row
 // (and the slot is not confirmed past its start); from then on, the LSN.
 //
-// The exported snapshot dies with the connection that exported it, so a
-// restart mid-snapshot cannot read the rest in it. It keeps the slot (and
+// The exported snapshot dies with the connection that exported it (and a
+// transaction that imported it with its own), so a restart mid-snapshot,
+// or a lost connection, cannot read the rest in it. It keeps the slot (and
 // so every change since its start) and reads the rest, after the
 // committed key, in a new REPEATABLE READ snapshot, then streams from the
-// slot's start as before. What the sink sees: rows committed before the
+// slot's start as before. A rerun does that from the checkpoint; the
+// running route does the same when the snapshot's connection is lost
+// (resumeSnapshot, through the same code: dial and openSnapshot), from the
+// mark committed then, so what was handed over and not committed is read
+// again under the same ids, and no mark past the committed one is ever
+// saved. What the sink sees: rows committed before the
 // crash as they were at the slot's start; rows read after it as they are
 // then (the id of a row read again is its first read's, so an insert-once
 // write keeps that first read); then every change since the slot's start,
@@ -131,12 +137,14 @@ const (
 // cannot heal (healable: the slot or publication gone, the slot
 // invalidated, authentication refused, permission denied, the database
 // gone) stop the route with an error naming the slot, as does any error of
-// the source's own. Two losses still stop the route, and a rerun resumes
-// from the checkpoint: a temporary slot's connection (the slot ends with
-// it, and with it the changes since), and, with snapshot = true, the
-// connection the snapshot is read in before streaming (the snapshot's
-// transaction ends with it; the rerun reads the rest after the committed
-// key, as above). A connection that fails at Open also stops the route.
+// the source's own. Losing a temporary slot's connection still stops the
+// route (the slot ends with it, and with it the changes since), and a
+// rerun resumes from the checkpoint. With snapshot = true, losing the
+// connection the snapshot is read in (or the replication connection, idle
+// then) does not: the snapshot is read on in a new one, as above, with the
+// same backoff and the same answers stopping the route (and a publication
+// dropped meanwhile, which Open would create again). A connection that
+// fails at Open stops the route.
 type pgCDCSource struct {
 	route       string
 	node        string // the plan node's ID, for its premises
@@ -301,45 +309,49 @@ func (s *pgCDCSource) replicationURL() string {
 	return s.rawURL + "?replication=database"
 }
 
+// errorf is an error of the source, naming the route and the server
+// (its password redacted). It wraps the first error among args, so
+// healable can still tell what failed.
 func (s *pgCDCSource) errorf(format string, args ...any) error {
-	return fmt.Errorf("route %s: postgres_cdc source %s: %s", s.route, s.url, plan.RedactURLs(fmt.Sprintf(format, args...)))
+	detail := plan.RedactURLs(fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf("route %s: postgres_cdc source %s: %s", s.route, s.url, detail)
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			return &sourceError{msg: msg, detail: detail, err: err}
+		}
+	}
+	return &sourceError{msg: msg, detail: detail}
 }
+
+// sourceError is an error of the source (detail: without the route and
+// the server) with the error it wraps, if any.
+type sourceError struct {
+	msg, detail string
+	err         error
+}
+
+// detail is err's text without the route and the server when it is the
+// source's own (errorf), to quote it in another.
+func detail(err error) string {
+	var se *sourceError
+	if errors.As(err, &se) {
+		return se.detail
+	}
+	return err.Error()
+}
+
+func (e *sourceError) Error() string { return e.msg }
+func (e *sourceError) Unwrap() error { return e.err }
 
 func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ runtime.SourceHost) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	// The publication and a permanent slot are created on a plain
-	// connection when missing.
-	plain, err := pgconn.Connect(cctx, s.rawURL)
+	plain, slotExists, err := s.dial(cctx, true)
+	if plain != nil {
+		defer plain.Close(context.Background())
+	}
 	if err != nil {
-		return s.errorf("connect: %v", err)
-	}
-	defer plain.Close(context.Background())
-	exists := func(q string) (bool, error) {
-		res, err := plain.Exec(cctx, q).ReadAll()
-		if err != nil {
-			return false, err
-		}
-		return len(res) > 0 && len(res[0].Rows) > 0, nil
-	}
-	ok, err := exists(`SELECT 1 FROM pg_publication WHERE pubname = '` + s.publication + `'`)
-	if err != nil {
-		return s.errorf("look up publication %s: %v", s.publication, err)
-	}
-	if !ok {
-		if _, err := plain.Exec(cctx, `CREATE PUBLICATION `+s.publication+` FOR ALL TABLES`).ReadAll(); err != nil {
-			return s.errorf("create publication %s: %v", s.publication, err)
-		}
-		s.log.Info("created publication", "publication", s.publication)
-	}
-	if s.conn, err = pgconn.Connect(cctx, s.replicationURL()); err != nil {
-		return s.errorf("replication connection: %v", err)
-	}
-	slotExists := false
-	if !s.temporary {
-		if slotExists, err = exists(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '` + s.slot + `'`); err != nil {
-			return s.errorf("look up slot %s: %v", s.slot, err)
-		}
+		return err
 	}
 	if s.snapshot && !(haveCP && cp.Source == s.checkpointSource() && cp.Mode == modeLSN) {
 		var from snapMark
@@ -368,6 +380,69 @@ func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 		s.log.Info("resuming from checkpoint", "lsn", s.start.String())
 	}
 	return s.startStream(cctx)
+}
+
+// dial opens a plain connection (returned, for the caller to close) and
+// the replication connection (s.conn), and reports whether the slot
+// exists. A missing publication is created (FOR ALL TABLES) when create
+// is set, as Open does; otherwise (a snapshot resumed after a lost
+// connection) it is an error a retry cannot heal. A failure of a
+// connection is a linkError, which healable judges.
+func (s *pgCDCSource) dial(ctx context.Context, create bool) (plain *pgconn.PgConn, slotExists bool, err error) {
+	if plain, err = pgconn.Connect(ctx, s.rawURL); err != nil {
+		return nil, false, s.errorf("connect: %v", &linkError{err})
+	}
+	exists := func(q string) (bool, error) {
+		res, err := plain.Exec(ctx, q).ReadAll()
+		if err != nil {
+			return false, lostOn(err, plain)
+		}
+		return len(res) > 0 && len(res[0].Rows) > 0, nil
+	}
+	ok, err := exists(`SELECT 1 FROM pg_publication WHERE pubname = '` + s.publication + `'`)
+	if err != nil {
+		return plain, false, s.errorf("look up publication %s: %v", s.publication, err)
+	}
+	if !ok {
+		if !create {
+			return plain, false, s.errorf("publication %s does not exist (dropped while the snapshot was read)", s.publication)
+		}
+		if _, err := plain.Exec(ctx, `CREATE PUBLICATION `+s.publication+` FOR ALL TABLES`).ReadAll(); err != nil {
+			return plain, false, s.errorf("create publication %s: %v", s.publication, lostOn(err, plain))
+		}
+		s.log.Info("created publication", "publication", s.publication)
+	}
+	if s.conn, err = pgconn.Connect(ctx, s.replicationURL()); err != nil {
+		s.conn = nil
+		return plain, false, s.errorf("replication connection: %v", &linkError{err})
+	}
+	if !s.temporary {
+		if slotExists, err = exists(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '` + s.slot + `'`); err != nil {
+			return plain, false, s.errorf("look up slot %s: %v", s.slot, err)
+		}
+	}
+	return plain, slotExists, nil
+}
+
+// lostOn makes err, the failure of a statement on conns, a linkError when
+// it is the connection's: an answer of the server (a PgError, whose code
+// healable judges) or none, the connection closed (pgconn closes it on a
+// network error). Any other error (the source's own) is returned as is.
+func lostOn(err error, conns ...*pgconn.PgConn) error {
+	var le *linkError
+	var pe *pgconn.PgError
+	switch {
+	case err == nil || errors.As(err, &le):
+		return err
+	case errors.As(err, &pe):
+		return &linkError{err}
+	}
+	for _, c := range conns {
+		if c != nil && c.IsClosed() {
+			return &linkError{err}
+		}
+	}
+	return err
 }
 
 // Reconnecting after the replication connection is lost: the first try

@@ -17,8 +17,10 @@ import (
 // The SQL sink's premises: PremiseUniqueKey (the conflict target has a
 // UNIQUE or PRIMARY KEY index, read from the database's catalogue),
 // PremiseReplaceStableColumns (every column a REPLACE leaves out comes
-// back the same on a replay) and PremiseKeyPresent (a conflict column is never bound to NULL: NULLs never
-// conflict, so a replayed row with one would be inserted again).
+// back the same on a replay), PremiseUpdateLeavesUniques (a DO UPDATE
+// moves no column of a unique index other than its conflict key) and
+// PremiseKeyPresent (a conflict column is never bound to NULL: NULLs
+// never conflict, so a replayed row with one would be inserted again).
 
 // uniqueKey is one UNIQUE or PRIMARY KEY index of a table: its name and
 // its columns as the database stores them.
@@ -128,6 +130,8 @@ func (s *sqlSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 	case plan.PremiseUniqueKey:
 	case plan.PremiseReplaceStableColumns:
 		return s.checkReplaceColumns(ctx, s.asWritten(p))
+	case plan.PremiseUpdateLeavesUniques:
+		return s.checkUpdateLeavesUniques(ctx, s.asWritten(p))
 	default:
 		return fmt.Errorf("the sql sink cannot check a %s premise", p.Kind)
 	}
@@ -135,23 +139,9 @@ func (s *sqlSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 	if p.Target == "" || len(p.Columns) == 0 {
 		return fmt.Errorf("the premise names no table or no columns")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var keys []uniqueKey
-	var exists bool
-	var err error
-	fold, dbFold := identFold(foldCaseless), strings.ToLower
-	switch {
-	case s.server != nil && s.server.dialect == dialectPostgres:
-		keys, exists, err = s.server.uniqueKeysPG(ctx, p.Target)
-		fold, dbFold = foldPostgres, func(c string) string { return c }
-	case s.server != nil:
-		keys, exists, err = s.server.uniqueKeysMySQL(ctx, p.Target)
-	default:
-		keys, exists, err = s.uniqueKeysSQLite(ctx, p.Target)
-	}
+	keys, exists, fold, dbFold, err := s.uniqueKeys(ctx, p.Target)
 	if err != nil {
-		return fmt.Errorf("read the unique indexes of %s: %v", p.Target, plan.RedactURLs(err.Error()))
+		return err
 	}
 	if !exists {
 		return &runtime.PremiseFailure{
@@ -174,6 +164,65 @@ func (s *sqlSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 		}
 	}
 	return s.armKeyColumns(keyCols)
+}
+
+// uniqueKeys reads the unique keys of table target from the database's
+// catalogue, with how the premise's names (fold) and the catalogue's
+// (dbFold) compare.
+func (s *sqlSink) uniqueKeys(ctx context.Context, target string) (keys []uniqueKey, exists bool, fold identFold, dbFold func(string) string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	fold, dbFold = foldCaseless, strings.ToLower
+	switch {
+	case s.server != nil && s.server.dialect == dialectPostgres:
+		keys, exists, err = s.server.uniqueKeysPG(ctx, target)
+		fold, dbFold = foldPostgres, func(c string) string { return c }
+	case s.server != nil:
+		keys, exists, err = s.server.uniqueKeysMySQL(ctx, target)
+	default:
+		keys, exists, err = s.uniqueKeysSQLite(ctx, target)
+	}
+	if err != nil {
+		err = fmt.Errorf("read the unique indexes of %s: %v", target, plan.RedactURLs(err.Error()))
+	}
+	return keys, exists, fold, dbFold, err
+}
+
+// checkUpdateLeavesUniques checks PremiseUpdateLeavesUniques: no unique
+// index holds a column the update moves (p.Columns) but the conflict key
+// (p.Key), or, when the statement names no target, the table's only
+// unique index. A missing table is left to the unique-key premise.
+func (s *sqlSink) checkUpdateLeavesUniques(ctx context.Context, p plan.Premise) error {
+	keys, exists, fold, dbFold, err := s.uniqueKeys(ctx, p.Target)
+	if err != nil || !exists {
+		return err
+	}
+	moved := map[string]bool{}
+	for _, c := range p.Columns {
+		moved[fold(c)] = true
+	}
+	key := map[string]bool{}
+	for _, c := range p.Key {
+		key[fold(c)] = true
+	}
+	for _, k := range keys {
+		var hit []string
+		sameAsKey := len(k.cols) == len(key)
+		for _, c := range k.cols {
+			if moved[dbFold(c)] {
+				hit = append(hit, c)
+			}
+			sameAsKey = sameAsKey && key[dbFold(c)]
+		}
+		if len(hit) == 0 || sameAsKey || len(p.Key) == 0 && len(keys) == 1 {
+			continue
+		}
+		return &runtime.PremiseFailure{
+			Found: fmt.Sprintf("table %s has the unique index %s, and the update sets %s: which later records that index refuses then depends on what the rows hold, so a record refused in one run lands when a replay after a crash reaches it after the row moved away", p.Target, k, strings.Join(hit, ", ")),
+			Fix:   fmt.Sprintf("leave %s out of the update's SET list, or drop the index %s", strings.Join(hit, ", "), k.name),
+		}
+	}
+	return nil
 }
 
 // uniqueKeysSQLite reads a table's unique keys: every unique index from
@@ -925,5 +974,14 @@ func (s *sqlSink) asWritten(p plan.Premise) plan.Premise {
 		}
 	}
 	p.Columns = out
+	for i, c := range p.Key {
+		for _, raw := range cols {
+			if unquoteIdent(raw) == unquoteIdent(c) {
+				p.Key = slices.Clone(p.Key)
+				p.Key[i] = raw
+				break
+			}
+		}
+	}
 	return p
 }

@@ -198,7 +198,10 @@ func Markdown() []byte {
 	w("integer past int64 in any column of INTEGER or NUMERIC affinity, or past 2^53 in a REAL one,\n")
 	w("which SQLite rounds to a float; into MySQL or MariaDB, a key column's integer out of range or\n")
 	w("string too long, which `INSERT IGNORE` or a non-strict server stores clamped or cut short).\n")
-	w("Such values would make two ids one row, and the second record would be dropped as a repeat.\n\n")
+	w("Such values would make two ids one row, and the second record would be dropped as a repeat.\n")
+	w("Per-connection ones are checked by a source on every connection it makes and stop the route\n")
+	w("when one breaks: an mqtt QoS 1 source whose broker no longer has its session (what the broker\n")
+	w("held for the route is lost) stops it, naming the client_id and the broker.\n\n")
 	w("\nIn query attributes (%s) every `${…}` becomes a bound parameter, never spliced text.\n", codeList(queryAttrs()))
 	w("mq-bridge's `${payload:field}` and `${metadata:key}` are accepted as `${payload.field}` and `${meta[\"key\"]}`.\n\n")
 

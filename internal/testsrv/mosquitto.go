@@ -73,6 +73,23 @@ func NewMosquittoACL(t testing.TB, acl string) *MosquittoServer {
 	})
 }
 
+// NewMosquittoVolatile starts a broker for this test alone that keeps
+// nothing across a restart (persistence false): after Stop or Kill and
+// Start, every session, subscription and queued message is gone, as from
+// a broker run without persistence. Stopped when the test ends.
+func NewMosquittoVolatile(t testing.TB) *MosquittoServer {
+	t.Helper()
+	if hidden("mosquitto") {
+		unavailable(t, "mosquitto", "Mosquitto hidden by %s", HideEnv)
+	}
+	if _, err := os.Stat(mosquittoPath); err != nil {
+		unavailable(t, "mosquitto", "Mosquitto not found: no %s", mosquittoPath)
+	}
+	return startPrivate(t, "Mosquitto", "mosquitto-volatile-", func(dir string) (*MosquittoServer, error) {
+		return startMosquittoConf(dir, "persistence false\n")
+	})
+}
+
 // startMosquittoConf starts a broker in dir with extra appended to its
 // configuration.
 func startMosquittoConf(dir, extra string) (*MosquittoServer, error) {
