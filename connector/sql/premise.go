@@ -189,9 +189,9 @@ func (s *sqlSink) uniqueKeys(ctx context.Context, target string) (keys []uniqueK
 }
 
 // checkUpdateLeavesUniques checks PremiseUpdateLeavesUniques: no unique
-// index holds a column the update moves (p.Columns) but the conflict key
-// (p.Key), or, when the statement names no target, the table's only
-// unique index. A missing table is left to the unique-key premise.
+// index holds a column the update moves (p.Columns) but one over the
+// conflict key's columns (p.Key), or, when the statement names no target,
+// the table's only unique index. A missing table is left to the unique-key premise.
 func (s *sqlSink) checkUpdateLeavesUniques(ctx context.Context, p plan.Premise) error {
 	keys, exists, fold, dbFold, err := s.uniqueKeys(ctx, p.Target)
 	if err != nil || !exists {
@@ -207,14 +207,18 @@ func (s *sqlSink) checkUpdateLeavesUniques(ctx context.Context, p plan.Premise) 
 	}
 	for _, k := range keys {
 		var hit []string
-		sameAsKey := len(k.cols) == len(key)
+		held := 0 // the key's columns k holds
 		for _, c := range k.cols {
 			if moved[dbFold(c)] {
 				hit = append(hit, c)
 			}
-			sameAsKey = sameAsKey && key[dbFold(c)]
+			if key[dbFold(c)] {
+				held++
+			}
 		}
-		if len(hit) == 0 || sameAsKey || len(p.Key) == 0 && len(keys) == 1 {
+		// An index over the key's columns (and more) never refuses a row
+		// the key lets in.
+		if len(hit) == 0 || len(key) > 0 && held == len(key) || len(p.Key) == 0 && len(keys) == 1 {
 			continue
 		}
 		return &runtime.PremiseFailure{

@@ -46,16 +46,23 @@ func TestPremiseUpdateLeavesUniques(t *testing.T) {
 		name  string
 		index string // a second index on the table, or ""
 		ok    bool
+		// refusedOn: backends whose statement names no conflict key, where
+		// the check cannot tell the key's index from another.
+		refusedOn string
 	}{
 		{name: "only the key", ok: true},
 		{name: "unique index on a moved column", index: "CREATE UNIQUE INDEX orders_tag ON orders (tag)"},
 		{name: "unique index on a moved column and another", index: "CREATE UNIQUE INDEX orders_tag_n ON orders (n, tag)"},
 		{name: "unique index on a column left alone", index: "CREATE UNIQUE INDEX orders_n ON orders (n)", ok: true},
 		{name: "plain index on a moved column", index: "CREATE INDEX orders_tag ON orders (tag)", ok: true},
+		{name: "unique index over the key and a moved column", index: "CREATE UNIQUE INDEX orders_id_tag ON orders (id, tag)", ok: true, refusedOn: "mariadb"},
 	}
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			for _, c := range cases {
+				if c.refusedOn == be.name {
+					c.ok = false
+				}
 				t.Run(c.name, func(t *testing.T) {
 					dir := t.TempDir()
 					url, exec := be.open(t, dir)
@@ -98,7 +105,7 @@ route r {
 					if res == nil || res.OK != c.ok {
 						t.Fatalf("check = %v, want ok %v", res, c.ok)
 					}
-					if !c.ok && (!strings.Contains(res.Err.Error(), "orders_tag") || !strings.Contains(res.Err.Error(), "tag")) {
+					if !c.ok && (!strings.Contains(res.Err.Error(), "orders_") || !strings.Contains(res.Err.Error(), "tag")) {
 						t.Errorf("the refusal does not name the index and the column: %v", res.Err)
 					}
 					st, err := runtime.Run(context.Background(), p, opts)
