@@ -37,6 +37,12 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 	}
 	url, _, _ := urlText(n.attrs["url"])
 	d := dialectOf(url)
+	if ct := n.attrs["create_table"]; ct != nil && !rc.inNamedUnused {
+		if bad := rerunUnsafeDDL(ct.val.Str, d); bad != "" {
+			rc.c.add("E064", ct.rng, fmt.Sprintf("create_table in route %s runs %s on every start", rc.name, bad),
+				"create_table runs each time the route starts, after a crash too: a CREATE without IF NOT EXISTS fails the restart (\"already exists\"), and anything else (DROP, CREATE OR REPLACE, DELETE, ALTER) can drop or change rows an earlier run committed. Write each statement as CREATE TABLE|INDEX … IF NOT EXISTS, and run other DDL once, outside mqb.")
+		}
+	}
 	skel, err := skeleton(parts)
 	var toks []sqlTok
 	if err == nil {
@@ -704,4 +710,55 @@ func (rc *routeCtx) reorderingSource(table string) string {
 		fix = "read a source that replays in order, or write with ON CONFLICT DO UPDATE and a version guard"
 	}
 	return fmt.Sprintf("%s has no position to replay from: it redelivers a record a crash left unacknowledged after the records it delivers meanwhile, so a replayed older record of a key can overwrite a newer one; %s", rc.src.Name, fix)
+}
+
+// rerunUnsafeDDL returns the first statement of a create_table script
+// that is not safe to run again on every start, shortened, or "": only
+// CREATE … IF NOT EXISTS (never OR REPLACE) is. A script mqb cannot read
+// is left to the database.
+func rerunUnsafeDDL(ddl string, d sqlDialect) string {
+	if strings.ContainsAny(ddl, "\x01\x02") {
+		return ""
+	}
+	toks, err := lexSQL(ddl, d)
+	if err != nil {
+		return ""
+	}
+	var stmt []sqlTok
+	for _, t := range toks {
+		if !t.punct(";") && t.kind != tEOF {
+			stmt = append(stmt, t)
+			continue
+		}
+		if len(stmt) > 0 && !createIfNotExists(stmt) {
+			var words []string
+			for _, w := range stmt[:min(len(stmt), 6)] {
+				words = append(words, w.text)
+			}
+			text := strings.Join(words, " ")
+			if len(stmt) > 6 {
+				text += " …"
+			}
+			return "`" + text + "`"
+		}
+		stmt = stmt[:0]
+	}
+	return ""
+}
+
+// createIfNotExists: the statement is CREATE … IF NOT EXISTS, not CREATE
+// OR REPLACE.
+func createIfNotExists(s []sqlTok) bool {
+	if !s[0].is("create") || len(s) > 2 && s[1].is("or") && s[2].is("replace") {
+		return false
+	}
+	for i := 1; i+2 < len(s); i++ {
+		if s[i].is("if") && s[i+1].is("not") && s[i+2].is("exists") {
+			return true
+		}
+		if s[i].punct("(") {
+			return false // past the name
+		}
+	}
+	return false
 }

@@ -63,7 +63,7 @@ var Kinds = []Kind{
 			{Name: "bulk_copy", End: EndSink, Type: Bool, Default: false, Doc: "Load with Postgres COPY. Cannot be combined with a conflict clause. On a route without a dedup step, each batch goes by COPY into one transaction kept open and committed at the route's commit: rows become visible at that commit, at most a commit interval after their write. Losing that transaction (the server restarts) stops the route; a rerun resumes at the last commit and writes those rows again."},
 			{Name: "cursor_column", End: EndSource, Type: String, Doc: "Source: the column to page by. For positional naming it must be a unique non-negative integer."},
 			sinkEnd(reportOutcomeAttr),
-			{Name: "create_table", End: EndSink, Type: String, Doc: "DDL run once at start-up (e.g. CREATE TABLE IF NOT EXISTS …)."},
+			{Name: "create_table", End: EndSink, Type: String, Doc: "DDL run at every start-up, after a crash too: each statement must be CREATE TABLE|INDEX … IF NOT EXISTS (E064), which keeps a table already there as it is."},
 			{Name: "poll_interval", End: EndSource, Type: Duration, Default: "1s", Doc: "Source: how long to wait before polling again at the end of the table."},
 			{Name: "checkpoint_store", End: EndSource, Type: String, Default: "pebble://.mqb/state", Doc: "Source: where the committed cursor value is kept (pebble://dir, or a postgres:// or mysql:// server shared by the route's instances)."},
 		},

@@ -58,7 +58,7 @@ func TestDedupElision(t *testing.T) {
 		}},
 		{"sqlite or ignore", false, func(table string) string {
 			return `    url          = "sqlite://out.db"
-    create_table = "CREATE TABLE ` + table + ` (id TEXT PRIMARY KEY, body TEXT NOT NULL)"
+    create_table = "CREATE TABLE IF NOT EXISTS ` + table + ` (id TEXT PRIMARY KEY, body TEXT NOT NULL)"
     insert_query = "INSERT OR IGNORE INTO ` + table + ` (id, body) VALUES (${meta[\"mqb.id\"]}, ${payload.body})"`
 		}, func(t *testing.T, dir, table string) map[string]string {
 			return runtest.SQLiteMap[string](t, filepath.Join(dir, "out.db"), "SELECT id, body FROM "+table)
@@ -72,7 +72,7 @@ func TestDedupElision(t *testing.T) {
 		}},
 		{"mariadb insert ignore", false, func(table string) string {
 			return fmt.Sprintf(`    url          = %q
-    create_table = "CREATE TABLE %s (id VARCHAR(32) PRIMARY KEY, body TEXT NOT NULL)"
+    create_table = "CREATE TABLE IF NOT EXISTS %s (id VARCHAR(32) PRIMARY KEY, body TEXT NOT NULL)"
     insert_query = "INSERT IGNORE INTO %s (id, body) VALUES (${meta[\"mqb.id\"]}, ${payload.body})"`, my.URL, table, table)
 		}, func(t *testing.T, _, table string) map[string]string {
 			return myStrings(t, my.DSN, "SELECT id, body FROM "+table)

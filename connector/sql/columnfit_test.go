@@ -48,7 +48,7 @@ route fit {
   dlq { to file { path = "dlq.jsonl" } }
   to sql {
     url = "`+db.URL+`"
-    create_table = "CREATE TABLE t (`+tc.col+`)"
+    create_table = "CREATE TABLE IF NOT EXISTS t (`+tc.col+`)"
     insert_query = "`+tc.query+`"
   }
 }`)

@@ -23,7 +23,7 @@ route big {
   from file { path = "in.jsonl" }
   to sql {
     url = "sqlite://out.db"
-    create_table = "CREATE TABLE t (id TEXT PRIMARY KEY, key TEXT NOT NULL UNIQUE, n INTEGER)"
+    create_table = "CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, key TEXT NOT NULL UNIQUE, n INTEGER)"
     insert_query = "INSERT INTO t (id, key, n) VALUES (${payload.id}, ${"k-" + string(payload.id)}, ${payload.n}) ON CONFLICT (id) DO NOTHING"
   }
 }`)
@@ -91,7 +91,7 @@ route big {
   dlq { to file { path = "dlq.jsonl" } }
   to sql {
     url = "sqlite://out.db"
-    create_table = "CREATE TABLE t (`+tc.col+`)`+tc.options+`"
+    create_table = "CREATE TABLE IF NOT EXISTS t (`+tc.col+`)`+tc.options+`"
     insert_query = "INSERT INTO t AS x (id) VALUES (${payload.id}) ON CONFLICT (id) DO NOTHING"
   }
 }`)
