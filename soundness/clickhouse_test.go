@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -36,63 +37,80 @@ func TestClickHouseSinks(t *testing.T) {
 }
 
 // The harness reads ClickHouse tables the way the verdict promises (with
-// FINAL on a ReplacingMergeTree): a route the compiler calls at-least-once
-// (concurrency 2, no version), planted effectively-once, must be reported
-// with extra rows once a kill made the file source deliver a record again,
-// into a plain MergeTree (nothing collapses a repeat) and into a
-// ReplacingMergeTree sorted by a per-delivery column (a repeat gets
-// another sorting key). Into a ReplacingMergeTree sorted by the stable id
-// the same route, planted so, is not reported: FINAL collapses the
-// repeats.
+// FINAL on a ReplacingMergeTree). Three routes the compiler calls
+// at-least-once (concurrency 2, no version), all planted effectively-once,
+// read the file: into a plain MergeTree (nothing collapses a repeat) and
+// into a ReplacingMergeTree sorted by a per-delivery column (a repeat gets
+// another sorting key) each must be reported with extra rows once a kill
+// made the file source deliver records again; into a ReplacingMergeTree
+// sorted by the stable line, whose merges are stopped, the control must
+// not be: read with FINAL, its repeats collapse all the same (read
+// without, it is reported).
+// One file, so one clean run and one series of kills serve all three.
 func TestClickHouseCatchesPlanted(t *testing.T) {
-	for _, tc := range []struct {
+	routes := []struct {
 		name, engine, x string
 		caught          bool
 	}{
-		{"plain MergeTree", "MergeTree ORDER BY id", "payload.region", true},
-		{"sorted by a per-delivery column", "ReplacingMergeTree ORDER BY (id, x)", "string(now().UnixNano())", true},
-		{"sorted by the stable id", "ReplacingMergeTree ORDER BY id", "payload.region", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			src := fmt.Sprintf(`route r {
-  batch_size  = 2
+		{"merge", "MergeTree ORDER BY id", "payload.region", true},
+		{"by_now", "ReplacingMergeTree ORDER BY (id, x)", "string(now().UnixNano())", true},
+		{"control", "ReplacingMergeTree ORDER BY id SETTINGS parts_to_delay_insert = 100000, parts_to_throw_insert = 100000", "payload.region", false},
+	}
+	c := &Case{Name: "planted-clickhouse", Seed: 7, Kills: 6}
+	c.Input = genData(rand.New(rand.NewPCG(7, 7)), 4000)
+	var file strings.Builder
+	for _, r := range routes {
+		src := fmt.Sprintf(`route %[1]s {
+  batch_size  = 8
   concurrency = 2
   from file { path = "in.jsonl" }
-  dlq { to file { path = "out/r.dlq.jsonl" } }
+  dlq { to file { path = "out/%[1]s.dlq.jsonl" } }
   to clickhouse {
-    url   = %q
-    table = "t"
+    url   = %[2]q
+    table = %[1]q
     columns {
       id  = meta["mqb.src.line"]
       qty = payload.qty
-      x   = %s
+      x   = %[3]s
     }
   }
 }
-`, chPlaceholder, tc.x)
-			art := Artifact{Kind: "table", Path: chPlaceholder, Table: "t", Group: "t"}
-			if strings.Contains(tc.x, "now()") {
-				art.Volatile = []string{"x"}
+`, r.name, chPlaceholder, r.x)
+		file.WriteString(src)
+		art := Artifact{Kind: "table", Path: chPlaceholder, Table: r.name, Group: r.name}
+		if strings.Contains(r.x, "now()") {
+			art.Volatile = []string{"x"}
+		}
+		c.Setup = append(c.Setup, SetupSQL{DB: chPlaceholder, SQL: fmt.Sprintf("CREATE TABLE %s (id String, qty Int64, x String) ENGINE = %s", r.name, r.engine)})
+		if !r.caught {
+			// No merges: only FINAL collapses the control's repeats.
+			c.Setup = append(c.Setup, SetupSQL{DB: chPlaceholder, SQL: "SYSTEM STOP MERGES " + r.name})
+		}
+		c.Routes = append(c.Routes, RouteShape{Name: r.name, Source: src, Override: effectivelyOnce, Artifacts: []Artifact{art,
+			{Kind: "dlq", Path: "out/" + r.name + ".dlq.jsonl", Group: r.name + "/dlq"}}})
+	}
+	c.Source = file.String()
+	res := checkUntilKilled(t, c)
+	if res.Clean.exitCode != 0 {
+		t.Fatalf("the clean run failed (exit %d)", res.Clean.exitCode)
+	}
+	for i, r := range routes {
+		if !strings.Contains(strings.Join(res.Verdicts[i].Reasons, "\n"), "with concurrency 2 records of one key can land") {
+			t.Fatalf("route %s: the compiler's verdict does not rest on concurrency 2 without a version: %v", r.name, res.Verdicts[i].Reasons)
+		}
+		var found *Finding
+		for _, f := range res.Findings {
+			if f.Route == r.name {
+				found = &f
 			}
-			c := rulesCase("planted-clickhouse", 7, src, art)
-			c.Setup = []SetupSQL{{DB: chPlaceholder, SQL: "CREATE TABLE t (id String, qty Int64, x String) ENGINE = " + tc.engine}}
-			c.Routes[0].Override = effectivelyOnce
-			res := checkUntilKilled(t, c)
-			if !strings.Contains(strings.Join(res.Verdicts[0].Reasons, "\n"), "with concurrency 2 records of one key can land") {
-				t.Fatalf("the compiler's verdict does not rest on concurrency 2 without a version: %v", res.Verdicts[0].Reasons)
-			}
-			if res.Clean.exitCode != 0 {
-				t.Fatalf("the clean run failed (exit %d)", res.Clean.exitCode)
-			}
-			caught := len(res.Findings) == 1 && strings.Contains(res.Findings[0].Diff, "+ ")
-			switch {
-			case tc.caught && !caught:
-				t.Errorf("a route told effectively-once into %s was not reported with extra rows:\n%s", tc.engine, report(res))
-			case !tc.caught && len(res.Findings) > 0:
-				t.Errorf("a route into %s, read with FINAL, was reported:\n%s", tc.engine, report(res))
-			case caught:
-				t.Logf("caught, as it should be:\n%s", firstLine(report(res), 8))
-			}
-		})
+		}
+		switch {
+		case r.caught && (found == nil || !strings.Contains(found.Diff, "+ ")):
+			t.Errorf("route %s, told effectively-once into %s, was not reported with extra rows:\n%s", r.name, r.engine, report(res))
+		case !r.caught && found != nil:
+			t.Errorf("route %s into %s, read with FINAL, was reported:\n%s", r.name, r.engine, report(res))
+		case r.caught:
+			t.Logf("route %s caught, as it should be: %s", r.name, firstLine(found.Diff, 3))
+		}
 	}
 }
