@@ -203,11 +203,10 @@ func (g *routeGen) clickhouseLeaf(group string) string {
 				art.Mutable = append(art.Mutable, c)
 			}
 		}
-		if len(sortCols) == 0 {
-			// One row in all; which one is the last write's.
-			art.Mutable = slices.DeleteFunc(art.Mutable, func(string) bool { return true })
-			art.FirstWins = false
-		}
+		// An empty sorting key (tuple()) leaves every column mutable: the
+		// table collapses to one row, the last write's, and the loss check
+		// asks only that there is one (seed 499 of the first -clickhouse
+		// hunt, at-least-once, was reported for another last row).
 	}
 	b.WriteString("}")
 	ddl := fmt.Sprintf("CREATE TABLE %s (%s) ENGINE = %s%s ORDER BY %s", table, strings.Join(defs, ", "), engine, partition, orderBy)
