@@ -543,11 +543,37 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 			return p
 		}
 	}
+	if v := n.attrs["version"]; v == nil || !v.stab.Stable {
+		// Without a stable version the row inserted last is kept, which
+		// is the newest record only when a replay comes in read order.
+		if why := rc.redeliversOutOfOrder(); why != "" {
+			what := "no version"
+			if v != nil {
+				what = fmt.Sprintf("a per-delivery version (%s)", v.stab.Why)
+			}
+			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, but with %s a replayed older record can replace a newer one: %s", table, what, why)}
+			p.missing = fmt.Sprintf("sink write is not idempotent: %s, and with %s ReplacingMergeTree keeps whichever record of a key came last, which after a crash can be an older one; set version to a stable, increasing value (a sequence number of the record)", why, what)
+			return p
+		}
+	}
 	premise.Reason = fmt.Sprintf("write: clickhouse table %s", table)
 	p.ok = true
 	p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, effectively-once given the premise that %s (checked at start-up); repeats collapse at merge time, so read with FINAL", table, premise.Holds)}
 	p.premises = []premiseAt{{node: n, p: premise}}
 	return p
+}
+
+// redeliversOutOfOrder says why the route's source can deliver a record
+// again after newer ones of the same stream (a sink that keeps the last
+// write then keeps an older record), or "" when a replay after a crash
+// comes in read order. JetStream redelivers a message left unacked only
+// after ack_wait, behind the newer messages the restarted consumer gets
+// at once.
+func (rc *routeCtx) redeliversOutOfOrder() string {
+	if rc.src != nil && rc.src.Name == "nats" && !rc.coreNATS() {
+		return "the nats source redelivers a message a crash left unacknowledged after ack_wait, behind newer messages"
+	}
+	return ""
 }
 
 // insertMayHitUniqueKey reports whether a plain INSERT's repeat can fail on

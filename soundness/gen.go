@@ -60,6 +60,8 @@ type Case struct {
 	// srv draws which sql sinks are on PostgreSQL or MariaDB, and their
 	// dialect's forms (see sqlservers.go); nil when the case has none.
 	srv *rand.Rand
+	// ch draws the clickhouse sinks (see clickhouse.go); nil when none.
+	ch *rand.Rand
 	// sq, dq and un draw the shapes of rules.go (a sql write the prover
 	// must refuse, a keyed dead-letter table, a switch compared by the
 	// union of its tables' keys); nil when the case has none.
@@ -179,6 +181,7 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 		pickTransforms(c)
 	}
 	pickServerSinks(c)
+	pickClickHouse(c)
 	pickRuleShapes(c)
 	pickReachShapes(c)
 	nRoutes := 1
@@ -470,6 +473,9 @@ func (g *routeGen) outputStep() string {
 // sink returns a `to` target; group, if set, is the comparison group a
 // leaf joins (the branches of a per-delivery switch share one).
 func (g *routeGen) sink(depth int, group string) string {
+	if to := g.clickhouseLeaf(group); to != "" {
+		return to
+	}
 	r := g.rng.IntN(100)
 	if depth >= 2 || group != "" {
 		r %= 70

@@ -95,6 +95,9 @@ func startMongoCollection(dir string, c *Case, source string) (*srcHandle, error
 	if err != nil {
 		return nil, err
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "routes.mqb")); err == nil {
+		source = string(b) // with the server sinks' placeholders replaced (prepare)
+	}
 	rewritten := databaseRE.ReplaceAllString(source, fmt.Sprintf("database = %q", db.Name))
 	rewritten = strings.ReplaceAll(rewritten, fmt.Sprintf("%q", mongoURLPlaceholder), fmt.Sprintf("%q", db.DSN))
 	if err := os.WriteFile(filepath.Join(dir, "routes.mqb"), []byte(rewritten), 0o644); err != nil {

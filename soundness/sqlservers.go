@@ -194,7 +194,7 @@ type serverDB struct {
 // run directory dir, and returns source with the placeholders replaced.
 func openServerDBs(dir, source string, setup []SetupSQL) (string, error) {
 	dbs := map[string]serverDB{}
-	for _, ph := range []string{pgPlaceholder, mariaPlaceholder} {
+	for _, ph := range []string{pgPlaceholder, mariaPlaceholder, chPlaceholder} {
 		if !strings.Contains(source, ph) {
 			continue
 		}
@@ -203,9 +203,12 @@ func openServerDBs(dir, source string, setup []SetupSQL) (string, error) {
 		drop, err := withTB("a database for the "+ph+" sinks", func(tb *harnessTB) {
 			pgMu.Lock()
 			defer pgMu.Unlock()
-			if ph == pgPlaceholder {
+			switch ph {
+			case pgPlaceholder:
 				db, driver = testsrv.SharedPostgres(tb).NewDatabase(tb), "pgx"
-			} else {
+			case chPlaceholder:
+				db, driver = newClickHouseDB(tb)
+			default:
 				db, driver = testsrv.SharedMariaDB(tb).NewDatabase(tb), "mysql"
 			}
 		})
@@ -251,7 +254,7 @@ func closeServerDBs(dir string) {
 // isServerPlaceholder reports whether a SetupSQL's or an Artifact's path
 // names a server database rather than a SQLite file.
 func isServerPlaceholder(path string) bool {
-	return path == pgPlaceholder || path == mariaPlaceholder
+	return path == pgPlaceholder || path == mariaPlaceholder || path == chPlaceholder
 }
 
 // openServerTable opens the database a table artifact of run directory
@@ -266,6 +269,14 @@ func openServerTable(dir string, a Artifact) (h *sql.DB, query string, ok bool, 
 	h, err = sql.Open(db.driver, db.dsn)
 	if err != nil {
 		return nil, "", false, err
+	}
+	if db.driver == "clickhouse" {
+		q, ok, err := openClickHouseTable(h, a)
+		if !ok || err != nil {
+			h.Close()
+			return nil, "", false, err
+		}
+		return h, q, true, nil
 	}
 	count := `SELECT count(*) FROM information_schema.tables WHERE table_name = $1 AND table_schema = current_schema()`
 	if db.driver == "mysql" {

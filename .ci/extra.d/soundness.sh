@@ -11,7 +11,8 @@
 # from SOUNDNESS_SOURCE_SEED (the clock when unset; the test logs it);
 # SOUNDNESS_SOURCES=all checks all six (about two minutes more).
 # TestServerSinks checks two seeds from the same seed whose sql sinks are
-# on PostgreSQL and MariaDB (SOUNDNESS_SERVER_SEEDS for more).
+# on PostgreSQL and MariaDB (SOUNDNESS_SERVER_SEEDS for more), and
+# TestClickHouseSinks two with clickhouse sinks (SOUNDNESS_CLICKHOUSE_SEEDS).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export SOUNDNESS_FIRST="${SOUNDNESS_FIRST:-1}"
