@@ -569,11 +569,19 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 // comes in read order. JetStream redelivers a message left unacked only
 // after ack_wait, behind the newer messages the restarted consumer gets
 // at once.
+//
+// Only a source with a replayable position (read again in order from the
+// committed one) is known to come in read order; any other may not (AMQP,
+// MQTT and Redis streams redeliver on their own schedule too).
 func (rc *routeCtx) redeliversOutOfOrder() string {
-	if rc.src != nil && rc.src.Name == "nats" && !rc.coreNATS() {
+	switch {
+	case rc.src == nil || rc.src.HasPosition(rc.srcMode):
+		return ""
+	case rc.src.Name == "nats" && !rc.coreNATS():
 		return "the nats source redelivers a message a crash left unacknowledged after ack_wait, behind newer messages"
+	default:
+		return fmt.Sprintf("the %s source has no position to replay from: it redelivers a message a crash left unacknowledged on its own schedule, after what it delivers meanwhile", rc.src.Name)
 	}
-	return ""
 }
 
 // insertMayHitUniqueKey reports whether a plain INSERT's repeat can fail on
