@@ -571,8 +571,8 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 // at once.
 //
 // Only a source with a replayable position (read again in order from the
-// committed one) is known to come in read order; any other may not (AMQP,
-// MQTT and Redis streams redeliver on their own schedule too).
+// committed one) is known to come in read order; any other may not (AMQP
+// and MQTT redeliver on their own schedule too).
 func (rc *routeCtx) redeliversOutOfOrder() string {
 	switch {
 	case rc.src == nil || rc.src.HasPosition(rc.srcMode):

@@ -168,7 +168,7 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "clickhouse", Sink: true,
-		Doc:     "A ClickHouse table over the native protocol. Effectively-once only into a ReplacingMergeTree table (verified at run start-up) whose sorting key stable values fill; a source without a replayable position (nats JetStream, amqp, mqtt, redis) also needs a stable, increasing version, since it redelivers after newer records.",
+		Doc:     "A ClickHouse table over the native protocol. Effectively-once only into a ReplacingMergeTree table (verified at run start-up) whose sorting key stable values fill; a source without a replayable position (nats JetStream, amqp, mqtt) also needs a stable, increasing version, since it redelivers after newer records.",
 		Absorb:  AbsorbEngine,
 		Schemes: []string{"clickhouse", "tcp"},
 		Attrs: []Attr{
