@@ -127,17 +127,7 @@ route r {
 					opts := testOptions(t)
 					opts.BaseDir = dir
 					opts.StateDir = filepath.Join(dir, "state")
-					var res *runtime.PremiseResult
-					for _, r := range runtime.Check(context.Background(), p, opts) {
-						if r.Premise.Kind == plan.PremiseReplaceStableColumns {
-							res = &r
-						} else if !r.OK {
-							t.Fatalf("another premise failed: %v", r)
-						}
-					}
-					if res == nil || res.OK != c.ok {
-						t.Fatalf("check = %v, want ok %v", res, c.ok)
-					}
+					res := checkOneKind(t, p, opts, plan.PremiseReplaceStableColumns, c.ok)
 					t.Log(res)
 					if !c.ok {
 						msg := res.Err.Error()
@@ -164,6 +154,25 @@ route r {
 			}
 		})
 	}
+}
+
+// checkOneKind runs the start-up checks of p and returns the result of
+// the premise of kind, failing t when another premise fails or that one's
+// outcome is not ok.
+func checkOneKind(t *testing.T, p plan.Plan, opts runtime.Options, kind string, ok bool) *runtime.PremiseResult {
+	t.Helper()
+	var res *runtime.PremiseResult
+	for _, r := range runtime.Check(context.Background(), p, opts) {
+		if r.Premise.Kind == kind {
+			res = &r
+		} else if !r.OK {
+			t.Fatalf("another premise failed: %v", r)
+		}
+	}
+	if res == nil || res.OK != ok {
+		t.Fatalf("check = %v, want ok %v", res, ok)
+	}
+	return res
 }
 
 // execSQL runs ddl (statements separated by ;) on a fresh connection.
