@@ -736,14 +736,15 @@ func (ins *sqlInsert) updatesOtherUnique(keys *sqlTableKeys, key []string) strin
 // records (a DO UPDATE without a version guard, a REPLACE) is then not
 // idempotent. table names the guard's table ("" for none to suggest).
 func (rc *routeCtx) reorderingSource(table string) string {
-	if rc.src == nil || rc.src.HasPosition(rc.srcMode) {
+	why := rc.redeliversOutOfOrder()
+	if why == "" {
 		return ""
 	}
 	fix := "add a version guard (WHERE excluded.v > " + table + ".v) on a stable, increasing column"
 	if table == "" {
 		fix = "read a source that replays in order, or write with ON CONFLICT DO UPDATE and a version guard"
 	}
-	return fmt.Sprintf("%s has no position to replay from: it redelivers a record a crash left unacknowledged after the records it delivers meanwhile, so a replayed older record of a key can overwrite a newer one; %s", rc.src.Name, fix)
+	return why + ", so a replayed older record of a key can overwrite a newer one; " + fix
 }
 
 // rerunUnsafeDDL returns the first statement of a create_table script
