@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,6 +124,9 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			g.weaken(plan.AtMostOnce, fmt.Sprintf("filter %s decides on meta[%q], the outcome of the record's own write, which is truthful only on its first delivery: after a crash between that write and the sink's, the replay reads \"existed\" and the filter can drop a record the sink never got; filter on a stable value, or route the outcome with a switch whose every branch writes", n.exprText, n.exprStab.Outcome))
 			continue
 		}
+		if n.role == plan.RoleStep && n.name == "filter" {
+			rc.keyReadsProcess(n.exprStab) // a decision a replay must repeat
+		}
 		if n.role == plan.RoleStep && n.name == "filter" && !n.exprStab.Stable && n.exprStab.Why != mqbIDUnset && n.exprText != "" {
 			g.weaken(plan.AtLeastOnce, fmt.Sprintf("filter %s is per-delivery (%s), so a replay can decide differently: a record one delivery wrote can be dropped by the next, and one it dropped can be written", n.exprText, n.exprStab.Why))
 		}
@@ -202,6 +206,7 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	rc.producerPremises(&g, source)
 	rc.idPremise(&g)
 	rc.sourcePremises(&g, source)
+	rc.processPremise(&g, source)
 	if d := rc.elidableDedup(handler, sink, sp); d != nil && g.effectivelyOnce() {
 		rc.elideDedup(&g, d, sink, sp)
 	}
@@ -393,6 +398,32 @@ func (rc *routeCtx) producerPremises(g *guaranteeProof, source *nodeInfo) {
 	} else {
 		g.premises = append(g.premises, mk(proofUses))
 	}
+}
+
+// processPremise adds, when the route's expressions read the process
+// (env("X"), the local time zone), the start-up premise that what they
+// read has not changed since the route last stopped with records in
+// flight: a record delivered before a crash and read again after a
+// restart with another value would get another key or decision, and land
+// twice. Every read counts, not only keys': a filter or switch reading
+// env("X") decides anew as well.
+func (rc *routeCtx) processPremise(g *guaranteeProof, source *nodeInfo) {
+	if source == nil || len(rc.processReads) == 0 {
+		return
+	}
+	reads := slices.Sorted(maps.Keys(rc.processReads))
+	names := make([]string, len(reads))
+	for i, r := range reads {
+		if v, ok := strings.CutPrefix(r, plan.ProcessEnvPrefix); ok {
+			names[i] = fmt.Sprintf("env(%q)", v)
+		} else {
+			names[i] = "the " + r
+		}
+	}
+	what := strings.Join(names, ", ")
+	g.premises = append(g.premises, premiseAt{node: source, p: plan.Premise{Kind: plan.PremiseProcessUnchanged, When: plan.CheckStartup, Columns: reads,
+		Holds:  what + " unchanged since the route last stopped with records in flight (a crash, SIGKILL or a failed record; a drained stop resets it)",
+		Reason: "the route's keys and decisions read " + what + ": the records it replays after such a stop are keyed and decided as before"}})
 }
 
 // idPremise adds, when the route's identity comes from an id step, the
@@ -618,6 +649,9 @@ func (rc *routeCtx) proveStructural(n *nodeInfo) sinkProof {
 	p := sinkProof{ok: len(n.children) > 0}
 	if len(n.children) == 0 {
 		p.missing = n.name + " has no branches"
+	}
+	if on := n.attrs["on"]; n.name == "switch" && on != nil {
+		rc.keyReadsProcess(on.stab) // its branch is a decision a replay must repeat
 	}
 	if on := n.attrs["on"]; n.name == "switch" && on != nil && !on.stab.Stable {
 		// A replay can take another branch than the delivery that wrote:

@@ -267,7 +267,7 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 	if !rc.inNamedUnused {
 		for _, c := range keyCols {
 			i := indexOf(ins.columns, c)
-			if proc := ins.columnProcess(i, parts, d); proc != "" {
+			if proc := ins.columnProcess(i, parts, d); proc.Process != "" {
 				rc.warnProcessWriteKey(fmt.Sprintf("%s key %s = %s", ins.clause, c, ins.valuesShown(i, parts)), proc, n.attrs["insert_query"].rng)
 				break
 			}
@@ -406,12 +406,12 @@ func (rc *routeCtx) proveMongo(n *nodeInfo) sinkProof {
 		}
 	}
 	if p.ok && !rc.inNamedUnused {
-		proc, what := idf.stab.Process, "mongodb id_field "+templateOrStr(idf)
+		proc, what := idf.stab, "mongodb id_field "+templateOrStr(idf)
 		if idf.val.Type != plan.TTemplate {
-			proc = rc.payloadRead([]string{idf.val.Str}).Process
+			proc = rc.payloadRead([]string{idf.val.Str})
 			what += ", _id = payload." + idf.val.Str
 		}
-		if proc != "" {
+		if proc.Stable && proc.Process != "" {
 			rc.warnProcessWriteKey(what, proc, idf.rng)
 		}
 	}
@@ -470,7 +470,7 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 				stable = append(stable, k)
 				// A stable column may be in the sorting key, which is
 				// the key the write is addressed by.
-				if proc := rc.blockValueProcess(v); proc != "" && !warned {
+				if proc := rc.blockValueProcess(v); proc.Process != "" && !warned {
 					warned = true
 					rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s column %s = %s (the ReplacingMergeTree sorting key may include it)", table, k, v.Expr), proc, rc.exprRange(v, cols.rng))
 				}
@@ -518,11 +518,11 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 				rng = t.rng
 			}
 			if base := rc.taint.base; base.Process != "" {
-				rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s columns, written from the payload a map step replaced (the ReplacingMergeTree sorting key is among them)", table), base.Process, rng)
+				rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s columns, written from the payload a map step replaced (the ReplacingMergeTree sorting key is among them)", table), base, rng)
 			} else {
 				for _, f := range slices.Sorted(slices.Values(rc.taint.topFields())) {
 					if st := rc.taint.read([]string{f}); st.Stable && st.Process != "" {
-						rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s column %s = payload.%s (the ReplacingMergeTree sorting key may include it)", table, f, f), st.Process, rng)
+						rc.warnProcessWriteKey(fmt.Sprintf("clickhouse table %s column %s = payload.%s (the ReplacingMergeTree sorting key may include it)", table, f, f), st, rng)
 						break
 					}
 				}
@@ -625,27 +625,27 @@ func (rc *routeCtx) replacePremise(n *nodeInfo, ins *sqlInsert, reason string) p
 	}}
 }
 
-// blockValueProcess says what a stable value of a block attribute (a
-// clickhouse column) rests on outside the record (env("X"), the local time
+// blockValueProcess is the stability of a stable value of a block attribute (a
+// clickhouse column), whose Process says what it rests on outside the record (env("X"), the local time
 // zone), as stabilityOf says it for an attribute of its own: the block
 // keeps one stability for all its values. The expression compiled when the
 // attribute was checked, so checking it again reports nothing new; any
 // diagnostic the walk repeats is dropped.
-func (rc *routeCtx) blockValueProcess(v plan.Value) string {
+func (rc *routeCtx) blockValueProcess(v plan.Value) stability {
 	if v.Type != plan.TExpr || !v.Stable {
-		return ""
+		return stability{}
 	}
 	tree, err := rc.c.exprs.check(v.Expr, false)
 	if err != nil {
-		return ""
+		return stability{}
 	}
 	n, reads := len(rc.c.diags), rc.readsSrcMeta
 	st := rc.stabilityOf(&compiledExpr{src: v.Expr, tree: tree, at: v.Pos})
 	rc.c.diags, rc.readsSrcMeta = rc.c.diags[:n], reads || rc.readsSrcMeta
 	if !st.Stable {
-		return ""
+		return stability{}
 	}
-	return st.Process
+	return st
 }
 
 // exprRange is the range of an expression value in the file: its text, or

@@ -95,8 +95,14 @@ type routeCtx struct {
 	// idEnvWarned: the id step got W021, so a write key that reads
 	// meta["mqb.id"] needs no second one.
 	idEnvWarned bool
-	nextID      int
-	ids         map[*nodeInfo]string // plan node IDs, filled by emit
+	// processReads names what the route's keys and decisions (id, dedup
+	// and write keys, filters, switches) read from the process rather
+	// than the record (env("X"), the local time zone, the time zone
+	// database): they repeat on a replay only while it does not change,
+	// which processPremise makes a checked premise.
+	processReads map[string]bool
+	nextID       int
+	ids          map[*nodeInfo]string // plan node IDs, filled by emit
 }
 
 // nodeInfo is a node being built plus the facts the proof needs about it.

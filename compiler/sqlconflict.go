@@ -177,15 +177,21 @@ func (ins *sqlInsert) columnStability(i int, parts []partInfo, d sqlDialect) (st
 	return stableValue, ins.rows[0][i], 0
 }
 
-// columnProcess says what the value of column i rests on outside the
-// record in some VALUES row (an env() it reads), or "".
-func (ins *sqlInsert) columnProcess(i int, parts []partInfo, d sqlDialect) string {
+// columnProcess is the stability of the value of column i in the first
+// VALUES row where it rests on something outside the record (an env() it
+// reads); its Process is "" when no row's does.
+func (ins *sqlInsert) columnProcess(i int, parts []partInfo, d sqlDialect) stability {
+	var out stability
 	for _, row := range ins.rows {
 		if st := sqlStability(row[i], parts, d); st.Stable && st.Process != "" {
-			return st.Process
+			if out.Process == "" {
+				out = st
+			} else {
+				out.Reads = addReads(out.Reads, st.Reads)
+			}
 		}
 	}
-	return ""
+	return out
 }
 
 // isExistingColumn reports whether e names col of the row already in the

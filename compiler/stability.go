@@ -8,6 +8,7 @@ import (
 	"github.com/expr-lang/expr/ast"
 
 	"github.com/mqb-dev/mqb/diag"
+	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/stdlib"
 )
 
@@ -24,6 +25,12 @@ type stability struct {
 	Why        string
 	Process    string
 	ProducerID string
+	// Reads lists, one per line and sorted, what a value stable within
+	// one process reads from it (plan.ProcessEnvPrefix+NAME,
+	// plan.ProcessLocalZone, plan.ProcessTZDatabase): where the value is a
+	// key or a decision, the proof carries the premise that they do not
+	// change (routeCtx.processPremise).
+	Reads string
 	// Outcome names the report_outcome key (meta["sql.outcome"]) a
 	// per-delivery value reads: the outcome of the record's own earlier
 	// write, which a replay after a crash reads as "existed".
@@ -58,7 +65,26 @@ func both(a, b stability) stability {
 	if a.ProducerID == "" {
 		a.ProducerID = b.ProducerID
 	}
+	a.Reads = addReads(a.Reads, b.Reads)
 	return a
+}
+
+// addReads merges two Reads sets.
+func addReads(a, b string) string {
+	if b == "" || a == b {
+		return a
+	}
+	if a == "" {
+		return b
+	}
+	set := strings.Split(a, "\n")
+	for _, r := range strings.Split(b, "\n") {
+		if !slices.Contains(set, r) {
+			set = append(set, r)
+		}
+	}
+	slices.Sort(set)
+	return strings.Join(set, "\n")
 }
 
 func (s stability) String() string {
@@ -368,8 +394,11 @@ func (w *stabWalk) builtin(b *ast.BuiltinNode) stabVal {
 		vals = append(vals, settle(w.node(b.Map)))
 	}
 	out := w.join(vals...)
-	if note != "" && out.stab.Stable && out.stab.Process == "" {
-		out.stab.Process = note
+	if note != "" && out.stab.Stable {
+		out.stab.Reads = addReads(out.stab.Reads, processReadOf(b.Name))
+		if out.stab.Process == "" {
+			out.stab.Process = note
+		}
 	}
 	return out
 }
@@ -388,17 +417,53 @@ func (w *stabWalk) call(c *ast.CallNode) stabVal {
 	}
 	out := w.nodes(c.Arguments)
 	if id.Value == "env" && out.stab.Stable {
-		name := "env(…)"
+		var name string
 		if len(c.Arguments) == 1 {
 			if s, ok := c.Arguments[0].(*ast.StringNode); ok {
-				name = fmt.Sprintf("env(%q)", s.Value)
+				name = s.Value
 			}
 		}
-		out.stab.Process = name + " is read from the process environment"
-	} else if note != "" && out.stab.Stable && out.stab.Process == "" {
-		out.stab.Process = note
+		if name == "" {
+			// Which variable it reads is not known before the run, so
+			// no start-up check can tell whether it changed.
+			return pd("cannot prove: env() of a computed name reads a variable the compiler cannot name")
+		}
+		out.stab.Reads = addReads(out.stab.Reads, envProcessRead(name))
+		out.stab.Process = fmt.Sprintf("env(%q) is read from the process environment", name)
+	} else if note != "" && out.stab.Stable {
+		out.stab.Reads = addReads(out.stab.Reads, processReadOf(id.Value))
+		if out.stab.Process == "" {
+			out.stab.Process = note
+		}
 	}
 	return out
+}
+
+// envProcessRead is how a premise of kind plan.PremiseProcessUnchanged
+// names the variable NAME (plan.ProcessEnvPrefix + NAME).
+func envProcessRead(name string) string { return plan.ProcessEnvPrefix + name }
+
+// processReadOf names what a function on stdlib.DeterministicFuncs with a
+// note reads from the process.
+func processReadOf(fn string) string {
+	if fn == "timezone" {
+		return plan.ProcessTZDatabase
+	}
+	return plan.ProcessLocalZone
+}
+
+// keyReadsProcess records that a key or a decision of the route rests on
+// what st reads from the process (see routeCtx.processReads).
+func (rc *routeCtx) keyReadsProcess(st stability) {
+	if rc.inNamedUnused || !st.Stable || st.Reads == "" {
+		return
+	}
+	if rc.processReads == nil {
+		rc.processReads = map[string]bool{}
+	}
+	for _, r := range strings.Split(st.Reads, "\n") {
+		rc.processReads[r] = true
+	}
 }
 
 func (rc *routeCtx) messageIDStability() stability {

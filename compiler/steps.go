@@ -108,20 +108,22 @@ func (rc *routeCtx) warnProcessKey(what string, ai *attrInfo, rng diag.Range) {
 	if rc.inNamedUnused || !ai.stab.Stable || ai.stab.Process == "" {
 		return
 	}
+	rc.keyReadsProcess(ai.stab)
 	rc.idEnvWarned = rc.idEnvWarned || what == "id"
 	rc.warn("W021", rng, fmt.Sprintf("%s %s in route %s is stable within one process only: %s", what, ai.val.Expr, rc.name, ai.stab.Process),
-		"A replay is recognised only while every run sees the same value; a restart with another value gives every record a new key.")
+		"A replay is recognised only while every run sees the same value; a restart with another value gives every record a new key. The plan carries the premise that it does not change across an unclean stop: mqbc run refuses to start when it did.")
 }
 
 // warnProcessWriteKey warns (W021) when the key a sink's write is
 // addressed by (a conflict column, a mongodb id_field) is stable only
 // within one process because it reads the environment.
-func (rc *routeCtx) warnProcessWriteKey(what, process string, rng diag.Range) {
+func (rc *routeCtx) warnProcessWriteKey(what string, st stability, rng diag.Range) {
+	rc.keyReadsProcess(st)
 	if rc.idEnvWarned && strings.Contains(what, `meta["mqb.id"]`) {
 		return // the id step's W021 says it
 	}
-	rc.warn("W021", rng, fmt.Sprintf("%s in route %s is stable within one process only: %s", what, rc.name, process),
-		"A replay lands on the row or document of its first delivery only while every run sees the same value; a restart with another value writes every replayed record again under a new key.")
+	rc.warn("W021", rng, fmt.Sprintf("%s in route %s is stable within one process only: %s", what, rc.name, st.Process),
+		"A replay lands on the row or document of its first delivery only while every run sees the same value; a restart with another value writes every replayed record again under a new key. The plan carries the premise that it does not change across an unclean stop: mqbc run refuses to start when it did.")
 }
 
 // checkParse checks that a parse step has what its format needs, and

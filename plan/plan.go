@@ -150,6 +150,24 @@ const (
 	// a session it had, or that the route's checkpoint says it had, is
 	// gone.
 	PremiseSessionKept = "session_kept"
+	// PremiseProcessUnchanged (start-up, on the source): what the route's
+	// expressions read from the process rather than the record (Columns:
+	// ProcessEnvPrefix+NAME for env("NAME"), ProcessLocalZone,
+	// ProcessTZDatabase) is what it was when the route last stopped
+	// without draining (a crash, SIGKILL, a failed record), so the
+	// records it delivered past its committed position and now reads
+	// again get the keys and decisions they got then. The engine keeps a
+	// fingerprint of each beside the route's checkpoint while records are
+	// in flight, forgets it when the route drains, and refuses to start
+	// when one differs.
+	PremiseProcessUnchanged = "process_unchanged"
+)
+
+// What a PremiseProcessUnchanged names in Columns.
+const (
+	ProcessEnvPrefix  = "env:"
+	ProcessLocalZone  = "local time zone"
+	ProcessTZDatabase = "time zone database"
 )
 
 // When a premise is checked.

@@ -94,6 +94,7 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 		retry:       retryPolicy{attempts: 1},
 		commitEvery: o.CommitInterval,
 		now:         time.Now,
+		env:         o.Env,
 	}
 	for _, e := range pr.Elided {
 		if e.Kind == "dedup" {
@@ -125,7 +126,7 @@ func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err
 			if rt.src != nil {
 				return rt, fmt.Errorf("route %s: more than one source", pr.Name)
 			}
-			if err := rt.buildSource(a, c, o); err != nil {
+			if err := rt.buildSource(pr, a, c, o); err != nil {
 				return rt, err
 			}
 		case plan.RoleStep:
@@ -232,19 +233,37 @@ func payloadNeeds(progs []*program) (need bool, fields map[string]bool) {
 	return true, fields
 }
 
-func (rt *route) buildSource(a nodeAttrs, c *compiler, o *Options) error {
+func (rt *route) buildSource(pr *plan.Route, a nodeAttrs, c *compiler, o *Options) error {
 	if err := rt.buildSourceEndpoint(a, c, o); err != nil {
 		return err
 	}
-	if _, ok := rt.src.Position(nil); !ok {
+	_, positional := rt.src.Position(nil)
+	if !positional && !hasPremise(pr, plan.PremiseProcessUnchanged) {
 		return nil // the broker keeps the position: no checkpoint store
 	}
 	cp, err := openCheckpointStore(a, o)
 	if err != nil {
 		return err
 	}
-	rt.cp = cp
+	if positional {
+		rt.cp = cp
+	}
+	// The fingerprint of what the route reads from the process is kept
+	// beside its checkpoint (premise_process.go), in the store the
+	// source's checkpoint_store names even when its broker keeps the
+	// position.
+	rt.processStore = cp
 	return nil
+}
+
+// hasPremise reports whether the route's proof rests on a premise of kind.
+func hasPremise(pr *plan.Route, kind string) bool {
+	for _, p := range pr.Premises {
+		if p.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // buildSourceEndpoint sets rt.src (built, not opened) without its

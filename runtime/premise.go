@@ -110,6 +110,10 @@ func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premis
 	if n == nil {
 		return premiseError(p, fmt.Errorf("the plan has no node %q for it", p.Node))
 	}
+	if p.Kind == plan.PremiseProcessUnchanged {
+		// The engine's own: about the process, not a connected system.
+		return premiseError(p, rt.checkProcess(ctx, p))
+	}
 	switch p.When {
 	case plan.CheckStartup:
 		if !checksAtStartup(n.Kind, p.Kind) {

@@ -36,9 +36,19 @@ type route struct {
 	commitEvery time.Duration
 	now         func() time.Time
 
-	src         source
-	srcFormat   string // how payloads decode: json, text, raw
-	cp          checkpointStore
+	src       source
+	srcFormat string // how payloads decode: json, text, raw
+	cp        checkpointStore
+	// processStore keeps the fingerprint of PremiseProcessUnchanged
+	// (premise_process.go): cp, or the store the source's
+	// checkpoint_store names when the broker keeps the position; nil
+	// when the route has no such premise and no checkpoint.
+	processStore checkpointStore
+	// processFP is the fingerprint this run stored, nil when the route
+	// has no PremiseProcessUnchanged.
+	processFP map[string]string
+	// env resolves env("NAME") as the route's expressions do (Options.Env).
+	env         func(string) string
 	steps       []step      // input-side steps (and output-side ones when there is no handler)
 	turns       []*turnGate // one per dedup step; every read batch passes each once
 	readSeq     uint64      // the next batch's seq (the reader's alone)
@@ -134,6 +144,8 @@ func (rt *route) close() error {
 	}
 	if rt.cp != nil {
 		errs = append(errs, rt.cp.Close())
+	} else if rt.processStore != nil {
+		errs = append(errs, rt.processStore.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -330,6 +342,11 @@ func (rt *route) run(ctx context.Context) error {
 	}
 	if n := rt.acks.pending(nil); rt.failErr == nil && n > 0 && ctx.Err() == nil {
 		rt.failErr = fmt.Errorf("route %s: %d records read but never acknowledged", rt.name, n)
+	}
+	if rt.failErr == nil && rt.acks.pending(nil) == 0 {
+		// Every record read is committed: none will be read again, so
+		// what the process read no longer binds the next run.
+		rt.failErr = rt.forgetProcess()
 	}
 	return rt.failErr
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -215,6 +216,13 @@ func ResetRouteState(ctx context.Context, p plan.Plan, o Options, route string) 
 			return before, fmt.Errorf("route %s: %s", route, plan.RedactURLs(err.Error()))
 		}
 	}
+	if st := cmp.Or(rs.process, rs.cp); st != nil {
+		// A reset reads from the start anew: nothing it delivered is
+		// replayed under its old keys (premise_process.go).
+		if err := st.Delete(processKey(route)); err != nil {
+			return before, fmt.Errorf("route %s: %s", route, plan.RedactURLs(err.Error()))
+		}
+	}
 	for _, d := range rs.dedup {
 		if d.st == nil || strings.HasPrefix(d.ns, "shared/") {
 			continue
@@ -260,10 +268,13 @@ type routeStores struct {
 	route      string
 	sourceKind string
 	cp         checkpointStore // nil: no checkpoint, or its directory is missing
-	hasCP      bool            // the source keeps a position of mqb's
-	cpWhere    string
-	dedup      []dedupSlot
-	outputs    []OutputState
+	// process is the store of a route whose broker keeps its position
+	// but whose PremiseProcessUnchanged fingerprint mqb keeps.
+	process checkpointStore
+	hasCP   bool // the source keeps a position of mqb's
+	cpWhere string
+	dedup   []dedupSlot
+	outputs []OutputState
 }
 
 type dedupSlot struct {
@@ -275,6 +286,9 @@ type dedupSlot struct {
 func (rs *routeStores) close() {
 	if rs.cp != nil {
 		rs.cp.Close()
+	}
+	if rs.process != nil {
+		rs.process.Close()
 	}
 	for _, d := range rs.dedup {
 		if d.st != nil {
@@ -307,7 +321,7 @@ func openRouteStores(ctx context.Context, pr *plan.Route, o *Options) (_ *routeS
 		a := nodeAttrs{route: pr.Name, node: n}
 		switch {
 		case n.Role == plan.RoleSource:
-			if err := rs.openCheckpoint(rt, a, c, o); err != nil {
+			if err := rs.openCheckpoint(rt, a, c, o, hasPremise(pr, plan.PremiseProcessUnchanged)); err != nil {
 				return nil, err
 			}
 		case n.Role == plan.RoleStep && n.Kind == "dedup":
@@ -326,7 +340,7 @@ func openRouteStores(ctx context.Context, pr *plan.Route, o *Options) (_ *routeS
 
 // openCheckpoint builds the source (without opening it) to learn whether
 // it keeps a position, then opens its checkpoint store.
-func (rs *routeStores) openCheckpoint(rt *route, a nodeAttrs, c *compiler, o *Options) error {
+func (rs *routeStores) openCheckpoint(rt *route, a nodeAttrs, c *compiler, o *Options, process bool) error {
 	rs.sourceKind = a.node.Kind
 	err := rt.buildSourceEndpoint(a, c, o)
 	if rt.src != nil {
@@ -336,7 +350,15 @@ func (rs *routeStores) openCheckpoint(rt *route, a nodeAttrs, c *compiler, o *Op
 		return err
 	}
 	if _, ok := rt.src.Position(nil); !ok {
-		return nil // the broker keeps the position
+		if !process {
+			return nil // the broker keeps the position
+		}
+		st, err := openCheckpointStore(a, o)
+		if err != nil {
+			return err
+		}
+		rs.process = st
+		return nil
 	}
 	rs.hasCP = true
 	if url := a.str("checkpoint_store", ""); !sqlkv.IsURL(url) {

@@ -151,7 +151,7 @@ func Markdown() []byte {
 	w("| `payload` | any | The decoded JSON payload (an object is a map), or the line as a string for `format = text`. |\n")
 	w("| `meta` | map[string]string | The record's metadata; `meta[\"mqb.id\"]` is set by `id`. |\n")
 	w("| `message_id` | string | The record's id in UUID form; stable across replays only for sources that derive it from the record (a CDC change, a cursor row), or, for Kafka and NATS, while the producer stamps an id header (a per-record premise). |\n")
-	w("| `env(\"NAME\")` | string | An environment variable, read when the route starts: stable within one process only (a key reading it gets W021). |\n")
+	w("| `env(\"NAME\")` | string | An environment variable, read when the route starts: stable within one process only (a key reading it gets W021). A key or a decision (filter, switch) that reads it makes the plan carry the start-up premise `process_unchanged`: after an unclean stop, `mqbc run` refuses to start when the value changed, since the records it replays would be keyed anew. |\n")
 	for _, f := range stdlib.PerDeliveryFuncs {
 		w("| `%s()` | — | expr-lang's built-in; its value differs on every call, so an expression using it is per-delivery (never stable). |\n", f)
 	}
