@@ -45,19 +45,18 @@ func (d *Decoder) slotObject(index map[string]int, slots []any) error {
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
 			return d.errorf("want an object key")
 		}
-		d.build = true // the key itself is needed, interned
-		k, err := d.str(true)
-		d.build = false
+		// The key is looked up as parsed, without a string of its own.
+		k, err := d.strBytes()
 		if err != nil {
 			return err
 		}
+		slot, want := index[string(k)]
 		d.skipSpace()
 		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
 			return d.errorf("want ':' after an object key")
 		}
 		d.pos++
 		d.skipSpace()
-		slot, want := index[k]
 		d.build = want
 		v, err := d.value()
 		d.build = false
