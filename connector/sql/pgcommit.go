@@ -307,9 +307,9 @@ func (s *sqlServerSink) writeCopyOnCommit(ctx context.Context, recs []*runtime.R
 		err := s.copyBinaryPG(ctx, t.c, recs, t)
 		switch {
 		case err == nil:
-			var live []int
+			var live []int // only report_outcome reads it
 			for i, r := range recs {
-				if r.Refused() == "" {
+				if s.outcome && r.Refused() == "" {
 					live = append(live, i)
 				}
 			}
