@@ -48,6 +48,8 @@ type Decoder struct {
 	// fields, when set, limits which members of the top-level object are
 	// built (DecodeFields).
 	fields map[string]bool
+	// slotKeys is the slot index DecodeSlots was last given, as a list.
+	slotKeys slotKeys
 }
 
 // NewDecoder returns a Decoder with an empty key cache.
