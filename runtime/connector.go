@@ -78,6 +78,16 @@ type LineSink interface {
 	WritesLines() bool
 }
 
+// ReleasingSink is a sink that keeps no reference to a record, its
+// payload or its decoded values once Write returns (nor Sync or a later
+// Write needs them): the route may then reuse its batches once acked, as
+// a route to a LineSink does (passthrough.go), instead of allocating each
+// batch's records and payload arena anew.
+type ReleasingSink interface {
+	Sink
+	ReleasesRecords() bool
+}
+
 // CommitSyncSink is a sink that can leave making its writes durable to
 // the route's commit (a file appending lines: one fsync per commit
 // instead of one per write). Until the engine calls SyncOnCommit, it

@@ -68,6 +68,16 @@ func keepsPayloads(s step) bool {
 // reused (rt.recycles). Both need a sink writing bare lines, no handler
 // (it may replace payloads) and steps that keep payloads.
 func (rt *route) linesPassThrough(hasHandler bool) {
+	// A line sink keeps nothing of a record once written, nor does a
+	// ReleasingSink; a DLQ's target must not either for the batch to be
+	// reused, nor a source that keeps payloads to answer with after the
+	// ack (a Replier sends its replies from Commit).
+	_, dlqLines := rt.dlq.(LineSink)
+	_, replies := rt.src.(Replier)
+	endsRelease := (rt.dlq == nil || dlqLines) && !replies
+	if rs, ok := rt.sink.(ReleasingSink); ok && rs.ReleasesRecords() && !hasHandler {
+		rt.recycles = endsRelease
+	}
 	ls, ok := rt.sink.(LineSink)
 	if !ok || !ls.WritesLines() || hasHandler || len(rt.outSteps) > 0 {
 		return
@@ -78,13 +88,7 @@ func (rt *route) linesPassThrough(hasHandler bool) {
 		}
 	}
 	rt.lineSink = ls
-	// A line sink keeps nothing of a record once written; a DLQ's target
-	// must not either for the batch to be reused, nor a source that keeps
-	// payloads to answer with after the ack (a Replier sends its replies
-	// from Commit).
-	_, dlqLines := rt.dlq.(LineSink)
-	_, replies := rt.src.(Replier)
-	rt.recycles = (rt.dlq == nil || dlqLines) && !replies
+	rt.recycles = endsRelease
 }
 
 // groupLines returns the lines of a group's live records, as the sink

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"testing"
 )
 
@@ -81,5 +82,49 @@ func TestRecycledBatch(t *testing.T) {
 	}
 	if b.Len() != 0 || b.PayloadBytes() != 0 || len(b.spans) != 0 || b.copied != 0 || b.pooled {
 		t.Errorf("a recycled batch is not empty: %d records, %d bytes, %d spans, %d copied", b.Len(), b.PayloadBytes(), len(b.spans), b.copied)
+	}
+}
+
+// releasingSink keeps nothing of a record past Write when releases says so.
+type releasingSink struct{ releases bool }
+
+func (releasingSink) Write(context.Context, []*Record) error { return nil }
+func (releasingSink) Close() error                           { return nil }
+func (s releasingSink) ReleasesRecords() bool                { return s.releases }
+
+// envelopeSink is a DLQ target that is not a LineSink.
+type envelopeSink struct{}
+
+func (envelopeSink) Write(context.Context, []*Record) error { return nil }
+func (envelopeSink) Close() error                           { return nil }
+
+// TestReleasingSinkRecycles: a route whose sink says it keeps no record
+// past its write reuses its batches, as a line route does, unless a
+// handler, a DLQ target that is not a line sink, or a source answering
+// after the ack may still hold them; its sink still gets records.
+func TestReleasingSinkRecycles(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sink     Sink
+		dlq      Sink
+		handler  bool
+		recycles bool
+	}{
+		{"releasing", releasingSink{true}, nil, false, true},
+		{"not releasing", releasingSink{false}, nil, false, false},
+		{"plain sink", envelopeSink{}, nil, false, false},
+		{"with a handler", releasingSink{true}, nil, true, false},
+		{"DLQ of envelopes", releasingSink{true}, envelopeSink{}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &route{sink: tc.sink, dlq: tc.dlq}
+			rt.linesPassThrough(tc.handler)
+			if rt.recycles != tc.recycles {
+				t.Errorf("recycles = %v, want %v", rt.recycles, tc.recycles)
+			}
+			if rt.lineSink != nil {
+				t.Errorf("a sink of records was taken as a line sink")
+			}
+		})
 	}
 }

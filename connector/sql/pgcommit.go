@@ -70,6 +70,18 @@ func (s *sqlSink) SyncOnCommit() {
 	}
 }
 
+// ReleasesRecords: a PostgreSQL sink keeps nothing of a record once
+// Write returned (see runtime.ReleasingSink): rows are rendered into
+// buffers of the write's own, and a binary COPY's reader is stopped
+// before Write returns (binaryCopyReader.stop), so the route reuses its
+// batches instead of allocating each one's records and payloads anew.
+// SQLite and MySQL sinks are not checked for it and say false.
+func (s *sqlSink) ReleasesRecords() bool {
+	return s.server != nil && s.server.dialect == dialectPostgres
+}
+
+var _ runtime.ReleasingSink = (*sqlSink)(nil)
+
 // Sync commits the open transactions (see runtime.CommitSyncSink).
 func (s *sqlSink) Sync() error {
 	if s.server == nil {
@@ -295,9 +307,9 @@ func (s *sqlServerSink) writeCopyOnCommit(ctx context.Context, recs []*runtime.R
 		err := s.copyBinaryPG(ctx, t.c, recs, t)
 		switch {
 		case err == nil:
-			var live []int
+			var live []int // only report_outcome reads it
 			for i, r := range recs {
-				if r.Refused() == "" {
+				if s.outcome && r.Refused() == "" {
 					live = append(live, i)
 				}
 			}

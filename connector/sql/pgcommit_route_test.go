@@ -233,6 +233,9 @@ func TestCrashPostgresBulkCopyCommitOnSync(t *testing.T) {
 	const seed = 47
 	in := genCopyInput(t, dir, 300000, 30000, 20000)
 	p := bulkCopyPlan(t, dir, in, url, 2)
+	// The table exists before the first kill, which may come before the
+	// first run created it (the progress line counts its rows).
+	pgQuery(t, url, copyOrdersDDL, func(*testing.T, sqlRows) any { return nil })
 	planPath := writeCrashPlan(t, p, dir)
 	killRuns(t, bin, planPath, crashSchedule{Kills: 5, Wait: killWaits(seed, 5, 200*time.Millisecond, 600*time.Millisecond), MayEnd: true,
 		Progress: func() string { return fmt.Sprintf("(%d rows committed)", pgCount(t, url)) }})

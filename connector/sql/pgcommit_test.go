@@ -192,3 +192,36 @@ func newCommitOnSyncSink(t *testing.T) (*testsrv.PGServer, string, runtime.Sink,
 	cs.SyncOnCommit()
 	return srv, url, s, cs
 }
+
+// TestPostgresSinkReleasesRecords: the PostgreSQL sink says it keeps no
+// record past Write (runtime.ReleasingSink), so the route reuses its
+// batches; records changed after Write returned, as a reused batch's are,
+// change nothing the commit (Sync) then makes durable.
+func TestPostgresSinkReleasesRecords(t *testing.T) {
+	_, url, s, cs := newCommitOnSyncSink(t)
+	if rs, ok := s.(runtime.ReleasingSink); !ok || !rs.ReleasesRecords() {
+		t.Fatal("the PostgreSQL sink does not say it releases records")
+	}
+	ctx := context.Background()
+	recs := copyRecs("a", 500)
+	if err := s.Write(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		r.SetPayload(nil, map[string]any{"amount": int64(-1), "body": "reused"})
+	}
+	if err := cs.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got := pgQuery(t, url, `SELECT count(*), sum(amount), count(*) FILTER (WHERE body <> 'b') FROM orders`, func(t *testing.T, rows sqlRows) (v [3]int64) {
+		for rows.Next() {
+			if err := rows.Scan(&v[0], &v[1], &v[2]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return v
+	})
+	if want := [3]int64{500, 499 * 500 / 2, 0}; got != want {
+		t.Errorf("rows, sum of amounts, changed bodies = %v, want %v", got, want)
+	}
+}

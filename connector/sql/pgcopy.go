@@ -17,7 +17,7 @@ import (
 func (s *sqlServerSink) copyBinaryPG(ctx context.Context, c *pgConn, recs []*runtime.Record, t *openTx) error {
 	var ev runtime.Evaluator
 	vals := make([]any, len(s.params))
-	data := &binaryCopyReader{n: len(recs), encode: func(dst []byte, i int) ([]byte, bool) {
+	data := &binaryCopyReader{n: len(recs), buf: c.copyBuf[:0], encode: func(dst []byte, i int) ([]byte, bool) {
 		if reason := s.bindRow(&ev, recs[i], vals); reason != "" {
 			recs[i].Refuse(reason)
 			return dst, true
@@ -25,7 +25,11 @@ func (s *sqlServerSink) copyBinaryPG(ctx context.Context, c *pgConn, recs []*run
 		return appendBinaryTuple(dst, s.copyOIDs, vals)
 	}}
 	err := s.copyIn(ctx, c, data, s.copySQL+" (FORMAT binary)", outboxNext(recs), t)
-	if misfit := data.stop(); misfit && !errors.As(err, new(*errTxLost)) {
+	misfit := data.stop()
+	if cap(data.buf) <= 1<<20 { // not one a huge row grew
+		c.copyBuf = data.buf // nothing reads it once stopped
+	}
+	if misfit && !errors.As(err, new(*errTxLost)) {
 		return errBinaryMisfit
 	}
 	if err == nil {

@@ -425,6 +425,11 @@ type pgConn struct {
 	conn   *pgconn.PgConn
 	stmt   *pgconn.StatementDescription
 	staged bool // the staged statement is prepared in this session
+	// copyBuf is the buffer the last binary COPY on this connection
+	// rendered its tuples in, for the next one (a write uses a
+	// connection alone; copyBinaryPG hands it back once its reader is
+	// stopped).
+	copyBuf []byte
 }
 
 // pgPool holds idle connections. A connection the server dropped is

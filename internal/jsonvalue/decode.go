@@ -48,6 +48,8 @@ type Decoder struct {
 	// fields, when set, limits which members of the top-level object are
 	// built (DecodeFields).
 	fields map[string]bool
+	// slotKeys is the slot index DecodeSlots was last given, as a list.
+	slotKeys slotKeys
 }
 
 // NewDecoder returns a Decoder with an empty key cache.
@@ -247,6 +249,20 @@ func (d *Decoder) array() (any, error) {
 
 // str parses a string at d.pos ('"'); when key, the result is interned.
 func (d *Decoder) str(key bool) (string, error) {
+	raw, err := d.strBytes()
+	if err != nil || !d.build {
+		return "", err
+	}
+	if key {
+		return d.intern(raw), nil
+	}
+	return string(raw), nil
+}
+
+// strBytes parses a string at d.pos ('"') and returns its text: a slice
+// of the document, or of the unescape scratch when it holds escapes, so
+// valid only until the next string is parsed. It allocates nothing.
+func (d *Decoder) strBytes() ([]byte, error) {
 	start := d.pos + 1
 	i := start
 	var high byte // OR of every byte: a non-ASCII one needs a UTF-8 check
@@ -257,28 +273,22 @@ func (d *Decoder) str(key bool) (string, error) {
 			raw := d.data[start:i]
 			if high >= utf8.RuneSelf && !utf8.Valid(raw) {
 				d.pos = start + invalidUTF8At(raw)
-				return "", d.errorf("invalid UTF-8 in string")
+				return nil, d.errorf("invalid UTF-8 in string")
 			}
 			d.pos = i + 1
-			if !d.build {
-				return "", nil
-			}
-			if key {
-				return d.intern(raw), nil
-			}
-			return string(raw), nil
+			return raw, nil
 		}
 		if c == '\\' {
-			return d.strEscaped(start, key)
+			return d.strEscaped(start)
 		}
 		if c < 0x20 {
 			d.pos = i
-			return "", d.errorf("control character in string")
+			return nil, d.errorf("control character in string")
 		}
 		i++
 	}
 	d.pos = i
-	return "", d.errorf("unterminated string")
+	return nil, d.errorf("unterminated string")
 }
 
 // invalidUTF8At returns the offset of the first byte of b that does not
@@ -307,7 +317,7 @@ func (d *Decoder) intern(raw []byte) string {
 	return s
 }
 
-func (d *Decoder) strEscaped(start int, key bool) (string, error) {
+func (d *Decoder) strEscaped(start int) ([]byte, error) {
 	buf := d.buf[:0]
 	i := start
 	for i < len(d.data) {
@@ -316,20 +326,14 @@ func (d *Decoder) strEscaped(start int, key bool) (string, error) {
 		case c == '"':
 			if raw := d.data[start:i]; !utf8.Valid(raw) {
 				d.pos = start + invalidUTF8At(raw)
-				return "", d.errorf("invalid UTF-8 in string")
+				return nil, d.errorf("invalid UTF-8 in string")
 			}
 			d.pos = i + 1
 			d.buf = buf
-			if !d.build {
-				return "", nil
-			}
-			if key {
-				return d.intern(buf), nil
-			}
-			return string(buf), nil
+			return buf, nil
 		case c < 0x20:
 			d.pos = i
-			return "", d.errorf("control character in string")
+			return nil, d.errorf("control character in string")
 		case c != '\\':
 			buf = append(buf, c)
 			i++
@@ -357,7 +361,7 @@ func (d *Decoder) strEscaped(start int, key bool) (string, error) {
 			r, ok := hex4(d.data, i)
 			if !ok {
 				d.pos = i
-				return "", d.errorf("invalid \\u escape")
+				return nil, d.errorf("invalid \\u escape")
 			}
 			i += 4
 			if utf16.IsSurrogate(r) {
@@ -375,11 +379,11 @@ func (d *Decoder) strEscaped(start int, key bool) (string, error) {
 			buf = utf8.AppendRune(buf, r)
 		default:
 			d.pos = i - 1
-			return "", d.errorf("invalid escape \\%c", e)
+			return nil, d.errorf("invalid escape \\%c", e)
 		}
 	}
 	d.pos = i
-	return "", d.errorf("unterminated string")
+	return nil, d.errorf("unterminated string")
 }
 
 func hex4(b []byte, i int) (rune, bool) {

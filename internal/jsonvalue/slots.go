@@ -1,5 +1,7 @@
 package jsonvalue
 
+import "reflect"
+
 // DecodeSlots decodes the members of a top-level object that a route
 // reads straight into slots, without building the object: the member
 // named k goes to slots[index[k]], every other member is validated and
@@ -10,8 +12,12 @@ package jsonvalue
 // obj is false when data is valid JSON but not an object: nothing is
 // stored, and the caller decodes it whole (Decode) to see what it is.
 // On error, slots may hold some members.
+//
+// index must not change while the Decoder is used with it: a small one is
+// copied into a list the Decoder keeps (see slotKeys).
 func (d *Decoder) DecodeSlots(data []byte, index map[string]int, slots []any) (obj bool, err error) {
 	d.data, d.pos, d.build, d.depth = data, 0, false, 0
+	d.slotKeys.use(index)
 	defer func() { d.data, d.build = nil, false }()
 	d.skipSpace()
 	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
@@ -45,19 +51,18 @@ func (d *Decoder) slotObject(index map[string]int, slots []any) error {
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
 			return d.errorf("want an object key")
 		}
-		d.build = true // the key itself is needed, interned
-		k, err := d.str(true)
-		d.build = false
+		// The key is looked up as parsed, without a string of its own.
+		k, err := d.strBytes()
 		if err != nil {
 			return err
 		}
+		slot, want := d.slotKeys.find(index, k)
 		d.skipSpace()
 		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
 			return d.errorf("want ':' after an object key")
 		}
 		d.pos++
 		d.skipSpace()
-		slot, want := index[k]
 		d.build = want
 		v, err := d.value()
 		d.build = false
@@ -81,4 +86,52 @@ func (d *Decoder) slotObject(index map[string]int, slots []any) error {
 			return d.errorf("want ',' or '}' in an object")
 		}
 	}
+}
+
+// slotKeysMax is the most keys slotKeys compares one by one: up to it, a
+// comparison of lengths, then of bytes, beats hashing the key.
+const slotKeysMax = 8
+
+// slotKeys is a small slot index as a list: DecodeSlots looks a member's
+// key up in every document, most often a key the route does not read,
+// and the map's hashing was a tenth of a route's CPU.
+type slotKeys struct {
+	of    map[string]int // the index the list was made from
+	keys  []string
+	slots []int
+	small bool // of has at most slotKeysMax keys: the list holds them all
+}
+
+// use makes the list from index, unless it was made from it already.
+func (k *slotKeys) use(index map[string]int) {
+	if k.of != nil && sameMap(k.of, index) {
+		return
+	}
+	k.of, k.keys, k.slots, k.small = index, k.keys[:0], k.slots[:0], len(index) <= slotKeysMax
+	if !k.small {
+		return
+	}
+	for key, slot := range index {
+		k.keys = append(k.keys, key)
+		k.slots = append(k.slots, slot)
+	}
+}
+
+// find is index[string(key)], from the list when it holds the index.
+func (k *slotKeys) find(index map[string]int, key []byte) (int, bool) {
+	if !k.small {
+		slot, ok := index[string(key)]
+		return slot, ok
+	}
+	for i, s := range k.keys {
+		if len(s) == len(key) && s == string(key) {
+			return k.slots[i], true
+		}
+	}
+	return 0, false
+}
+
+// sameMap reports whether a and b are the same map (not equal ones).
+func sameMap(a, b map[string]int) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

@@ -58,6 +58,34 @@ func TestDecodeSlots(t *testing.T) {
 	}
 }
 
+// TestDecodeSlotsIndexes: one Decoder given several slot indexes in turn,
+// small ones (looked up in a list it keeps) and one too large for the
+// list (looked up in the map), finds each index's own slots.
+func TestDecodeSlotsIndexes(t *testing.T) {
+	doc := []byte(`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10}`)
+	large := map[string]int{}
+	for i, k := range []string{"j", "i", "h", "g", "f", "e", "d", "c", "b", "a"} {
+		large[k] = i
+	}
+	indexes := []map[string]int{{"a": 0, "c": 1}, {"c": 0, "a": 1}, large, {"j": 0}, {"a": 0, "c": 1}}
+	d := NewDecoder()
+	for round := range 2 {
+		for _, index := range indexes {
+			slots := make([]any, len(index))
+			if _, err := d.DecodeSlots(doc, index, slots); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]any, len(index))
+			for k, i := range index {
+				want[i] = int64(k[0]-'a') + 1
+			}
+			if !reflect.DeepEqual(slots, want) {
+				t.Errorf("round %d, index %v: slots %v, want %v", round, index, slots, want)
+			}
+		}
+	}
+}
+
 // TestDecodeSlotsReuse: a decoder used for slots decodes whole documents
 // as before afterwards (the build and depth state is put back).
 func TestDecodeSlotsReuse(t *testing.T) {
@@ -72,5 +100,21 @@ func TestDecodeSlotsReuse(t *testing.T) {
 	}
 	if want := map[string]any{"x": map[string]any{"y": []any{int64(1)}}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Decode after DecodeSlots = %#v, want %#v", got, want)
+	}
+}
+
+// BenchmarkDecodeSlots decodes order lines into the three slots a route
+// writing id, amount and body reads, skipping the fourth member.
+func BenchmarkDecodeSlots(b *testing.B) {
+	line := []byte(`{"order_id": "o-123456", "amount": 123456, "customer": "c-345", "body": "order number 123456"}`)
+	index := map[string]int{"order_id": 0, "amount": 1, "body": 2}
+	slots := make([]any, 3)
+	d := NewDecoder()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := d.DecodeSlots(line, index, slots); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
