@@ -82,6 +82,7 @@ func report(res *Result) string {
 		for _, r := range u.Verdict.Reasons {
 			fmt.Fprintf(&b, "  reason: %s\n", r)
 		}
+		b.WriteString(u.Hints)
 		fmt.Fprintf(&b, "second clean run against the first (second clean run: %v):\n%s", u.Second, u.Clean)
 		fmt.Fprintf(&b, "killed run against the first clean run:\n%s", u.Killed)
 	}

@@ -112,8 +112,10 @@ type Unexplained struct {
 	// Clean is how the two clean runs differ; Killed how the killed run
 	// differs from the first.
 	Clean, Killed string
-	// Second is how the second clean run ended.
+	// Second is how the second clean run ended; Hints what kind of
+	// difference the clean runs show (cleanHints).
 	Second runResult
+	Hints  string
 }
 
 // Result is the outcome of one case.
@@ -334,7 +336,8 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 					Diff: broken + "the killed run against the first clean run:\n" + diff})
 				continue
 			}
-			res.Unexplained = append(res.Unexplained, Unexplained{Route: r.Name, Verdict: v, Clean: d, Killed: diff, Second: second})
+			res.Unexplained = append(res.Unexplained, Unexplained{Route: r.Name, Verdict: v, Clean: d, Killed: diff, Second: second,
+				Hints: cleanHints(r, used, clean[r.Name], c2[r.Name])})
 			ck.logf("  %s: killed run differs, and so do two clean runs of a route the generator calls deterministic (unexplained)\n", r.Name)
 			continue
 		}
@@ -377,7 +380,8 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 			if _, d := cmp.judge(a1, a2); d != "" {
 				// Not Timed (skipped above), yet two runs alone differ.
 				res.Unexplained = append(res.Unexplained, Unexplained{Route: r.Name + " (alone)", Verdict: v, Clean: d,
-					Killed: "(no killed run: the file's clean run against the route's first run alone)\n" + diff, Second: rr2})
+					Killed: "(no killed run: the file's clean run against the route's first run alone)\n" + diff, Second: rr2,
+					Hints: cleanHints(r, usedBy([]RouteShape{r}), a1, a2)})
 				continue
 			}
 			res.Findings = append(res.Findings, Finding{Route: r.Name, Verdict: v,

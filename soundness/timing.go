@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -223,6 +224,46 @@ func invariants(r RouteShape, used map[string]int, exact, dlqOnce bool, c1, c2, 
 		}
 		if len(lines) > 0 {
 			fmt.Fprintf(&b, "%s (clean runs %d and %d, killed run %d records):\n%s\n", g, size(a), size(z), size(k), strings.Join(lines, "\n"))
+		}
+	}
+	return b.String()
+}
+
+// cleanHints says, for a person sorting unexplained routes, what kind of
+// difference two clean runs of route r show, group by group: keys of a
+// keyed table that differ (an identity per-delivery for some records, or
+// a key the generator forgot to mark volatile), a count the input should
+// fix that differs (something per-delivery decides which records land),
+// or rows that differ only in columns a conflict rewrites (which record
+// of a key won depends on order: a first-wins or last-wins table at
+// concurrency > 1 the generator did not mark).
+func cleanHints(r RouteShape, used map[string]int, c1, c2 Snapshot) string {
+	shapes := shapesOf(r, used)
+	var b strings.Builder
+	for _, g := range groups(c1.Full, c2.Full) {
+		s := shapes[g]
+		if s == nil {
+			continue
+		}
+		a, z := c1.Kept[g], c2.Kept[g]
+		var only1, only2 int
+		for _, k := range keys(a, z) {
+			switch {
+			case a[k] > 0 && z[k] == 0:
+				only1++
+			case z[k] > 0 && a[k] == 0:
+				only2++
+			}
+		}
+		switch {
+		case s.keyed(g) && only1+only2 > 0:
+			fmt.Fprintf(&b, "  %s: keys differ (%d only in the first clean run, %d only in the second): the identity is per-delivery for some records, or the generator did not mark a per-delivery key volatile\n", g, only1, only2)
+		case s.countFixed(g, false) && size(a) != size(z):
+			fmt.Fprintf(&b, "  %s: %d records against %d, where the input fixes the count: something per-delivery decides which records land\n", g, size(a), size(z))
+		case only1+only2 > 0:
+			fmt.Fprintf(&b, "  %s: %d records only in the first clean run, %d only in the second\n", g, only1, only2)
+		case !maps.Equal(c1.Full[g], c2.Full[g]):
+			fmt.Fprintf(&b, "  %s: the same rows but for columns a conflict rewrites: which record of a key won depends on order (a first-wins or last-wins table at concurrency > 1 the generator did not mark)\n", g)
 		}
 	}
 	return b.String()

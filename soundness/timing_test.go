@@ -207,3 +207,23 @@ func TestInvariantsSharedArtifact(t *testing.T) {
 		t.Errorf("reported on a shared part directory:\n%s", got)
 	}
 }
+
+// An unexplained route says what kind of difference its clean runs show.
+func TestCleanHints(t *testing.T) {
+	keyed := RouteShape{Name: "r", Artifacts: []Artifact{{Kind: "table", Path: "out/r.db", Table: "t", Group: "g", Mutable: []string{"qty"}}}}
+	c1, c2 := snap("g", append(ids("k", 5), ids("a", 2)...)...), snap("g", append(ids("k", 5), ids("b", 2)...)...)
+	if h := cleanHints(keyed, usedBy([]RouteShape{keyed}), c1, c2); !strings.Contains(h, "keys differ (2 only in the first clean run, 2 only in the second)") {
+		t.Errorf("per-delivery keys: %q", h)
+	}
+	// The same keys; a column a conflict rewrites differs (Full only).
+	c1, c2 = newSnapshot(), newSnapshot()
+	c1.add("g", `id="k" qty=1`, `id="k"`)
+	c2.add("g", `id="k" qty=2`, `id="k"`)
+	if h := cleanHints(keyed, usedBy([]RouteShape{keyed}), c1, c2); !strings.Contains(h, "which record of a key won depends on order") {
+		t.Errorf("order-dependent rows: %q", h)
+	}
+	lines := RouteShape{Name: "r", Artifacts: []Artifact{{Kind: "lines", Path: "out/w.jsonl", Group: "g"}}}
+	if h := cleanHints(lines, usedBy([]RouteShape{lines}), snap("g", "a", "b"), snap("g", "a")); !strings.Contains(h, "2 records against 1") {
+		t.Errorf("counts: %q", h)
+	}
+}
