@@ -75,6 +75,17 @@ func report(res *Result) string {
 		}
 		b.WriteString(f.Diff)
 	}
+	for _, u := range res.Unexplained {
+		fmt.Fprintf(&b, "\nUNEXPLAINED: route %s is %s, and two clean runs differ on a route the generator calls deterministic: "+
+			"a per-delivery value or an order-dependent table the generator did not mark, or an identity that depends on the delivery\n",
+			u.Route, u.Verdict.Guarantee)
+		for _, r := range u.Verdict.Reasons {
+			fmt.Fprintf(&b, "  reason: %s\n", r)
+		}
+		b.WriteString(u.Hints)
+		fmt.Fprintf(&b, "second clean run against the first (second clean run: %v):\n%s", u.Second, u.Clean)
+		fmt.Fprintf(&b, "killed run against the first clean run:\n%s", u.Killed)
+	}
 	fmt.Fprintf(&b, "\nclean run: %v\nlast killed run: %v\n\n", res.Clean, res.Final)
 	b.WriteString(c.Source)
 	return b.String()

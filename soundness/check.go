@@ -26,6 +26,9 @@ type Checker struct {
 	// directory; an error it returns is the feed's (a test's broker
 	// failing a write).
 	feedFault func(dir string) error
+	// noInvariants turns the timing-proof invariants off (a test shows
+	// what the checker missed without them).
+	noInvariants bool
 }
 
 // prepare makes a run directory for source and starts what the case's
@@ -101,6 +104,20 @@ type Finding struct {
 	Diff string
 }
 
+// Unexplained is a difference between two clean runs of a route the
+// generator calls deterministic.
+type Unexplained struct {
+	Route   string
+	Verdict Verdict
+	// Clean is how the two clean runs differ; Killed how the killed run
+	// differs from the first.
+	Clean, Killed string
+	// Second is how the second clean run ended; Hints what kind of
+	// difference the clean runs show (cleanHints).
+	Second runResult
+	Hints  string
+}
+
 // Result is the outcome of one case.
 type Result struct {
 	Case     *Case
@@ -109,8 +126,17 @@ type Result struct {
 	Rejected string
 	Findings []Finding
 	// Inconclusive lists routes whose runs differed but whose two clean
-	// runs differed as well: their outcome depends on timing.
+	// runs differed as well on a route that decides by the clock (Timed),
+	// or whose runs both failed: their outcome depends on timing.
 	Inconclusive []string
+	// Unexplained lists routes the generator calls deterministic (not
+	// Timed) whose two clean runs differed, while the killed run broke
+	// nothing timing cannot change (see invariants): either the
+	// generator's model misses a per-delivery value or an order-dependent
+	// table, or the route's identity depends on the delivery, which an
+	// effectively-once verdict must not allow. Each is reported and
+	// written as a case, like a finding.
+	Unexplained []Unexplained
 	// Unfed says why the harness could not feed a run all of the input
 	// (then every route is inconclusive).
 	Unfed        string
@@ -242,20 +268,22 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 
 	// A second clean run, made only when a difference needs confirming.
 	var clean2 map[string]Snapshot
+	var second runResult
 	secondClean := func() (map[string]Snapshot, error) {
-		if clean2 != nil {
+		if clean2 != nil || second.stalled {
 			return clean2, nil
 		}
 		d, err := prep(c.Source)
 		if err != nil {
 			return nil, err
 		}
-		if cleanRun(d).stalled {
+		if second = cleanRun(d); second.stalled {
 			return nil, nil
 		}
 		clean2, err = snapshots(d, c.Routes)
 		return clean2, err
 	}
+	used := usedBy(c.Routes)
 
 	for i, r := range c.Routes {
 		v := res.Verdicts[i]
@@ -287,9 +315,30 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, d := cmp.judge(clean[r.Name], c2[r.Name]); c2 == nil || d != "" {
+		if c2 == nil {
 			res.Inconclusive = append(res.Inconclusive, r.Name)
-			ck.logf("  %s: killed run differs, but so do two clean runs (timing-dependent route)\n", r.Name)
+			ck.logf("  %s: killed run differs, and the second clean run stalled\n", r.Name)
+			continue
+		}
+		if _, d := cmp.judge(clean[r.Name], c2[r.Name]); d != "" {
+			// The clean runs differ too: what timing cannot change must
+			// still hold.
+			exact, dlqOnce := false, false
+			if p, ok := cmp.(exactPromise); ok {
+				exact, dlqOnce = true, p.dlqOnce
+			}
+			// Two clean runs that ended differently (one failed) agree on
+			// nothing worth holding the killed run to.
+			sameEnd := res.Clean.exitCode == second.exitCode
+			if broken := ck.invariantsOf(r, used, exact, dlqOnce, clean[r.Name], c2[r.Name], killed[r.Name]); sameEnd && broken != "" {
+				res.Findings = append(res.Findings, Finding{Route: r.Name, Verdict: v,
+					What: "killed run breaks what timing cannot change (the two clean runs differ, but agree on this)",
+					Diff: broken + "the killed run against the first clean run:\n" + diff})
+				continue
+			}
+			res.Unexplained = append(res.Unexplained, Unexplained{Route: r.Name, Verdict: v, Clean: d, Killed: diff, Second: second,
+				Hints: cleanHints(r, used, clean[r.Name], c2[r.Name])})
+			ck.logf("  %s: killed run differs, and so do two clean runs of a route the generator calls deterministic (unexplained)\n", r.Name)
 			continue
 		}
 		res.Findings = append(res.Findings, Finding{Route: r.Name, Verdict: v, What: "killed run: " + what, Diff: diff})
@@ -303,7 +352,8 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 			v := res.Verdicts[i]
 			cmp := promiseFor(r, v)
 			if cmp == nil || r.Timed || slices.Contains(res.Inconclusive, r.Name) ||
-				slices.ContainsFunc(res.Findings, func(f Finding) bool { return f.Route == r.Name }) {
+				slices.ContainsFunc(res.Findings, func(f Finding) bool { return f.Route == r.Name }) ||
+				slices.ContainsFunc(res.Unexplained, func(u Unexplained) bool { return u.Route == r.Name }) {
 				continue
 			}
 			alone := func() (Snapshot, runResult, error) {
@@ -323,12 +373,15 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 			if diff == "" || rr.exitCode != 0 || rr.stalled {
 				continue
 			}
-			a2, _, err := alone()
+			a2, rr2, err := alone()
 			if err != nil {
 				return nil, err
 			}
 			if _, d := cmp.judge(a1, a2); d != "" {
-				res.Inconclusive = append(res.Inconclusive, r.Name+" (alone)")
+				// Not Timed (skipped above), yet two runs alone differ.
+				res.Unexplained = append(res.Unexplained, Unexplained{Route: r.Name + " (alone)", Verdict: v, Clean: d,
+					Killed: "(no killed run: the file's clean run against the route's first run alone)\n" + diff, Second: rr2,
+					Hints: cleanHints(r, usedBy([]RouteShape{r}), a1, a2)})
 				continue
 			}
 			res.Findings = append(res.Findings, Finding{Route: r.Name, Verdict: v,
@@ -336,6 +389,14 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// invariantsOf is invariants, unless the checker's test turned it off.
+func (ck *Checker) invariantsOf(r RouteShape, used map[string]int, exact, dlqOnce bool, c1, c2, killed Snapshot) string {
+	if ck.noInvariants {
+		return ""
+	}
+	return invariants(r, used, exact, dlqOnce, c1, c2, killed)
 }
 
 func snapshots(dir string, routes []RouteShape) (map[string]Snapshot, error) {

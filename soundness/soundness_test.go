@@ -110,6 +110,10 @@ func failOn(t *testing.T, res *Result) {
 	t.Helper()
 	if len(res.Findings) > 0 {
 		t.Errorf("%s", report(res))
+	} else if len(res.Unexplained) > 0 {
+		// Not a failure: the generator's model, or a verdict, for a
+		// person to look at (see Result.Unexplained).
+		t.Logf("%s", report(res))
 	}
 	t.Logf("%s", summaryLine(res))
 }
@@ -177,10 +181,7 @@ func TestGeneratedSeeds(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		tally.Add(res)
-		if len(res.Findings) > 0 {
-			t.Errorf("%s", report(res))
-		}
-		t.Logf("%s", summaryLine(res))
+		failOn(t, res)
 	}
 	tally.Elapsed = time.Since(start)
 	t.Log(tally.Mix())
@@ -323,4 +324,87 @@ func TestUnfedInputIsInconclusive(t *testing.T) {
 		t.Fatalf("a killed run that missed a chunk of its input: unfed %q, findings %d, inconclusive %v\n%s", res.Unfed, len(res.Findings), res.Inconclusive, report(res))
 	}
 	t.Log(summaryLine(res))
+}
+
+// A route whose identity is per-delivery while the generator thinks it
+// stable (the four false verdicts of the hunt over seeds 2763–3590: an id
+// step some records could not render left them with message_id) writes a
+// new row on every replay, and its two clean runs differ as well (other
+// message ids each run). The checker used to call that timing-dependent
+// and report nothing. Told effectively-once, it must be reported now, by
+// the row count both clean runs agree on; told at-least-once (duplicates
+// allowed) it must not be reported false, but shown as unexplained (the
+// model calls the key stable, and the clean runs differ); the same route
+// marked Timed stays timing-dependent; and a first-wins table at
+// concurrency 4, compared by content here (as if the generator had not
+// marked it FirstWins), may differ between clean runs but keeps its keys
+// and count, so it is never reported false.
+func TestHarnessCatchesPerDeliveryIdentity(t *testing.T) {
+	c := &Case{Name: "planted-per-delivery-identity", Seed: 7, Kills: 6}
+	c.Input = genData(rand.New(rand.NewPCG(7, 7)), 3000)
+	route := func(name, key, settings string) (string, []Artifact) {
+		src := fmt.Sprintf(`route %[1]s {
+  batch_size = 2
+%[3]s  from file { path = "in.jsonl" }
+  dlq { to file { path = "out/%[1]s.dlq.jsonl" } }
+  to sql {
+    url          = "sqlite://out/%[1]s.db"
+    create_table = "CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, qty INTEGER)"
+    insert_query = """INSERT INTO t (id, qty) VALUES (%[2]s, ${payload.qty}) ON CONFLICT (id) DO NOTHING"""
+  }
+}
+`, name, key, settings)
+		// The key is not listed as volatile: the model calls it stable.
+		return src, []Artifact{
+			{Kind: "dlq", Path: "out/" + name + ".dlq.jsonl", Group: name + "/dlq"},
+			{Kind: "table", Path: "out/" + name + ".db", Table: "t", Group: name, Mutable: []string{"qty"}},
+		}
+	}
+	var file strings.Builder
+	for _, r := range []struct {
+		name, key, settings, override string
+		timed                         bool
+	}{
+		{"eo", "${message_id}", "", effectivelyOnce, false},
+		{"alo", "${message_id}", "", atLeastOnce, false},
+		{"timed", "${message_id}", "", effectivelyOnce, true},
+		{"first", "${payload.id}", "  concurrency = 4\n", "", false},
+	} {
+		src, arts := route(r.name, r.key, r.settings)
+		file.WriteString(src)
+		c.Routes = append(c.Routes, RouteShape{Name: r.name, Source: src, Artifacts: arts, Override: r.override, Timed: r.timed})
+	}
+	c.Source = file.String()
+	res := checkUntilKilled(t, c)
+	t.Logf("%s", summaryLine(res))
+	mark := func(route string) string {
+		for _, f := range res.Findings {
+			if f.Route == route {
+				return "FALSE: " + f.Diff
+			}
+		}
+		for _, u := range res.Unexplained {
+			if u.Route == route {
+				return "unexplained"
+			}
+		}
+		if slices.Contains(res.Inconclusive, route) {
+			return "timing-dependent"
+		}
+		return "ok"
+	}
+	if m := mark("eo"); !strings.Contains(m, "too many (a duplicate)") {
+		t.Errorf("a per-delivery key told effectively-once, replayed under kills: %s, want FALSE with too many records\n%s", firstLine(m, 3), report(res))
+	}
+	if m := mark("alo"); m != "unexplained" {
+		t.Errorf("the same route told at-least-once: %s, want unexplained\n%s", firstLine(m, 3), report(res))
+	}
+	if m := mark("timed"); m != "timing-dependent" {
+		t.Errorf("the same route marked Timed: %s, want timing-dependent\n%s", firstLine(m, 3), report(res))
+	}
+	if m := mark("first"); strings.HasPrefix(m, "FALSE") {
+		t.Errorf("a first-wins table at concurrency 4 was reported false:\n%s", report(res))
+	} else {
+		t.Logf("first-wins at concurrency 4 (%s): %s", res.Verdicts[3].Guarantee, m)
+	}
 }
