@@ -251,6 +251,28 @@ type routeGen struct {
 	forced *elidable
 }
 
+// reorders reports whether a key's records can reach the route's sinks in
+// another order than they were read, in a clean run or on a replay: under
+// concurrency > 1 the sink workers apply them in any order, and a source
+// without a replayable position redelivers what a kill left unacknowledged
+// on its own schedule, after newer records (JetStream after ack_wait,
+// RabbitMQ and an MQTT session on reconnect). Which record of a key a
+// first-wins write (DO NOTHING, INSERT OR IGNORE) keeps is then not the
+// verdict's to say.
+func (g *routeGen) reorders() bool {
+	return g.concurrent || g.c.redeliversOutOfOrder()
+}
+
+// redeliversOutOfOrder reports whether the case's source can deliver a
+// record again after newer ones (see routeGen.reorders).
+func (c *Case) redeliversOutOfOrder() bool {
+	switch c.Broker {
+	case brokerNATS, brokerAMQP, brokerMQTT:
+		return true
+	}
+	return false
+}
+
 func (g *routeGen) pick(options ...string) string { return options[g.rng.IntN(len(options))] }
 func (g *routeGen) chance(pct int) bool           { return g.rng.IntN(100) < pct }
 
@@ -746,7 +768,7 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 			}
 		}
 	}
-	if keyed && !key.volatile && g.concurrent &&
+	if keyed && !key.volatile && g.reorders() &&
 		(strings.Contains(conflict, "DO NOTHING") || verb == "INSERT OR IGNORE INTO") {
 		art.FirstWins = true
 	}
