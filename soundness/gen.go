@@ -69,6 +69,9 @@ type Case struct {
 	ruleDrawn  bool
 	// rch draws the shapes of reach.go; nil when the case has none.
 	rch *rand.Rand
+	// obx draws the sinks of outbox.go, envx the keys of envkeys.go; nil
+	// when the case has none.
+	obx, envx *rand.Rand
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -184,6 +187,8 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 	pickClickHouse(c)
 	pickRuleShapes(c)
 	pickReachShapes(c)
+	pickOutbox(c)
+	pickEnvKeys(c)
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:
@@ -356,6 +361,9 @@ func (g *routeGen) route() string {
 		if u == "" {
 			u = g.reachSink()
 		}
+		if u == "" {
+			u = g.outboxSink()
+		}
 		if u != "" {
 			// The sink drawn is left out (its draws stay made, so the
 			// routes after this one are as they were); what the new one
@@ -380,6 +388,9 @@ func (g *routeGen) inputStep() string {
 		key := g.pick(`payload.id`, `message_id`, `payload.id + "/" + payload.region`)
 		if g.idSet && g.chance(60) {
 			key = `meta["mqb.id"]`
+		}
+		if e := g.envKey(20); e != "" {
+			key = e
 		}
 		ttl := "1h"
 		if g.chance(15) {
@@ -418,6 +429,9 @@ func (g *routeGen) idStep() string {
 		{`string(now().UnixNano())`, true},
 	}
 	e := opts[g.rng.IntN(len(opts))]
+	if k := g.envKey(20); k != "" {
+		e = idExpr{k, fieldVol}
+	}
 	g.idSet, g.idVolatile = true, e.volatile
 	return "id " + e.expr + "\n"
 }
@@ -656,6 +670,9 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 		}
 	}
 	key := keyOpts[g.rng.IntN(len(keyOpts))]
+	if k := g.envSQLKey(); k != "" && g.forced == nil {
+		key = val{k, g.volatile["id"]}
+	}
 	if g.forced != nil {
 		key = val{g.forced.sqlKey, g.forced.volatile}
 	}
