@@ -55,7 +55,7 @@ func (g *routeGen) envKey(rate int) string {
 // envSQLKey is, for some sql sinks, a conflict key that reads env()
 // besides payload.id, as insert_query writes it; "" when not drawn.
 func (g *routeGen) envSQLKey() string {
-	if e := g.envKey(12); e != "" {
+	if e := g.envKey(6); e != "" {
 		return "${" + e + "}"
 	}
 	return ""

@@ -69,9 +69,9 @@ type Case struct {
 	ruleDrawn  bool
 	// rch draws the shapes of reach.go; nil when the case has none.
 	rch *rand.Rand
-	// obx draws the sinks of outbox.go, envx the keys of envkeys.go; nil
-	// when the case has none.
-	obx, envx *rand.Rand
+	// obx draws the sinks of outbox.go, envx the keys of envkeys.go, obj
+	// the sinks of objstore.go; nil when the case has none.
+	obx, envx, obj *rand.Rand
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -189,6 +189,7 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 	pickReachShapes(c)
 	pickOutbox(c)
 	pickEnvKeys(c)
+	pickObjectStores(c)
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:
@@ -389,7 +390,7 @@ func (g *routeGen) inputStep() string {
 		if g.idSet && g.chance(60) {
 			key = `meta["mqb.id"]`
 		}
-		if e := g.envKey(20); e != "" {
+		if e := g.envKey(10); e != "" {
 			key = e
 		}
 		ttl := "1h"
@@ -429,7 +430,7 @@ func (g *routeGen) idStep() string {
 		{`string(now().UnixNano())`, true},
 	}
 	e := opts[g.rng.IntN(len(opts))]
-	if k := g.envKey(20); k != "" {
+	if k := g.envKey(10); k != "" {
 		e = idExpr{k, fieldVol}
 	}
 	g.idSet, g.idVolatile = true, e.volatile
@@ -510,6 +511,9 @@ func (g *routeGen) outputStep() string {
 // leaf joins (the branches of a per-delivery switch share one).
 func (g *routeGen) sink(depth int, group string) string {
 	if to := g.clickhouseLeaf(group); to != "" {
+		return to
+	}
+	if to := g.objectStoreLeaf(group); to != "" {
 		return to
 	}
 	r := g.rng.IntN(100)

@@ -130,6 +130,14 @@ type srcHandle struct {
 // startSource starts what the case's source needs for one run directory;
 // source is the file that runs there.
 func startSource(dir string, c *Case, source string) (*srcHandle, error) {
+	h, err := startCaseSource(dir, c, source)
+	if err != nil {
+		return nil, err
+	}
+	return withObjectStores(dir, source, h)
+}
+
+func startCaseSource(dir string, c *Case, source string) (*srcHandle, error) {
 	switch c.Broker {
 	case "":
 		return &srcHandle{feed: func(chunk string) error { return appendInput(dir, chunk) }, stop: func() {}}, nil
