@@ -304,6 +304,13 @@ func TestMoreSourcesDrawn(t *testing.T) {
 			if c.Broker == brokerMongo {
 				src = nameByRE.ReplaceAllString(src, "name_by")
 			}
+			if !c.positional() {
+				// An object store sink names by source position only
+				// over a source with one (and the layout follows the
+				// attribute's length).
+				src = regexp.MustCompile(`name_by\s*=\s*\w+`).ReplaceAllString(src, "name_by")
+				src = strings.Join(strings.FieldsFunc(src, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }), " ")
+			}
 			return src
 		}
 		if strip(c.Source) != strip(before.Source) {

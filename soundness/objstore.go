@@ -77,23 +77,28 @@ func (g *routeGen) objectStoreLeaf(group string) string {
 		url = fmt.Sprintf("s3://%s/%s", s3SinkBucket, path)
 		attrs = append(attrs, "path_style = true")
 	}
-	switch k := r.IntN(10); {
+	// Every draw is made whatever the source, so a seed's later draws do
+	// not depend on it.
+	k, written, dated, small, size := r.IntN(10), r.IntN(2) == 0, r.IntN(3) == 0, r.IntN(4) == 0, 200+r.IntN(400)
+	switch {
 	case k < 4:
 		// auto, left unset or written.
-		if r.IntN(2) == 0 {
+		if written {
 			attrs = append(attrs, "name_by = auto")
 		}
 	case k < 7 && g.c.positional():
 		attrs = append(attrs, "name_by = source_position")
+	case k < 7:
+		attrs = append(attrs, "name_by = write_time")
 	default:
 		attrs = append(attrs, "name_by = write_time")
-		if r.IntN(3) == 0 {
+		if dated {
 			attrs = append(attrs, "date_partition = true")
 		}
 	}
-	if r.IntN(4) == 0 {
+	if small {
 		// Objects of a few records: a batch is split.
-		attrs = append(attrs, fmt.Sprintf("max_object_bytes = %d", 200+r.IntN(400)))
+		attrs = append(attrs, fmt.Sprintf("max_object_bytes = %d", size))
 	}
 	g.arts = append(g.arts, Artifact{Kind: "parts", Path: path, Group: path, Volatile: g.volatileFields()})
 	return fmt.Sprintf("object_store { url = %q, %s }", url, strings.Join(attrs, ", "))
