@@ -187,10 +187,11 @@ func (g *routeGen) clickhouseLeaf(group string) string {
 		if v.volatile {
 			art.Volatile = append(art.Volatile, "ver")
 		}
-		if v.expr == `payload.qty` && g.concurrent {
+		if v.expr == `payload.qty` && g.reorders() {
 			// Records of one key with one qty land in the order the sink
-			// workers apply them, in a clean run too: which of them is
-			// kept is not the verdict's to say.
+			// workers apply them, in a clean run too, or in the order a
+			// source without a replayable position redelivers them:
+			// which of them is kept is not the verdict's to say.
 			art.FirstWins = true
 		}
 	}

@@ -69,6 +69,9 @@ type Case struct {
 	ruleDrawn  bool
 	// rch draws the shapes of reach.go; nil when the case has none.
 	rch *rand.Rand
+	// obx draws the sinks of outbox.go, envx the keys of envkeys.go, obj
+	// the sinks of objstore.go; nil when the case has none.
+	obx, envx, obj *rand.Rand
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -184,6 +187,9 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 	pickClickHouse(c)
 	pickRuleShapes(c)
 	pickReachShapes(c)
+	pickOutbox(c)
+	pickEnvKeys(c)
+	pickObjectStores(c)
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:
@@ -249,6 +255,28 @@ type routeGen struct {
 	// forced, while set, makes sqlLeaf write the sink a dedup elision
 	// needs (see elidableTail).
 	forced *elidable
+}
+
+// reorders reports whether a key's records can reach the route's sinks in
+// another order than they were read, in a clean run or on a replay: under
+// concurrency > 1 the sink workers apply them in any order, and a source
+// without a replayable position redelivers what a kill left unacknowledged
+// on its own schedule, after newer records (JetStream after ack_wait,
+// RabbitMQ and an MQTT session on reconnect). Which record of a key a
+// first-wins write (DO NOTHING, INSERT OR IGNORE) keeps is then not the
+// verdict's to say.
+func (g *routeGen) reorders() bool {
+	return g.concurrent || g.c.redeliversOutOfOrder()
+}
+
+// redeliversOutOfOrder reports whether the case's source can deliver a
+// record again after newer ones (see routeGen.reorders).
+func (c *Case) redeliversOutOfOrder() bool {
+	switch c.Broker {
+	case brokerNATS, brokerAMQP, brokerMQTT:
+		return true
+	}
+	return false
 }
 
 func (g *routeGen) pick(options ...string) string { return options[g.rng.IntN(len(options))] }
@@ -334,6 +362,9 @@ func (g *routeGen) route() string {
 		if u == "" {
 			u = g.reachSink()
 		}
+		if u == "" {
+			u = g.outboxSink()
+		}
 		if u != "" {
 			// The sink drawn is left out (its draws stay made, so the
 			// routes after this one are as they were); what the new one
@@ -358,6 +389,9 @@ func (g *routeGen) inputStep() string {
 		key := g.pick(`payload.id`, `message_id`, `payload.id + "/" + payload.region`)
 		if g.idSet && g.chance(60) {
 			key = `meta["mqb.id"]`
+		}
+		if e := g.envKey(10); e != "" {
+			key = e
 		}
 		ttl := "1h"
 		if g.chance(15) {
@@ -396,6 +430,9 @@ func (g *routeGen) idStep() string {
 		{`string(now().UnixNano())`, true},
 	}
 	e := opts[g.rng.IntN(len(opts))]
+	if k := g.envKey(10); k != "" {
+		e = idExpr{k, fieldVol}
+	}
 	g.idSet, g.idVolatile = true, e.volatile
 	return "id " + e.expr + "\n"
 }
@@ -474,6 +511,9 @@ func (g *routeGen) outputStep() string {
 // leaf joins (the branches of a per-delivery switch share one).
 func (g *routeGen) sink(depth int, group string) string {
 	if to := g.clickhouseLeaf(group); to != "" {
+		return to
+	}
+	if to := g.objectStoreLeaf(group); to != "" {
 		return to
 	}
 	r := g.rng.IntN(100)
@@ -634,6 +674,11 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 		}
 	}
 	key := keyOpts[g.rng.IntN(len(keyOpts))]
+	if k := g.envSQLKey(); k != "" && g.forced == nil && !(report && g.volatile["id"]) {
+		// (report_outcome needs a stable key, E043: not over an id a map
+		// rewrote per delivery.)
+		key = val{k, g.volatile["id"]}
+	}
 	if g.forced != nil {
 		key = val{g.forced.sqlKey, g.forced.volatile}
 	}
@@ -746,7 +791,7 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 			}
 		}
 	}
-	if keyed && !key.volatile && g.concurrent &&
+	if keyed && !key.volatile && g.reorders() &&
 		(strings.Contains(conflict, "DO NOTHING") || verb == "INSERT OR IGNORE INTO") {
 		art.FirstWins = true
 	}

@@ -113,7 +113,7 @@ func (g *routeGen) reachLeaf(parts bool) string {
 		verb = "INSERT OR IGNORE INTO"
 	}
 	art := Artifact{Kind: "table", Path: db, Table: table, Group: db + ":" + table, Mutable: []string{"qty", "body"},
-		FirstWins: g.concurrent && !strings.Contains(conflict, "UPDATE")}
+		FirstWins: g.reorders() && !strings.Contains(conflict, "UPDATE")}
 	g.arts = append(g.arts, art)
 	ddl := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (id TEXT PRIMARY KEY, qty INTEGER, body TEXT)", table)
 	q := fmt.Sprintf("%s %s (id, qty, body) VALUES (%s, ${payload.qty}, ${payload.body})", verb, table, key)

@@ -130,6 +130,14 @@ type srcHandle struct {
 // startSource starts what the case's source needs for one run directory;
 // source is the file that runs there.
 func startSource(dir string, c *Case, source string) (*srcHandle, error) {
+	h, err := startCaseSource(dir, c, source)
+	if err != nil {
+		return nil, err
+	}
+	return withObjectStores(dir, source, h)
+}
+
+func startCaseSource(dir string, c *Case, source string) (*srcHandle, error) {
 	switch c.Broker {
 	case "":
 		return &srcHandle{feed: func(chunk string) error { return appendInput(dir, chunk) }, stop: func() {}}, nil
@@ -144,7 +152,7 @@ func startSource(dir string, c *Case, source string) (*srcHandle, error) {
 	case brokerKafka:
 		return startKafka(c, source)
 	case brokerSQL:
-		return startPGTable()
+		return startPGTable(dir)
 	}
 	if h, err := startMore(dir, c, source); h != nil || err != nil {
 		return h, err
@@ -328,11 +336,20 @@ func recordKey(line string) []byte {
 // JSON null in the row) keep their form.
 var pgFields = []string{"id", "seq", "qty", "big", "region", "body", "tag"}
 
-func startPGTable() (*srcHandle, error) {
-	url, drop, err := newPGDatabase()
+func startPGTable(dir string) (*srcHandle, error) {
+	db, drop, err := newPGDatabase()
 	if err != nil {
 		return nil, err
 	}
+	url := db.URL
+	// The sinks of outbox.go write into this database: their tables are
+	// read back from it (dropped with it, by stop).
+	serverDBs.Lock()
+	if serverDBs.m[dir] == nil {
+		serverDBs.m[dir] = map[string]serverDB{}
+	}
+	serverDBs.m[dir][pgSourcePlaceholder] = serverDB{url: url, driver: "pgx", dsn: db.DSN, drop: func() {}}
+	serverDBs.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
@@ -410,11 +427,11 @@ func startPGTable() (*srcHandle, error) {
 // harnessTB is one whose failures come back as errors.
 var pgMu sync.Mutex
 
-func newPGDatabase() (url string, drop func(), err error) {
+func newPGDatabase() (db testsrv.Database, drop func(), err error) {
 	pgMu.Lock()
 	defer pgMu.Unlock()
-	drop, err = withTB("PostgreSQL for the sql source", func(tb *harnessTB) { url = testsrv.SharedPostgres(tb).NewDatabase(tb).URL })
-	return url, drop, err
+	drop, err = withTB("PostgreSQL for the sql source", func(tb *harnessTB) { db = testsrv.SharedPostgres(tb).NewDatabase(tb) })
+	return db, drop, err
 }
 
 // stopServers stops the shared servers (PostgreSQL) and removes their

@@ -254,7 +254,7 @@ func closeServerDBs(dir string) {
 // isServerPlaceholder reports whether a SetupSQL's or an Artifact's path
 // names a server database rather than a SQLite file.
 func isServerPlaceholder(path string) bool {
-	return path == pgPlaceholder || path == mariaPlaceholder || path == chPlaceholder
+	return path == pgPlaceholder || path == mariaPlaceholder || path == chPlaceholder || path == pgSourcePlaceholder
 }
 
 // openServerTable opens the database a table artifact of run directory
