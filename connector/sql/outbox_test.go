@@ -47,3 +47,36 @@ func TestCrashSQLOutboxExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// The outbox row is the position of one source read into one sink: a
+// second pipeline whose route has the same name but reads another table
+// of the same database (or writes elsewhere) must not resume from the
+// first one's row. Keyed by the route name alone, it did: the second
+// pipeline, with a checkpoint store of its own, started past every row
+// the first had copied and never read them.
+func TestSQLOutboxRowIsTheSourcesOwn(t *testing.T) {
+	for i, newDB := range cursorDBs() {
+		t.Run([]string{"postgres", "mariadb"}[i], func(t *testing.T) {
+			db := newDB(t)
+			db.exec(db.srcDDL)
+			insertSrcRows(db, 0, 2000)
+			db.exec(`CREATE TABLE src2 AS SELECT * FROM src`)
+			db.exec(`CREATE TABLE plain (id BIGINT NOT NULL, amount INTEGER, body TEXT)`)
+			db.exec(`CREATE TABLE plain2 (id BIGINT NOT NULL, amount INTEGER, body TEXT)`)
+			outboxPlan := func(src, dst string) plan.Plan {
+				p := cursorPlan(newTestEnv(t), db, map[string]plan.Value{"table": strV(src), "cursor_column": strV("id")})
+				r := &p.Routes[0]
+				r.Concurrency = 1
+				r.Nodes[len(r.Nodes)-1].Attrs = map[string]plan.Value{"url": strV(db.url),
+					"insert_query": tmplV(lit("INSERT INTO "+dst+" (id, amount, body) VALUES ("), ex("payload.id"), lit(", "),
+						ex("payload.amount"), lit(", "), ex("payload.body"), lit(")"))}
+				return p
+			}
+			runCursorUntil(t, outboxPlan("src", "plain"), func() bool { return db.count("plain") == 2000 })
+			runCursorUntil(t, outboxPlan("src2", "plain2"), func() bool { return db.count("plain2") == 2000 })
+			if got := db.count("mqb_outbox"); got != 2 {
+				t.Errorf("mqb_outbox has %d rows, want one per source and sink", got)
+			}
+		})
+	}
+}
