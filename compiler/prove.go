@@ -89,6 +89,9 @@ type sinkProof struct {
 	// elidableDedup).
 	absorbs      []string
 	absorbClause string // the clause that absorbs them, as written
+	// table is the table a sql sink's statement writes, when mqb reads
+	// the statement in full (the outbox's premise names it).
+	table string
 }
 
 // prove applies DESIGN §3 to a route. The verdict is the weakest over
@@ -169,6 +172,13 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	rc.outbox = outbox
 	sp := rc.proveSink(sink)
 	rc.outbox = false
+	if outbox && sp.table == "" {
+		// The outbox holds only when the table the statement writes rolls
+		// back with the position (a MyISAM table does not): a statement
+		// mqb cannot read names no table to check.
+		outbox = false
+		g.reasons = append(g.reasons, outboxUnreadReason)
+	}
 	if sp.ok || sink.kind == nil || sink.kind.Structural || outbox {
 		// An unproven plain sink is explained by the "not effectively-once"
 		// line; its own write line would only repeat it.
@@ -178,6 +188,9 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	switch {
 	case outbox:
 		g.reasons = append(g.reasons, outboxReason)
+		g.premises = append(g.premises, premiseAt{node: sink, p: plan.Premise{Kind: plan.PremiseTransactionalTable, When: plan.CheckStartup, Target: sp.table,
+			Holds:  fmt.Sprintf("table %s is transactional (InnoDB on MySQL and MariaDB; an ordinary or partitioned table on PostgreSQL), so its rows roll back with the outbox position", sp.table),
+			Reason: outboxReason}})
 		if g.verdict == plan.EffectivelyOnce && len(g.weak) == 0 {
 			g.verdict = plan.ExactlyOnce
 		}
@@ -531,6 +544,10 @@ func templateOrStr(a *attrInfo) string {
 
 // outboxReason is the exactly-once verdict's reason.
 const outboxReason = "source position committed in the sink's transaction (transactional outbox, table mqb_outbox): each source row is written exactly once, even by a plain INSERT"
+
+// outboxUnreadReason says why a route the runtime runs under the outbox
+// is not exactly-once by it.
+const outboxUnreadReason = "transactional outbox: not counted on, as mqb cannot read which table insert_query writes, and so cannot check at start-up that it rolls back with the position (a MyISAM table keeps the rows of a transaction a crash cut short, and the replay writes them again)"
 
 // outboxApplies reports whether the runtime will run the route with the
 // transactional outbox (connector/sql/outbox.go, WireOutbox): a sql cursor
