@@ -207,7 +207,7 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			g.reasons = append(g.reasons, "note: no dedup with a stable key before the broker, so consumers see every replay")
 		}
 	}
-	dlqReasons, dlqPremises := rc.dlqReasons()
+	dlqReasons, dlqPremises := rc.dlqReasons(outbox)
 	g.reasons = append(g.reasons, dlqReasons...)
 	// The dlq's premises are checked whatever the route's verdict: the
 	// dlq's own effectively-once rests on them.
@@ -304,7 +304,7 @@ func (rc *routeCtx) sourceLoss(source *nodeInfo) string {
 // dead-letter write that is not idempotent is at-least-once: a crash
 // between the DLQ write and the commit of the record's position writes the
 // record to the DLQ again.
-func (rc *routeCtx) dlqReasons() ([]string, []premiseAt) {
+func (rc *routeCtx) dlqReasons(outbox bool) ([]string, []premiseAt) {
 	var out []string
 	var premises []premiseAt
 	for _, n := range rc.nodes {
@@ -312,6 +312,16 @@ func (rc *routeCtx) dlqReasons() ([]string, []premiseAt) {
 			continue
 		}
 		target := n.children[0].node
+		if outbox {
+			// The sink's transaction commits the position past every
+			// record of the batch, the ones it refused and the ones dead
+			// before it included, and the DLQ is written outside it
+			// (connector/sql/outbox.go): a crash between that commit and
+			// the DLQ's write leaves such a record in neither, and the
+			// rerun starts after it.
+			out = append(out, fmt.Sprintf("dlq: at-most-once (under the transactional outbox the source position commits in the sink's transaction, past the records of its batch that go to the dlq, and the %s write comes after that commit: a crash in between loses them; for a dlq that keeps every record, run the route without the outbox: concurrency 2 or more, with a conflict clause that absorbs replays)", target.name))
+			continue
+		}
 		var dp sinkProof
 		rc.deadLetter, rc.dlqNotes = true, nil
 		rc.quietly(func() { dp = rc.proveSink(target) })
