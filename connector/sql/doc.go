@@ -20,7 +20,7 @@
 // which is its position. Reading and writing one database at concurrency
 // 1, the two commit the cursor in the sink's own transaction
 // (outbox.go, through runtime.OutboxSink), in a row of mqb_outbox keyed
-// by the route and its source and sink; the sink's table must roll back
+// by the route, its source and its target table; that table must roll back
 // with it (an InnoDB table, not MyISAM: a premise checked at start-up).
 //
 // It registers the "sql" kind with the runtime in init; a binary that
