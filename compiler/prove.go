@@ -90,6 +90,9 @@ type sinkProof struct {
 	// elidableDedup).
 	absorbs      []string
 	absorbClause string // the clause that absorbs them, as written
+	// table is the table a sql sink's statement writes, when mqb reads
+	// the statement in full (the outbox's premise names it).
+	table string
 }
 
 // prove applies DESIGN §3 to a route. The verdict is the weakest over
@@ -173,6 +176,13 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	rc.outbox = outbox
 	sp := rc.proveSink(sink)
 	rc.outbox = false
+	if outbox && sp.table == "" {
+		// The outbox holds only when the table the statement writes rolls
+		// back with the position (a MyISAM table does not): a statement
+		// mqb cannot read names no table to check.
+		outbox = false
+		g.reasons = append(g.reasons, outboxUnreadReason)
+	}
 	if sp.ok || sink.kind == nil || sink.kind.Structural || outbox {
 		// An unproven plain sink is explained by the "not effectively-once"
 		// line; its own write line would only repeat it.
@@ -182,6 +192,9 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 	switch {
 	case outbox:
 		g.reasons = append(g.reasons, outboxReason)
+		g.premises = append(g.premises, premiseAt{node: sink, p: plan.Premise{Kind: plan.PremiseTransactionalTable, When: plan.CheckStartup, Target: sp.table,
+			Holds:  fmt.Sprintf("table %s is transactional (InnoDB on MySQL and MariaDB; an ordinary or partitioned table on PostgreSQL), so its rows roll back with the outbox position", sp.table),
+			Reason: outboxReason}})
 		if g.verdict == plan.EffectivelyOnce && len(g.weak) == 0 {
 			g.verdict = plan.ExactlyOnce
 		}
@@ -198,7 +211,7 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			g.reasons = append(g.reasons, "note: no dedup with a stable key before the broker, so consumers see every replay")
 		}
 	}
-	dlqReasons, dlqPremises := rc.dlqReasons()
+	dlqReasons, dlqPremises := rc.dlqReasons(outbox, !outbox && handler == nil && rc.outboxMayApply(source, sink))
 	g.reasons = append(g.reasons, dlqReasons...)
 	// The dlq's premises are checked whatever the route's verdict: the
 	// dlq's own effectively-once rests on them.
@@ -296,7 +309,7 @@ func (rc *routeCtx) sourceLoss(source *nodeInfo) string {
 // dead-letter write that is not idempotent is at-least-once: a crash
 // between the DLQ write and the commit of the record's position writes the
 // record to the DLQ again.
-func (rc *routeCtx) dlqReasons() ([]string, []premiseAt) {
+func (rc *routeCtx) dlqReasons(outbox, mayOutbox bool) ([]string, []premiseAt) {
 	var out []string
 	var premises []premiseAt
 	for _, n := range rc.nodes {
@@ -304,6 +317,19 @@ func (rc *routeCtx) dlqReasons() ([]string, []premiseAt) {
 			continue
 		}
 		target := n.children[0].node
+		if outbox || mayOutbox {
+			// The sink's transaction commits the position past every
+			// record of the batch, the ones it refused and the ones dead
+			// before it included, and the DLQ is written outside it
+			// (connector/sql/outbox.go): a crash between that commit and
+			// the DLQ's write leaves such a record in neither, and the
+			// rerun starts after it.
+			out = append(out, fmt.Sprintf("dlq: at-most-once (under the transactional outbox the source position commits in the sink's transaction, past the records of its batch that go to the dlq, and the %s write comes after that commit: a crash in between loses them; for a dlq that keeps every record, run the route without the outbox: concurrency 2 or more, with a conflict clause that absorbs replays)", target.name))
+			if mayOutbox {
+				out[len(out)-1] = strings.Replace(out[len(out)-1], "(under the transactional outbox", "(the runtime may run the route under the transactional outbox, as the sql urls may render to one database; under it", 1)
+			}
+			continue
+		}
 		var dp sinkProof
 		rc.deadLetter, rc.dlqNotes = true, nil
 		rc.quietly(func() { dp = rc.proveSink(target) })
@@ -563,15 +589,17 @@ func templateOrStr(a *attrInfo) string {
 // outboxReason is the exactly-once verdict's reason.
 const outboxReason = "source position committed in the sink's transaction (transactional outbox, table mqb_outbox): each source row is written exactly once, even by a plain INSERT"
 
+// outboxUnreadReason says why a route the runtime runs under the outbox
+// is not exactly-once by it.
+const outboxUnreadReason = "transactional outbox: not counted on, as mqb cannot read which table insert_query writes, and so cannot check at start-up that it rolls back with the position (a MyISAM table keeps the rows of a transaction a crash cut short, and the replay writes them again)"
+
 // outboxApplies reports whether the runtime will run the route with the
 // transactional outbox (connector/sql/outbox.go, WireOutbox): a sql cursor
 // source and a sql sink (not behind a handler, a switch or a fan-out) on
 // the same database as the same user (plan.SameDatabase, which the runtime
 // calls too), at concurrency 1. The caller checks that there is no handler.
 func (rc *routeCtx) outboxApplies(source, sink *nodeInfo) bool {
-	if source == nil || sink == nil || source.kind == nil || sink.kind == nil ||
-		source.kind.Name != "sql" || sink.kind.Name != "sql" || source.broken || sink.broken ||
-		source.role != plan.RoleSource || sink.role != plan.RoleSink || rc.concurrency != 1 || sink.attrs["insert_query"] == nil {
+	if !rc.outboxShape(source, sink) {
 		return false
 	}
 	a, aStatic, ok1 := urlText(source.attrs["url"])
@@ -588,6 +616,35 @@ func (rc *routeCtx) outboxApplies(source, sink *nodeInfo) bool {
 		// database. Different written urls are not proven the same.
 		return a == b
 	}
+}
+
+// outboxShape reports whether the route has the shape the runtime wires
+// the outbox on when the two urls name one database.
+func (rc *routeCtx) outboxShape(source, sink *nodeInfo) bool {
+	return source != nil && sink != nil && source.kind != nil && sink.kind != nil &&
+		source.kind.Name == "sql" && sink.kind.Name == "sql" && !source.broken && !sink.broken &&
+		source.role == plan.RoleSource && sink.role == plan.RoleSink && rc.concurrency == 1 && sink.attrs["insert_query"] != nil
+}
+
+// outboxMayApply reports whether the runtime may run the route with the
+// outbox although outboxApplies could not prove it: urls with
+// placeholders written differently may render to one database (the
+// runtime compares them rendered, plan.SameDatabase, which leaves the
+// password out). Only what is known to name two databases (two static
+// urls) keeps it off. The DLQ's guarantee follows it (dlqReasons).
+func (rc *routeCtx) outboxMayApply(source, sink *nodeInfo) bool {
+	if !rc.outboxShape(source, sink) {
+		return false
+	}
+	a, aStatic, ok1 := urlText(source.attrs["url"])
+	b, bStatic, ok2 := urlText(sink.attrs["url"])
+	if !ok1 || !ok2 {
+		return true
+	}
+	if aStatic && bStatic {
+		return plan.SameDatabase(a, b)
+	}
+	return true
 }
 
 // urlText is the written form of a url attribute and whether it has no

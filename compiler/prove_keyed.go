@@ -92,6 +92,7 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 		p.reasons = []string{fmt.Sprintf("write: plain INSERT into %s", ins.table)}
 		p.missing = fmt.Sprintf("sink write is not idempotent: plain INSERT; add ON CONFLICT (%s) DO NOTHING", first)
 		p.replayFails = rc.insertMayHitUniqueKey(n, ins, d)
+		p.table = ins.table
 		return p
 	}
 	if strings.Contains(ins.clause, "IGNORE") && !rc.inNamedUnused {
@@ -103,6 +104,7 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 			fmt.Sprintf("A record it cannot store as it is never reaches the DLQ and is counted as written. %s absorbs repeats of the key k and dead-letters every other refused row.", fix))
 	}
 	p = rc.proveUpsert(n, ins, parts, d)
+	p.table = ins.table
 	return p
 }
 

@@ -520,10 +520,15 @@ func (rc *routeCtx) metaStability(ce *compiledExpr, m *ast.MemberNode, key strin
 	case strings.HasPrefix(key, "mqb.src."):
 		return rc.srcMetaStability(ce, m, key)
 	case strings.HasPrefix(key, "postgres."):
-		if rc.src == nil || rc.src.CDC {
-			return stableValue
+		switch {
+		case rc.src != nil && !rc.src.CDC:
+			return perDelivery("meta[%q] is set only by a postgres_cdc source", key)
+		case !slices.Contains(postgresCDCMeta, key):
+			// An allow-list: what the source does not set is no value a
+			// replay repeats, whatever its name.
+			return perDelivery("a postgres_cdc source never sets meta[%q] (it sets %s)", key, strings.Join(postgresCDCMeta, ", "))
 		}
-		return perDelivery("meta[%q] is set only by a postgres_cdc source", key)
+		return stableValue
 	}
 	if stdlib.IsOutcomeKey(key) {
 		st := perDelivery("meta[%q] is the outcome of this record's own write, truthful only on its first delivery: a replay after a crash reads \"existed\"", key)
@@ -532,6 +537,13 @@ func (rc *routeCtx) metaStability(ce *compiledExpr, m *ast.MemberNode, key strin
 	}
 	return perDelivery("meta[%q] is not known to be replay-stable", key)
 }
+
+// postgresCDCMeta are the keys a postgres_cdc source sets on every change
+// (connector/postgrescdc, metaPG*), each the same on a replay of it:
+// postgres.key is absent for a table without a replica identity key, and
+// a sql sink's bind or a dedup then refuses the record rather than key
+// it on "".
+var postgresCDCMeta = []string{"postgres.lsn", "postgres.operation", "postgres.schema", "postgres.table", "postgres.key"}
 
 // srcMetaStability is the stability of a provenance key: stable only when
 // the route's source really sets that key (stdlib Kind.SourceMeta) and its

@@ -125,6 +125,14 @@ const (
 	// which later records that index refuses, so a replay after a crash
 	// can land a record the first run refused.
 	PremiseUpdateLeavesUniques = "update_leaves_uniques"
+	// PremiseTransactionalTable (start-up, on a sql sink under the
+	// transactional outbox): Target is a table whose writes commit and
+	// roll back with the transaction (InnoDB on MySQL and MariaDB; an
+	// ordinary or partitioned table on PostgreSQL), so a batch's rows and
+	// the outbox position past them land together or not at all. A MyISAM
+	// table keeps the rows of a transaction a crash cut short while the
+	// position rolls back, and the replay writes them again.
+	PremiseTransactionalTable = "transactional_table"
 	// PremisePutIfAbsent: the object store refuses a second write of one
 	// name made with If-None-Match: * (412), so a part, once written, is
 	// never replaced, and it lists an object as soon as it is written, so

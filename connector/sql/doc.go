@@ -19,7 +19,9 @@
 // The source pages a table or query by a unique integer cursor column,
 // which is its position. Reading and writing one database at concurrency
 // 1, the two commit the cursor in the sink's own transaction
-// (outbox.go, through runtime.OutboxSink).
+// (outbox.go, through runtime.OutboxSink), in a row of mqb_outbox keyed
+// by the route, its source and its target table; that table must roll back
+// with it (an InnoDB table, not MyISAM: a premise checked at start-up).
 //
 // It registers the "sql" kind with the runtime in init; a binary that
 // runs plans links it with a blank import, as connector/all does. The

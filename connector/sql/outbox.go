@@ -2,6 +2,8 @@ package sql
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,7 +20,8 @@ import (
 // The transactional outbox: a route that reads a sql cursor source and
 // writes with a sql sink into the same database commits the cursor
 // position in the sink's own transaction, in table mqb_outbox (route,
-// next_value). A batch's rows and the position past them then land
+// next_value; route is the route's name and a hash of its source and
+// target table, outboxKey). A batch's rows and the position past them then land
 // together or not at all, and the source resumes from the later of
 // mqb_outbox and its checkpoint store: a crash between the write and the
 // checkpoint replays nothing, so even a plain INSERT into a table without
@@ -86,10 +89,28 @@ func (sk *sqlSink) WireOutbox(ctx context.Context, s runtime.Source, rt runtime.
 	if err != nil {
 		return fmt.Errorf("route %s: transactional outbox: create mqb_outbox on %s: %s", rt.Name, sk.server.url, plan.RedactURLs(err.Error()))
 	}
-	sk.server.outboxRoute = rt.Name
-	src.outboxRoute = rt.Name
+	key := outboxKey(rt.Name, src, sk)
+	sk.server.outboxRoute = key
+	src.outboxRoute = key
 	rt.Log.Info("transactional outbox: the cursor position commits in the sink's transaction", "table", "mqb_outbox")
 	return nil
+}
+
+// outboxKey is the mqb_outbox row of a route: its name and a hash of
+// what it reads (table or query, cursor column) and where it writes (the
+// table insert_query names, or the whole statement when it names none
+// this reads). Another pipeline's route of the same name on the same
+// database, or this route after its source or target table changed, has
+// a row of its own: keyed by the name alone, it resumed from a position
+// of other rows and never read the ones below it. A statement edited
+// without changing its table keeps the row.
+func outboxKey(route string, src *sqlCursorSource, sink *sqlSink) string {
+	target, _, ok := insertNames(sink.insertParts)
+	if !ok {
+		target = sink.server.query
+	}
+	h := sha256.Sum256([]byte(src.name + "\x00" + src.col + "\x00" + target))
+	return route + " " + hex.EncodeToString(h[:8])
 }
 
 // outboxResume moves the source past what the sink's transactions

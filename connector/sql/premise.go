@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	dbsql "database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,8 +19,9 @@ import (
 // UNIQUE or PRIMARY KEY index, read from the database's catalogue),
 // PremiseReplaceStableColumns (every column a REPLACE leaves out comes
 // back the same on a replay), PremiseUpdateLeavesUniques (a DO UPDATE
-// moves no column of a unique index other than its conflict key) and
-// PremiseKeyPresent (a conflict column is never bound to NULL: NULLs
+// moves no column of a unique index other than its conflict key),
+// PremiseTransactionalTable (the outbox's table rolls back with the
+// position, checkTransactional) and PremiseKeyPresent (a conflict column is never bound to NULL: NULLs
 // never conflict, so a replayed row with one would be inserted again).
 
 // uniqueKey is one UNIQUE or PRIMARY KEY index of a table: its name and
@@ -132,6 +134,8 @@ func (s *sqlSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 		return s.checkReplaceColumns(ctx, s.asWritten(p))
 	case plan.PremiseUpdateLeavesUniques:
 		return s.checkUpdateLeavesUniques(ctx, s.asWritten(p))
+	case plan.PremiseTransactionalTable:
+		return s.checkTransactional(ctx, s.asWritten(p))
 	default:
 		return fmt.Errorf("the sql sink cannot check a %s premise", p.Kind)
 	}
@@ -164,6 +168,77 @@ func (s *sqlSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 		}
 	}
 	return s.armKeyColumns(keyCols)
+}
+
+// checkTransactional checks PremiseTransactionalTable by an allow-list:
+// on PostgreSQL the table is an ordinary or partitioned table (a foreign
+// table's rows are committed by another server, a view's by whatever it
+// rewrites to); on MySQL and MariaDB its engine is InnoDB (MyISAM, Aria,
+// MEMORY and the rest keep a rolled-back transaction's rows).
+func (s *sqlSink) checkTransactional(ctx context.Context, p plan.Premise) error {
+	if p.Target == "" {
+		return fmt.Errorf("the premise names no table")
+	}
+	if s.server == nil {
+		return nil // SQLite: every table rolls back with the transaction
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var what string
+	var exists bool
+	if s.server.dialect == dialectPostgres {
+		c, err := s.server.pg.get(ctx)
+		if err != nil {
+			return err
+		}
+		res := c.conn.ExecParams(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", [][]byte{[]byte(p.Target)}, nil, nil, nil).Read()
+		s.server.pg.put(ctx, c)
+		if res.Err != nil {
+			return fmt.Errorf("read the kind of table %s: %v", p.Target, plan.RedactURLs(res.Err.Error()))
+		}
+		if exists = len(res.Rows) == 1; exists {
+			switch kind := string(res.Rows[0][0]); kind {
+			case "r", "p":
+				return nil
+			case "f":
+				what = "a foreign table"
+			case "v":
+				what = "a view"
+			default:
+				what = "of relkind " + kind
+			}
+		}
+	} else {
+		schema, table := splitQualified(p.Target)
+		var schemaArg any
+		if schema != "" {
+			schemaArg = unquoteIdent(schema)
+		}
+		var engine dbsql.NullString
+		err := s.server.my.QueryRowContext(ctx, `SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?`,
+			schemaArg, unquoteIdent(table)).Scan(&engine)
+		switch {
+		case errors.Is(err, dbsql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("read the engine of table %s: %v", p.Target, plan.RedactURLs(err.Error()))
+		case strings.EqualFold(engine.String, "InnoDB"):
+			return nil
+		case !engine.Valid:
+			exists, what = true, "a view"
+		default:
+			exists, what = true, "a "+engine.String+" table"
+		}
+	}
+	if !exists {
+		return &runtime.PremiseFailure{
+			Found: fmt.Sprintf("table %s does not exist", p.Target),
+			Fix:   "create it before the route starts (create_table does so before the check)",
+		}
+	}
+	return &runtime.PremiseFailure{
+		Found: fmt.Sprintf("table %s is %s, whose rows do not roll back with the transaction that commits the source position", p.Target, what),
+		Fix:   fmt.Sprintf("make it a transactional table (ALTER TABLE %s ENGINE=InnoDB on MySQL and MariaDB)", p.Target),
+	}
 }
 
 // uniqueKeys reads the unique keys of table target from the database's
