@@ -208,6 +208,12 @@ func (s *sqlSink) countAbsorbed() {
 	s.absorb.on = true
 }
 
+// ForgetsRecords says a SQLite sink keeps nothing of a record once Write
+// returns (runtime.RecordForgetter): SQLite copies each bound value, and
+// the sink clears its bound values after each batch, so the engine may
+// reuse the batch's memory. A server's sink does not say so.
+func (s *sqlSink) ForgetsRecords() bool { return s.server == nil }
+
 // ReadsMetaByPrograms says the sink reads a record's metadata only
 // through its parameters' programs (runtime.MetaByPrograms).
 func (s *sqlSink) ReadsMetaByPrograms() bool { return true }
