@@ -118,8 +118,8 @@ type evaluator struct {
 // treat differently from an empty string.
 func (e *evaluator) run(p *program, r *Record) (v any, present bool, err error) {
 	if p.isMeta {
-		s, ok := r.metaGet(p.metaKey)
-		return s, ok, nil
+		v, ok := r.metaValue(p.metaKey)
+		return v, ok, nil
 	}
 	if p.payloadPath != nil {
 		root, path := r.value, p.payloadPath

@@ -95,7 +95,7 @@ func (s *handlerSink) Write(ctx context.Context, recs []*Record) error {
 		toHandle = make([]*Record, 0, len(recs))
 		for _, r := range recs {
 			if h, ok := s.handled[r]; ok && h.seq == r.Seq {
-				r.Meta, r.id, r.hasID = maps.Clone(h.meta), "", false
+				r.Meta, r.id, r.hasID, r.idValue = maps.Clone(h.meta), "", false, nil
 				r.sinkErr = h.failed
 				r.state = h.state
 				continue

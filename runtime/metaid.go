@@ -41,8 +41,30 @@ func (r *Record) metaView() map[string]string {
 func (r *Record) flushMeta() {
 	if r.hasID {
 		r.Meta = map[string]string{metaID: r.id}
-		r.id, r.hasID = "", false
+		r.id, r.hasID, r.idValue = "", false, nil
 	}
+}
+
+// setIDValue is setMeta(metaID, s) for the id step, whose expression
+// gave s as v, a string already boxed (a decoded field): when the id
+// waits in r, v is kept to hand to the programs that read it back (the
+// sink's bound key, the dedup key), sparing a boxing per read.
+func (r *Record) setIDValue(s string, v any) {
+	r.setMeta(metaID, s)
+	if r.hasID {
+		if vs, ok := v.(string); ok && vs == s {
+			r.idValue = v
+		}
+	}
+}
+
+// metaValue is metaGet(k) as a value: the id's boxed value when kept.
+func (r *Record) metaValue(k string) (any, bool) {
+	if r.hasID && k == metaID && r.idValue != nil {
+		return r.idValue, true
+	}
+	s, ok := r.metaGet(k)
+	return s, ok
 }
 
 // flushMetaFor gives each of recs its whole Meta map, unless sink reads

@@ -16,6 +16,7 @@ func (s metaSink) ReadsMetaByPrograms() bool { return s.byPrograms }
 // (fast path and expr-lang), and Meta itself once flushed — by setting
 // another key, or before a sink that reads Meta.
 func TestPendingID(t *testing.T) {
+	const idStep = "(id step)"
 	tests := []struct {
 		name     string
 		preset   map[string]string
@@ -33,6 +34,17 @@ func TestPendingID(t *testing.T) {
 			wantMeta: map[string]string{metaID: "a", "x": "1"}, wantView: map[string]string{metaID: "a", "x": "1"}},
 		{name: "source metadata takes the id", preset: map[string]string{"mqb.src.line": "3"}, ops: [][2]string{{metaID, "a"}},
 			wantMeta: map[string]string{metaID: "a", "mqb.src.line": "3"}, wantView: map[string]string{metaID: "a", "mqb.src.line": "3"}},
+		// idStep: the id step, keeping its value boxed (setIDValue).
+		{name: "id step alone waits", ops: [][2]string{{idStep, "a"}}, pending: true,
+			wantView: map[string]string{metaID: "a"}},
+		{name: "id step, then id set again", ops: [][2]string{{idStep, "a"}, {metaID, "b"}}, pending: true,
+			wantView: map[string]string{metaID: "b"}},
+		{name: "id step, then id step again", ops: [][2]string{{idStep, "a"}, {idStep, "b"}}, pending: true,
+			wantView: map[string]string{metaID: "b"}},
+		{name: "id step, another key flushes", ops: [][2]string{{idStep, "a"}, {"x", "1"}},
+			wantMeta: map[string]string{metaID: "a", "x": "1"}, wantView: map[string]string{metaID: "a", "x": "1"}},
+		{name: "id step, then flushed and set", ops: [][2]string{{idStep, "a"}, {"x", "1"}, {metaID, "c"}},
+			wantMeta: map[string]string{metaID: "c", "x": "1"}, wantView: map[string]string{metaID: "c", "x": "1"}},
 		{name: "a sink reading Meta gets it", ops: [][2]string{{metaID, "a"}}, sink: metaSink{},
 			wantMeta: map[string]string{metaID: "a"}, wantView: map[string]string{metaID: "a"}},
 		{name: "a sink reading by programs does not", ops: [][2]string{{metaID, "a"}}, sink: metaSink{byPrograms: true}, pending: true,
@@ -50,6 +62,10 @@ func TestPendingID(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Record{Meta: maps.Clone(tc.preset)}
 			for _, op := range tc.ops {
+				if op[0] == idStep {
+					r.setIDValue(op[1], any(op[1]))
+					continue
+				}
 				r.setMeta(op[0], op[1])
 			}
 			if tc.sink != nil {
@@ -68,6 +84,9 @@ func TestPendingID(t *testing.T) {
 			id := tc.wantView[metaID]
 			if s, ok, err := ev.runString(fast, r); err != nil || !ok || s != id {
 				t.Errorf("%s = %q, %v, %v; want %q", fast.src, s, ok, err, id)
+			}
+			if v, ok, err := ev.run(fast, r); err != nil || !ok || v != any(id) {
+				t.Errorf("%s run = %v, %v, %v; want %q", fast.src, v, ok, err, id)
 			}
 			if v, _, err := ev.run(slow, r); err != nil || v != id+"!" {
 				t.Errorf("%s = %v, %v; want %q", slow.src, v, err, id+"!")

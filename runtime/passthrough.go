@@ -33,8 +33,9 @@ func recycle(group []*batch) {
 		if !b.pooled || cap(b.arena) > freeArenaMax {
 			continue
 		}
-		clear(b.recs) // no stale metadata or decoded payload kept alive
-		*b = Batch{recs: b.recs[:0], arena: b.arena[:0], spans: b.spans[:0]}
+		clear(b.recs)  // no stale metadata or decoded payload kept alive
+		clear(b.slots) // nor decoded values
+		*b = Batch{recs: b.recs[:0], arena: b.arena[:0], spans: b.spans[:0], slots: b.slots[:0]}
 		select {
 		case freeBatches <- b:
 		default: // full: the collector takes it
@@ -65,21 +66,13 @@ func keepsPayloads(s step) bool {
 
 // linesPassThrough decides, once the route is built, whether its sink
 // takes batches' lines as read (rt.lineSink) and whether its batches are
-// reused (rt.recycles). Both need a sink writing bare lines, no handler
-// (it may replace payloads) and steps that keep payloads.
+// reused (rt.recycles). Both need no handler (it may replace payloads or
+// keep records), no output steps and steps that keep payloads (an
+// allow-list); lines need a sink writing bare lines, reuse a sink that
+// keeps nothing of a record once written: a line sink, or one that says
+// so (ReleasingSink: a SQLite or PostgreSQL sink).
 func (rt *route) linesPassThrough(hasHandler bool) {
-	// A line sink keeps nothing of a record once written, nor does a
-	// ReleasingSink; a DLQ's target must not either for the batch to be
-	// reused, nor a source that keeps payloads to answer with after the
-	// ack (a Replier sends its replies from Commit).
-	_, dlqLines := rt.dlq.(LineSink)
-	_, replies := rt.src.(Replier)
-	endsRelease := (rt.dlq == nil || dlqLines) && !replies
-	if rs, ok := rt.sink.(ReleasingSink); ok && rs.ReleasesRecords() && !hasHandler {
-		rt.recycles = endsRelease
-	}
-	ls, ok := rt.sink.(LineSink)
-	if !ok || !ls.WritesLines() || hasHandler || len(rt.outSteps) > 0 {
+	if hasHandler || len(rt.outSteps) > 0 {
 		return
 	}
 	for _, s := range rt.steps {
@@ -87,8 +80,20 @@ func (rt *route) linesPassThrough(hasHandler bool) {
 			return
 		}
 	}
-	rt.lineSink = ls
-	rt.recycles = endsRelease
+	if ls, ok := rt.sink.(LineSink); ok && ls.WritesLines() {
+		rt.lineSink = ls
+	}
+	f, releases := rt.sink.(ReleasingSink)
+	if rt.lineSink == nil && !(releases && f.ReleasesRecords()) {
+		return
+	}
+	// A line sink keeps nothing of a record once written; a DLQ's target
+	// must not either for the batch to be reused, nor a source that keeps
+	// payloads to answer with after the ack (a Replier sends its replies
+	// from Commit).
+	_, dlqLines := rt.dlq.(LineSink)
+	_, replies := rt.src.(Replier)
+	rt.recycles = (rt.dlq == nil || dlqLines) && !replies
 }
 
 // groupLines returns the lines of a group's live records, as the sink

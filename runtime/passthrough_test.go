@@ -75,56 +75,75 @@ func TestRecycledBatch(t *testing.T) {
 	b := NewBatchArena(4, 64)
 	b.AddCopy(Record{Seq: 7, Meta: map[string]string{"k": "v"}}, []byte("line"))
 	b.spans = append(b.spans, ackSpan{n: 1})
-	recs := b.recs[:1]
+	b.slots = append(b.slots, "decoded")
+	recs, slots := b.recs[:1], b.slots[:1]
 	recycle([]*batch{b})
 	if recs[0].Meta != nil || recs[0].Payload != nil {
 		t.Errorf("a recycled record still holds %+v", recs[0])
+	}
+	if slots[0] != nil || len(b.slots) != 0 {
+		t.Errorf("a recycled batch still holds decoded values %v", slots)
 	}
 	if b.Len() != 0 || b.PayloadBytes() != 0 || len(b.spans) != 0 || b.copied != 0 || b.pooled {
 		t.Errorf("a recycled batch is not empty: %d records, %d bytes, %d spans, %d copied", b.Len(), b.PayloadBytes(), len(b.spans), b.copied)
 	}
 }
 
-// releasingSink keeps nothing of a record past Write when releases says so.
-type releasingSink struct{ releases bool }
+// forgetfulSink is a sink that says whether it keeps records past Write.
+type forgetfulSink struct{ forgets bool }
 
-func (releasingSink) Write(context.Context, []*Record) error { return nil }
-func (releasingSink) Close() error                           { return nil }
-func (s releasingSink) ReleasesRecords() bool                { return s.releases }
+func (forgetfulSink) Write(context.Context, []*Record) error { return nil }
+func (forgetfulSink) Close() error                           { return nil }
+func (s forgetfulSink) ReleasesRecords() bool                { return s.forgets }
 
-// envelopeSink is a DLQ target that is not a LineSink.
-type envelopeSink struct{}
+// keepingSink is a sink that says nothing about what it keeps.
+type keepingSink struct{}
 
-func (envelopeSink) Write(context.Context, []*Record) error { return nil }
-func (envelopeSink) Close() error                           { return nil }
+func (keepingSink) Write(context.Context, []*Record) error { return nil }
+func (keepingSink) Close() error                           { return nil }
 
-// TestReleasingSinkRecycles: a route whose sink says it keeps no record
-// past its write reuses its batches, as a line route does, unless a
-// handler, a DLQ target that is not a line sink, or a source answering
-// after the ack may still hold them; its sink still gets records.
-func TestReleasingSinkRecycles(t *testing.T) {
-	for _, tc := range []struct {
+// TestRecyclesOnlyWhatNothingKeeps: a route reuses its batches only when
+// its sink and DLQ keep nothing of a record once written (a line sink, or
+// a ReleasingSink saying so) and no handler, output step or step off
+// the allow-list could keep one; a sink writing records, not lines, still
+// gets records.
+func TestRecyclesOnlyWhatNothingKeeps(t *testing.T) {
+	var lineDLQ LineSink = &lineSinkStub{}
+	tests := []struct {
 		name     string
-		sink     Sink
-		dlq      Sink
+		sink     sink
+		dlq      sink
+		steps    []step
+		outSteps []recordStep
 		handler  bool
-		recycles bool
+		want     bool
 	}{
-		{"releasing", releasingSink{true}, nil, false, true},
-		{"not releasing", releasingSink{false}, nil, false, false},
-		{"plain sink", envelopeSink{}, nil, false, false},
-		{"with a handler", releasingSink{true}, nil, true, false},
-		{"DLQ of envelopes", releasingSink{true}, envelopeSink{}, false, false},
-	} {
+		{name: "forgetting sink", sink: forgetfulSink{true}, steps: []step{&idStep{}, &dedupStep{}}, want: true},
+		{name: "forgetting sink, line DLQ", sink: forgetfulSink{true}, dlq: lineDLQ, want: true},
+		{name: "sink that does not forget", sink: forgetfulSink{false}},
+		{name: "sink that says nothing", sink: keepingSink{}},
+		{name: "record DLQ", sink: forgetfulSink{true}, dlq: keepingSink{}},
+		{name: "handler", sink: forgetfulSink{true}, handler: true},
+		{name: "output step", sink: forgetfulSink{true}, outSteps: []recordStep{&filterStep{}}},
+		{name: "map step", sink: forgetfulSink{true}, steps: []step{&mapStep{}}},
+		{name: "line sink", sink: &lineSinkStub{}, want: true},
+	}
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &route{sink: tc.sink, dlq: tc.dlq}
+			rt := &route{sink: tc.sink, dlq: tc.dlq, steps: tc.steps, outSteps: tc.outSteps}
 			rt.linesPassThrough(tc.handler)
-			if rt.recycles != tc.recycles {
-				t.Errorf("recycles = %v, want %v", rt.recycles, tc.recycles)
+			if rt.recycles != tc.want {
+				t.Errorf("recycles = %v, want %v", rt.recycles, tc.want)
 			}
-			if rt.lineSink != nil {
-				t.Errorf("a sink of records was taken as a line sink")
+			if _, lines := tc.sink.(*lineSinkStub); rt.lineSink != nil != (lines && tc.want) {
+				t.Errorf("lineSink = %v", rt.lineSink)
 			}
 		})
 	}
 }
+
+// lineSinkStub is a sink writing bare lines.
+type lineSinkStub struct{ keepingSink }
+
+func (*lineSinkStub) WriteLines(context.Context, [][]byte) error { return nil }
+func (*lineSinkStub) WritesLines() bool                          { return true }

@@ -49,6 +49,10 @@ type Record struct {
 	// then Meta is nil.
 	id    string
 	hasID bool
+	// idValue is id boxed as the id expression's value was (a decoded
+	// string field), so a program reading meta["mqb.id"] returns it
+	// without boxing id again; nil when it was not one (metaid.go).
+	idValue any
 
 	state  recState
 	reason string // why the record is dead
@@ -170,7 +174,7 @@ func (g *idMinter) seed() {
 
 func (r *Record) setMeta(k, v string) {
 	if k == metaID && (r.hasID || r.Meta == nil) {
-		r.id, r.hasID = v, true
+		r.id, r.hasID, r.idValue = v, true, nil
 		return
 	}
 	r.flushMeta()

@@ -45,7 +45,11 @@ func newPayloadSlots(fields map[string]bool, progs []*program) *payloadSlots {
 // that is not JSON is dead.
 func (ps *payloadSlots) decode(w *worker, b *batch) {
 	n := len(ps.names)
-	slab := make([]any, len(b.recs)*n)
+	if cap(b.slots) < len(b.recs)*n {
+		b.slots = make([]any, len(b.recs)*n)
+	}
+	b.slots = b.slots[:len(b.recs)*n]
+	slab := b.slots
 	for i := range slab {
 		slab[i] = absentField{}
 	}

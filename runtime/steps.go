@@ -69,7 +69,7 @@ func (s *idStep) apply(w *worker, b *batch) error {
 		}
 		switch {
 		case err == nil && present && str != "":
-			r.setMeta(metaID, str)
+			r.setIDValue(str, v)
 		case s.premise == "":
 			// No identity; a later reader of mqb.id says so.
 		case err != nil:

@@ -7,6 +7,11 @@
 //	go run ./bench/compare -n 1000000 -runs 5
 //	go run ./bench/compare -only sqlite,sqlite-dedup -runs 5
 //	go run ./bench/compare -only sqlite -pg postgres://u@127.0.0.1:5432/db
+//	go run ./bench/compare -only sqlite -mqbc old=/tmp/mqbc-old,new=/tmp/mqbc-new
+//
+// With several mqbc binaries (-mqbc name=path,…), each run of a pair runs
+// every binary's side in turn, then the reference: one row per binary,
+// measured against the same reference runs in one session.
 //
 // Pairs:
 //
@@ -98,7 +103,7 @@ func run(args []string, stdout io.Writer) error {
 	n := fs.Int("n", 500000, "records in the generated input")
 	runs := fs.Int("runs", 5, "runs of each side of a pair (alternating)")
 	only := fs.String("only", "", "run the pairs named, comma-separated: file, sqlite, sqlite-dedup, postgres, postgres-copy, postgres-cap, benthos")
-	mqbc := fs.String("mqbc", "", "the mqbc binary (default: build ./cmd/mqbc)")
+	mqbc := fs.String("mqbc", "", "the mqbc binary (default: build ./cmd/mqbc), or several to compare in one run: name=path,name=path")
 	pg := fs.String("pg", "", "a PostgreSQL URL for the postgres pair (a table bench_orders is created and dropped)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -122,6 +127,10 @@ func run(args []string, stdout io.Writer) error {
 			return fmt.Errorf("build mqbc: %v", err)
 		}
 	}
+	bins, err := parseBinaries(*mqbc)
+	if err != nil {
+		return err
+	}
 	input := filepath.Join(dir, "orders.jsonl")
 	if err := orders.Generate(input, *n); err != nil {
 		return err
@@ -129,16 +138,27 @@ func run(args []string, stdout io.Writer) error {
 	st, _ := os.Stat(input)
 	fmt.Fprintf(stdout, "input: %d records, %.1f MB; %d runs per side, alternating\n\n", *n, float64(st.Size())/1e6, *runs)
 
-	pairs := []pair{filePair(*mqbc, input), sqlitePair(*mqbc, input, false), sqlitePair(*mqbc, input, true)}
-	if *pg != "" {
-		pairs = append(pairs, pgPairs(*mqbc, input, *pg)...)
+	pairsOf := func(mqbc string) []pair {
+		pairs := []pair{filePair(mqbc, input), sqlitePair(mqbc, input, false), sqlitePair(mqbc, input, true)}
+		if *pg != "" {
+			pairs = append(pairs, pgPairs(mqbc, input, *pg)...)
+		}
+		if b := os.Getenv("BENTHOS"); b != "" {
+			pairs = append(pairs, benthosPair(mqbc, input, b))
+		}
+		return pairs
 	}
-	if b := os.Getenv("BENTHOS"); b != "" {
-		pairs = append(pairs, benthosPair(*mqbc, input, b))
+	pairs := pairsOf(bins[0].path)
+	// mqbs[i][j] is pair i's mqb side run by binary j.
+	mqbs := make([][]cmdSpec, len(pairs))
+	for _, b := range bins {
+		for i, p := range pairsOf(b.path) {
+			mqbs[i] = append(mqbs[i], p.mqb)
+		}
 	}
 	fmt.Fprintf(stdout, "%-18s %14s %14s %8s %12s %12s %9s %9s %14s %14s\n", "pair", "mqb rec/s", "ref rec/s", "ratio", "mqb RSS", "ref RSS",
 		"mqb CPU", "ref CPU", "mqb rec/CPU-s", "ref rec/CPU-s")
-	for _, p := range pairs {
+	for i, p := range pairs {
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), p.key) {
 			continue
 		}
@@ -146,23 +166,53 @@ func run(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "%-18s skipped: %s is not installed\n", p.name, missing)
 			continue
 		}
-		var ms, rs []sample
+		ms := make([][]sample, len(bins))
+		var rs []sample
 		for r := range *runs {
-			m, err := timeRun(dir, fmt.Sprintf("%s-mqb-%d", p.name, r), p.mqb, *n)
-			if err != nil {
-				return fmt.Errorf("%s, mqb: %v", p.name, err)
+			for j, b := range bins {
+				m, err := timeRun(dir, fmt.Sprintf("%s-mqb%d-%d", p.name, j, r), mqbs[i][j], *n)
+				if err != nil {
+					return fmt.Errorf("%s, mqb %s: %v", p.name, b.name, err)
+				}
+				ms[j] = append(ms[j], m)
 			}
 			ref, err := timeRun(dir, fmt.Sprintf("%s-ref-%d", p.name, r), p.ref, *n)
 			if err != nil {
 				return fmt.Errorf("%s, %s: %v", p.name, p.ref.name, err)
 			}
-			ms, rs = append(ms, m), append(rs, ref)
+			rs = append(rs, ref)
 		}
-		m, ref := median(ms), median(rs)
-		fmt.Fprintf(stdout, "%-18s %14.0f %14.0f %7.2fx %9d MiB %9d MiB %8.2fs %8.2fs %14.0f %14.0f   (vs %s)\n",
-			p.name, m.rate, ref.rate, m.rate/ref.rate, m.rss/1024, ref.rss/1024, m.cpu, ref.cpu, m.perCPU(*n), ref.perCPU(*n), p.ref.name)
+		ref := median(rs)
+		for j, b := range bins {
+			m, name := median(ms[j]), p.name
+			if b.name != "" {
+				name += " " + b.name
+			}
+			fmt.Fprintf(stdout, "%-18s %14.0f %14.0f %7.2fx %9d MiB %9d MiB %8.2fs %8.2fs %14.0f %14.0f   (vs %s; per CPU-s %.2fx)\n",
+				name, m.rate, ref.rate, m.rate/ref.rate, m.rss/1024, ref.rss/1024, m.cpu, ref.cpu, m.perCPU(*n), ref.perCPU(*n), p.ref.name, m.perCPU(*n)/ref.perCPU(*n))
+		}
 	}
 	return nil
+}
+
+// binary is an mqbc binary to time; name is "" for the only one.
+type binary struct{ name, path string }
+
+// parseBinaries reads -mqbc: one path, or name=path pairs separated by
+// commas.
+func parseBinaries(flag string) ([]binary, error) {
+	if !strings.Contains(flag, "=") {
+		return []binary{{path: flag}}, nil
+	}
+	var bins []binary
+	for _, f := range strings.Split(flag, ",") {
+		name, path, ok := strings.Cut(f, "=")
+		if !ok || name == "" || path == "" {
+			return nil, fmt.Errorf("-mqbc %q: want name=path,name=path", flag)
+		}
+		bins = append(bins, binary{name, path})
+	}
+	return bins, nil
 }
 
 // timeRun runs spec once in a fresh directory and returns its rate over n

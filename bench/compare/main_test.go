@@ -65,3 +65,33 @@ func TestComparePostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareBinaries: with two mqbc binaries the SQLite pair prints a
+// row for each, both against the same reference runs.
+func TestCompareBinaries(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	mqbc := filepath.Join(t.TempDir(), "mqbc")
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", mqbc, "./cmd/mqbc")
+	build.Dir = strings.TrimSpace(string(root))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build mqbc: %v\n%s", err, out)
+	}
+	var out strings.Builder
+	if err := run([]string{"-n", "2000", "-runs", "1", "-only", "sqlite", "-mqbc", "old=" + mqbc + ",new=" + mqbc}, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, name := range []string{"file→SQLite old", "file→SQLite new"} {
+		if !strings.Contains(out.String(), "\n"+name+" ") {
+			t.Errorf("no row %q in\n%s", name, out.String())
+		}
+	}
+	if _, err := parseBinaries("old=a,new"); err == nil {
+		t.Error("parseBinaries took a name without a path")
+	}
+}

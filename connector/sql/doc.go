@@ -14,7 +14,10 @@
 // checks the premises the compiler's
 // proof rests on — the unique index a conflict clause names, the columns
 // a replace keeps stable (premise.go) — and that a key column stores its
-// values as they are (columnfit.go).
+// values as they are (columnfit.go). A SQLite sink keeps nothing of a
+// record once its batch is written (SQLite copies each bound value, and
+// the sink clears its own), and says so (runtime.ReleasingSink): the
+// engine then reuses the memory of a route's acked batches.
 //
 // The source pages a table or query by a unique integer cursor column,
 // which is its position. Reading and writing one database at concurrency

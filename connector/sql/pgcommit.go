@@ -70,14 +70,16 @@ func (s *sqlSink) SyncOnCommit() {
 	}
 }
 
-// ReleasesRecords: a PostgreSQL sink keeps nothing of a record once
-// Write returned (see runtime.ReleasingSink): rows are rendered into
-// buffers of the write's own, and a binary COPY's reader is stopped
-// before Write returns (binaryCopyReader.stop), so the route reuses its
-// batches instead of allocating each one's records and payloads anew.
-// SQLite and MySQL sinks are not checked for it and say false.
+// ReleasesRecords says the sink keeps nothing of a record once Write
+// returned (see runtime.ReleasingSink), so the route reuses its batches
+// instead of allocating each one's records and payloads anew. A SQLite
+// sink binds each value into its statement, which copies it, and clears
+// its bound values after each batch; a PostgreSQL sink renders rows into
+// buffers of the write's own, and a binary COPY's reader is stopped before
+// Write returns (binaryCopyReader.stop). MySQL sinks are not checked for
+// it and say false.
 func (s *sqlSink) ReleasesRecords() bool {
-	return s.server != nil && s.server.dialect == dialectPostgres
+	return s.server == nil || s.server.dialect == dialectPostgres
 }
 
 var _ runtime.ReleasingSink = (*sqlSink)(nil)

@@ -236,6 +236,12 @@ func (s *sqlSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	var absorbed int64
 	err := s.conn.Raw(func(dc any) error {
 		c := dc.(*sqlite3.SQLiteConn)
+		// Hold no record's values past its batch (ReleasesRecords).
+		defer func() {
+			for i := range s.nv {
+				s.nv[i].Value = nil
+			}
+		}()
 		tx, err := c.BeginTx(ctx, driver.TxOptions{})
 		if err != nil {
 			batchErr = s.batchError("begin", err)

@@ -164,6 +164,9 @@ func writeBatches(t *testing.T, ddl, insert string, chunked bool) writeOutcome {
 		if err := s.Write(ctx, recs); err != nil {
 			t.Fatal(err)
 		}
+		if held := heldValues(s); held != "" {
+			t.Fatalf("after Write the sink still holds %s, yet it says it releases records (the engine reuses their memory)", held)
+		}
 		for j, r := range recs {
 			if why := r.Refused(); why != "" {
 				fmt.Fprintf(&refused, "%d %s: %s\n", i-size+j, r.Payload, why)
@@ -191,6 +194,33 @@ func writeBatches(t *testing.T, ddl, insert string, chunked bool) writeOutcome {
 	})
 	out.table = strings.Join(rows, "\n")
 	return out
+}
+
+// heldValues names the values bound from records that s still holds, or
+// is "": a SQLite sink says it releases records (ReleasesRecords).
+func heldValues(s *sqlSink) string {
+	if !s.ReleasesRecords() {
+		return "nothing, and says it does not forget records"
+	}
+	var held []string
+	for i, v := range s.vals {
+		if v != nil {
+			held = append(held, fmt.Sprintf("vals[%d] = %v", i, v))
+		}
+	}
+	for i, v := range s.nv {
+		if v.Value != nil {
+			held = append(held, fmt.Sprintf("nv[%d] = %v", i, v.Value))
+		}
+	}
+	if s.multi != nil {
+		for i, v := range s.multi.nv {
+			if v.Value != nil {
+				held = append(held, fmt.Sprintf("multi.nv[%d] = %v", i, v.Value))
+			}
+		}
+	}
+	return strings.Join(held, ", ")
 }
 
 // BenchmarkSQLiteSinkWrite: the SQLite sink alone, batches of 1024 new
