@@ -211,7 +211,11 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			g.reasons = append(g.reasons, "note: no dedup with a stable key before the broker, so consumers see every replay")
 		}
 	}
-	dlqReasons, dlqPremises := rc.dlqReasons(outbox, !outbox && handler == nil && rc.outboxMayApply(source, sink))
+	mayOutbox := !outbox && handler == nil && rc.outboxMayApply(source, sink)
+	if outbox || mayOutbox {
+		rc.outboxDedups(&g, handler, sink, sp, mayOutbox)
+	}
+	dlqReasons, dlqPremises := rc.dlqReasons(outbox, mayOutbox)
 	g.reasons = append(g.reasons, dlqReasons...)
 	// The dlq's premises are checked whatever the route's verdict: the
 	// dlq's own effectively-once rests on them.

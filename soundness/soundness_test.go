@@ -20,13 +20,6 @@ import (
 // yet: the test skips them, naming the issue that fixes them. Remove an
 // entry when its fix lands (the test then keeps it fixed).
 var knownFalse = map[string]string{
-	// Open: a dedup step on a transactional outbox route (sql source and
-	// sink on one database) forgets, after a kill, the keys of records
-	// the outbox position already passed (the dedup store commits with
-	// the checkpoint, the outbox ahead of it): a later repeat is written
-	// again on an exactly-once route (found by the first outbox hunt,
-	// seeds 964 and 1933).
-	"outbox-dedup": "open: dedup memory behind the outbox position (see the case's header)",
 	// Fixed on main by the dlq's premises (a dead-letter table whose proof
 	// rests on a per-record premise is at-least-once; its start-up
 	// premises are checked): dlq-null-key and seed-142 (a dlq keyed by a
@@ -66,6 +59,11 @@ var knownFalse = map[string]string{
 	// records under at-least-once and changing an effectively-once
 	// route's output) are fixed by parts that name elements by their
 	// record's position and their index (mustRun keeps them running).
+	// outbox-dedup (a dedup step on a transactional outbox route forgot,
+	// after a kill, the keys of records the outbox position had passed,
+	// and a later repeat was written again on an exactly-once route) is
+	// fixed by the verdict: such a route is at-least-once unless the sink
+	// absorbs every repeat of the dedup's key (compiler/prove_outbox_dedup.go).
 }
 
 // mustRun are regression cases fixed by running, not by rejection: the

@@ -172,7 +172,7 @@ func Markdown() []byte {
 	w("the source, each filter, the handler, the sink, and each branch of a `switch`, `request` or\n")
 	w("`fanout`. The reasons list each effect; `not effectively-once:` names the ones that weaken it.\n\n")
 	w("| verdict | means |\n| --- | --- |\n")
-	w("| `exactly-once` | The source position commits in the sink's own transaction (the transactional outbox): no row is written twice. |\n")
+	w("| `exactly-once` | The source position commits in the sink's own transaction (the transactional outbox): no row is written twice. A `dedup` step the sink does not make redundant keeps the route at-least-once: its memory commits after the outbox position. |\n")
 	w("| `effectively-once` | Replays happen, but every effect absorbs them: a crash loop ends with exactly the rows of a clean run. |\n")
 	w("| `at-least-once` | Nothing is lost, but a replay can land a record twice (or, through a per-delivery `switch` or `filter`, in another branch). |\n")
 	w("| `at-most-once` | A crash can lose records: the source cannot replay what it handed out (core NATS, a file in `subscribe` mode), or a filter drops a replay by the outcome of its own earlier write. |\n")
