@@ -78,6 +78,10 @@ type sinkProof struct {
 	// dead-lettered instead of passed on, so as a handler it keeps the
 	// record from the sink after it.
 	replayFails bool
+	// replayWhy says why a repeat of a write with a conflict clause can
+	// fail (upsertMayFailOnReplay); "" for a plain INSERT or a statement
+	// mqb cannot read.
+	replayWhy string
 	// loses: a record can reach none of the writes (a switch on the
 	// outcome of the record's own write, with no default): at-most-once.
 	loses    string
@@ -143,7 +147,11 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			what := "its plain INSERT fails when replayed (the table has, or may have, a unique key on what it inserts)"
 			fails := "a replay fails on a unique key"
 			fix := strings.TrimPrefix(hp.missing, "sink write is not idempotent: plain INSERT; ")
-			if fix == hp.missing {
+			if hp.replayWhy != "" {
+				what = hp.replayWhy
+				fails = "a replay may fail on a unique key its conflict clause does not handle"
+				fix = strings.TrimPrefix(strings.TrimPrefix(hp.missing, "sink write is not proven idempotent: "), "sink write is not idempotent: ")
+			} else if fix == hp.missing {
 				// A statement mqb cannot read: it may be such an INSERT.
 				what = "its statement, which mqb cannot read in full, may fail when replayed (a plain INSERT into a keyed table does)"
 				fails = "a replay may fail"

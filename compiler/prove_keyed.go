@@ -105,7 +105,63 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 	}
 	p = rc.proveUpsert(n, ins, parts, d)
 	p.table = ins.table
+	if !p.ok && rc.upsertMayFailOnReplay(n, ins, parts, d) {
+		p.replayFails = true
+		p.replayWhy = fmt.Sprintf("its %s may fail when replayed: the repeat does not conflict on the target (a column of it is not inserted, or is bound per delivery), so it fails when table %s has another unique key among the inserted columns", ins.clause, ins.table)
+	}
 	return p
+}
+
+// upsertMayFailOnReplay reports whether the repeat of a write with a
+// conflict clause can fail on a unique key the clause does not handle (a
+// handler's failed replay then keeps the record from the sink). It cannot
+// when the clause handles any key (DO NOTHING without a target, IGNORE,
+// REPLACE, ON DUPLICATE KEY UPDATE), or when every column of its conflict
+// target is inserted from a stable value: the repeat then conflicts on the
+// target itself, which the clause handles. Otherwise the repeat conflicts
+// on no target and fails on any other unique key among the inserted
+// columns (a conflict target the INSERT does not write is NULL, and NULL
+// never conflicts): unless create_table shows that there is none, it may.
+func (rc *routeCtx) upsertMayFailOnReplay(n *nodeInfo, ins *sqlInsert, parts []partInfo, d sqlDialect) bool {
+	if ins.kind != conflictColumns {
+		return false
+	}
+	targetStable := len(ins.targets) > 0
+	for _, col := range ins.targets {
+		i := indexOf(ins.columns, col)
+		if i < 0 {
+			targetStable = false
+			break
+		}
+		if st, _, _ := ins.columnStability(i, parts, d); !st.Stable {
+			targetStable = false
+			break
+		}
+	}
+	if targetStable {
+		return false
+	}
+	keys, _, found := rc.tableKeys(n, ins.table, d)
+	if !found || keys.unsure {
+		return true // a table mqb cannot see in full may have one
+	}
+	inserted := map[string]bool{}
+	for _, c := range ins.columns {
+		inserted[strings.ToLower(c)] = true
+	}
+	for _, u := range keys.uniques {
+		if sameColumnSet(u, ins.targets) {
+			continue // the target: bound per delivery or not written
+		}
+		all := len(u) > 0
+		for _, c := range u {
+			all = all && inserted[strings.ToLower(c)]
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // proveUpsert proves an INSERT with conflict handling: its key bound to
