@@ -792,7 +792,7 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 		}
 	}
 	if keyed && !key.volatile && g.reorders() &&
-		(strings.Contains(conflict, "DO NOTHING") || verb == "INSERT OR IGNORE INTO") {
+		(strings.Contains(conflict, "DO NOTHING") || verb == "INSERT OR IGNORE INTO" || updateKeepsInserted(conflict, cols[1:])) {
 		art.FirstWins = true
 	}
 	if keyed && !key.volatile {
@@ -827,4 +827,22 @@ func (g *routeGen) sqlLeaf(group string, report bool) string {
 	}
 	b.WriteString("}")
 	return b.String()
+}
+
+// updateKeepsInserted reports whether a DO UPDATE leaves a column the
+// INSERT writes as the first insert of its key wrote it (SET qty = … WHERE
+// a guard keeps body): like DO NOTHING, which record of a key wrote that
+// column is the order the sink workers applied them, in a clean run too.
+func updateKeepsInserted(conflict string, cols []string) bool {
+	_, sets, ok := strings.Cut(conflict, "DO UPDATE SET ")
+	if !ok {
+		return false
+	}
+	sets, _, _ = strings.Cut(sets, " WHERE ")
+	for _, c := range cols {
+		if !strings.Contains(sets, c+" = ") {
+			return true
+		}
+	}
+	return false
 }

@@ -409,3 +409,24 @@ func TestNestedClockFieldIsVolatile(t *testing.T) {
 		t.Fatal("no file sink after payload.extra.at in 400 seeds")
 	}
 }
+
+// TestUpdateKeepsInserted: a DO UPDATE that leaves an inserted column as
+// the first insert wrote it is first-wins under reordering (seed-13119).
+func TestUpdateKeepsInserted(t *testing.T) {
+	cols := []string{"qty", "body"}
+	for _, tc := range []struct {
+		conflict string
+		want     bool
+	}{
+		{"ON CONFLICT (id) DO NOTHING", false},
+		{"ON CONFLICT (id) DO UPDATE SET qty = excluded.qty, body = excluded.body", false},
+		{"ON CONFLICT (id) DO UPDATE SET qty = excluded.qty WHERE excluded.qty > t1.qty", true},
+		{"ON CONFLICT (id) DO UPDATE SET qty = t1.qty + excluded.qty", true},
+		{"ON CONFLICT (id) DO UPDATE SET body = 'updated'", true},
+		{"ON CONFLICT (id) DO UPDATE SET qty = excluded.qty, body = excluded.body WHERE excluded.qty > t1.qty", false},
+	} {
+		if got := updateKeepsInserted(tc.conflict, cols); got != tc.want {
+			t.Errorf("updateKeepsInserted(%q) = %v, want %v", tc.conflict, got, tc.want)
+		}
+	}
+}
