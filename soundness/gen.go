@@ -558,6 +558,7 @@ func (g *routeGen) switchSink(depth int) string {
 			saved := g.rng
 			g.rng = rand.New(rand.NewPCG(leaf, 1))
 			defer func() { g.rng = saved }()
+			defer g.c.sideStreamsFrom(leaf)()
 			return g.sink(depth+1, group)
 		}
 		return fmt.Sprintf("switch {\non = string(now().Nanosecond() %% 2)\ncase \"0\" { to %s }\ndefault { to %s }\n}", mk(), mk())
@@ -845,4 +846,27 @@ func updateKeepsInserted(conflict string, cols []string) bool {
 		}
 	}
 	return false
+}
+
+// sideStreamsFrom points every side stream the case has (the shapes added
+// later, each drawing from a stream of its own) at one seeded from leaf,
+// and returns what puts them back. The branches of a switch on a
+// per-delivery value must be built alike (a record may land in either, and
+// they are one comparison group): drawing a later shape from the case's
+// own stream would give the two branches different sinks (seed-13191: one
+// keyed by now(), the other by env("HOME")).
+func (c *Case) sideStreamsFrom(leaf uint64) (restore func()) {
+	streams := []**rand.Rand{&c.aux, &c.ext, &c.tx, &c.srv, &c.ch, &c.sq, &c.dq, &c.un, &c.rch, &c.obx, &c.envx, &c.obj}
+	saved := make([]*rand.Rand, len(streams))
+	for i, p := range streams {
+		saved[i] = *p
+		if *p != nil {
+			*p = rand.New(rand.NewPCG(leaf, uint64(i)+2))
+		}
+	}
+	return func() {
+		for i, p := range streams {
+			*p = saved[i]
+		}
+	}
 }

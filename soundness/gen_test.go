@@ -430,3 +430,40 @@ func TestUpdateKeepsInserted(t *testing.T) {
 		}
 	}
 }
+
+// TestPerDeliverySwitchBranchesAlike: the branches of a switch on a
+// per-delivery value (gen.go's switchSink) are one comparison group, so
+// they are built alike but for their names, even when a later shape's
+// stream draws in them (seed-13191 keyed one branch by now() and the other
+// by env("HOME")): their artifacts read back alike.
+func TestPerDeliverySwitchBranchesAlike(t *testing.T) {
+	group := regexp.MustCompile(`/switch\d+$`)
+	found := 0
+	for seed := uint64(13000); seed < 13600; seed++ {
+		c, err := generateFrom(seed, 3, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range c.Routes {
+			first := map[string]Artifact{}
+			for _, a := range r.Artifacts {
+				if !group.MatchString(a.Group) {
+					continue
+				}
+				f, ok := first[a.Group]
+				if !ok {
+					first[a.Group] = a
+					found++
+					continue
+				}
+				if f.Kind != a.Kind || !slices.Equal(f.Volatile, a.Volatile) || !slices.Equal(f.Mutable, a.Mutable) ||
+					f.FirstWins != a.FirstWins || f.KeyOnly != a.KeyOnly || f.ByContent != a.ByContent {
+					t.Errorf("seed %d, route %s: the branches of group %s are not alike:\n%+v\n%+v", seed, r.Name, a.Group, f, a)
+				}
+			}
+		}
+	}
+	if found < 5 {
+		t.Fatalf("only %d per-delivery switches drawn", found)
+	}
+}
