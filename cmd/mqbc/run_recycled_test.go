@@ -47,8 +47,9 @@ func recycledInput(t *testing.T, path string, n int, bad func(i int) bool) []str
 }
 
 // checkEnvelopes reads a DLQ file and checks each envelope holds the
-// payload read at its position, with a reason; it returns the positions.
-func checkEnvelopes(t *testing.T, path string, lines []string, reason string) map[uint64]bool {
+// payload read at its position, with a reason, and (once) no position
+// twice; it returns the positions.
+func checkEnvelopes(t *testing.T, path string, lines []string, reason string, once bool) map[uint64]bool {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -73,7 +74,7 @@ func checkEnvelopes(t *testing.T, path string, lines []string, reason string) ma
 		if !strings.Contains(e.Error, reason) {
 			t.Errorf("DLQ envelope at position %d: reason %q lacks %q", e.Position, e.Error, reason)
 		}
-		if seen[e.Position] {
+		if once && seen[e.Position] {
 			t.Errorf("DLQ holds position %d twice", e.Position)
 		}
 		seen[e.Position] = true
@@ -125,7 +126,7 @@ func TestRecycledRoutesKeepEachRecordsBytes(t *testing.T) {
 		if len(got) != len(want) {
 			t.Errorf("output holds %d records, want %d", len(got), len(want))
 		}
-		dlq := checkEnvelopes(t, filepath.Join(dir, "dlq.jsonl"), lines, "")
+		dlq := checkEnvelopes(t, filepath.Join(dir, "dlq.jsonl"), lines, "", true)
 		for i := range n {
 			if bad(i) != dlq[uint64(i)] {
 				t.Errorf("record %d: bad %v, dead-lettered %v", i, bad(i), dlq[uint64(i)])
@@ -187,7 +188,7 @@ func TestRecycledRoutesKeepEachRecordsBytes(t *testing.T) {
 		if count != n-countBad(n, bad) {
 			t.Errorf("%d rows, want %d", count, n-countBad(n, bad))
 		}
-		dlq := checkEnvelopes(t, filepath.Join(dir, "dlq.jsonl"), lines, "")
+		dlq := checkEnvelopes(t, filepath.Join(dir, "dlq.jsonl"), lines, "", true)
 		for i := range n {
 			if bad(i) != dlq[uint64(i)] {
 				t.Errorf("record %d: bad %v, dead-lettered %v", i, bad(i), dlq[uint64(i)])
