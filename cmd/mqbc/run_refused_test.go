@@ -4,9 +4,31 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
+
+var (
+	namedFirst   = regexp.MustCompile(`the first, record (\d+):`)
+	checkpointRE = regexp.MustCompile(`checkpoint  record (\d+),`)
+)
+
+// checkpointRecord is the record route r's checkpoint in dir resumes at.
+func checkpointRecord(t *testing.T, dir string) int {
+	t.Helper()
+	state := runIn(t, dir, "state", "show", "r.mqb")
+	if strings.Contains(state.stdout, "checkpoint  none") {
+		return 0
+	}
+	m := checkpointRE.FindStringSubmatch(state.stdout)
+	if m == nil {
+		t.Fatalf("no checkpoint:\n%s%s", state.stdout, state.stderr)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
 
 // refusedRoute: a SQLite table that refuses qty 77 (a CHECK), with a dlq
 // block in %s.
@@ -73,12 +95,18 @@ func TestRefusedRecordsStopThePosition(t *testing.T) {
 			if first.code != exitError {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", first.code, exitError, first.stdout, first.stderr)
 			}
-			if want := fmt.Sprintf("the first, record %d:", tc.firstLost); !strings.Contains(first.stderr, want) {
-				t.Errorf("stderr lacks %q:\n%s", want, first.stderr)
+			// With two sink workers, a group before the first lost record
+			// may be left unwritten when the route stops: the position is
+			// then before it, and the error names the earliest record lost.
+			all := namedFirst.FindAllStringSubmatch(first.stderr, -1)
+			if all == nil {
+				t.Fatalf("stderr names no first record lost:\n%s", first.stderr)
 			}
-			state := runIn(t, dir, "state", "show", "r.mqb")
-			if want := fmt.Sprintf("checkpoint  record %d,", tc.firstLost); !strings.Contains(state.stdout, want) {
-				t.Errorf("the checkpoint is not at the first record lost (%q):\n%s%s", want, state.stdout, state.stderr)
+			named := all[len(all)-1] // the run's error; the log may name the first worker's
+			cp := checkpointRecord(t, dir)
+			if cp > tc.firstLost || named[1] != fmt.Sprint(tc.firstLost) && cp == tc.firstLost {
+				t.Errorf("checkpoint at record %d, error names record %s: want the checkpoint at or before record %d, and that record named when the position is at it\n%s",
+					cp, named[1], tc.firstLost, first.stderr)
 			}
 
 			// Fixed: a dlq that takes every record.
@@ -145,9 +173,8 @@ func TestFailedStepStopsThePosition(t *testing.T) {
 			if res.code != exitError || !strings.Contains(res.stderr, "the first, record 1500:") {
 				t.Fatalf("exit %d, want %d naming record 1500\nstdout:\n%s\nstderr:\n%s", res.code, exitError, res.stdout, res.stderr)
 			}
-			state := runIn(t, dir, "state", "show", "r.mqb")
-			if !strings.Contains(state.stdout, "checkpoint  record 1500,") {
-				t.Errorf("the checkpoint is not at record 1500:\n%s%s", state.stdout, state.stderr)
+			if cp := checkpointRecord(t, dir); cp != 1500 {
+				t.Errorf("the checkpoint is at record %d, not 1500", cp)
 			}
 		})
 	}
