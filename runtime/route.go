@@ -87,6 +87,7 @@ type route struct {
 	unmatched []*UnmatchedCount
 
 	failOnce sync.Once
+	failMu   sync.Mutex // failErr, while the route's goroutines run
 	failErr  error
 	failed   atomic.Bool
 	stopRead context.CancelFunc
@@ -152,9 +153,17 @@ func (rt *route) close() error {
 
 // fail stops the route after a failure nothing can absorb: reading stops,
 // the failed batch is never acked, and what was acked before is committed.
+//
+// Sink workers fail concurrently: when each lost records, the error kept
+// names the earliest of them, where the position stopped and the rerun
+// resumes, and counts them all.
 func (rt *route) fail(err error) {
+	first := false
 	rt.failOnce.Do(func() {
+		first = true
+		rt.failMu.Lock()
 		rt.failErr = err
+		rt.failMu.Unlock()
 		rt.failed.Store(true)
 		for _, g := range rt.turns {
 			g.release()
@@ -164,6 +173,28 @@ func (rt *route) fail(err error) {
 			rt.stopRead()
 		}
 	})
+	if !first {
+		rt.failMu.Lock()
+		rt.failErr = joinLost(rt.failErr, err)
+		rt.failMu.Unlock()
+	}
+}
+
+// joinLost is the error of a route that failed with cur and then with
+// next: when both lost records, one error naming the earlier first record
+// and counting both; else cur.
+func joinLost(cur, next error) error {
+	a, ok1 := cur.(*lostRecordsError)
+	b, ok2 := next.(*lostRecordsError)
+	if !ok1 || !ok2 {
+		return cur
+	}
+	j := *a
+	if b.partition < a.partition || b.partition == a.partition && b.seq < a.seq {
+		j = *b
+	}
+	j.count = a.count + b.count
+	return &j
 }
 
 // run executes the route until its source ends (consume mode at EOF, all
@@ -679,7 +710,8 @@ func (rt *route) lostError(lost []*Record) error {
 	} else {
 		why = "the dlq refused it: " + first.sinkErr
 	}
-	return &lostRecordsError{route: rt.name, count: len(lost), where: where, reason: first.reason, why: why}
+	return &lostRecordsError{route: rt.name, count: len(lost), where: where, reason: first.reason, why: why,
+		partition: first.Partition, seq: first.Seq}
 }
 
 // lostRecordsError stops a route whose records failed with nowhere to go.
@@ -689,6 +721,9 @@ type lostRecordsError struct {
 	where  string
 	reason string
 	why    string
+	// partition and seq are the first lost record's.
+	partition int32
+	seq       uint64
 }
 
 func (e *lostRecordsError) Error() string {

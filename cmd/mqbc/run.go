@@ -162,6 +162,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		switch {
 		case r.Errors > 0: // the route's error says which; never exit 0 with errors
 			code = exitError
+		case !countsAddUp(r):
+			fmt.Fprintf(stderr, "mqbc run: route %s: its counts do not add up: in %d + added %d is not out %d + deduplicated %d + filtered %d + dead-lettered %d + errors %d; "+
+				"records may have been lost without an error, so the run fails: please report it\n",
+				r.Name, r.In, r.Added, r.Out, r.Deduplicated, r.Filtered, r.DeadLettered, r.Errors)
+			code = exitError
 		case r.Interrupted && r.Unreplayable:
 			fmt.Fprintf(stdout, "%s: interrupted after record %d (the records read are delivered); the input after it was not read and cannot be read again\n", r.Name, r.Committed)
 			if code == exitOK {
@@ -175,6 +180,14 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// countsAddUp reports whether every record a route read ended in one of
+// its other counts (runtime.RouteStats): a run whose route read a record
+// it neither delivered, dropped nor dead-lettered must not exit 0, even
+// when nothing said so.
+func countsAddUp(r runtime.RouteStats) bool {
+	return r.In+r.Added == r.Out+r.Deduplicated+r.Filtered+r.DeadLettered+r.Errors
 }
 
 func splitWords(s string) []string {

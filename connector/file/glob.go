@@ -453,6 +453,9 @@ func (g *globSource) Next(ctx context.Context, size int) (*runtime.Batch, bool, 
 				if len(line) > 0 || tooLong > 0 {
 					in.add(b, line, tooLong, n)
 				}
+				if err := in.checkUnchanged(); err != nil {
+					return nil, false, err
+				}
 				g.finish()
 				continue
 			}
@@ -491,6 +494,11 @@ func (g *globSource) Next(ctx context.Context, size int) (*runtime.Batch, bool, 
 		in.add(b, line, tooLong, n)
 		if follow && in.r.Buffered() == 0 && b.Len() > 0 {
 			break
+		}
+	}
+	if in := g.cur; in != nil {
+		if err := in.checkUnchanged(); err != nil {
+			return nil, false, err
 		}
 	}
 	return b, false, nil

@@ -466,6 +466,9 @@ func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof 
 				if len(line) > 0 || tooLong > 0 { // a last line without newline
 					s.add(b, line, tooLong, n)
 				}
+				if err := s.checkUnchanged(); err != nil {
+					return nil, false, err
+				}
 				return b, true, nil
 			}
 			if b.Len() > 0 {
@@ -501,6 +504,9 @@ func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof 
 		}
 	}
 	s.arenaHint = min(b.PayloadBytes()+b.PayloadBytes()/8, runtime.MaxBatchBytes)
+	if err := s.checkUnchanged(); err != nil {
+		return nil, false, err
+	}
 	return b, false, nil
 }
 
