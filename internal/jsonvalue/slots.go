@@ -16,15 +16,24 @@ import "reflect"
 // index must not change while the Decoder is used with it: a small one is
 // copied into a list the Decoder keeps (see slotKeys).
 func (d *Decoder) DecodeSlots(data []byte, index map[string]int, slots []any) (obj bool, err error) {
+	return d.DecodeSlotsIn(data, index, slots, nil)
+}
+
+// DecodeSlotsIn is DecodeSlots with the values it stores in slots boxed
+// in cells, their strings aliasing data where they hold no escape: no
+// allocation per value (see Cells for how long such a value is valid).
+// With cells nil it is DecodeSlots.
+func (d *Decoder) DecodeSlotsIn(data []byte, index map[string]int, slots []any, cells *Cells) (obj bool, err error) {
 	d.data, d.pos, d.build, d.depth = data, 0, false, 0
 	d.slotKeys.use(index)
-	defer func() { d.data, d.build = nil, false }()
+	defer func() { d.data, d.build, d.cells = nil, false, nil }()
 	d.skipSpace()
 	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
 		d.pos = 0
 		_, err := d.document()
 		return false, err
 	}
+	d.cells = cells
 	if err := d.slotObject(index, slots); err != nil {
 		return true, err
 	}
