@@ -193,3 +193,43 @@ func BenchmarkDecodeSlotsIn(b *testing.B) {
 		})
 	}
 }
+
+// TestStringsEveryOffset: with a quote, an escape, a control character
+// or a non-ASCII byte at every offset of strings of every length up to
+// 40, Decode, with and without Cells, agrees with encoding/json on what
+// the string holds, and refuses what is not valid JSON text.
+func TestStringsEveryOffset(t *testing.T) {
+	specials := []string{`\"`, `\\`, `\n`, `\u00e9`, `\ud83d\ude00`, "é", "😀", "\x7f", "\x01", "\t", "\xff", "\xc3", `"`, `\`, `\x`}
+	d := NewDecoder()
+	var cells Cells
+	index := map[string]int{"a": 0}
+	for n := 0; n <= 40; n++ {
+		for at := 0; at <= n; at++ {
+			for _, sp := range specials {
+				text := strings.Repeat("x", at) + sp + strings.Repeat("y", n-at)
+				doc := `{"a":"` + text + `"}`
+				var want map[string]string
+				jerr := json.Unmarshal([]byte(doc), &want)
+				valid := jerr == nil && utf8Valid(text)
+				got, err := d.Decode([]byte(doc))
+				if (err == nil) != valid {
+					t.Fatalf("Decode(%q) = %v, want valid %v (encoding/json: %v)", doc, err, valid, jerr)
+				}
+				cells.Reset(1)
+				slots := make([]any, 1)
+				_, cerr := d.DecodeSlotsIn([]byte(doc), index, slots, &cells)
+				if (cerr == nil) != valid {
+					t.Fatalf("DecodeSlotsIn(%q) = %v, want valid %v", doc, cerr, valid)
+				}
+				if !valid {
+					continue
+				}
+				if g := got.(map[string]any)["a"]; g != want["a"] || slots[0] != want["a"] {
+					t.Fatalf("%q: Decode %q, DecodeSlotsIn %q, want %q", doc, g, slots[0], want["a"])
+				}
+			}
+		}
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\x00") == s }
