@@ -20,12 +20,15 @@ type Cells struct {
 	strs   []string
 	ints   []int64
 	floats []float64
+	hint   int // room a kind gets when first used
 }
 
 // Reset empties c for the values of new documents, keeping room for about
-// n values of each kind. Every value decoded into c before becomes
-// invalid: its box is reused.
+// n values of each kind used before (a kind not used yet gets it when
+// first used). Every value decoded into c before becomes invalid: its box
+// is reused.
 func (c *Cells) Reset(n int) {
+	c.hint = n
 	c.strs = resetCells(c.strs, n)
 	c.ints = resetCells(c.ints, n)
 	c.floats = resetCells(c.floats, n)
@@ -39,10 +42,18 @@ func (c *Cells) Release() {
 }
 
 func resetCells[T any](s []T, n int) []T {
-	if cap(s) < n {
+	if cap(s) > 0 && cap(s) < n {
 		return make([]T, 0, n)
 	}
 	return s[:0]
+}
+
+// add appends v to s, with room for c.hint values when s has none.
+func add[T any](s []T, v T, hint int) []T {
+	if cap(s) == 0 {
+		s = make([]T, 0, max(hint, 16))
+	}
+	return append(s, v)
 }
 
 // eface is the layout of an any: its dynamic type and a pointer to the
@@ -70,7 +81,7 @@ func box(typ, data unsafe.Pointer) (v any) {
 // array: values boxed before keep pointing into the old one, which they
 // keep alive and nothing writes to again.
 func (c *Cells) str(s string) any {
-	c.strs = append(c.strs, s)
+	c.strs = add(c.strs, s, c.hint)
 	return box(stringType, unsafe.Pointer(&c.strs[len(c.strs)-1]))
 }
 
@@ -78,11 +89,11 @@ func (c *Cells) int(n int64) any {
 	if n >= 0 && n < 256 {
 		return n // the runtime boxes these without allocating
 	}
-	c.ints = append(c.ints, n)
+	c.ints = add(c.ints, n, c.hint)
 	return box(int64Type, unsafe.Pointer(&c.ints[len(c.ints)-1]))
 }
 
 func (c *Cells) float(f float64) any {
-	c.floats = append(c.floats, f)
+	c.floats = add(c.floats, f, c.hint)
 	return box(float64Type, unsafe.Pointer(&c.floats[len(c.floats)-1]))
 }
