@@ -52,6 +52,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqb-dev/mqb/diag"
+	"github.com/mqb-dev/mqb/internal/jsonvalue"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 	"github.com/mqb-dev/mqb/stdlib"
@@ -722,6 +723,9 @@ type Batch struct {
 	// slots backs the records' decoded payload fields (payloadSlots),
 	// kept for the batch's next use when it is reused.
 	slots []any
+	// cells boxes the values decoded into slots, their strings aliasing
+	// arena, on a route whose batches are reused (payloadSlots.alias).
+	cells jsonvalue.Cells
 	// reserved lists the dedup keys reserved for the batch: promoted when
 	// it is acked, released when it fails.
 	reserved []reservation

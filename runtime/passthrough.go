@@ -1,5 +1,7 @@
 package runtime
 
+import "slices"
+
 // A route that moves lines as they were read (file → file, stdin →
 // stdout) and whose steps leave payloads alone hands its sink the lines
 // of whole batches as the source copied them into the batch's arena, and
@@ -35,7 +37,8 @@ func recycle(group []*batch) {
 		}
 		clear(b.recs)  // no stale metadata or decoded payload kept alive
 		clear(b.slots) // nor decoded values
-		*b = Batch{recs: b.recs[:0], arena: b.arena[:0], spans: b.spans[:0], slots: b.slots[:0]}
+		b.cells.Release()
+		*b = Batch{recs: b.recs[:0], arena: b.arena[:0], spans: b.spans[:0], slots: b.slots[:0], cells: b.cells}
 		select {
 		case freeBatches <- b:
 		default: // full: the collector takes it
@@ -94,6 +97,16 @@ func (rt *route) linesPassThrough(hasHandler bool) {
 	_, dlqLines := rt.dlq.(LineSink)
 	_, replies := rt.src.(Replier)
 	rt.recycles = (rt.dlq == nil || dlqLines) && !replies
+	if rt.recycles && rt.slots != nil {
+		// Nothing keeps a decoded value past the batch's delivery, so it
+		// may alias the batch's arena and cells (payloadSlots.alias)
+		// unless a dedup step keeps its key: its store holds the key
+		// after the batch is reused.
+		rt.slots.alias = !slices.ContainsFunc(rt.steps, func(s step) bool {
+			_, dedup := s.(*dedupStep)
+			return dedup
+		})
+	}
 }
 
 // groupLines returns the lines of a group's live records, as the sink

@@ -117,23 +117,28 @@ func TestRecyclesOnlyWhatNothingKeeps(t *testing.T) {
 		outSteps []recordStep
 		handler  bool
 		want     bool
+		alias    bool // decoded values alias the batch (payloadSlots.alias)
 	}{
 		{name: "forgetting sink", sink: forgetfulSink{true}, steps: []step{&idStep{}, &dedupStep{}}, want: true},
-		{name: "forgetting sink, line DLQ", sink: forgetfulSink{true}, dlq: lineDLQ, want: true},
+		{name: "forgetting sink, line DLQ", sink: forgetfulSink{true}, dlq: lineDLQ, want: true, alias: true},
+		{name: "forgetting sink, id and filter", sink: forgetfulSink{true}, steps: []step{&idStep{}, &filterStep{}}, want: true, alias: true},
 		{name: "sink that does not forget", sink: forgetfulSink{false}},
 		{name: "sink that says nothing", sink: keepingSink{}},
 		{name: "record DLQ", sink: forgetfulSink{true}, dlq: keepingSink{}},
 		{name: "handler", sink: forgetfulSink{true}, handler: true},
 		{name: "output step", sink: forgetfulSink{true}, outSteps: []recordStep{&filterStep{}}},
 		{name: "map step", sink: forgetfulSink{true}, steps: []step{&mapStep{}}},
-		{name: "line sink", sink: &lineSinkStub{}, want: true},
+		{name: "line sink", sink: &lineSinkStub{}, want: true, alias: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &route{sink: tc.sink, dlq: tc.dlq, steps: tc.steps, outSteps: tc.outSteps}
+			rt := &route{sink: tc.sink, dlq: tc.dlq, steps: tc.steps, outSteps: tc.outSteps, slots: &payloadSlots{}}
 			rt.linesPassThrough(tc.handler)
 			if rt.recycles != tc.want {
 				t.Errorf("recycles = %v, want %v", rt.recycles, tc.want)
+			}
+			if rt.slots.alias != tc.alias {
+				t.Errorf("alias = %v, want %v", rt.slots.alias, tc.alias)
 			}
 			if _, lines := tc.sink.(*lineSinkStub); rt.lineSink != nil != (lines && tc.want) {
 				t.Errorf("lineSink = %v", rt.lineSink)

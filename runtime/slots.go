@@ -1,6 +1,10 @@
 package runtime
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/mqb-dev/mqb/internal/jsonvalue"
+)
 
 // A route whose every expression reads the payload through a plain field
 // path (payload.a, payload.a.b) decodes each JSON object into slots: the
@@ -14,6 +18,11 @@ import "sort"
 type payloadSlots struct {
 	names []string       // by slot
 	index map[string]int // name → slot
+	// alias: values are decoded into the batch's cells, their strings
+	// aliasing its arena (jsonvalue.Cells), with no allocation of their
+	// own. Only for a route that reuses a batch once nothing holds its
+	// records nor any value read from them (route.linesPassThrough).
+	alias bool
 }
 
 // absentField fills the slot of a field the record does not have (a
@@ -53,13 +62,18 @@ func (ps *payloadSlots) decode(w *worker, b *batch) {
 	for i := range slab {
 		slab[i] = absentField{}
 	}
+	var cells *jsonvalue.Cells
+	if ps.alias {
+		cells = &b.cells
+		cells.Reset(len(b.recs) * n)
+	}
 	for i := range b.recs {
 		r := &b.recs[i]
 		if r.state != stLive {
 			continue
 		}
 		s := slab[i*n : (i+1)*n : (i+1)*n]
-		obj, err := w.dec.DecodeSlots(r.Payload, ps.index, s)
+		obj, err := w.dec.DecodeSlotsIn(r.Payload, ps.index, s, cells)
 		switch {
 		case err != nil:
 			r.kill(err.Error())

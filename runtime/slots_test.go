@@ -40,12 +40,23 @@ func TestSlotsAgreeWithMaps(t *testing.T) {
 		{in: `{"a":1,"b":}`, dead: true},
 		{in: `not json`, dead: true},
 	}
-	b := &batch{}
-	for _, d := range docs {
-		b.recs = append(b.recs, Record{Payload: []byte(d.in)})
+	for _, alias := range []bool{false, true} {
+		ps.alias = alias
+		b := &batch{}
+		for _, d := range docs {
+			b.recs = append(b.recs, Record{Payload: []byte(d.in)})
+		}
+		w := &worker{dec: jsonvalue.NewDecoder()}
+		ps.decode(w, b)
+		slotsAgree(t, b, progs, fields, docs)
 	}
-	w := &worker{dec: jsonvalue.NewDecoder()}
-	ps.decode(w, b)
+}
+
+func slotsAgree(t *testing.T, b *batch, progs []*program, fields map[string]bool, docs []struct {
+	in   string
+	dead bool
+}) {
+	t.Helper()
 	var ev evaluator
 	for i, d := range docs {
 		r := &b.recs[i]

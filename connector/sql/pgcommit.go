@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/mqb-dev/mqb/runtime"
@@ -48,6 +49,9 @@ type openTx struct {
 	// released (with the next write's SAVEPOINT, or by the COMMIT);
 	// dirty: the transaction holds rows of writes that returned.
 	open, savepoint, dirty bool
+	// sp numbers the last write's savepoint (savepointName); the write
+	// in progress sets sp+1.
+	sp uint64
 	// gone: the connection was dropped and left the sink's list.
 	gone bool
 }
@@ -60,6 +64,13 @@ func (e *errTxLost) Error() string { return e.err.Error() }
 func (e *errTxLost) Unwrap() error { return e.err }
 
 const pgCopySavepoint = "mqb_copy"
+
+// savepointName is the name of write n's savepoint: each write's is new,
+// so a rollback to it fails, rather than reaching an earlier write's,
+// when the write's SAVEPOINT did not run (see writeStatements).
+func savepointName(n uint64) string {
+	return pgCopySavepoint + "_" + strconv.FormatUint(n, 10)
+}
 
 // SyncOnCommit turns commit on sync on (see runtime.CommitSyncSink): for
 // a bulk_copy sink on PostgreSQL, outside the outbox; other sinks commit
@@ -181,21 +192,28 @@ func (s *sqlServerSink) lostTx(t *openTx, op string, err error) error {
 	return e
 }
 
-// beginWrite opens t's transaction if needed and a savepoint for the
-// write, releasing the last write's: one round trip.
-func (s *sqlServerSink) beginWrite(ctx context.Context, t *openTx) error {
-	q := "SAVEPOINT " + pgCopySavepoint
+// writeStatements is what a write sends before its COPY, in the same
+// query: BEGIN when t has no transaction open, the release of the last
+// write's savepoint, and this write's. No round trip of their own: the
+// server runs them, then the COPY, whose rows pgx streams right behind
+// the query. Should one of them fail, the server skips the rest of the
+// query, the COPY with it, and ignores the rows that follow; the
+// rollback to this write's savepoint then fails too, as there is none,
+// and the transaction is given up as lost (abortWrite).
+func writeStatements(t *openTx) string {
+	q := "SAVEPOINT " + savepointName(t.sp+1) + "; "
 	switch {
 	case !t.open:
 		q = "BEGIN; " + q
 	case t.savepoint:
-		q = "RELEASE SAVEPOINT " + pgCopySavepoint + "; " + q
+		q = "RELEASE SAVEPOINT " + savepointName(t.sp) + "; " + q
 	}
-	if _, err := t.c.conn.Exec(ctx, q).ReadAll(); err != nil {
-		return &errTxLost{err}
-	}
-	t.open, t.savepoint = true, true
-	return nil
+	return q
+}
+
+// wrote records that a write's statements and COPY ran.
+func (t *openTx) wrote() {
+	t.open, t.savepoint, t.sp = true, true, t.sp+1
 }
 
 // abortWrite rolls the transaction back to the write's savepoint after err;
@@ -204,9 +222,12 @@ func (s *sqlServerSink) abortWrite(ctx context.Context, t *openTx, err error) er
 	if t.c.conn.IsClosed() {
 		return &errTxLost{err}
 	}
-	if _, rerr := t.c.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+pgCopySavepoint).ReadAll(); rerr != nil {
+	if _, rerr := t.c.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepointName(t.sp+1)).ReadAll(); rerr != nil {
 		return &errTxLost{fmt.Errorf("%w (then rollback to savepoint: %v)", err, rerr)}
 	}
+	// The write's statements ran and its savepoint stands, rolled back
+	// to: the next write releases it.
+	t.wrote()
 	return err
 }
 
@@ -303,9 +324,6 @@ func (s *sqlServerSink) writeCopyOnCommit(ctx context.Context, recs []*runtime.R
 
 	textCopy := true
 	if s.copyOIDs != nil {
-		if err := s.beginWrite(ctx, t); err != nil {
-			return fail("savepoint", err)
-		}
 		err := s.copyBinaryPG(ctx, t.c, recs, t)
 		switch {
 		case err == nil:
@@ -328,9 +346,6 @@ func (s *sqlServerSink) writeCopyOnCommit(ctx context.Context, recs []*runtime.R
 		return nil
 	}
 	if textCopy {
-		if err := s.beginWrite(ctx, t); err != nil {
-			return fail("savepoint", err)
-		}
 		err := s.copyIn(ctx, t.c, &copyReader{rows: rows, live: live}, s.copySQL, 0, t)
 		if err == nil {
 			return written(live)

@@ -142,9 +142,10 @@ func TestPostgresBulkCopySyncDuringLostWrite(t *testing.T) {
 	}
 	wrote := make(chan error, 1)
 	go func() { wrote <- s.Write(ctx, copyRecs("big", 1000000)) }()
-	// The big COPY is under way once its rows reach the table's pages.
+	// The big COPY is under way once its query (behind the statements
+	// that set its savepoint) is active.
 	copying := func() bool {
-		return pgQuery(t, url, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY%' AND state = 'active'`,
+		return pgQuery(t, url, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%COPY%' AND state = 'active' AND pid <> pg_backend_pid()`,
 			func(t *testing.T, rows sqlRows) (n int) {
 				for rows.Next() {
 					rows.Scan(&n)

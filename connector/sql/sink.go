@@ -363,17 +363,21 @@ func bindParams(ev *runtime.Evaluator, params []*runtime.Program, keys map[int]s
 			}
 			return fmt.Sprintf("bind ${%s}: not set", p.Expr())
 		}
-		if col, ok := fits[i]; ok {
-			if why := col.misfit(v); why != "" {
-				return fmt.Sprintf("bind ${%s}: %v does not fit column %s: %s", p.Expr(), v, col.column(), why)
+		if len(fits) > 0 { // most sinks have none: no lookup a value
+			if col, ok := fits[i]; ok {
+				if why := col.misfit(v); why != "" {
+					return fmt.Sprintf("bind ${%s}: %v does not fit column %s: %s", p.Expr(), v, col.column(), why)
+				}
 			}
 		}
 		bv, err := bindValue(v)
 		if err != nil {
 			return fmt.Sprintf("bind ${%s}: %v", p.Expr(), err)
 		}
-		if col, isKey := keys[i]; isKey && bv == nil {
-			return fmt.Sprintf("bind ${%s}: key column %s would be NULL; NULLs never conflict, so a replay of this record would be inserted again", p.Expr(), col)
+		if bv == nil && len(keys) > 0 {
+			if col, isKey := keys[i]; isKey {
+				return fmt.Sprintf("bind ${%s}: key column %s would be NULL; NULLs never conflict, so a replay of this record would be inserted again", p.Expr(), col)
+			}
 		}
 		if bv == nil {
 			absent.check(p, r)

@@ -772,13 +772,15 @@ func (s *sqlServerSink) writePGSavepoints(ctx context.Context, c *pgConn, recs [
 // is one). data renders the rows as COPY reads them (copyReader,
 // binaryCopyReader), so the server parses the first ones while the sink
 // renders the next. Under commit on sync it goes in t's open
-// transaction, after the savepoint beginWrite set, and a failed COPY
-// rolls back to it (abortWrite).
+// transaction, in one query after the statements that open it if need
+// be and set the write's savepoint (writeStatements), and a failed COPY
+// rolls back to that savepoint (abortWrite).
 func (s *sqlServerSink) copyIn(ctx context.Context, c *pgConn, data io.Reader, copySQL string, next uint64, t *openTx) error {
 	if t != nil {
-		if _, err := c.conn.CopyFrom(ctx, data, copySQL); err != nil {
+		if _, err := c.conn.CopyFrom(ctx, data, writeStatements(t)+copySQL); err != nil {
 			return s.abortWrite(ctx, t, err)
 		}
+		t.wrote()
 		return nil
 	}
 	if s.outboxRoute == "" {

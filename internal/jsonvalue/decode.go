@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxDepth bounds nesting so a hostile line cannot exhaust the stack.
@@ -50,6 +51,9 @@ type Decoder struct {
 	fields map[string]bool
 	// slotKeys is the slot index DecodeSlots was last given, as a list.
 	slotKeys slotKeys
+	// cells, when set, boxes the values built, and strings alias data
+	// (DecodeSlotsIn).
+	cells *Cells
 }
 
 // NewDecoder returns a Decoder with an empty key cache.
@@ -122,6 +126,9 @@ func (d *Decoder) value() (any, error) {
 	case c == '[':
 		return d.array()
 	case c == '"':
+		if d.cells != nil && d.build {
+			return d.cellStr()
+		}
 		s, err := d.str(false)
 		if err != nil || !d.build {
 			return nil, err
@@ -257,6 +264,24 @@ func (d *Decoder) str(key bool) (string, error) {
 		return d.intern(raw), nil
 	}
 	return string(raw), nil
+}
+
+// cellStr is a string value at d.pos boxed in d.cells: without escapes,
+// its bytes are the document's own; with them, a copy of the unescaped
+// text.
+func (d *Decoder) cellStr() (any, error) {
+	start := d.pos + 1
+	raw, err := d.strBytes()
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) == 0 {
+		return d.cells.str(""), nil
+	}
+	if unsafe.SliceData(raw) == &d.data[start] && len(raw) == d.pos-1-start {
+		return d.cells.str(unsafe.String(&raw[0], len(raw))), nil
+	}
+	return d.cells.str(string(raw)), nil // unescaped into d.buf, reused
 }
 
 // strBytes parses a string at d.pos ('"') and returns its text: a slice
@@ -454,6 +479,9 @@ func (d *Decoder) number() (any, error) {
 	lit := d.data[start:i]
 	if !isFloat {
 		if n, ok := parseInt(lit); ok {
+			if d.cells != nil {
+				return d.cells.int(n), nil
+			}
 			return n, nil
 		}
 		if lit[0] != '-' {
@@ -463,11 +491,16 @@ func (d *Decoder) number() (any, error) {
 		}
 		return json.Number(lit), nil
 	}
-	f, err := strconv.ParseFloat(string(lit), 64)
+	// lit as a string without a copy: ParseFloat keeps no reference to
+	// it, and its error, which might, is dropped.
+	f, err := strconv.ParseFloat(unsafe.String(&lit[0], len(lit)), 64)
 	if err != nil || !floatExact(lit, f) {
 		// Out of float64's range, or more digits than it holds: the
 		// literal is the value.
 		return json.Number(lit), nil
+	}
+	if d.cells != nil {
+		return d.cells.float(f), nil
 	}
 	return f, nil
 }
@@ -478,6 +511,9 @@ func (d *Decoder) number() (any, error) {
 // as the shortest form another program printed (0.30000000000000004), are
 // compared digit by digit.
 func floatExact(lit []byte, f float64) bool {
+	if len(lit) <= 15 { // no more digits than bytes
+		return true
+	}
 	digits, exp := decimalDigits(lit)
 	if len(digits) <= 15 {
 		return true

@@ -1,6 +1,6 @@
 package jsonvalue
 
-import "reflect"
+import "unsafe"
 
 // DecodeSlots decodes the members of a top-level object that a route
 // reads straight into slots, without building the object: the member
@@ -16,15 +16,24 @@ import "reflect"
 // index must not change while the Decoder is used with it: a small one is
 // copied into a list the Decoder keeps (see slotKeys).
 func (d *Decoder) DecodeSlots(data []byte, index map[string]int, slots []any) (obj bool, err error) {
+	return d.DecodeSlotsIn(data, index, slots, nil)
+}
+
+// DecodeSlotsIn is DecodeSlots with the values it stores in slots boxed
+// in cells, their strings aliasing data where they hold no escape: no
+// allocation per value (see Cells for how long such a value is valid).
+// With cells nil it is DecodeSlots.
+func (d *Decoder) DecodeSlotsIn(data []byte, index map[string]int, slots []any, cells *Cells) (obj bool, err error) {
 	d.data, d.pos, d.build, d.depth = data, 0, false, 0
 	d.slotKeys.use(index)
-	defer func() { d.data, d.build = nil, false }()
+	defer func() { d.data, d.build, d.cells = nil, false, nil }()
 	d.skipSpace()
 	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
 		d.pos = 0
 		_, err := d.document()
 		return false, err
 	}
+	d.cells = cells
 	if err := d.slotObject(index, slots); err != nil {
 		return true, err
 	}
@@ -131,7 +140,9 @@ func (k *slotKeys) find(index map[string]int, key []byte) (int, bool) {
 	return 0, false
 }
 
-// sameMap reports whether a and b are the same map (not equal ones).
+// sameMap reports whether a and b are the same map (not equal ones): a
+// map value is a pointer to the map, compared here without reflect's
+// cost (it ran once a document).
 func sameMap(a, b map[string]int) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
 }
