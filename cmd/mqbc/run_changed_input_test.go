@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -54,13 +52,7 @@ func TestInputRewrittenWhileConsumed(t *testing.T) {
 	writeTagged(t, in, "a", n)
 	write(t, dir, "r.mqb", changedInputRoute)
 
-	cmd := exec.Command(mqbcBin, "run", "r.mqb")
-	cmd.Dir = dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out, errb := startRun(t, dir, "run", "r.mqb")
 	db := filepath.Join(dir, "out.db")
 	if !waitUntil(60*time.Second, func() bool { return sqliteCountOK(db) > 0 }) {
 		cmd.Process.Kill()

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -81,13 +79,7 @@ func TestKilledAndDrainedRunsMatchACleanRun(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 3))
 	db := filepath.Join(dir, "out.db")
 	for i := range 12 {
-		cmd := exec.Command(mqbcBin, "run", "r.mqb")
-		cmd.Dir = dir
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, out, errb := startRun(t, dir, "run", "r.mqb")
 		exited := make(chan struct{})
 		go func() { cmd.Wait(); close(exited) }()
 		// Wait for the run to write, then a little more: the signal

@@ -145,13 +145,7 @@ func TestInterruptedRunSaysSoAndExitsNonZero(t *testing.T) {
 	f.Close()
 	write(t, dir, "r.mqb", fmt.Sprintf(noLossRoute, ""))
 
-	cmd := exec.Command(mqbcBin, "run", "r.mqb")
-	cmd.Dir = dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out, errb := startRun(t, dir, "run", "r.mqb")
 	// Stop it once rows land, well before all have.
 	db := filepath.Join(dir, "out.db")
 	if !waitUntil(30*time.Second, func() bool { return sqliteCountOK(db) > 0 }) {
@@ -184,14 +178,7 @@ func TestInterruptedRunSaysSoAndExitsNonZero(t *testing.T) {
 	sub := t.TempDir()
 	write(t, sub, "in.jsonl", "")
 	write(t, sub, "r.mqb", strings.Replace(fmt.Sprintf(noLossRoute, ""), `path = "in.jsonl"`, `path = "in.jsonl", mode = subscribe`, 1))
-	cmd = exec.Command(mqbcBin, "run", "r.mqb")
-	cmd.Dir = sub
-	out.Reset()
-	errb.Reset()
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out, errb = startRun(t, sub, "run", "r.mqb")
 	// A subscription reads what is appended after it started: append a
 	// record until one lands.
 	i := 0
@@ -227,6 +214,20 @@ func sqliteCountOK(path string) int {
 		return -1
 	}
 	return c
+}
+
+// startRun starts mqbc with args in dir and leaves it running, its
+// stdout and stderr collected (read them once it has exited).
+func startRun(t *testing.T, dir string, args ...string) (cmd *exec.Cmd, stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	cmd = exec.Command(mqbcBin, args...)
+	cmd.Dir = dir
+	stdout, stderr = new(bytes.Buffer), new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdout, stderr
 }
 
 func waitUntil(timeout time.Duration, ok func() bool) bool {
