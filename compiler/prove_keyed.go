@@ -291,9 +291,15 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 				return notIdempotent(why, why)
 			}
 			if ins.replace {
-				for c := range keys.autoinc {
+				for _, c := range slices.Sorted(maps.Keys(keys.autoinc)) {
 					if indexOf(ins.columns, c) < 0 {
 						why := fmt.Sprintf("%s deletes the row and inserts it anew, so its auto-increment column %s changes on a replay", ins.clause, c)
+						return notIdempotent(why, why)
+					}
+				}
+				for _, c := range slices.Sorted(maps.Keys(keys.unfilledIntegerKey)) {
+					if indexOf(ins.columns, c) < 0 {
+						why := fmt.Sprintf("%s deletes the row and inserts it anew, and leaves out its INTEGER PRIMARY KEY column %s, which the database does not number (no AUTO_INCREMENT, or not SQLite's rowid), so mqb cannot tell what a replay gives it; write the column from a stable value or use ON CONFLICT DO NOTHING", ins.clause, c)
 						return notIdempotent(why, why)
 					}
 				}

@@ -413,3 +413,26 @@ func TestSQLStrayMarkers(t *testing.T) {
 		}
 	}
 }
+
+// TestSQLReplaceUnfilledIntegerKey: an INTEGER PRIMARY KEY is numbered by
+// the database only as SQLite's rowid; elsewhere (MySQL, a WITHOUT ROWID
+// table) a REPLACE that leaves it out is not proven to give it back.
+func TestSQLReplaceUnfilledIntegerKey(t *testing.T) {
+	for _, tt := range []struct{ url, ddl, query, want string }{
+		{"mysql://u@h/db", "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, oid VARCHAR(40) UNIQUE, body TEXT)",
+			"REPLACE INTO orders (oid, body) VALUES (${payload.oid}, ${payload.body})", "which the database does not number"},
+		{"sqlite://o.db", "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, oid TEXT UNIQUE, body TEXT) WITHOUT ROWID",
+			"INSERT OR REPLACE INTO orders (oid, body) VALUES (${payload.oid}, ${payload.body})", "which the database does not number"},
+		{"sqlite://o.db", "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, oid TEXT UNIQUE, body TEXT)",
+			"INSERT OR REPLACE INTO orders (oid, body) VALUES (${payload.oid}, ${payload.body})", "its auto-increment column id changes on a replay"},
+	} {
+		src := fmt.Sprintf("route r {\n  from file { path = \"in.jsonl\" }\n  to sql {\n    url = %q\n    create_table = %q\n    insert_query = %q\n  }\n}\n", tt.url, tt.ddl, tt.query)
+		p, _ := CompileSources([]Source{{"in.mqb", []byte(src)}})
+		if len(p.Routes) != 1 {
+			t.Fatalf("%s: no route", tt.ddl)
+		}
+		if line := VerdictLine(p.Routes[0]); p.Routes[0].Guarantee != plan.AtLeastOnce || !strings.Contains(line, tt.want) {
+			t.Errorf("%s %s:\n%s\nwant at-least-once: %s", tt.url, tt.ddl, line, tt.want)
+		}
+	}
+}

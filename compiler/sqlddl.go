@@ -34,6 +34,11 @@ type sqlTableKeys struct {
 	// no default of its own (a PostgreSQL domain may; a MySQL TIMESTAMP
 	// may be NOT NULL DEFAULT CURRENT_TIMESTAMP without saying so).
 	nullWhenOmitted map[string]bool
+	// unfilledIntegerKey marks a column declared INTEGER PRIMARY KEY that
+	// is not SQLite's rowid (another database, a WITHOUT ROWID table): the
+	// database does not number it, and a REPLACE that leaves it out is not
+	// proven to give it back.
+	unfilledIntegerKey map[string]bool
 	// primary are the PRIMARY KEY's columns (never NULL), while the
 	// CREATE TABLE is read.
 	primary []string
@@ -57,7 +62,7 @@ func readCreateTable(ddl, table string, d sqlDialect) (keys *sqlTableKeys, found
 		return nil, false
 	}
 	keys = &sqlTableKeys{name: table, autoinc: map[string]bool{}, volatileDefaults: map[string]string{},
-		literalDefaults: map[string]string{}, nullWhenOmitted: map[string]bool{}}
+		literalDefaults: map[string]string{}, nullWhenOmitted: map[string]bool{}, unfilledIntegerKey: map[string]bool{}}
 	var stmt []sqlTok
 	for _, t := range toks {
 		if t.punct(";") || t.kind == tEOF {
@@ -333,8 +338,12 @@ func readTableItem(item []sqlTok, keys *sqlTableKeys, d sqlDialect, withoutRowid
 		case t.is("primary") && j+1 < len(item) && item[j+1].is("key"):
 			keys.uniques = append(keys.uniques, []string{col})
 			keys.primary = append(keys.primary, col)
-			if typ == "integer" && d == sqlSQLite && !withoutRowid {
+			switch {
+			case typ != "integer":
+			case d == sqlSQLite && !withoutRowid:
 				keys.autoinc[lc] = true // SQLite's rowid alias
+			default:
+				keys.unfilledIntegerKey[lc] = true
 			}
 		case t.is("unique"):
 			keys.uniques = append(keys.uniques, []string{col})
