@@ -45,6 +45,9 @@ func (rc *routeCtx) emit(r *lang.Route, g guaranteeProof) *plan.Route {
 			Why: "the sink's conflict clause keeps the first row of the key and absorbs every repeat", Pos: d.rng.Start})
 	}
 	premises := g.guards
+	if plan.GuaranteeRank(g.verdict) >= plan.GuaranteeRank(plan.AtLeastOnce) {
+		premises = append(premises, g.floor...)
+	}
 	if g.effectivelyOnce() {
 		// Premises back a proof; an unproven route has none to check.
 		premises = append(premises, g.premises...)

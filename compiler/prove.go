@@ -27,7 +27,11 @@ type guaranteeProof struct {
 	// guards are premises the route needs whatever its verdict (a dedup
 	// keyed on a producer's id drops distinct records without it).
 	guards []premiseAt
-	weak   []weakEffect
+	// floor are premises the verdict rests on when it is at-least-once or
+	// better: what keeps a record from being lost (a handler's replay
+	// that cannot fail on a unique key), checked then like premises.
+	floor []premiseAt
+	weak  []weakEffect
 }
 
 // effectivelyOnce reports whether the verdict is effectively-once or
@@ -82,6 +86,10 @@ type sinkProof struct {
 	// fail (upsertMayFailOnReplay); "" for a plain INSERT or a statement
 	// mqb cannot read.
 	replayWhy string
+	// replayPremises back replayFails = false when it rests on a table
+	// create_table shows but that may already exist with other unique
+	// keys (PremiseRepeatInsertable).
+	replayPremises []premiseAt
 	// loses: a record can reach none of the writes (a switch on the
 	// outcome of the record's own write, with no default): at-most-once.
 	loses    string
@@ -144,7 +152,7 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			g.reasons = append(g.reasons, "handler: "+handler.name+" runs before the sink; its own write is idempotent ("+strings.Join(hp.reasons, "; ")+"), so a replay re-runs it without landing twice")
 			g.premises = append(g.premises, hp.premises...)
 		} else if hp.replayFails {
-			what := "its plain INSERT fails when replayed (the table has, or may have, a unique key on what it inserts)"
+			what := "its plain INSERT fails when replayed (the table has, or may have, a unique key whose values the repeat writes again)"
 			fails := "a replay fails on a unique key"
 			fix := strings.TrimPrefix(hp.missing, "sink write is not idempotent: plain INSERT; ")
 			if hp.replayWhy != "" {
@@ -161,6 +169,10 @@ func (rc *routeCtx) prove(source, handler, sink *nodeInfo) guaranteeProof {
 			g.weaken(plan.AtMostOnce, "handler "+handler.name+": "+fails+" and the sink never gets the record; "+fix)
 		} else {
 			line := "handler: " + handler.name + " runs before the sink's idempotency and its own effect is not idempotent, so a replay runs it again and its effect lands twice (at-least-once)"
+			if len(hp.replayPremises) > 0 {
+				line += "; its replay does not fail on a unique key, given the " + plan.PremiseRepeatInsertable + " premise on table " + hp.replayPremises[0].p.Target + " (checked at start-up)"
+			}
+			g.floor = append(g.floor, hp.replayPremises...)
 			if stableDedup != nil {
 				line += "; the dedup above keeps duplicates away from it only within its ttl, not across a crash before the commit"
 			}

@@ -91,7 +91,7 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 		}
 		p.reasons = []string{fmt.Sprintf("write: plain INSERT into %s", ins.table)}
 		p.missing = fmt.Sprintf("sink write is not idempotent: plain INSERT; add ON CONFLICT (%s) DO NOTHING", first)
-		p.replayFails = rc.insertMayHitUniqueKey(n, ins, d)
+		p.replayFails, p.replayPremises = rc.insertMayHitUniqueKey(n, ins, d)
 		p.table = ins.table
 		return p
 	}
@@ -105,9 +105,14 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 	}
 	p = rc.proveUpsert(n, ins, parts, d)
 	p.table = ins.table
-	if !p.ok && rc.upsertMayFailOnReplay(n, ins, parts, d) {
-		p.replayFails = true
-		p.replayWhy = fmt.Sprintf("its %s may fail when replayed: the repeat does not conflict on the target (a column of it is not inserted, or is bound per delivery), so it fails when table %s has another unique key among the inserted columns", ins.clause, ins.table)
+	if !p.ok {
+		fails, premises := rc.upsertMayFailOnReplay(n, ins, parts, d)
+		if fails {
+			p.replayFails = true
+			p.replayWhy = fmt.Sprintf("its %s may fail when replayed: the repeat does not conflict on the target (a column of it is not inserted, or is bound per delivery), so it fails when table %s has another unique key whose values the repeat writes again (the inserted columns, and a left-out one whose DEFAULT gives it the same value)", ins.clause, ins.table)
+		} else {
+			p.replayPremises = premises
+		}
 	}
 	return p
 }
@@ -119,12 +124,14 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 // REPLACE, ON DUPLICATE KEY UPDATE), or when every column of its conflict
 // target is inserted from a stable value: the repeat then conflicts on the
 // target itself, which the clause handles. Otherwise the repeat conflicts
-// on no target and fails on any other unique key among the inserted
-// columns (a conflict target the INSERT does not write is NULL, and NULL
-// never conflicts): unless create_table shows that there is none, it may.
-func (rc *routeCtx) upsertMayFailOnReplay(n *nodeInfo, ins *sqlInsert, parts []partInfo, d sqlDialect) bool {
+// on no target and fails on any other unique key that refuses it
+// (repeatHits; a conflict target the INSERT does not write is NULL, and
+// NULL never conflicts): unless create_table shows that there is none, it
+// may. That answer rests on the premise returned when the table may
+// already exist with other keys.
+func (rc *routeCtx) upsertMayFailOnReplay(n *nodeInfo, ins *sqlInsert, parts []partInfo, d sqlDialect) (bool, []premiseAt) {
 	if ins.kind != conflictColumns {
-		return false
+		return false, nil
 	}
 	targetStable := len(ins.targets) > 0
 	for _, col := range ins.targets {
@@ -139,29 +146,22 @@ func (rc *routeCtx) upsertMayFailOnReplay(n *nodeInfo, ins *sqlInsert, parts []p
 		}
 	}
 	if targetStable {
-		return false
+		return false, nil
 	}
-	keys, _, found := rc.tableKeys(n, ins.table, d)
+	keys, own, found := rc.tableKeys(n, ins.table, d)
 	if !found || keys.unsure {
-		return true // a table mqb cannot see in full may have one
+		return true, nil // a table mqb cannot see in full may have one
 	}
-	inserted := map[string]bool{}
-	for _, c := range ins.columns {
-		inserted[strings.ToLower(c)] = true
-	}
+	inserted := lowerSet(ins.columns)
 	for _, u := range keys.uniques {
 		if sameColumnSet(u, ins.targets) {
 			continue // the target: bound per delivery or not written
 		}
-		all := len(u) > 0
-		for _, c := range u {
-			all = all && inserted[strings.ToLower(c)]
-		}
-		if all {
-			return true
+		if keys.repeatHits(u, inserted, d) {
+			return true, nil
 		}
 	}
-	return false
+	return false, rc.repeatInsertablePremise(n, ins, keys, own, ins.targets)
 }
 
 // proveUpsert proves an INSERT with conflict handling: its key bound to
@@ -291,9 +291,15 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 				return notIdempotent(why, why)
 			}
 			if ins.replace {
-				for c := range keys.autoinc {
+				for _, c := range slices.Sorted(maps.Keys(keys.autoinc)) {
 					if indexOf(ins.columns, c) < 0 {
 						why := fmt.Sprintf("%s deletes the row and inserts it anew, so its auto-increment column %s changes on a replay", ins.clause, c)
+						return notIdempotent(why, why)
+					}
+				}
+				for _, c := range slices.Sorted(maps.Keys(keys.unfilledIntegerKey)) {
+					if indexOf(ins.columns, c) < 0 {
+						why := fmt.Sprintf("%s deletes the row and inserts it anew, and leaves out its INTEGER PRIMARY KEY column %s, which the database does not number (no AUTO_INCREMENT, or not SQLite's rowid), so mqb cannot tell what a replay gives it; write the column from a stable value or use ON CONFLICT DO NOTHING", ins.clause, c)
 						return notIdempotent(why, why)
 					}
 				}
@@ -643,28 +649,79 @@ func (rc *routeCtx) redeliversOutOfOrder() string {
 }
 
 // insertMayHitUniqueKey reports whether a plain INSERT's repeat can fail on
-// a unique key: true unless create_table shows the table and no unique key
-// of it lies within the inserted columns (a key the database fills, such as
-// an AUTOINCREMENT id, makes every insert a new row).
-func (rc *routeCtx) insertMayHitUniqueKey(n *nodeInfo, ins *sqlInsert, d sqlDialect) bool {
-	keys, _, found := rc.tableKeys(n, ins.table, d)
-	if !found {
-		return true // a table mqb cannot see may have one
+// a unique key: true unless create_table shows the whole table and no
+// unique key of it refuses the repeat (repeatHits). When the table may
+// already exist with other keys (IF NOT EXISTS, or a create_table not of
+// this endpoint), the answer "cannot fail" rests on the premise it returns.
+func (rc *routeCtx) insertMayHitUniqueKey(n *nodeInfo, ins *sqlInsert, d sqlDialect) (bool, []premiseAt) {
+	keys, own, found := rc.tableKeys(n, ins.table, d)
+	if !found || keys.unsure {
+		return true, nil // a table mqb cannot see in full may have one
 	}
-	inserted := map[string]bool{}
-	for _, c := range ins.columns {
-		inserted[strings.ToLower(c)] = true
-	}
+	inserted := lowerSet(ins.columns)
 	for _, u := range keys.uniques {
-		all := len(u) > 0
-		for _, c := range u {
-			all = all && inserted[strings.ToLower(c)]
-		}
-		if all {
-			return true
+		if keys.repeatHits(u, inserted, d) {
+			return true, nil
 		}
 	}
-	return false
+	return false, rc.repeatInsertablePremise(n, ins, keys, own, nil)
+}
+
+// repeatHits reports whether unique key u can refuse the repeat of an
+// insert into the inserted columns (lower-case names): unless a column of
+// u that the insert leaves out gets a new value on every insert (an
+// auto-increment, identity or sequence) or is NULL where NULLs are
+// distinct (SQLite, MySQL and MariaDB, PostgreSQL without NULLS NOT
+// DISTINCT, which makes the table unsure), the repeat writes the same
+// values into u: an inserted column may be bound to the same value again
+// (even a per-delivery one can repeat), and a left-out column gets its
+// DEFAULT again, a literal one surely and a computed one
+// (CURRENT_TIMESTAMP) possibly.
+func (keys *sqlTableKeys) repeatHits(u []string, inserted map[string]bool, d sqlDialect) bool {
+	nullsDistinct := d == sqlSQLite || d == sqlPostgres || d == sqlMySQL
+	for _, c := range u {
+		lc := strings.ToLower(c)
+		if inserted[lc] {
+			continue
+		}
+		if keys.autoinc[lc] || nullsDistinct && keys.nullWhenOmitted[lc] {
+			return false
+		}
+	}
+	return len(u) > 0
+}
+
+// repeatInsertablePremise is the start-up premise behind "a repeat of the
+// insert cannot fail on a unique key" when create_table shows the table
+// but the table may already exist with other unique keys (CREATE TABLE IF
+// NOT EXISTS keeps one that is there; another endpoint's create_table may
+// not have run first). key is the conflict target a clause handles, whose
+// own index the premise leaves aside; nil for a plain INSERT.
+func (rc *routeCtx) repeatInsertablePremise(n *nodeInfo, ins *sqlInsert, keys *sqlTableKeys, own bool, key []string) []premiseAt {
+	if own && !keys.ifNotExists {
+		return nil
+	}
+	holds := fmt.Sprintf("table %s has no unique index or constraint a repeat of the insert into columns (%s) conflicts on: each has a column outside them that is auto-increment (identity, serial) or nullable with no default",
+		ins.table, strings.Join(ins.columns, ", "))
+	what := fmt.Sprintf("plain INSERT into %s", ins.table)
+	if len(key) > 0 {
+		holds = fmt.Sprintf("table %s has no unique index or constraint, but one on the conflict target (%s), that a repeat of the insert into columns (%s) conflicts on: each has a column outside them that is auto-increment (identity, serial) or nullable with no default",
+			ins.table, strings.Join(key, ", "), strings.Join(ins.columns, ", "))
+		what = ins.clause + " into " + ins.table
+	}
+	return []premiseAt{{node: n, p: plan.Premise{
+		Kind: plan.PremiseRepeatInsertable, When: plan.CheckStartup, Target: ins.table, Columns: slices.Clone(ins.columns), Key: slices.Clone(key),
+		Holds:  holds,
+		Reason: fmt.Sprintf("handler: a replay of its %s does not fail on a unique key, so a record replayed after a crash reaches the sink", what),
+	}}}
+}
+
+func lowerSet(cols []string) map[string]bool {
+	m := make(map[string]bool, len(cols))
+	for _, c := range cols {
+		m[strings.ToLower(c)] = true
+	}
+	return m
 }
 
 // replacePremise is the start-up premise of a REPLACE into a table whose

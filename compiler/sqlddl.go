@@ -14,16 +14,37 @@ type sqlTableKeys struct {
 	// uniques are the column sets of its PRIMARY KEY and UNIQUE
 	// constraints and unique indexes on plain columns.
 	uniques [][]string
-	// autoinc marks columns the database fills by itself (AUTOINCREMENT,
-	// AUTO_INCREMENT, SERIAL, IDENTITY, SQLite's INTEGER PRIMARY KEY).
+	// autoinc marks columns the database fills by itself with a new
+	// value on every insert (AUTOINCREMENT, AUTO_INCREMENT, SERIAL,
+	// IDENTITY, a DEFAULT nextval('seq'), SQLite's INTEGER PRIMARY KEY).
 	autoinc map[string]bool
 	// volatileDefaults are the columns whose DEFAULT is not a literal
 	// (CURRENT_TIMESTAMP, random(), nextval(…), …), by lower-case name,
-	// with the default as written: a write that leaves them out gets a new
-	// value on every insert.
+	// with the default as written: a write that leaves them out gets a
+	// value the database computes, which may differ on every insert, or
+	// may not (two inserts in one second get one CURRENT_TIMESTAMP).
 	volatileDefaults map[string]string
+	// literalDefaults are the columns whose DEFAULT is a literal other
+	// than NULL, by lower-case name, with the default as written: a write
+	// that leaves them out gets that same value every time.
+	literalDefaults map[string]string
+	// nullWhenOmitted marks the columns a write that leaves them out sets
+	// to NULL: declared without NOT NULL, outside the PRIMARY KEY, with
+	// no DEFAULT (or DEFAULT NULL), not generated, of a type that brings
+	// no default of its own (a PostgreSQL domain may; a MySQL TIMESTAMP
+	// may be NOT NULL DEFAULT CURRENT_TIMESTAMP without saying so).
+	nullWhenOmitted map[string]bool
+	// unfilledIntegerKey marks a column declared INTEGER PRIMARY KEY that
+	// is not SQLite's rowid (another database, a WITHOUT ROWID table): the
+	// database does not number it, and a REPLACE that leaves it out is not
+	// proven to give it back.
+	unfilledIntegerKey map[string]bool
+	// primary are the PRIMARY KEY's columns (never NULL), while the
+	// CREATE TABLE is read.
+	primary []string
 	// unsure: a statement of the script touches the table in a way this
-	// reader does not follow (ALTER TABLE, an expression index, …).
+	// reader does not follow (ALTER TABLE, an expression index, a unique
+	// key that treats NULLs as equal, an exclusion constraint, …).
 	unsure bool
 }
 
@@ -40,11 +61,12 @@ func readCreateTable(ddl, table string, d sqlDialect) (keys *sqlTableKeys, found
 	if err != nil {
 		return nil, false
 	}
-	keys = &sqlTableKeys{name: table, autoinc: map[string]bool{}, volatileDefaults: map[string]string{}}
+	keys = &sqlTableKeys{name: table, autoinc: map[string]bool{}, volatileDefaults: map[string]string{},
+		literalDefaults: map[string]string{}, nullWhenOmitted: map[string]bool{}, unfilledIntegerKey: map[string]bool{}}
 	var stmt []sqlTok
 	for _, t := range toks {
 		if t.punct(";") || t.kind == tEOF {
-			if len(stmt) > 0 && readDDLStatement(stmt, keys) {
+			if len(stmt) > 0 && readDDLStatement(stmt, keys, d) {
 				found = true
 			}
 			stmt = stmt[:0]
@@ -68,7 +90,7 @@ func sameTable(a, b string) bool {
 
 // readDDLStatement folds one statement into keys; it reports whether the
 // statement is the CREATE TABLE of keys.name.
-func readDDLStatement(s []sqlTok, keys *sqlTableKeys) bool {
+func readDDLStatement(s []sqlTok, keys *sqlTableKeys, d sqlDialect) bool {
 	i := 0
 	word := func(w string) bool {
 		if i < len(s) && s[i].is(w) {
@@ -114,8 +136,22 @@ func readDDLStatement(s []sqlTok, keys *sqlTableKeys) bool {
 			keys.unsure = true // CREATE TABLE … AS SELECT
 			return true
 		}
+		if nullsNotDistinct(s[i:]) {
+			keys.unsure = true
+		}
+		// SQLite: in a WITHOUT ROWID table an INTEGER PRIMARY KEY is an
+		// ordinary column, not the rowid the database numbers.
+		withoutRowid := false
+		for j := closingParen(s, i); j+1 < len(s); j++ {
+			if s[j].is("without") && s[j+1].is("rowid") {
+				withoutRowid = true
+			}
+		}
 		for _, item := range splitItems(s[i+1:]) {
-			readTableItem(item, keys)
+			readTableItem(item, keys, d, withoutRowid)
+		}
+		for _, c := range keys.primary {
+			delete(keys.nullWhenOmitted, strings.ToLower(c))
 		}
 		return true
 	case word("index"):
@@ -142,7 +178,7 @@ func readDDLStatement(s []sqlTok, keys *sqlTableKeys) bool {
 		}
 		switch {
 		case !unique:
-		case ok:
+		case ok && !nullsNotDistinct(rest):
 			keys.uniques = append(keys.uniques, cols)
 		default:
 			keys.unsure = true
@@ -153,6 +189,35 @@ func readDDLStatement(s []sqlTok, keys *sqlTableKeys) bool {
 		}
 	}
 	return false
+}
+
+// nullsNotDistinct: the tokens hold NULLS NOT DISTINCT (PostgreSQL 15),
+// which makes a unique key refuse a second row that repeats a NULL.
+func nullsNotDistinct(s []sqlTok) bool {
+	for j := 0; j+2 < len(s); j++ {
+		if s[j].is("nulls") && s[j+1].is("not") && s[j+2].is("distinct") {
+			return true
+		}
+	}
+	return false
+}
+
+// closingParen is the index of the parenthesis that closes the one at
+// s[open], or len(s).
+func closingParen(s []sqlTok, open int) int {
+	depth := 0
+	for j := open; j < len(s); j++ {
+		switch {
+		case s[j].punct("("):
+			depth++
+		case s[j].punct(")"):
+			depth--
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	return len(s)
 }
 
 func mentions(s []sqlTok, table string) bool {
@@ -210,7 +275,10 @@ func plainColumns(s []sqlTok) ([]string, bool) {
 	return nil, false
 }
 
-func readTableItem(item []sqlTok, keys *sqlTableKeys) {
+// readTableItem folds one item of a CREATE TABLE's parenthesis (a column
+// or a table constraint) into keys. d is the script's dialect;
+// withoutRowid says the table is a SQLite WITHOUT ROWID table.
+func readTableItem(item []sqlTok, keys *sqlTableKeys, d sqlDialect, withoutRowid bool) {
 	if len(item) == 0 {
 		return
 	}
@@ -230,23 +298,35 @@ func readTableItem(item []sqlTok, keys *sqlTableKeys) {
 			return
 		}
 		keys.uniques = append(keys.uniques, cols)
+		if head.is("primary") {
+			keys.primary = append(keys.primary, cols...)
+		}
+		return
+	case head.is("exclude"):
+		// A PostgreSQL exclusion constraint refuses a row as a unique key
+		// does, by operators this reader does not follow.
+		keys.unsure = true
 		return
 	case head.is("key") || head.is("index") || head.is("fulltext") || head.is("spatial") ||
-		head.is("check") || head.is("foreign") || head.is("exclude"):
+		head.is("check") || head.is("foreign"):
 		return
 	case head.kind != tIdent && head.kind != tQIdent:
 		keys.unsure = true
 		return
 	}
 	col := head.text
+	lc := strings.ToLower(col)
 	depth := 0
 	typ := ""
+	builtinType := len(item) == 1 // SQLite: a column without a type
 	if len(item) > 1 && item[1].kind == tIdent {
 		typ = strings.ToLower(item[1].text)
+		builtinType = d != sqlPostgres || pgBuiltinTypes[typ] && !(len(item) > 2 && item[2].punct("."))
 	}
-	if typ == "serial" || typ == "bigserial" || typ == "smallserial" {
-		keys.autoinc[strings.ToLower(col)] = true
+	if typ == "serial" || typ == "bigserial" || typ == "smallserial" || typ == "serial2" || typ == "serial4" || typ == "serial8" {
+		keys.autoinc[lc] = true
 	}
+	notNull, generated, hasDefault := false, false, false
 	for j := 1; j < len(item); j++ {
 		t := item[j]
 		switch {
@@ -257,27 +337,85 @@ func readTableItem(item []sqlTok, keys *sqlTableKeys) {
 		case depth > 0:
 		case t.is("primary") && j+1 < len(item) && item[j+1].is("key"):
 			keys.uniques = append(keys.uniques, []string{col})
-			if typ == "integer" {
-				keys.autoinc[strings.ToLower(col)] = true // SQLite's rowid alias
+			keys.primary = append(keys.primary, col)
+			switch {
+			case typ != "integer":
+			case d == sqlSQLite && !withoutRowid:
+				keys.autoinc[lc] = true // SQLite's rowid alias
+			default:
+				keys.unfilledIntegerKey[lc] = true
 			}
 		case t.is("unique"):
 			keys.uniques = append(keys.uniques, []string{col})
 		case t.is("autoincrement") || t.is("auto_increment") || t.is("identity"):
-			keys.autoinc[strings.ToLower(col)] = true
-		case t.is("default"):
-			if shown, ok := literalDefault(item[j+1:]); !ok {
-				keys.volatileDefaults[strings.ToLower(col)] = shown
+			keys.autoinc[lc] = true
+		case t.is("not") && j+1 < len(item) && item[j+1].is("null"):
+			notNull = true
+		case t.is("generated") || t.is("as") && j+1 < len(item) && item[j+1].punct("("):
+			generated = true // computed from the row: the same on a repeat
+		case t.is("default") && !item[j-1].is("by"): // not GENERATED BY DEFAULT AS IDENTITY
+			hasDefault = true
+			shown, lit, null := literalDefault(item[j+1:])
+			switch {
+			case null:
+				hasDefault = false
+			case lit:
+				keys.literalDefaults[lc] = shown
+			case isNextval(item[j+1:]):
+				keys.autoinc[lc] = true // a sequence: a new value on every insert
+				keys.volatileDefaults[lc] = shown
+			default:
+				keys.volatileDefaults[lc] = shown
 			}
 		}
 	}
+	// A MySQL TIMESTAMP column may be NOT NULL DEFAULT CURRENT_TIMESTAMP
+	// without saying so (explicit_defaults_for_timestamp off).
+	mysqlTimestamp := d == sqlMySQL && typ == "timestamp"
+	if !notNull && !generated && !hasDefault && builtinType && !mysqlTimestamp && !keys.autoinc[lc] {
+		keys.nullWhenOmitted[lc] = true
+	}
 }
 
-// literalDefault reads the expression after DEFAULT: ok only for a
-// literal (a string, a number, with a sign or in parentheses, NULL, TRUE,
-// FALSE) followed by nothing or by the next constraint's keyword. Anything
-// else — CURRENT_TIMESTAMP, a function call, a cast, an operator — may give
-// another value on each insert. shown is the default as written, shortened.
-func literalDefault(s []sqlTok) (shown string, ok bool) {
+// pgBuiltinTypes are PostgreSQL's built-in type names (the first word of
+// each), which bring no DEFAULT of their own: a column of a domain takes
+// the domain's DEFAULT when it has none.
+var pgBuiltinTypes = map[string]bool{
+	"text": true, "varchar": true, "char": true, "character": true, "bpchar": true, "name": true,
+	"smallint": true, "integer": true, "int": true, "int2": true, "int4": true, "int8": true, "bigint": true,
+	"numeric": true, "decimal": true, "real": true, "float4": true, "float8": true, "double": true, "float": true, "money": true,
+	"serial": true, "bigserial": true, "smallserial": true, "serial2": true, "serial4": true, "serial8": true,
+	"boolean": true, "bool": true, "bytea": true, "uuid": true, "json": true, "jsonb": true, "xml": true,
+	"date": true, "time": true, "timetz": true, "timestamp": true, "timestamptz": true, "interval": true,
+	"inet": true, "cidr": true, "macaddr": true, "macaddr8": true, "bit": true, "varbit": true, "oid": true,
+}
+
+// isNextval: the DEFAULT expression s is nextval('seq') (with an optional
+// ::regclass cast) and nothing more, which gives every insert a new value.
+func isNextval(s []sqlTok) bool {
+	if len(s) < 4 || !s[0].is("nextval") || !s[1].punct("(") || s[2].kind != tString {
+		return false
+	}
+	j := 3
+	if j+2 < len(s) && s[j].punct(":") && s[j+1].punct(":") && s[j+2].is("regclass") {
+		j += 3
+	} else if j+1 < len(s) && s[j].punct("::") && s[j+1].is("regclass") {
+		j += 2
+	}
+	if j >= len(s) || !s[j].punct(")") {
+		return false
+	}
+	j++
+	return j == len(s) || s[j].kind == tIdent
+}
+
+// literalDefault reads the expression after DEFAULT: lit for a literal
+// (a string, a number, with a sign or in parentheses, NULL, TRUE, FALSE)
+// followed by nothing or by the next constraint's keyword, null when
+// that literal is NULL. Anything else — CURRENT_TIMESTAMP, a function
+// call, a cast, an operator — may give another value on each insert.
+// shown is the default as written, shortened.
+func literalDefault(s []sqlTok) (shown string, lit, null bool) {
 	k := 0
 	paren := 0
 	for k < len(s) && s[k].punct("(") {
@@ -287,7 +425,8 @@ func literalDefault(s []sqlTok) (shown string, ok bool) {
 	if k < len(s) && (s[k].punct("-") || s[k].punct("+")) {
 		k++
 	}
-	lit := k < len(s) && (s[k].kind == tString || s[k].kind == tNumber || s[k].is("null") || s[k].is("true") || s[k].is("false"))
+	lit = k < len(s) && (s[k].kind == tString || s[k].kind == tNumber || s[k].is("null") || s[k].is("true") || s[k].is("false"))
+	null = lit && s[k].is("null")
 	end := k + 1
 	for range paren {
 		if end < len(s) && s[end].punct(")") {
@@ -296,9 +435,7 @@ func literalDefault(s []sqlTok) (shown string, ok bool) {
 			lit = false
 		}
 	}
-	if lit && (end == len(s) || s[end].kind == tIdent) {
-		return "", true
-	}
+	lit = lit && (end == len(s) || s[end].kind == tIdent)
 	var b strings.Builder
 	depth := 0
 	for i, t := range s {
@@ -320,7 +457,7 @@ func literalDefault(s []sqlTok) (shown string, ok bool) {
 			break
 		}
 	}
-	return b.String(), false
+	return b.String(), lit, null && lit
 }
 
 // fileCreateTables collects every create_table of the route's file (inline

@@ -125,6 +125,19 @@ const (
 	// which later records that index refuses, so a replay after a crash
 	// can land a record the first run refused.
 	PremiseUpdateLeavesUniques = "update_leaves_uniques"
+	// PremiseRepeatInsertable (start-up, on a sql handler): Target has no
+	// UNIQUE or PRIMARY KEY index or constraint, other than one on exactly
+	// the conflict target (Key, when the statement names one), that a
+	// repeat of the insert into Columns conflicts on: each has a column
+	// outside Columns that is auto-increment (identity, serial, a
+	// sequence's nextval default) or nullable with no default, and every
+	// one is plain (no expression, no WHERE, no exclusion constraint, not
+	// NULLS NOT DISTINCT). create_table showed no such key, but the table
+	// may already exist with other keys (CREATE TABLE IF NOT EXISTS, or
+	// the create_table of another endpoint). A handler whose replay fails
+	// on such a key dead-letters a record replayed after a crash, and the
+	// sink after it never gets the record.
+	PremiseRepeatInsertable = "repeat_insertable"
 	// PremiseTransactionalTable (start-up, on a sql sink under the
 	// transactional outbox): Target is a table whose writes commit and
 	// roll back with the transaction (InnoDB on MySQL and MariaDB; an
@@ -199,7 +212,9 @@ type Premise struct {
 	// Target is the table, collection, topic or stream.
 	Target  string   `json:"target,omitempty"`
 	Columns []string `json:"columns,omitempty"`
-	// Key is the conflict key a PremiseUpdateLeavesUniques is proven on.
+	// Key is the conflict key a PremiseUpdateLeavesUniques is proven on,
+	// or the conflict target whose index a PremiseRepeatInsertable leaves
+	// aside.
 	Key []string `json:"key,omitempty"`
 	// Holds says in words what must be true: "table orders has a UNIQUE
 	// or PRIMARY KEY index on columns among (id)".

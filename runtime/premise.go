@@ -215,7 +215,12 @@ func premiseError(p plan.Premise, err error) error {
 		msg += "; the verdict needs it for: " + p.Reason
 	}
 	if f != nil && f.Fix != "" {
-		msg += "; fix: " + f.Fix + ", or plan the route at-least-once"
+		msg += "; fix: " + f.Fix
+		if p.Kind != plan.PremiseRepeatInsertable {
+			// Without a repeat_insertable premise the route is
+			// at-most-once, not at-least-once.
+			msg += ", or plan the route at-least-once"
+		}
 	}
 	return &premiseErr{msg: msg, err: err}
 }

@@ -21,7 +21,9 @@ import (
 // back the same on a replay), PremiseUpdateLeavesUniques (a DO UPDATE
 // moves no column of a unique index other than its conflict key),
 // PremiseTransactionalTable (the outbox's table rolls back with the
-// position, checkTransactional) and PremiseKeyPresent (a conflict column is never bound to NULL: NULLs
+// position, checkTransactional), PremiseRepeatInsertable (a handler's
+// insert cannot fail on a unique key when replayed, checkRepeatInsertable)
+// and PremiseKeyPresent (a conflict column is never bound to NULL: NULLs
 // never conflict, so a replayed row with one would be inserted again).
 
 // uniqueKey is one UNIQUE or PRIMARY KEY index of a table: its name and
@@ -136,6 +138,8 @@ func (s *sqlSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 		return s.checkUpdateLeavesUniques(ctx, s.asWritten(p))
 	case plan.PremiseTransactionalTable:
 		return s.checkTransactional(ctx, s.asWritten(p))
+	case plan.PremiseRepeatInsertable:
+		return s.checkRepeatInsertable(ctx, s.asWritten(p))
 	default:
 		return fmt.Errorf("the sql sink cannot check a %s premise", p.Kind)
 	}
