@@ -94,6 +94,8 @@ type fileSource struct {
 	// fromStart: a subscribe-mode reader of one file of a glob that
 	// appeared while the route ran, read from its start (glob.go).
 	fromStart bool
+	// blocks: the route takes blocks of lines (runtime.BlockSource).
+	blocks bool
 }
 
 // fileSeg is one file a source read.
@@ -445,12 +447,36 @@ func (s *fileSource) Close() error {
 	return s.f.Close()
 }
 
+// blockBytes is the size of a block of lines a consume-mode source hands
+// a route that takes blocks: a few read buffers, so a write and an ack
+// cover thousands of lines, small enough that a freed block's arena is
+// reused (runtime's freeArenaMax) and the few batches in flight stay
+// small.
+const blockBytes = 512 << 10
+
+// PassBlocks: from now on a consume-mode source hands the route the lines
+// that go as read in blocks (runtime.BlockSource), one batch holding as
+// many as fill blockBytes with no record each.
+func (s *fileSource) PassBlocks() { s.blocks = s.mode == modeConsume && !s.meta }
+
 // Next reads the next batch. eof is true when a consume-mode source has
 // reached the end of the file; follow modes never end (they return an empty
 // batch when ctx is done).
 func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof bool, err error) {
 	defer func() { s.bytesRead.Store(s.offset) }() // progress, once per batch
-	b = runtime.NewBatchArena(size, s.arenaHint)
+	if s.blocks {
+		b = runtime.NewBatchArena(0, blockBytes)
+		if s.addBlock(b) > 0 {
+			if err := s.checkUnchanged(); err != nil {
+				return nil, false, err
+			}
+			return b, false, nil
+		}
+		// The next line does not go as read (or the file is at its end):
+		// a batch of records, as without blocks.
+	} else {
+		b = runtime.NewBatchArena(size, s.arenaHint)
+	}
 	var payloadBytes int
 	for b.Len() < size && payloadBytes < runtime.MaxBatchBytes {
 		if n := s.addLines(b, size, runtime.MaxBatchBytes-payloadBytes); n > 0 {
@@ -530,6 +556,37 @@ func (s *fileSource) addLines(b *runtime.Batch, size, maxBytes int) int {
 	s.nextSeq += uint64(n)
 	s.offset += int64(used)
 	return used
+}
+
+// addBlock fills b's block with the whole lines that go as read, from
+// the read buffer and as many reads as blockBytes takes, and returns how
+// many it added. It stops before a line that does not (AddBlock's
+// stops), one longer than the read buffer, and an unterminated last
+// line: Next reads those one by one.
+func (s *fileSource) addBlock(b *runtime.Batch) int {
+	if s.rotated || len(s.partial) > 0 || s.partialLen > 0 {
+		return 0
+	}
+	lines := 0
+	for b.PayloadBytes() < blockBytes {
+		buf, _ := s.r.Peek(s.r.Buffered())
+		n, used := b.AddBlock(buf, blockBytes-b.PayloadBytes(), s.maxRecord, s.nextSeq, s.offset)
+		if n > 0 {
+			s.r.Discard(used)
+			s.nextSeq += uint64(n)
+			s.offset += int64(used)
+			lines += n
+			continue
+		}
+		if len(buf) > 0 && (bytes.IndexByte(buf, '\n') >= 0 || len(buf) >= readBufferBytes) {
+			break // a line AddBlock stops at, or one longer than the buffer
+		}
+		// Only the start of a line is buffered, or nothing: read more.
+		if _, err := s.r.Peek(len(buf) + 1); err != nil {
+			break // the end of the file, or an error: Next reads it again
+		}
+	}
+	return lines
 }
 
 // add appends a record for line (n bytes of file consumed). Blank lines are
