@@ -867,10 +867,25 @@ func (b *Batch) AddBlock(data []byte, maxBytes, maxLen int, seq uint64, offset i
 	if b.blockLines == 0 {
 		b.blockFirst = seq
 	}
-	b.arena = append(b.arena, data[:used]...)
+	if spare := b.arena[len(b.arena):cap(b.arena)]; len(spare) > 0 && &spare[0] == &data[0] {
+		b.arena = b.arena[:len(b.arena)+used] // read into BlockSpace: in place already
+	} else {
+		b.arena = append(b.arena, data[:used]...)
+	}
 	b.blockLines += n
 	b.blockNext = offset + int64(used)
 	return n, used
+}
+
+// BlockSpace is the room left in b's arena, at most n bytes, for a
+// source to read into and hand to AddBlock, which then takes the lines in
+// place instead of copying them. The room is b's: what AddBlock leaves of
+// it is overwritten by the next read or line added.
+func (b *Batch) BlockSpace(n int) []byte {
+	if cap(b.arena)-len(b.arena) < n {
+		b.arena = slices.Grow(b.arena, n)
+	}
+	return b.arena[len(b.arena) : len(b.arena)+n]
 }
 
 // BlockLines is the number of lines AddBlock added to b.
