@@ -82,7 +82,7 @@ type LineSink interface {
 // BlockSource is a source that can hand the route whole blocks of lines
 // (Batch.AddBlock): many lines in one batch, held in its arena as read,
 // with no Record each. The route asks for them with PassBlocks, before
-// reading, only when nothing would look at a record: no handler and no
+// Open, only when nothing would look at a record: no handler and no
 // step at all, text or raw payloads nobody decodes, a LineSink writing
 // lines as they are, no tap (see route.blocksPassThrough). A source that
 // was asked may still return batches of records, for the lines a block

@@ -483,9 +483,10 @@ const blockBytes = 512 << 10
 // into it once more: a block is ended rather than filled by tiny reads.
 const minBlockRead = 16 << 10
 
-// PassBlocks: from now on a consume-mode source hands the route the lines
-// that go as read in blocks (runtime.BlockSource), one batch holding as
-// many as fill blockBytes with no record each.
+// PassBlocks: a consume-mode source hands the route the lines that go as
+// read in blocks (runtime.BlockSource), one batch holding as many as fill
+// blockBytes with no record each. The route calls it before Open, which
+// sets the read buffer to read through s.file.
 func (s *fileSource) PassBlocks() { s.blocks = s.mode == modeConsume && !s.meta }
 
 // Next reads the next batch. eof is true when a consume-mode source has
