@@ -2,10 +2,13 @@ package runtime_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,41 +26,45 @@ import (
 // position its rerun resumed from (at-least-once, as the verdict says).
 func TestCrashBlocksAtLeastOnce(t *testing.T) {
 	bin := buildCrashHelper(t)
+	// A commit every 5 ms: the route moves ~100 MB in about as many
+	// milliseconds, so with the default 100 ms the kills would all come
+	// before its first commit.
+	t.Setenv("MQB_CRASH_COMMIT_INTERVAL", "5ms")
 	for _, seed := range []uint64{41, 42} {
 		e := newTestEnv(t)
 		out := filepath.Join(e.dir, "out.txt")
-		const n = 3000000
-		var in strings.Builder
-		var clean []string
-		for i := range n {
+		const n = 4000000
+		// line is input line i as a clean run writes it ("" for none: a
+		// blank line, or the one too long, which goes to the DLQ).
+		line := func(i int) string {
 			switch {
 			case i%50021 == 7:
-				in.WriteString("\n") // blank: skipped, no index
+				return ""
 			case i%70001 == 9:
-				line := fmt.Sprintf("crlf %d %d", i, seed)
-				in.WriteString(line + "\r\n")
-				clean = append(clean, line)
+				return fmt.Sprintf("crlf %d %d", i, seed)
 			case i == n/2:
-				in.WriteString(strings.Repeat("x", testMaxRecord+10) + "\n") // to the DLQ
-			default:
-				line := fmt.Sprintf(`{"line":%d,"seed":%d}`, i, seed)
-				in.WriteString(line + "\n")
-				clean = append(clean, line)
+				return ""
 			}
+			return fmt.Sprintf(`{"line":%d,"seed":%d}`, i, seed)
 		}
-		if err := os.WriteFile(e.input, []byte(in.String()), 0o644); err != nil {
+		in := make([]byte, 0, 26*n)
+		for i := range n {
+			switch l := line(i); {
+			case i == n/2:
+				in = append(in, strings.Repeat("x", testMaxRecord+10)...)
+			case strings.HasPrefix(l, "crlf"):
+				in = append(in, l+"\r"...)
+			default:
+				in = append(in, l...)
+			}
+			in = append(in, '\n')
+		}
+		if err := os.WriteFile(e.input, in, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		in = nil
 		planPath := plantest.WriteCrashPlan(t, linesPlan(e, out, 1024), e.dir)
-		plantest.KillRuns(t, bin, planPath, plantest.CrashSchedule{Kills: 4, MayEnd: true,
-			Wait: plantest.KillWaits(seed, 7, 50*time.Millisecond, 250*time.Millisecond),
-			Progress: func() string {
-				st, _ := os.Stat(out)
-				if st == nil {
-					return "(no output yet)"
-				}
-				return fmt.Sprintf("(output %d bytes)", st.Size())
-			}})
+		killMidWrite(t, bin, planPath, out, seed, 4)
 		var st runtime.Stats
 		plantest.StartHelper(t, bin, planPath).Finish(t, &st)
 		rs := st.Route("lines")
@@ -70,32 +77,79 @@ func TestCrashBlocksAtLeastOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc := bufio.NewScanner(f)
-		var firsts []string
-		seen := map[string]bool{}
-		repeats := 0
+		seen := make([]uint8, n)
+		last, repeats := -1, 0
 		for sc.Scan() {
-			if seen[sc.Text()] {
+			text := sc.Text()
+			i := -1
+			if rest, ok := strings.CutPrefix(text, `{"line":`); ok {
+				fmt.Sscanf(rest, "%d", &i)
+			} else if rest, ok := strings.CutPrefix(text, "crlf "); ok {
+				fmt.Sscanf(rest, "%d", &i)
+			}
+			if i < 0 || i >= n || line(i) != text {
+				t.Fatalf("output line %q is no input line (torn or foreign)", text)
+			}
+			if seen[i] > 0 {
 				repeats++
 				continue
 			}
-			seen[sc.Text()] = true
-			firsts = append(firsts, sc.Text())
+			seen[i] = 1
+			if i < last {
+				t.Fatalf("line %d first written after line %d: out of order", i, last)
+			}
+			last = i
 		}
 		f.Close()
 		if err := sc.Err(); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("seed %d: %d lines out, %d of them repeats", seed, len(firsts)+repeats, repeats)
-		if len(firsts) != len(clean) {
-			t.Errorf("%d distinct lines out, a clean run writes %d", len(firsts), len(clean))
-		}
-		for i := range min(len(firsts), len(clean)) {
-			if firsts[i] != clean[i] {
-				t.Fatalf("distinct line %d is %q, a clean run's is %q", i, firsts[i], clean[i])
+		lost := 0
+		for i := range n {
+			if line(i) != "" && seen[i] == 0 {
+				lost++
 			}
+		}
+		t.Logf("seed %d: %d repeated lines", seed, repeats)
+		if lost > 0 {
+			t.Errorf("%d lines lost", lost)
 		}
 		if dlq := readDLQLines(t, e.dlq); len(dlq) == 0 || dlq[0].Position != uint64(n/2-n/2/50021-1) {
 			t.Errorf("DLQ %+v, want the over-long line", dlq)
 		}
+	}
+}
+
+// killMidWrite starts the crash helper on planPath kills times and
+// SIGKILLs each run once it has written a seeded 2–40 MB more to out:
+// while it moves lines, whatever the machine's speed, rather than at a
+// moment a fast run may already have finished by.
+func killMidWrite(t *testing.T, bin, planPath, out string, seed uint64, kills int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 8))
+	size := func() int64 {
+		st, err := os.Stat(out)
+		if err != nil {
+			return 0
+		}
+		return st.Size()
+	}
+	for i := range kills {
+		from, more := size(), int64(2+rng.IntN(39))<<20
+		r := plantest.StartHelper(t, bin, planPath)
+	wait:
+		for size() < from+more {
+			select {
+			case err := <-r.Exited:
+				t.Logf("run %d ended by itself before writing %d MB (err %v): %s", i, more>>20, err, r.Stderr.String())
+				break wait
+			case <-time.After(200 * time.Microsecond):
+			}
+		}
+		if err := r.Cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
+		}
+		<-r.Exited
+		t.Logf("run %d killed after writing %d bytes more (output %d bytes)", i, size()-from, size())
 	}
 }
