@@ -137,14 +137,17 @@ func killMidWrite(t *testing.T, bin, planPath, out string, seed uint64, kills in
 	for i := range kills {
 		from, more := size(), int64(2+rng.IntN(39))<<20
 		r := plantest.StartHelper(t, bin, planPath)
-	wait:
-		for size() < from+more {
+		ended := false
+		for !ended && size() < from+more {
 			select {
 			case err := <-r.Exited:
 				t.Logf("run %d ended by itself before writing %d MB (err %v): %s", i, more>>20, err, r.Stderr.String())
-				break wait
+				ended = true
 			case <-time.After(200 * time.Microsecond):
 			}
+		}
+		if ended {
+			continue
 		}
 		if err := r.Cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			t.Fatal(err)
