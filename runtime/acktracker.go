@@ -50,6 +50,9 @@ type ackRun struct {
 	// parts holds, by index in the run, the acked parts of records that
 	// became several (unnest), until all of a record's are acked.
 	parts map[uint32]*partAcks
+	// whole: a block's run (TrackBlock), acked only as a whole, which
+	// keeps no offset per record.
+	whole bool
 }
 
 func (r *ackRun) n() uint32 { return r.count }
@@ -143,16 +146,44 @@ func (t *AckTracker) TrackRun(first uint64, nexts []int64) error {
 	return t.trackLocked(first, nexts)
 }
 
-func (t *AckTracker) trackLocked(first uint64, nexts []int64) error {
-	if len(nexts) == 0 {
+// TrackBlock registers n records with consecutive sequence numbers from
+// first as one run acked only as a whole (a block of lines, see
+// Batch.AddBlock): last is the source offset after its last record, the
+// only position the run can commit, so it keeps no offset per record and
+// refuses an ack of part of it.
+func (t *AckTracker) TrackBlock(first uint64, n int, last int64) error {
+	if n <= 0 {
 		return nil
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.checkOrderLocked(first); err != nil {
+		return err
+	}
+	t.runs = append(t.runs, ackRun{first: first, last: last, count: uint32(n), whole: true})
+	t.want = first + uint64(n)
+	return nil
+}
+
+// checkOrderLocked refuses a run that does not start where the last one
+// ended (an offset tracker's may skip ahead) and resets an empty tracker.
+func (t *AckTracker) checkOrderLocked(first uint64) error {
 	if first < t.want || (first > t.want && !t.gaps) {
 		return fmt.Errorf("ack tracker: record %d tracked out of order (want %d)", first, t.want)
 	}
 	if t.head == len(t.runs) {
 		t.runs, t.head = t.runs[:0], 0
 		t.floor = first // nothing pending: an offset tracker starts over at first
+	}
+	return nil
+}
+
+func (t *AckTracker) trackLocked(first uint64, nexts []int64) error {
+	if len(nexts) == 0 {
+		return nil
+	}
+	if err := t.checkOrderLocked(first); err != nil {
+		return err
 	}
 	var own []int64
 	if len(nexts) > 1 {
@@ -233,6 +264,9 @@ func (t *AckTracker) ackRangeLocked(first uint64, n int) error {
 	if uint64(i)+uint64(n) > uint64(r.n()) {
 		return fmt.Errorf("ack tracker: records %d to %d acked as one run, but %d tracked from %d", first, first+uint64(n)-1, r.n(), r.first)
 	}
+	if r.whole && (i != 0 || uint32(n) != r.n()) {
+		return fmt.Errorf("ack tracker: records %d to %d acked, part of the block of %d tracked from %d (a block is acked whole)", first, first+uint64(n)-1, r.n(), r.first)
+	}
 	r.ackSpan(i, uint32(n))
 	t.release(r)
 	return nil
@@ -250,6 +284,9 @@ func (t *AckTracker) AckPart(seq uint64, part, parts uint32) error {
 	r, i, err := t.findLocked(seq)
 	if err != nil || r == nil || r.acked(i) {
 		return err
+	}
+	if r.whole {
+		return fmt.Errorf("ack tracker: record %d acked as part %d of %d, in a block (acked whole)", seq, part, parts)
 	}
 	if r.parts == nil {
 		r.parts = map[uint32]*partAcks{}

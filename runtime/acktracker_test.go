@@ -218,3 +218,51 @@ func TestAckTrackerRuns(t *testing.T) {
 		t.Error("a range past its run's end: want an error")
 	}
 }
+
+// TestAckTrackerBlock: a block's run commits only as a whole, at the
+// offset after its last line, never past an unacked run before it, and
+// an ack of part of it is refused rather than taken.
+func TestAckTrackerBlock(t *testing.T) {
+	tr := NewAckTracker(5)
+	if err := tr.TrackBlock(5, 1000, 90000); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.TrackRun(1005, []int64{90010, 90020}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.TrackBlock(1007, 3, 90300); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.TrackBlock(1009, 1, 1); err == nil {
+		t.Error("a block out of order: want an error")
+	}
+	for _, a := range [][2]int{{5, 1}, {6, 999}, {1007, 2}, {1008, 2}} {
+		if err := tr.AckRange(uint64(a[0]), a[1]); err == nil {
+			t.Errorf("ack of %d from %d, part of a block: want an error", a[1], a[0])
+		}
+	}
+	if err := tr.AckPart(5, 0, 2); err == nil {
+		t.Error("ack of a part of a block's record: want an error")
+	}
+	if err := tr.AckRange(1007, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := tr.Advance(); ok {
+		t.Error("committed past the unacked first block")
+	}
+	if err := tr.AckRange(5, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if last, next, ok := tr.Advance(); !ok || last != 1004 || next != 90000 {
+		t.Errorf("advance: %d at %d (%v), want 1004 at 90000", last, next, ok)
+	}
+	if err := tr.AckRange(1005, 2); err != nil {
+		t.Fatal(err)
+	}
+	if last, next, ok := tr.Advance(); !ok || last != 1009 || next != 90300 {
+		t.Errorf("advance: %d at %d (%v), want 1009 at 90300", last, next, ok)
+	}
+	if tr.Pending() != 0 || tr.Next() != 1010 {
+		t.Errorf("pending %d next %d, want 0 and 1010", tr.Pending(), tr.Next())
+	}
+}

@@ -79,6 +79,19 @@ type LineSink interface {
 	WritesLines() bool
 }
 
+// BlockSource is a source that can hand the route whole blocks of lines
+// (Batch.AddBlock): many lines in one batch, held in its arena as read,
+// with no Record each. The route asks for them with PassBlocks, before
+// Open, only when nothing would look at a record: no handler and no
+// step at all, text or raw payloads nobody decodes, a LineSink writing
+// lines as they are, no tap (see route.blocksPassThrough). A source that
+// was asked may still return batches of records, for the lines a block
+// does not take (blank, to trim, too long), but never a batch of both.
+type BlockSource interface {
+	Source
+	PassBlocks()
+}
+
 // ReleasingSink is a sink that keeps no reference to a record, its
 // payload or any value read from it once Write returns (nor do Sync or a
 // later Write need them): what it needs of a record it has copied (a
@@ -736,6 +749,13 @@ type Batch struct {
 	// copied counts the records AddCopy added: when it is all of them,
 	// arena holds every record's line, in order.
 	copied int
+	// blockLines counts the lines AddBlock added: arena holds them as
+	// read, with no Record each; blockFirst is the first one's Seq and
+	// blockNext the source offset after the last. A batch holds a block
+	// or records, never both.
+	blockLines int
+	blockFirst uint64
+	blockNext  int64
 	// pooled: made by NewBatchArena, so the route may hand it back to
 	// freeBatches once acked.
 	pooled bool
@@ -821,6 +841,66 @@ func (b *Batch) AddLines(data []byte, max, maxBytes, maxLen int, seq uint64, off
 	b.copied += n
 	return n, used
 }
+
+// AddBlock appends the lines at the start of data, the next bytes read,
+// to b's block: the lines AddLines would take (the same stops), at most
+// maxBytes of arena in all, copied whole into the arena with no Record
+// each. The first line added to an empty batch is numbered seq and starts
+// at offset; later calls must go on from where the last stopped. It
+// returns how many lines it added and how many bytes of data they took.
+// Only a source the route asked for blocks (BlockSource) calls it, and
+// never on a batch holding records.
+func (b *Batch) AddBlock(data []byte, maxBytes, maxLen int, seq uint64, offset int64) (n, used int) {
+	maxBytes = min(maxBytes, len(data))
+	for {
+		rest := data[used:maxBytes]
+		i := bytes.IndexByte(rest, '\n')
+		if i <= 0 || i > maxLen || rest[0] <= ' ' || rest[i-1] == '\r' {
+			break
+		}
+		used += i + 1
+		n++
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	if b.blockLines == 0 {
+		b.blockFirst = seq
+	}
+	if spare := b.arena[len(b.arena):cap(b.arena)]; len(spare) > 0 && &spare[0] == &data[0] {
+		b.arena = b.arena[:len(b.arena)+used] // read into BlockSpace: in place already
+	} else {
+		b.arena = append(b.arena, data[:used]...)
+	}
+	b.blockLines += n
+	b.blockNext = offset + int64(used)
+	return n, used
+}
+
+// BlockSpace is the room left in b's arena, at most n bytes, for a
+// source to read into and hand to AddBlock, which then takes the lines in
+// place instead of copying them. The room is b's: what AddBlock leaves of
+// it is overwritten by the next read or line added.
+func (b *Batch) BlockSpace(n int) []byte {
+	if cap(b.arena)-len(b.arena) < n {
+		b.arena = slices.Grow(b.arena, n)
+	}
+	return b.arena[len(b.arena) : len(b.arena)+n]
+}
+
+// BlockLines is the number of lines AddBlock added to b.
+func (b *Batch) BlockLines() int { return b.blockLines }
+
+// Block is the lines AddBlock added to b, as read, each with its newline.
+func (b *Batch) Block() []byte {
+	if b.blockLines == 0 {
+		return nil
+	}
+	return b.arena
+}
+
+// count is the number of lines b holds: its records or its block's.
+func (b *Batch) count() int { return len(b.recs) + b.blockLines }
 
 // PayloadBytes is the size of the payloads AddCopy copied into b, with
 // their newlines: a source sizes the next batch's arena from it.

@@ -119,6 +119,10 @@ func (rt *route) linesPassThrough(hasHandler bool) {
 func groupLines(group []*batch, lines [][]byte) ([][]byte, bool) {
 	lines = lines[:0]
 	for _, b := range group {
+		if b.blockLines > 0 { // a block: every line, as read
+			lines = append(lines, b.arena)
+			continue
+		}
 		if b.copied != len(b.recs) {
 			return lines, false
 		}
@@ -146,4 +150,25 @@ func groupLines(group []*batch, lines [][]byte) ([][]byte, bool) {
 		}
 	}
 	return lines, true
+}
+
+// blocksPassThrough asks the source, before it reads, for blocks of lines
+// (BlockSource) when nothing would look at a record on its way: the sink
+// takes lines as read (linesPassThrough), the route has no step at all
+// (even a filter or an id reads records), payloads are text or raw that
+// nobody decodes, no sink or DLQ expression is evaluated per record, and
+// no tap may ask to watch records. A block is then moved as the source
+// read it: one copy into the batch, one write, one ack of its run of
+// positions, and the commit saves the position after its last line only
+// once the sink's sync made it durable, as for records.
+func (rt *route) blocksPassThrough() {
+	bs, ok := rt.src.(BlockSource)
+	if !ok || rt.lineSink == nil || len(rt.steps) > 0 || len(rt.outSteps) > 0 || rt.needPayload ||
+		rt.slots != nil || len(rt.sinkProgs) > 0 || rt.tap != nil {
+		return
+	}
+	if rt.srcFormat != "text" && rt.srcFormat != "raw" {
+		return
+	}
+	bs.PassBlocks()
 }

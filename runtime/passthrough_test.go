@@ -152,3 +152,55 @@ type lineSinkStub struct{ keepingSink }
 
 func (*lineSinkStub) WriteLines(context.Context, [][]byte) error { return nil }
 func (*lineSinkStub) WritesLines() bool                          { return true }
+
+// blockSourceStub is a source that can hand blocks and says whether it
+// was asked to.
+type blockSourceStub struct {
+	Source
+	asked bool
+}
+
+func (s *blockSourceStub) PassBlocks() { s.asked = true }
+
+// TestBlocksOnlyWhereNothingReadsARecord: the route asks its source for
+// blocks of lines only when no step, handler, decoded payload, per-record
+// expression or tap could look at a record and its sink writes lines as
+// they are.
+func TestBlocksOnlyWhereNothingReadsARecord(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(rt *route)
+		want bool
+	}{
+		{"text into a line sink", func(*route) {}, true},
+		{"raw", func(rt *route) { rt.srcFormat = "raw" }, true},
+		{"with a line DLQ", func(rt *route) { rt.dlq = &lineSinkStub{} }, true},
+		{"json (checked line by line)", func(rt *route) { rt.srcFormat = "json" }, false},
+		{"an id step", func(rt *route) { rt.steps = []step{&idStep{}} }, false},
+		{"a filter", func(rt *route) { rt.steps = []step{&filterStep{}} }, false},
+		{"an output step", func(rt *route) { rt.outSteps = []recordStep{&filterStep{}} }, false},
+		{"payload read", func(rt *route) { rt.needPayload = true }, false},
+		{"decoded slots", func(rt *route) { rt.slots = &payloadSlots{} }, false},
+		{"a sink expression", func(rt *route) { rt.sinkProgs = []*program{{}} }, false},
+		{"a tap", func(rt *route) { rt.tap = NewTap() }, false},
+		{"a sink writing records", func(rt *route) { rt.sink, rt.lineSink = keepingSink{}, nil }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &blockSourceStub{}
+			rt := &route{src: src, srcFormat: "text", sink: &lineSinkStub{}}
+			tc.edit(rt)
+			rt.linesPassThrough(false)
+			rt.blocksPassThrough()
+			if src.asked != tc.want {
+				t.Errorf("asked for blocks: %v, want %v", src.asked, tc.want)
+			}
+		})
+	}
+	src := &blockSourceStub{}
+	rt := &route{src: src, srcFormat: "text", sink: &lineSinkStub{}}
+	rt.linesPassThrough(true) // a handler
+	if rt.blocksPassThrough(); src.asked {
+		t.Error("asked for blocks on a route with a handler")
+	}
+}

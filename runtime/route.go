@@ -210,6 +210,7 @@ func (rt *route) run(ctx context.Context) error {
 		}
 	}
 	rt.acks = newPartitionAcks(rt.src.SeqGaps())
+	rt.blocksPassThrough()
 	if err := rt.src.Open(ctx, cp, haveCP, rt); err != nil {
 		if ctx.Err() != nil {
 			// A drain (SIGTERM) while the source was still opening, e.g.
@@ -254,7 +255,7 @@ func (rt *route) run(ctx context.Context) error {
 				rt.fail(err)
 				return
 			}
-			if len(b.recs) > 0 {
+			if b.count() > 0 {
 				if err := rt.acks.track(b); err != nil {
 					rt.fail(fmt.Errorf("route %s: %w", rt.name, err))
 					return
@@ -262,7 +263,7 @@ func (rt *route) run(ctx context.Context) error {
 				b.seq = rt.readSeq
 				rt.readSeq++
 				rt.startBatchSpan(b, t0)
-				n := int64(len(b.recs))
+				n := int64(b.count())
 				rt.stats.in.Add(n)
 				rt.metrics.in.Add(float64(n))
 				// Always hand a read batch on, even when draining: the
@@ -537,6 +538,10 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	var sinkErr error
 	if lines, ok := rt.linesOf(w, group); ok {
 		sinkErr = rt.retry.do(live, func() error { return rt.lineSink.WriteLines(ctx, lines) }, onRetry)
+	} else if blocks := slices.ContainsFunc(group, func(b *batch) bool { return b.blockLines > 0 }); blocks {
+		// Cannot happen on a route that passes blocks (no step changes a
+		// record); were it to, the block's lines must not go unwritten.
+		sinkErr = fmt.Errorf("a block of lines with records that cannot be written as read")
 	} else {
 		sinkErr = rt.retry.write(ctx, rt.sink, live, onRetry)
 	}
@@ -555,6 +560,7 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 	var late []*Record
 	var added int64
 	for _, b := range group {
+		out += int64(b.blockLines) // a block's lines are all written
 		for i := range b.recs {
 			r := &b.recs[i]
 			if r.kid > 0 {

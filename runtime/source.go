@@ -86,6 +86,18 @@ func (p *partitionAcks) track(b *batch) error {
 	b.spans = b.spans[:0]
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if b.blockLines > 0 { // one run, partition 0 (a BlockSource has one)
+		pa := p.parts[0]
+		if pa == nil || pa.gen != 0 {
+			pa = &partitionAck{t: p.newTracker(b.blockFirst)}
+			p.parts[0] = pa
+		}
+		if err := pa.t.TrackBlock(b.blockFirst, b.blockLines, b.blockNext); err != nil {
+			return fmt.Errorf("partition 0: %w", err)
+		}
+		b.spans = append(b.spans, ackSpan{first: b.blockFirst, n: b.blockLines})
+		return nil
+	}
 	for i := 0; i < len(recs); {
 		r := &recs[i]
 		j := i + 1

@@ -36,7 +36,7 @@ func (rt *route) startBatchSpan(b *batch, t0 time.Time) {
 		trace.WithTimestamp(t0),
 		trace.WithAttributes(
 			attribute.String("mqb.route", rt.name),
-			attribute.Int("mqb.records", len(b.recs)),
+			attribute.Int("mqb.records", b.count()),
 			attribute.Int64("mqb.batch.seq", int64(b.seq)),
 		))
 	_, read := rt.tracer.Start(ctx, "mqb.read", trace.WithTimestamp(t0))

@@ -71,3 +71,37 @@ func TestSinkSyncOnCommit(t *testing.T) {
 		t.Errorf("after reopening: %q, want the torn line cut and the whole ones kept", b)
 	}
 }
+
+// TestSinkStartsWriteback: a sink syncing on commit starts the disk
+// writing each large write's bytes at once, exactly the range the write
+// appended, and leaves small writes to the commit's fsync.
+func TestSinkStartsWriteback(t *testing.T) {
+	type span struct{ off, n int64 }
+	var got []span
+	defer func(w func(*os.File, int64, int64)) { writeback = w }(writeback)
+	writeback = func(_ *os.File, off, n int64) { got = append(got, span{off, n}) }
+	path := filepath.Join(t.TempDir(), "out")
+	if err := os.WriteFile(path, []byte("foreign\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openTestFileSink(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SyncOnCommit()
+	ctx := context.Background()
+	big := make([]byte, writebackBytes)
+	for i := range big {
+		big[i] = 'x'
+	}
+	big[len(big)-1] = '\n'
+	for _, lines := range [][][]byte{{[]byte("small\n")}, {big[:len(big)/2], big[len(big)/2:]}, {[]byte("a\n")}, {big}} {
+		if err := s.WriteLines(ctx, lines); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []span{{8 + 6, writebackBytes}, {8 + 6 + writebackBytes + 2, writebackBytes}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("writeback of %v, want %v", got, want)
+	}
+}

@@ -94,6 +94,28 @@ type fileSource struct {
 	// fromStart: a subscribe-mode reader of one file of a glob that
 	// appeared while the route ran, read from its start (glob.go).
 	fromStart bool
+	// blocks: the route takes blocks of lines (runtime.BlockSource),
+	// read straight into them from file; s.r then reads through file too,
+	// which hands out first the bytes a block read and did not take.
+	blocks bool
+	file   pendingReader
+}
+
+// pendingReader reads f, after the bytes in pending: what a block read
+// straight from the file and did not take (the start of a line, or lines
+// that go as records), for the read buffer to read next.
+type pendingReader struct {
+	pending []byte
+	f       *os.File
+}
+
+func (p *pendingReader) Read(b []byte) (int, error) {
+	if len(p.pending) > 0 {
+		n := copy(b, p.pending)
+		p.pending = p.pending[:copy(p.pending, p.pending[n:])]
+		return n, nil
+	}
+	return p.f.Read(b)
 }
 
 // fileSeg is one file a source read.
@@ -339,7 +361,12 @@ func (s *fileSource) start(cp checkpoint.Position, haveCP bool) error {
 		return fmt.Errorf("route %s: file source: seek: %w", s.route, err)
 	}
 	s.bytesRead.Store(s.offset)
-	s.r = bufio.NewReaderSize(s.f, readBufferBytes)
+	if s.blocks {
+		s.file = pendingReader{f: s.f}
+		s.r = bufio.NewReaderSize(&s.file, readBufferBytes)
+	} else {
+		s.r = bufio.NewReaderSize(s.f, readBufferBytes)
+	}
 	return nil
 }
 
@@ -445,12 +472,41 @@ func (s *fileSource) Close() error {
 	return s.f.Close()
 }
 
+// blockBytes is the size of a block of lines a consume-mode source hands
+// a route that takes blocks: a few read buffers, so a write and an ack
+// cover thousands of lines, small enough that a freed block's arena is
+// reused (runtime's freeArenaMax) and the few batches in flight stay
+// small.
+const blockBytes = 512 << 10
+
+// minBlockRead is the least room a block must have left to read the file
+// into it once more: a block is ended rather than filled by tiny reads.
+const minBlockRead = 16 << 10
+
+// PassBlocks: a consume-mode source hands the route the lines that go as
+// read in blocks (runtime.BlockSource), one batch holding as many as fill
+// blockBytes with no record each. The route calls it before Open, which
+// sets the read buffer to read through s.file.
+func (s *fileSource) PassBlocks() { s.blocks = s.mode == modeConsume && !s.meta }
+
 // Next reads the next batch. eof is true when a consume-mode source has
 // reached the end of the file; follow modes never end (they return an empty
 // batch when ctx is done).
 func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof bool, err error) {
 	defer func() { s.bytesRead.Store(s.offset) }() // progress, once per batch
-	b = runtime.NewBatchArena(size, s.arenaHint)
+	if s.blocks {
+		b = runtime.NewBatchArena(0, blockBytes)
+		if s.addBlock(b) > 0 {
+			if err := s.checkUnchanged(); err != nil {
+				return nil, false, err
+			}
+			return b, false, nil
+		}
+		// The next line does not go as read (or the file is at its end):
+		// a batch of records, as without blocks.
+	} else {
+		b = runtime.NewBatchArena(size, s.arenaHint)
+	}
 	var payloadBytes int
 	for b.Len() < size && payloadBytes < runtime.MaxBatchBytes {
 		if n := s.addLines(b, size, runtime.MaxBatchBytes-payloadBytes); n > 0 {
@@ -530,6 +586,74 @@ func (s *fileSource) addLines(b *runtime.Batch, size, maxBytes int) int {
 	s.nextSeq += uint64(n)
 	s.offset += int64(used)
 	return used
+}
+
+// addBlock fills b's block with the whole lines that go as read, from
+// the read buffer and as many reads as blockBytes takes, and returns how
+// many it added. It stops before a line that does not (AddBlock's
+// stops), one longer than the read buffer, and an unterminated last
+// line: Next reads those one by one.
+func (s *fileSource) addBlock(b *runtime.Batch) int {
+	if s.rotated || len(s.partial) > 0 || s.partialLen > 0 {
+		return 0
+	}
+	lines := 0
+	for b.PayloadBytes() < blockBytes {
+		if s.r.Buffered() == 0 {
+			n, more := s.readBlock(b)
+			lines += n
+			if more {
+				continue
+			}
+			break
+		}
+		buf, _ := s.r.Peek(s.r.Buffered())
+		n, used := b.AddBlock(buf, blockBytes-b.PayloadBytes(), s.maxRecord, s.nextSeq, s.offset)
+		if n > 0 {
+			s.r.Discard(used)
+			s.nextSeq += uint64(n)
+			s.offset += int64(used)
+			lines += n
+			continue
+		}
+		if len(buf) > 0 && (bytes.IndexByte(buf, '\n') >= 0 || len(buf) >= readBufferBytes) {
+			break // a line AddBlock stops at, or one longer than the buffer
+		}
+		// Only the start of a line is buffered, or nothing: read more.
+		if _, err := s.r.Peek(len(buf) + 1); err != nil {
+			break // the end of the file, or an error: Next reads it again
+		}
+	}
+	return lines
+}
+
+// readBlock reads the file straight into b's block, once the read buffer
+// is empty, and adds the lines that go as read: it returns how many, and
+// whether to go on (the block has room and the file more lines). What the
+// read brought and the block did not take waits in s.file.pending for
+// the next read, the block's or the read buffer's.
+func (s *fileSource) readBlock(b *runtime.Batch) (lines int, more bool) {
+	room := b.BlockSpace(blockBytes - b.PayloadBytes())
+	if len(s.file.pending) >= len(room) {
+		return 0, false // a line longer than the room left: Next reads it
+	}
+	k := copy(room, s.file.pending) // the start of a line an earlier read left
+	got, err := s.f.Read(room[k:])
+	data := room[:k+got]
+	n, used := b.AddBlock(data, len(data), s.maxRecord, s.nextSeq, s.offset)
+	s.nextSeq += uint64(n)
+	s.offset += int64(used)
+	s.file.pending = append(s.file.pending[:0], data[used:]...)
+	switch {
+	case err != nil || got == 0:
+		return n, false // the end of the file, or an error: Next reads it again
+	case n > 0:
+		// Go on unless the room left is too small for a read worth it.
+		return n, blockBytes-b.PayloadBytes() >= minBlockRead
+	case bytes.IndexByte(data, '\n') >= 0 || len(data) == len(room):
+		return 0, false // a line AddBlock stops at, or one longer than the room left
+	}
+	return 0, true // only the start of a line so far: read on
 }
 
 // add appends a record for line (n bytes of file consumed). Blank lines are

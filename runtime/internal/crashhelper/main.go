@@ -3,6 +3,8 @@
 // prints the run's stats as JSON on stdout when the run ends.
 //
 //	crashhelper -plan plan.json
+//
+// MQB_CRASH_COMMIT_INTERVAL=5ms sets the routes' commit interval.
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	_ "github.com/mqb-dev/mqb/connector/all"
 	"github.com/mqb-dev/mqb/plan"
@@ -42,7 +45,18 @@ func main() {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	st, err := runtime.Run(ctx, p, runtime.Options{Logger: log})
+	opts := runtime.Options{Logger: log}
+	// MQB_CRASH_COMMIT_INTERVAL (a Go duration) commits more often than
+	// the default, so that kills of a fast route land after commits.
+	if s := os.Getenv("MQB_CRASH_COMMIT_INTERVAL"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "MQB_CRASH_COMMIT_INTERVAL:", err)
+			os.Exit(2)
+		}
+		opts.CommitInterval = d
+	}
+	st, err := runtime.Run(ctx, p, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
