@@ -71,6 +71,13 @@ var knownFalse = map[string]string{
 var mustRun = map[string]bool{
 	"seed-5431": true, // positional parts behind an unnest, under kills
 	"seed-5609": true, // the same on an effectively-once route
+	// A fanout's object_store target no longer marks a record of an
+	// earlier run's part a duplicate, which dropped another target's
+	// refusal and kept the record from the DLQ on a replay.
+	"seed-16001": true,
+	// An id step that leaves a per-delivery identity where it renders
+	// nothing dead-letters the record whatever the verdict.
+	"seed-16029": true,
 }
 
 var (
