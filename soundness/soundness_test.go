@@ -20,6 +20,11 @@ import (
 // yet: the test skips them, naming the issue that fixes them. Remove an
 // entry when its fix lands (the test then keeps it fixed).
 var knownFalse = map[string]string{
+	// Open: a dedup in front of positional s3:// parts at concurrency 2
+	// lets a repeat of a key land beside its first copy after a kill (one
+	// extra line on an effectively-once route; 2 of 12 reruns with 6
+	// kills, on main before the hunt that found it too).
+	"seed-17352": "dedup in front of positional object_store parts at concurrency 2 lets a repeat land after a kill (open)",
 	// Fixed on main by the dlq's premises (a dead-letter table whose proof
 	// rests on a per-record premise is at-least-once; its start-up
 	// premises are checked): dlq-null-key and seed-142 (a dlq keyed by a
