@@ -22,8 +22,9 @@ import (
 var knownFalse = map[string]string{
 	// Open: a dedup in front of positional s3:// parts at concurrency 2
 	// lets a repeat of a key land beside its first copy after a kill (one
-	// extra line on an effectively-once route; 2 of 12 reruns with 6
-	// kills, on main before the hunt that found it too).
+	// extra line on an effectively-once route; 2 of 17 reruns with 6
+	// kills, on main before the hunt that found it too; none in 10 reruns
+	// with the route at concurrency 1).
 	"seed-17352": "dedup in front of positional object_store parts at concurrency 2 lets a repeat land after a kill (open)",
 	// Fixed on main by the dlq's premises (a dead-letter table whose proof
 	// rests on a per-record premise is at-least-once; its start-up
