@@ -486,6 +486,14 @@ func (rc *routeCtx) processPremise(g *guaranteeProof, source *nodeInfo) {
 // again on a replay. The runtime dead-letters it at the id step instead
 // (armIDKey). A record with no identity at all is dead-lettered by the
 // sink's bind already.
+//
+// It is a guard, checked whatever the verdict: the proof calls the
+// identity stable below effectively-once too, and rests on it there. A
+// handler's upsert keyed on meta["mqb.id"] counts on its replay
+// conflicting on that key; with a per-delivery identity the replay
+// inserts anew and may fail on another unique column, and the record,
+// dead-lettered by the handler, never reaches the sink of an
+// at-least-once route (soundness seed 16029).
 func (rc *routeCtx) idPremise(g *guaranteeProof) {
 	if !rc.idStab.Stable {
 		return
@@ -536,7 +544,7 @@ func (rc *routeCtx) idPremise(g *guaranteeProof) {
 	default:
 		return
 	}
-	g.premises = append(g.premises, premiseAt{node: last, p: plan.Premise{Kind: plan.PremiseKeyPresent, When: plan.CheckPerRecord, Columns: []string{last.exprText},
+	g.guards = append(g.guards, premiseAt{node: last, p: plan.Premise{Kind: plan.PremiseKeyPresent, When: plan.CheckPerRecord, Columns: []string{last.exprText},
 		Holds:  fmt.Sprintf("every record's id %s renders a non-empty value (without one, %s)", last.exprText, why),
 		Reason: "identity: id " + rc.idText}})
 }

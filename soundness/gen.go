@@ -209,12 +209,47 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 		src.WriteString("\n")
 		c.Routes = append(c.Routes, RouteShape{Name: g.name, Source: formatted, Artifacts: g.arts, Timed: g.timed})
 	}
+	shareVolatile(c.Routes)
 	formatted, err := formatMQB(src.String())
 	if err != nil {
 		return nil, fmt.Errorf("seed %d: generated an unparsable file: %v\n%s", seed, err, src.String())
 	}
 	c.Source = formatted
 	return c, nil
+}
+
+// shareVolatile gives every file artifact that several routes write (a
+// part directory another route's handler or sink also names) the union of
+// their volatile fields: each route's snapshot of it holds the other
+// routes' records too, whose per-delivery fields its own route never set.
+// The artifacts of one comparison group (the branches of a per-delivery
+// switch) keep one list, so the union spreads to them as well.
+func shareVolatile(routes []RouteShape) {
+	file := func(a Artifact) bool { return a.Kind == "parts" || a.Kind == "lines" }
+	for changed := true; changed; {
+		changed = false
+		byPath, byGroup := map[string][]string{}, map[string][]string{}
+		for _, r := range routes {
+			for _, a := range r.Artifacts {
+				if file(a) {
+					byPath[a.Path] = append(byPath[a.Path], a.Volatile...)
+					byGroup[r.Name+"\x00"+a.Group] = append(byGroup[r.Name+"\x00"+a.Group], a.Volatile...)
+				}
+			}
+		}
+		for _, r := range routes {
+			for i, a := range r.Artifacts {
+				if !file(a) {
+					continue
+				}
+				f := append(slices.Clone(byPath[a.Path]), byGroup[r.Name+"\x00"+a.Group]...)
+				slices.Sort(f)
+				if f = slices.Compact(f); len(f) != len(a.Volatile) {
+					r.Artifacts[i].Volatile, changed = f, true
+				}
+			}
+		}
+	}
 }
 
 // formatMQB prints a file the way `mqbc fmt` does.

@@ -467,3 +467,51 @@ func TestPerDeliverySwitchBranchesAlike(t *testing.T) {
 		t.Fatalf("only %d per-delivery switches drawn", found)
 	}
 }
+
+// Seed 14030 (unexplained, -rules hunt): route_b's handler wrote into
+// route_a's part directory, where route_a's records carry a field set by
+// now(); route_b's artifact did not mark it volatile, so two clean runs
+// differed on it. Every routes' artifact of one file path marks the same
+// fields volatile.
+func TestSharedPartDirsShareVolatile(t *testing.T) {
+	c, err := generateFrom(14030, 3, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b Artifact
+	for _, a := range c.Routes[1].Artifacts {
+		if a.Path == "out/route_a__p1" {
+			b = a
+		}
+	}
+	if !slices.Contains(b.Volatile, "stamp") {
+		t.Fatalf("seed 14030: route_b's artifact of route_a's part directory does not mark stamp volatile: %+v", b)
+	}
+	shared := 0
+	for seed := uint64(14000); seed < 15200; seed++ {
+		c, err := generateFrom(seed, 3, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		byPath := map[string][]string{}
+		for _, r := range c.Routes {
+			for _, a := range r.Artifacts {
+				if a.Kind != "parts" && a.Kind != "lines" {
+					continue
+				}
+				f, ok := byPath[a.Path]
+				if !ok {
+					byPath[a.Path] = a.Volatile
+					continue
+				}
+				shared++
+				if !slices.Equal(f, a.Volatile) {
+					t.Errorf("seed %d: artifacts of %s mark different fields volatile: %v and %v", seed, a.Path, f, a.Volatile)
+				}
+			}
+		}
+	}
+	if shared < 5 {
+		t.Fatalf("only %d shared file artifacts drawn", shared)
+	}
+}

@@ -77,9 +77,14 @@ func (g *routeGen) outboxSink() string {
 		if keyVol {
 			art.Volatile = append(art.Volatile, "id")
 		}
-	case k < 8:
+	case k < 8 && !g.reorders():
 		// Keyed, plain INSERT: a repeated id is a constraint error (to the
-		// dlq), a record without one a NOT NULL error.
+		// dlq), a record without one a NOT NULL error. Only where a key's
+		// records reach the table in read order: otherwise which of them
+		// lands and which are dead-lettered is the order the sink workers
+		// apply them, in a clean run too (seed 14284), and two workers
+		// inserting the same keys in other orders deadlock (seed 16275).
+		// Such a route draws the DO NOTHING table below instead.
 		ddl = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (id TEXT PRIMARY KEY, qty BIGINT, body TEXT, x TEXT)", table)
 		query = fmt.Sprintf("INSERT INTO %s (%s) VALUES %s", table, cols, vals)
 		if keyVol {

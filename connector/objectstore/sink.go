@@ -68,6 +68,22 @@ type objectSink struct {
 	// records are out, just not written again).
 	covered runtime.PartitionRanges
 	before  runtime.PartitionRanges
+	// routeSink: the route's own sink (MarkRouteSink), not a branch of a
+	// structural output nor a handler.
+	routeSink bool
+}
+
+// MarkRouteSink tells the sink it is the route's own sink: a record in a
+// part of an earlier run is then counted as deduplicated. In a branch
+// (a fanout's target) the record is the other branches' too and keeps
+// its state: marked a duplicate there, a refusal by another target was
+// dropped and the record acked without reaching the DLQ (soundness seed
+// 16001: a kill after the part was written, before the record's
+// dead-letter write).
+func (s *objectSink) MarkRouteSink() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.routeSink = true
 }
 
 // objectStoreHook, when set (by tests), wraps every store a sink opens.
@@ -227,7 +243,11 @@ func (s *objectSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	for _, r := range recs {
 		switch {
 		case s.before.Contains(r):
-			r.MarkDuplicate() // in a part of an earlier run: acked, counted as deduplicated
+			// In a part of an earlier run: as the route's sink, acked and
+			// counted as deduplicated; in a branch, left as it is.
+			if s.routeSink {
+				r.MarkDuplicate()
+			}
 		case s.covered.Contains(r):
 			// written by an earlier attempt of this write
 		default:
