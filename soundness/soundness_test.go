@@ -20,12 +20,6 @@ import (
 // yet: the test skips them, naming the issue that fixes them. Remove an
 // entry when its fix lands (the test then keeps it fixed).
 var knownFalse = map[string]string{
-	// Open: a dedup in front of positional s3:// parts at concurrency 2
-	// lets a repeat of a key land beside its first copy after a kill (one
-	// extra line on an effectively-once route; 2 of 17 reruns with 6
-	// kills, on main before the hunt that found it too; none in 10 reruns
-	// with the route at concurrency 1).
-	"seed-17352": "dedup in front of positional object_store parts at concurrency 2 lets a repeat land after a kill (open)",
 	// Fixed on main by the dlq's premises (a dead-letter table whose proof
 	// rests on a per-record premise is at-least-once; its start-up
 	// premises are checked): dlq-null-key and seed-142 (a dlq keyed by a
@@ -65,6 +59,11 @@ var knownFalse = map[string]string{
 	// records under at-least-once and changing an effectively-once
 	// route's output) are fixed by parts that name elements by their
 	// record's position and their index (mustRun keeps them running).
+	// seed-17352 (a dedup step in front of positional s3:// parts at
+	// concurrency 2 let a repeat of a key land beside its first copy after
+	// a kill, 2 of 17 reruns; not at concurrency 1 in 10) is answered by
+	// the verdict: such a route is at-least-once until the cause is found
+	// (compiler/prove.go, rule_dedup_positional_parts_concurrency).
 	// outbox-dedup (a dedup step on a transactional outbox route forgot,
 	// after a kill, the keys of records the outbox position had passed,
 	// and a later repeat was written again on an exactly-once route) is
