@@ -315,31 +315,13 @@ func (s *sqlSink) checkUpdateLeavesUniques(ctx context.Context, p plan.Premise) 
 // PRIMARY KEY (the rowid alias, with no index of its own) shows. An index
 // on an expression counts for nothing.
 func (s *sqlSink) uniqueKeysSQLite(ctx context.Context, target string) ([]uniqueKey, bool, error) {
-	schema, table := splitQualified(target)
-	prefix := ""
-	if schema != "" {
-		prefix = sqliteQuote(unquoteIdent(schema)) + "."
-	}
-	tbl := sqliteQuote(unquoteIdent(table))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := func(query string, scan func(*dbsql.Rows) error) error {
-		rows, err := s.conn.QueryContext(ctx, query)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := scan(rows); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	}
+	q := func(query string, scan func(*dbsql.Rows) error) error { return s.eachRow(ctx, query, scan) }
 	var keys []uniqueKey
 	var pk []string
 	exists := false
-	err := q("PRAGMA "+prefix+"table_info("+tbl+")", func(rows *dbsql.Rows) error {
+	err := q(sqlitePragma("table_info", target, ""), func(rows *dbsql.Rows) error {
 		var cid, notNull, pkPos int
 		var name, typ string
 		var dflt dbsql.NullString
@@ -359,7 +341,7 @@ func (s *sqlSink) uniqueKeysSQLite(ctx context.Context, target string) ([]unique
 		keys = append(keys, uniqueKey{name: "PRIMARY KEY", cols: pk})
 	}
 	var indexes []string
-	err = q("PRAGMA "+prefix+"index_list("+tbl+")", func(rows *dbsql.Rows) error {
+	err = q(sqlitePragma("index_list", target, ""), func(rows *dbsql.Rows) error {
 		cols, err := rows.Columns()
 		if err != nil {
 			return err
@@ -393,7 +375,7 @@ func (s *sqlSink) uniqueKeysSQLite(ctx context.Context, target string) ([]unique
 	for _, ix := range indexes {
 		var cols []string
 		expr := false
-		err := q("PRAGMA "+prefix+"index_info("+sqliteQuote(ix)+")", func(rows *dbsql.Rows) error {
+		err := q(sqlitePragma("index_info", target, ix), func(rows *dbsql.Rows) error {
 			var seqno, cid int
 			var name dbsql.NullString
 			if err := rows.Scan(&seqno, &cid, &name); err != nil {
@@ -416,6 +398,38 @@ func (s *sqlSink) uniqueKeysSQLite(ctx context.Context, target string) ([]unique
 }
 
 func sqliteQuote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+
+// sqlitePragma is pragma applied to an object of target's schema, as
+// SQLite takes it: to target's table when object is "" (PRAGMA
+// "s".table_info("t"), or PRAGMA table_info("t") unqualified), else to
+// the object of that name, such as an index.
+func sqlitePragma(pragma, target, object string) string {
+	schema, table := splitQualified(target)
+	prefix := ""
+	if schema != "" {
+		prefix = sqliteQuote(unquoteIdent(schema)) + "."
+	}
+	if object == "" {
+		object = unquoteIdent(table)
+	}
+	return "PRAGMA " + prefix + pragma + "(" + sqliteQuote(object) + ")"
+}
+
+// eachRow runs query on the sink's connection and hands every row to
+// scan; the caller holds s.mu.
+func (s *sqlSink) eachRow(ctx context.Context, query string, scan func(*dbsql.Rows) error) error {
+	rows, err := s.conn.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
 
 // pgUniqueKeysQuery lists the key columns of every unique index of a
 // table that ON CONFLICT can use: valid, immediate (a deferrable
@@ -576,14 +590,9 @@ func (s *sqlSink) checkReplaceColumns(ctx context.Context, p plan.Premise) error
 // PRIMARY KEY, the rowid alias (AUTOINCREMENT is only allowed on it),
 // which a REPLACE that leaves it out numbers anew.
 func (s *sqlSink) replaceColumnsSQLite(ctx context.Context, target string) ([]replaceColumn, bool, error) {
-	schema, table := splitQualified(target)
-	prefix := ""
-	if schema != "" {
-		prefix = sqliteQuote(unquoteIdent(schema)) + "."
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rows, err := s.conn.QueryContext(ctx, "PRAGMA "+prefix+"table_info("+sqliteQuote(unquoteIdent(table))+")")
+	rows, err := s.conn.QueryContext(ctx, sqlitePragma("table_info", target, ""))
 	if err != nil {
 		return nil, false, err
 	}

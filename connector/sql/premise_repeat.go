@@ -148,32 +148,14 @@ func allIn(cols []string, set map[string]bool, dbFold func(string) string) bool 
 // index of its own), from `pragma table_xinfo`, with its columns (a
 // generated one is hidden from table_info).
 func (s *sqlSink) repeatKeysSQLite(ctx context.Context, target string) ([]repeatKey, repeatColumns, bool, error) {
-	schema, table := splitQualified(target)
-	prefix := ""
-	if schema != "" {
-		prefix = sqliteQuote(unquoteIdent(schema)) + "."
-	}
-	tbl := sqliteQuote(unquoteIdent(table))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := func(query string, scan func(*dbsql.Rows) error) error {
-		rows, err := s.conn.QueryContext(ctx, query)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := scan(rows); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	}
+	q := func(query string, scan func(*dbsql.Rows) error) error { return s.eachRow(ctx, query, scan) }
 	cols := repeatColumns{}
 	type pkCol struct{ name, typ string }
 	var pk []pkCol
 	exists := false
-	err := q("PRAGMA "+prefix+"table_xinfo("+tbl+")", func(rows *dbsql.Rows) error {
+	err := q(sqlitePragma("table_xinfo", target, ""), func(rows *dbsql.Rows) error {
 		var cid, notNull, pkPos, hidden int
 		var name, typ string
 		var dflt dbsql.NullString
@@ -209,7 +191,7 @@ func (s *sqlSink) repeatKeysSQLite(ctx context.Context, target string) ([]repeat
 		partial bool
 	}
 	var indexes []ix
-	err = q("PRAGMA "+prefix+"index_list("+tbl+")", func(rows *dbsql.Rows) error {
+	err = q(sqlitePragma("index_list", target, ""), func(rows *dbsql.Rows) error {
 		names, err := rows.Columns()
 		if err != nil {
 			return err
@@ -255,7 +237,7 @@ func (s *sqlSink) repeatKeysSQLite(ctx context.Context, target string) ([]repeat
 		if x.partial {
 			k.notPlain = "partial (CREATE UNIQUE INDEX … WHERE)"
 		}
-		err := q("PRAGMA "+prefix+"index_info("+sqliteQuote(x.name)+")", func(rows *dbsql.Rows) error {
+		err := q(sqlitePragma("index_info", target, x.name), func(rows *dbsql.Rows) error {
 			var seqno, cid int
 			var name dbsql.NullString
 			if err := rows.Scan(&seqno, &cid, &name); err != nil {
