@@ -95,20 +95,26 @@ func TestReachShapesCatchPlanted(t *testing.T) {
 		// wrote them again. With the id step's premise such a record is
 		// dead-lettered, and the route is checked like any other.
 		// Seed 3206's route_b: id message_id, then an id a record without a
-		// tag does not render, which kept it the message_id.
+		// tag does not render, which kept it the message_id. (The
+		// generator now draws an id from the environment between the two;
+		// drop is taken out so the route is the one that was found.)
 		for _, tc := range []struct {
 			seed  uint64
 			route int
 			shape string
+			drop  string
 		}{
-			{2763, 0, "id payload.id\n  unnest payload.items"},
-			{3206, 1, "id message_id\n  id \"${payload.id}-${payload.tag}\""},
+			{2763, 0, "id payload.id\n  unnest payload.items", ""},
+			{3206, 1, "id message_id\n  id \"${payload.id}-${payload.tag}\"", "  id env(\"SOUNDNESS_TENANT\") + \"/\" + string(payload.id)\n"},
 		} {
 			gen, err := generate(tc.seed, 6)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := &Case{Name: fmt.Sprintf("id-fallback-%d", tc.seed), Seed: tc.seed, Kills: 6, Input: gen.Input, Routes: gen.Routes[tc.route : tc.route+1]}
+			if tc.drop != "" {
+				c.Routes[0].Source = strings.Replace(c.Routes[0].Source, tc.drop, "", 1)
+			}
 			c.Source = c.Routes[0].Source
 			if !strings.Contains(c.Source, tc.shape) {
 				t.Fatalf("seed %d no longer draws the route:\n%s", tc.seed, c.Source)
