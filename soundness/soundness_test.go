@@ -212,7 +212,7 @@ func TestGeneratedSeeds(t *testing.T) {
 func TestHarnessCatchesPlantedFalseVerdict(t *testing.T) {
 	planted := func(override string) *Case {
 		c := &Case{Name: "planted-" + override, Seed: 7, Kills: 6}
-		c.Input = genData(rand.New(rand.NewPCG(7, 7)), 3000)
+		c.Input = genData(rand.New(rand.NewPCG(7, 7)), 30000)
 		src := `route planted {
   batch_size = 2
   from file { path = "in.jsonl" }
@@ -231,20 +231,12 @@ func TestHarnessCatchesPlantedFalseVerdict(t *testing.T) {
 		}}}
 		return c
 	}
-	res, err := checker.Check(planted(effectivelyOnce))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Kills == 0 {
-		t.Fatalf("no kill landed: %s", summaryLine(res))
-	}
-	if len(res.Findings) != 1 || !strings.Contains(res.Findings[0].Diff, "+ ") {
-		t.Errorf("a now()-keyed route told effectively-once was not reported as a false verdict with extra rows:\n%s", report(res))
-	} else {
-		t.Logf("caught, as it should be:\n%s", report(res))
-	}
+	// The route is fast now (3,000 records ended before most kills): it
+	// reads 30,000, and wantCaught tries the next seeds when a seed's
+	// kills all land where nothing is written twice.
+	wantCaught(t, planted(effectivelyOnce), "")
 
-	res, err = checker.Check(planted(atLeastOnce))
+	res, err := checker.Check(planted(atLeastOnce))
 	if err != nil {
 		t.Fatal(err)
 	}
