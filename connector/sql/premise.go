@@ -342,30 +342,12 @@ func (s *sqlSink) uniqueKeysSQLite(ctx context.Context, target string) ([]unique
 	}
 	var indexes []string
 	err = q(sqlitePragma("index_list", target, ""), func(rows *dbsql.Rows) error {
-		cols, err := rows.Columns()
+		e, err := scanIndexList(rows)
 		if err != nil {
 			return err
 		}
-		vals := make([]any, len(cols))
-		var name string
-		var unique, partial int
-		for i, c := range cols {
-			switch c {
-			case "name":
-				vals[i] = &name
-			case "unique":
-				vals[i] = &unique
-			case "partial":
-				vals[i] = &partial
-			default:
-				vals[i] = new(any)
-			}
-		}
-		if err := rows.Scan(vals...); err != nil {
-			return err
-		}
-		if unique == 1 && partial == 0 {
-			indexes = append(indexes, name)
+		if e.unique && !e.partial {
+			indexes = append(indexes, e.name)
 		}
 		return nil
 	})
@@ -413,6 +395,43 @@ func sqlitePragma(pragma, target, object string) string {
 		object = unquoteIdent(table)
 	}
 	return "PRAGMA " + prefix + pragma + "(" + sqliteQuote(object) + ")"
+}
+
+// sqliteIndex is a row of SQLite's `pragma index_list`.
+type sqliteIndex struct {
+	name, origin    string // origin: "c" (CREATE INDEX), "u" (UNIQUE), "pk"
+	unique, partial bool
+}
+
+// scanIndexList reads the current row of `pragma index_list`, by column
+// name: the columns differ between SQLite versions.
+func scanIndexList(rows *dbsql.Rows) (sqliteIndex, error) {
+	var e sqliteIndex
+	names, err := rows.Columns()
+	if err != nil {
+		return e, err
+	}
+	vals := make([]any, len(names))
+	var unique, partial int
+	for i, c := range names {
+		switch c {
+		case "name":
+			vals[i] = &e.name
+		case "unique":
+			vals[i] = &unique
+		case "origin":
+			vals[i] = &e.origin
+		case "partial":
+			vals[i] = &partial
+		default:
+			vals[i] = new(any)
+		}
+	}
+	if err := rows.Scan(vals...); err != nil {
+		return e, err
+	}
+	e.unique, e.partial = unique == 1, partial != 0
+	return e, nil
 }
 
 // eachRow runs query on the sink's connection and hands every row to

@@ -192,35 +192,15 @@ func (s *sqlSink) repeatKeysSQLite(ctx context.Context, target string) ([]repeat
 	}
 	var indexes []ix
 	err = q(sqlitePragma("index_list", target, ""), func(rows *dbsql.Rows) error {
-		names, err := rows.Columns()
+		e, err := scanIndexList(rows)
 		if err != nil {
 			return err
 		}
-		vals := make([]any, len(names))
-		var name, origin string
-		var unique, partial int
-		for i, c := range names {
-			switch c {
-			case "name":
-				vals[i] = &name
-			case "unique":
-				vals[i] = &unique
-			case "origin":
-				vals[i] = &origin
-			case "partial":
-				vals[i] = &partial
-			default:
-				vals[i] = new(any)
-			}
-		}
-		if err := rows.Scan(vals...); err != nil {
-			return err
-		}
-		if origin == "pk" {
+		if e.origin == "pk" {
 			pkIndexed = true
 		}
-		if unique == 1 {
-			indexes = append(indexes, ix{name, partial != 0})
+		if e.unique {
+			indexes = append(indexes, ix{e.name, e.partial})
 		}
 		return nil
 	})
