@@ -72,6 +72,10 @@ type Case struct {
 	// obx draws the sinks of outbox.go, envx the keys of envkeys.go, obj
 	// the sinks of objstore.go; nil when the case has none.
 	obx, envx, obj *rand.Rand
+	// mgs draws the mongodb sinks of mongosink.go; nil when none.
+	// mongoDrawn: some route of the case has one.
+	mgs        *rand.Rand
+	mongoDrawn bool
 }
 
 // SetupSQL is one statement run on a database file before the route runs.
@@ -103,8 +107,9 @@ type RouteShape struct {
 // Artifact is one thing a route writes that the checker reads back.
 type Artifact struct {
 	// Kind is "table" (SQLite rows), "parts" (a directory of part files),
-	// "lines" (one appended file) or "dlq" (a dead-letter file: its
-	// record positions are compared).
+	// "lines" (one appended file), "dlq" (a dead-letter file: its
+	// record positions are compared) or "mongo" (a MongoDB collection,
+	// Table, of the database Path stands for: see mongosink.go).
 	Kind  string `json:"kind"`
 	Path  string `json:"path"`
 	Table string `json:"table,omitempty"`
@@ -190,6 +195,7 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 	pickOutbox(c)
 	pickEnvKeys(c)
 	pickObjectStores(c)
+	pickMongoSinks(c)
 	nRoutes := 1
 	switch r := rng.IntN(10); {
 	case r >= 9:
@@ -210,6 +216,9 @@ func generateFrom(seed uint64, kills int, force string) (*Case, error) {
 		c.Routes = append(c.Routes, RouteShape{Name: g.name, Source: formatted, Artifacts: g.arts, Timed: g.timed})
 	}
 	shareVolatile(c.Routes)
+	if c.mongoDrawn {
+		c.Input = mongoSafeInput(c.Input)
+	}
 	formatted, err := formatMQB(src.String())
 	if err != nil {
 		return nil, fmt.Errorf("seed %d: generated an unparsable file: %v\n%s", seed, err, src.String())
@@ -549,6 +558,9 @@ func (g *routeGen) sink(depth int, group string) string {
 		return to
 	}
 	if to := g.objectStoreLeaf(group); to != "" {
+		return to
+	}
+	if to := g.mongoLeaf(depth, group); to != "" {
 		return to
 	}
 	r := g.rng.IntN(100)
@@ -891,7 +903,7 @@ func updateKeepsInserted(conflict string, cols []string) bool {
 // own stream would give the two branches different sinks (seed-13191: one
 // keyed by now(), the other by env("HOME")).
 func (c *Case) sideStreamsFrom(leaf uint64) (restore func()) {
-	streams := []**rand.Rand{&c.aux, &c.ext, &c.tx, &c.srv, &c.ch, &c.sq, &c.dq, &c.un, &c.rch, &c.obx, &c.envx, &c.obj}
+	streams := []**rand.Rand{&c.aux, &c.ext, &c.tx, &c.srv, &c.ch, &c.sq, &c.dq, &c.un, &c.rch, &c.obx, &c.envx, &c.obj, &c.mgs}
 	saved := make([]*rand.Rand, len(streams))
 	for i, p := range streams {
 		saved[i] = *p

@@ -79,7 +79,9 @@ func (c *Case) mongoFrom() string {
 }
 
 var (
-	databaseRE   = regexp.MustCompile(`database\s*=\s*"[^"]*"`)
+	// (Only the source's database: a mongodb sink's has been replaced by
+	// then, see mongosink.go.)
+	databaseRE   = regexp.MustCompile(`database\s*=\s*"sound_\d+"`)
 	captureNewRE = regexp.MustCompile(`consume\s*=\s*capture_new`)
 	routeNameRE  = regexp.MustCompile(`(?m)^route\s+(\w+)\s*\{`)
 )

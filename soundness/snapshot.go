@@ -62,6 +62,8 @@ func snapshot(dir string, route RouteShape) (Snapshot, error) {
 			err = readLines(s, filepath.Join(dir, a.Path), a)
 		case "dlq":
 			err = readDLQ(s, filepath.Join(dir, a.Path), a)
+		case "mongo":
+			err = readMongo(s, dir, a)
 		default:
 			err = fmt.Errorf("unknown artifact kind %q", a.Kind)
 		}

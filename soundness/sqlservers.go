@@ -222,6 +222,14 @@ func openServerDBs(dir, source string, setup []SetupSQL) (string, error) {
 		serverDBs.m[dir] = dbs
 		serverDBs.Unlock()
 	}
+	source, err := openMongoSinkDB(dbs, source)
+	serverDBs.Lock()
+	serverDBs.m[dir] = dbs
+	serverDBs.Unlock()
+	if err != nil {
+		closeServerDBs(dir)
+		return "", err
+	}
 	for _, s := range setup {
 		db, ok := dbs[s.DB]
 		if !ok {

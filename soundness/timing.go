@@ -130,6 +130,10 @@ func (s *groupShape) keyed(g string) bool {
 // per-delivery column left in the Kept row (an unkeyed table's row id, a
 // per-delivery key: then the row is a delivery, not a key).
 func keyProjected(a Artifact) bool {
+	if a.Kind == "mongo" {
+		// Every field but a stable _id mutable (mongosink.go).
+		return slices.Contains(a.Mutable, mongoAllFields) && !slices.Contains(a.Volatile, "_id")
+	}
 	if a.Kind != "table" || a.KeyedDLQ {
 		return false
 	}
