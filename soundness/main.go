@@ -73,7 +73,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&onlyRules, "rules", false, "check only the seeds that draw a shape of rules.go or reach.go; the others are skipped")
 	fs.BoolVar(&serverSinks, "server-sinks", false, "let seeds put some sql sinks on PostgreSQL and MariaDB (see sqlservers.go); needs their server binaries")
 	fs.BoolVar(&clickhouseSinks, "clickhouse", false, "let seeds put some sinks on ClickHouse (see clickhouse.go); needs clickhouse-server")
-	fs.BoolVar(&mongoSinks, "mongo-sinks", false, "let seeds put some sinks on MongoDB (FerretDB; see mongosink.go): id_field stable, per-delivery or unset, with and without report_outcome")
+	fs.BoolVar(&mongoSinks, "mongo-sinks", false, "let seeds put some sinks on MongoDB (FerretDB; see mongosink.go): id_field stable, per-delivery or unset, with and without report_outcome; the seeds that draw none are skipped")
 	reasons := fs.Bool("reasons", false, "build the generated files only (no runs) and print how often each verdict reason occurs, numbers and names blanked")
 	jobs := fs.Int("j", 1, "cases checked at once (each in its own directories, with its own brokers); most of a case's time is waiting, so 3 keeps 2 cores busy")
 	if err := fs.Parse(args); err != nil {
@@ -205,7 +205,7 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 		c, err = readCase(recorded[i])
 	} else {
 		c, err = generateFrom(s, kills, forceSource)
-		if err == nil && (onlyTransforms && c.tx == nil || onlyRules && !c.ruleDrawn) {
+		if err == nil && (onlyTransforms && c.tx == nil || onlyRules && !c.ruleDrawn || mongoSinks && !c.mongoDrawn) {
 			return true
 		}
 	}
