@@ -73,3 +73,29 @@ func TestMongoSinkCatchesPlanted(t *testing.T) {
 		}
 	}
 }
+
+// Generated routes with mongodb sinks (see mongosink.go), run cleanly and
+// under SIGKILLs. CI checks the first two seeds from SOUNDNESS_SOURCE_SEED
+// (or the clock's) that draw one; SOUNDNESS_MONGO_SEEDS checks more.
+func TestMongoSinks(t *testing.T) {
+	mongoSinks = true
+	defer func() { mongoSinks = false }()
+	_, seed := sampledKinds(t)
+	want := envInt("SOUNDNESS_MONGO_SEEDS", 2)
+	kills := envInt("SOUNDNESS_KILLS", 3)
+	t.Logf("seeds from %d (rerun with SOUNDNESS_SOURCE_SEED=%d)", seed%100000+11, seed)
+	found := 0
+	for s := seed%100000 + 11; found < want; s++ {
+		c, err := generate(s, kills)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.mongoDrawn {
+			continue
+		}
+		found++
+		t.Run(c.Name, func(t *testing.T) {
+			checkGenerated(t, c)
+		})
+	}
+}

@@ -12,7 +12,8 @@
 # SOUNDNESS_SOURCES=all checks all six (about two minutes more).
 # TestServerSinks checks two seeds from the same seed whose sql sinks are
 # on PostgreSQL and MariaDB (SOUNDNESS_SERVER_SEEDS for more), and
-# TestClickHouseSinks two with clickhouse sinks (SOUNDNESS_CLICKHOUSE_SEEDS).
+# TestClickHouseSinks two with clickhouse sinks (SOUNDNESS_CLICKHOUSE_SEEDS),
+# TestMongoSinks two with mongodb sinks (SOUNDNESS_MONGO_SEEDS).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export SOUNDNESS_FIRST="${SOUNDNESS_FIRST:-1}"
