@@ -526,6 +526,9 @@ func (g *routeGen) handler() string {
 	if h := g.reachHandler(); h != "" {
 		return h
 	}
+	if h := g.mongoHandler(); h != "" {
+		return h
+	}
 	if g.chance(30) {
 		return "handle " + g.fileLeaf("", false) + "\n"
 	}

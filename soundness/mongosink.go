@@ -35,7 +35,8 @@ import (
 //     record's message_id: at-least-once);
 //   - report_outcome or not (E043 refuses it without a stable key: now
 //     and then drawn anyway), and now and then as the call of a request
-//     whose forward switches on meta["mongodb.outcome"] or not;
+//     whose forward switches on meta["mongodb.outcome"] or not, or as a
+//     handle step whose outcome the output side's filter reads;
 //   - wherever sink() puts a leaf: behind the route's dedup, filter, map
 //     and id steps, in a fanout, a switch on a stable value or a
 //     request's forward (not in the branches of a switch on a
@@ -87,6 +88,28 @@ func (g *routeGen) mongoLeaf(depth int, group string) string {
 	if m == nil || group != "" || m.IntN(100) >= 45 {
 		return ""
 	}
+	return g.mongoSink(depth, false)
+}
+
+// mongoHandler returns, for some handle steps, a mongodb sink as the
+// handler (its outcome, when reported, is what an output-side filter
+// reads), or "".
+func (g *routeGen) mongoHandler() string {
+	m := g.c.mgs
+	if m == nil || m.IntN(100) >= 35 {
+		return ""
+	}
+	h := g.mongoSink(0, true)
+	if strings.Contains(h, "report_outcome") {
+		g.outcome = `meta["mongodb.outcome"]`
+	}
+	return "handle " + h + "\n"
+}
+
+// mongoSink is a mongodb sink of a drawn id_field form; not a handler,
+// it is now and then the call of a request.
+func (g *routeGen) mongoSink(depth int, handler bool) string {
+	m := g.c.mgs
 	g.c.mongoDrawn = true
 	coll := fmt.Sprintf("%s_m%d", g.name, g.next())
 	art := Artifact{Kind: "mongo", Path: mongoSinkDB, Table: coll, Group: mongoSinkDB + ":" + coll, Volatile: g.volatileFields()}
@@ -136,7 +159,7 @@ func (g *routeGen) mongoLeaf(depth int, group string) string {
 	}
 	g.arts = append(g.arts, art)
 	leaf := "mongodb { " + strings.Join(attrs, ", ") + " }"
-	if !asCall {
+	if !asCall || handler {
 		return leaf
 	}
 	var fwd string

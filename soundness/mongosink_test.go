@@ -16,15 +16,17 @@ import (
 // mongoMarks are the texts by which each shape of mongosink.go shows in a
 // generated file.
 var mongoMarks = map[string]*regexp.Regexp{
-	"id_field a payload field":       regexp.MustCompile(`id_field\s*= "(id|seq)"`),
-	"id_field a stable template":     regexp.MustCompile(`id_field\s*= "(ord-\$\{payload\.id\}|\$\{payload\.id\}/\$\{payload\.region\})"`),
-	"id_field the id step's mqb.id":  regexp.MustCompile(`id_field\s*= "\$\{meta\[\\"mqb\.id\\"\]\}"`),
-	"id_field by the clock":          regexp.MustCompile(`id_field\s*= "\$\{string\(now\(\)\.UnixNano\(\)\)\}"`),
-	"id_field by message_id":         regexp.MustCompile(`id_field\s*= "m-\$\{message_id\}"`),
-	"no id_field":                    regexp.MustCompile(`collection\s*= "route_._m\d+"\n(\s*report_outcome\s*= true\n)?\s*\}`),
-	"report_outcome":                 regexp.MustCompile(`report_outcome\s*= true`),
-	"the call of a request":          regexp.MustCompile(`call mongodb \{`),
-	"a switch on the call's outcome": regexp.MustCompile(`on = meta\["mongodb\.outcome"\]`),
+	"id_field a payload field":          regexp.MustCompile(`id_field\s*= "(id|seq)"`),
+	"id_field a stable template":        regexp.MustCompile(`id_field\s*= "(ord-\$\{payload\.id\}|\$\{payload\.id\}/\$\{payload\.region\})"`),
+	"id_field the id step's mqb.id":     regexp.MustCompile(`id_field\s*= "\$\{meta\[\\"mqb\.id\\"\]\}"`),
+	"id_field by the clock":             regexp.MustCompile(`id_field\s*= "\$\{string\(now\(\)\.UnixNano\(\)\)\}"`),
+	"id_field by message_id":            regexp.MustCompile(`id_field\s*= "m-\$\{message_id\}"`),
+	"no id_field":                       regexp.MustCompile(`collection\s*= "route_._m\d+"\n(\s*report_outcome\s*= true\n)?\s*\}`),
+	"report_outcome":                    regexp.MustCompile(`report_outcome\s*= true`),
+	"the call of a request":             regexp.MustCompile(`call mongodb \{`),
+	"a switch on the call's outcome":    regexp.MustCompile(`on = meta\["mongodb\.outcome"\]`),
+	"a handler":                         regexp.MustCompile(`handle mongodb \{`),
+	"a filter on the handler's outcome": regexp.MustCompile(`filter meta\["mongodb\.outcome"\] != "existed"`),
 }
 
 // mongoBlockRE is one formatted mongodb sink of a generated route.
