@@ -511,11 +511,26 @@ func (rc *routeCtx) idPremise(g *guaranteeProof) {
 	rc.msgIDAfter = nil
 	msg := rc.messageIDStability()
 	rc.msgIDAfter = saved
-	// The identity a record has just before the last id step; has: it
-	// has one at all.
+	// The identities a record may have just before the last id step
+	// (has: some step may have given it one; cur: how stable they all
+	// are), and whether it may have none at all. An id step whose
+	// expression renders nothing leaves the identity as it was, so one
+	// above the last, however stable, does not make sure the record has
+	// one: `id "${payload.id}-${payload.tag}"` twice, then unnest, left
+	// a record without a tag with no identity at either, and its elements
+	// derived theirs from its message_id (soundness seed 21236). Only an
+	// unnest gives every record one (its elements'; from the message_id
+	// when the parent has none).
 	var cur stability
-	has, unnestAfter := false, false
+	has, maybeNone, unnestAfter := false, true, false
 	seen := false
+	add := func(st stability) {
+		if has {
+			cur = both(cur, st)
+		} else {
+			cur, has = st, true
+		}
+	}
 	for _, n := range rc.nodes {
 		if n.role != plan.RoleStep {
 			continue
@@ -527,19 +542,22 @@ func (rc *routeCtx) idPremise(g *guaranteeProof) {
 		switch {
 		case n.name == "unnest" && seen:
 			unnestAfter = true
-		case n.name == "unnest" && !has:
-			cur, has = msg, true
-		case n.name == "id" && !seen && !has:
-			cur, has = n.exprStab, true
+		case n.name == "unnest":
+			if maybeNone {
+				add(msg)
+				maybeNone = false
+			}
 		case n.name == "id" && !seen:
-			cur = both(cur, n.exprStab)
+			add(n.exprStab)
 		}
 	}
 	var why string
 	switch {
 	case has && !cur.Stable:
 		why = "the record keeps the identity it had before, which is per-delivery: " + cur.Why
-	case !has && unnestAfter && !msg.Stable:
+	case maybeNone && unnestAfter && !msg.Stable && has:
+		why = "nor a value at the id steps above it, unnest derives its elements' ids from a message_id that is new on every read: " + msg.Why
+	case maybeNone && unnestAfter && !msg.Stable:
 		why = "unnest derives its elements' ids from a message_id that is new on every read: " + msg.Why
 	default:
 		return
