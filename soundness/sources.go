@@ -146,7 +146,11 @@ func startCaseSource(dir string, c *Case, source string) (*srcHandle, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &srcHandle{env: env, stop: stop}, nil
+		var durables []string
+		for _, m := range routeNameRE.FindAllStringSubmatch(source, -1) {
+			durables = append(durables, m[1]) // natsFrom names a route's durable after it
+		}
+		return &srcHandle{env: env, stop: stop, caughtUp: natsCaughtUp(strings.TrimPrefix(env[0], natsURLEnv+"="), durables)}, nil
 	case brokerNATSCore:
 		return startCoreNATS(c, len(coreRE.FindAllString(source, -1)))
 	case brokerKafka:
