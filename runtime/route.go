@@ -414,7 +414,17 @@ func (rt *route) process(w *worker, b *batch) error {
 			rt.tap.sendBatch(rt.name, rt.stepNames[i], b)
 		}
 	}
-	// Records that go no further are acked now, straight back to the source.
+	// Records that go no further are acked now, straight back to the
+	// source, unless the batch holds dedup keys: then deliver acks them
+	// after promoting the keys. A record a step behind the dedup drops (a
+	// filter, a second dedup) still holds the key it reserved, in memory
+	// only; acked here, a commit could pass its position before the key
+	// was promoted and synced, and after a crash (or a failure that
+	// releases the key) nothing would remember it: a later repeat of the
+	// key would pass as new (soundness case seed-17352).
+	if len(b.reserved) > 0 {
+		return nil
+	}
 	refs := w.refs[:0]
 	for i := range b.recs {
 		if st := b.recs[i].state; st == stFiltered || st == stDuplicate {
