@@ -56,6 +56,7 @@ type fileSource struct {
 	// when it is already too long and only a snippet is kept.
 	partialLen int
 	scratch    []byte // a line longer than the read buffer
+	head       []byte // the file's first bytes, read again by checkUnchanged
 	// arenaHint sizes the next batch's payload arena from the last one, so
 	// it is allocated once instead of grown (and copied) by doubling.
 	arenaHint int
