@@ -526,16 +526,19 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		}
 	}
 	w.ptrs, w.dead = live, early
-	earlyDone := make(chan error, 1)
-	go func() {
-		endDLQ := func(error) {}
-		if len(early) > 0 {
-			endDLQ = rt.groupSpan(group, "mqb.dlq.write", len(early))
-		}
-		err := rt.deadLetter(ctx, early)
-		endDLQ(err)
-		earlyDone <- err
-	}()
+	// A group with none (every group of a route moving blocks of lines)
+	// starts no goroutine: one per group, and the thread it may wake,
+	// cost system CPU for nothing.
+	var earlyDone chan error
+	if len(early) > 0 {
+		earlyDone = make(chan error, 1)
+		go func() {
+			endDLQ := rt.groupSpan(group, "mqb.dlq.write", len(early))
+			err := rt.deadLetter(ctx, early)
+			endDLQ(err)
+			earlyDone <- err
+		}()
+	}
 
 	flushMetaFor(rt.sink, live) // metaid.go
 	if rt.tap.watching() {
@@ -556,8 +559,10 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		sinkErr = rt.retry.write(ctx, rt.sink, live, onRetry)
 	}
 	endWrite(sinkErr)
-	if err := <-earlyDone; err != nil {
-		return err
+	if earlyDone != nil {
+		if err := <-earlyDone; err != nil {
+			return err
+		}
 	}
 	if sinkErr != nil {
 		return fmt.Errorf("route %s: sink: %w", rt.name, sinkErr)
