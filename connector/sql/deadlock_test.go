@@ -4,13 +4,17 @@ import (
 	"context"
 	dbsql "database/sql"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
@@ -185,4 +189,36 @@ func TestSQLServerSinkDeadlock(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The route's concurrency reaches the sink: above 1 its batches go in
+// key order, at 1 in read order.
+func TestSQLServerSinkKeyOrderFollowsConcurrency(t *testing.T) {
+	url := testsrv.Postgres(t)
+	for _, concurrency := range []int{1, 2} {
+		e := newTestEnv(t)
+		genDataset(t, e.input, 50, 3)
+		var log strings.Builder
+		var mu sync.Mutex
+		opts := runtest.Options()
+		opts.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		runtest.RunRoute(t, context.Background(), sqlServerPlan(e, url, pgOrdersDDL, "ON CONFLICT (id) DO NOTHING", 16, concurrency, false), opts, "orders")
+		mu.Lock()
+		ordered := strings.Contains(log.String(), "go in key order")
+		mu.Unlock()
+		if ordered != (concurrency > 1) {
+			t.Errorf("concurrency %d: rows in key order %v, want %v", concurrency, ordered, concurrency > 1)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }

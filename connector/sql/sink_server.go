@@ -208,6 +208,10 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 	default:
 		return nil, b.Errorf("url", "%s: not a postgres:// or mysql:// url", s.url)
 	}
+	if s.order != nil {
+		s.log.Debug("sql sink: the rows of a batch go in key order, so that the route's workers lock them in one order",
+			"params", fmt.Sprint([]int(s.order)), "concurrency", b.Concurrency())
+	}
 	return s, nil
 }
 
