@@ -363,9 +363,10 @@ const mysqlChunk = 256
 // writeMySQLMulti writes the batch in one transaction as multi-statement
 // queries of mysqlChunk inserts each: one round trip per chunk instead of
 // per row, in read order, or at concurrency above 1 in key order
-// (lockorder.go). The rows affected of every statement give report_outcome. A
-// refused row stops the server at that statement without saying which it
-// was, so the transaction is rolled back and errMySQLRowRefused returned.
+// (lockorder.go). The rows affected of every statement give
+// report_outcome. A refused row stops the server at that statement
+// without saying which it was, so the transaction is rolled back and
+// errMySQLRowRefused returned.
 func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*runtime.Record) error {
 	var ev runtime.Evaluator
 	type row struct {
