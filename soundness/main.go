@@ -36,11 +36,11 @@
 //	go run ./soundness -seeds 1000 -kills 8
 //
 // ends with "routes checked: N, claimed effectively-once: M, false
-// verdicts: F, unexplained (…): U, inconclusive (a clean run failed): I" and exits 1 when F > 0. -reasons builds the generated
-// files only and counts their verdict reasons: which rules of the prover
-// the seeds reach (rules.go and reach.go add shapes for those they did
-// not). The CI test is behind the soundness
-// build tag (go test -tags soundness ./soundness).
+// verdicts: F, unexplained (…): U, inconclusive (a clean run failed): I"
+// and exits 1 when F > 0. -reasons builds the generated files only and
+// counts their verdict reasons: which rules of the prover the seeds reach
+// (rules.go and reach.go add shapes for those they did not). The CI test
+// is behind the soundness build tag (go test -tags soundness ./soundness).
 package main
 
 import (
