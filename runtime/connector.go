@@ -211,6 +211,13 @@ func (b *BuildEnv) IsSet(attr string) bool {
 	return set
 }
 
+// Concurrency is how many batches of the route its sinks may be writing
+// at once (the route's concurrency; 1 for a sink built on its own, by
+// BuildSink). Above 1, records reach a sink in no fixed order across
+// batches, so a sink may reorder the rows of a batch too (a database sink
+// writes them in key order, so that two workers lock rows in one order).
+func (b *BuildEnv) Concurrency() int { return max(b.rt.concurrency, 1) }
+
 // DeadLetterTarget reports whether the sink being built is the target of
 // a dlq step: it writes the records that failed, as they fail.
 func (b *BuildEnv) DeadLetterTarget() bool { return b.dlq }

@@ -414,7 +414,17 @@ func (rt *route) process(w *worker, b *batch) error {
 			rt.tap.sendBatch(rt.name, rt.stepNames[i], b)
 		}
 	}
-	// Records that go no further are acked now, straight back to the source.
+	// Records that go no further are acked now, straight back to the
+	// source, unless the batch holds dedup keys: then deliver acks them
+	// after promoting the keys. A record a step behind the dedup drops (a
+	// filter, a second dedup) still holds the key it reserved, in memory
+	// only; acked here, a commit could pass its position before the key
+	// was promoted and synced, and after a crash (or a failure that
+	// releases the key) nothing would remember it: a later repeat of the
+	// key would pass as new (soundness case seed-17352).
+	if len(b.reserved) > 0 {
+		return nil
+	}
 	refs := w.refs[:0]
 	for i := range b.recs {
 		if st := b.recs[i].state; st == stFiltered || st == stDuplicate {
@@ -516,16 +526,19 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		}
 	}
 	w.ptrs, w.dead = live, early
-	earlyDone := make(chan error, 1)
-	go func() {
-		endDLQ := func(error) {}
-		if len(early) > 0 {
-			endDLQ = rt.groupSpan(group, "mqb.dlq.write", len(early))
-		}
-		err := rt.deadLetter(ctx, early)
-		endDLQ(err)
-		earlyDone <- err
-	}()
+	// A group with none (every group of a route moving blocks of lines)
+	// starts no goroutine: one per group, and the thread it may wake,
+	// cost system CPU for nothing.
+	var earlyDone chan error
+	if len(early) > 0 {
+		earlyDone = make(chan error, 1)
+		go func() {
+			endDLQ := rt.groupSpan(group, "mqb.dlq.write", len(early))
+			err := rt.deadLetter(ctx, early)
+			endDLQ(err)
+			earlyDone <- err
+		}()
+	}
 
 	flushMetaFor(rt.sink, live) // metaid.go
 	if rt.tap.watching() {
@@ -546,8 +559,10 @@ func (rt *route) deliver(w *worker, group []*batch) error {
 		sinkErr = rt.retry.write(ctx, rt.sink, live, onRetry)
 	}
 	endWrite(sinkErr)
-	if err := <-earlyDone; err != nil {
-		return err
+	if earlyDone != nil {
+		if err := <-earlyDone; err != nil {
+			return err
+		}
 	}
 	if sinkErr != nil {
 		return fmt.Errorf("route %s: sink: %w", rt.name, sinkErr)

@@ -118,6 +118,54 @@ type Unexplained struct {
 	Hints  string
 }
 
+// CleanFailure is a route whose killed run differs from its clean run
+// while one of its clean runs failed (a non-zero exit, not our kill: a
+// route with no dlq stopped at a record, a server error): a clean run
+// that stopped early is no reference, so the comparison tests nothing
+// and the route is inconclusive, with that run's error for a person.
+type CleanFailure struct {
+	Route string
+	// Which names the run that failed ("first clean run", …); Run is how
+	// it ended, its stderr's tail included.
+	Which string
+	Run   runResult
+}
+
+// cleanDiffOutcome is what a route whose two clean runs differ makes of
+// its killed run's difference (judgeCleanDiff).
+type cleanDiffOutcome int
+
+const (
+	// diffUnexplained: both clean runs ended well and the killed run
+	// keeps what timing cannot change (Result.Unexplained).
+	diffUnexplained cleanDiffOutcome = iota
+	// diffFalse: both clean runs ended well and agree on what the killed
+	// run breaks (a Finding).
+	diffFalse
+	// diffCleanFailed: a clean run failed; inconclusive (CleanFailure).
+	diffCleanFailed
+)
+
+// judgeCleanDiff classifies the difference of a route whose two clean
+// runs, first and second, differ from each other. A clean run that
+// failed makes the route inconclusive, and failed is that run (nil
+// otherwise); else broken, what the killed run breaks of what timing
+// cannot change (invariants), makes it a false verdict, and nothing
+// broken leaves it unexplained. Two clean runs that both failed stopped
+// each where it happened to be, so even what they agree on is no
+// reference for a killed run that went further.
+func judgeCleanDiff(first, second runResult, broken func() string) (outcome cleanDiffOutcome, failed *runResult) {
+	switch {
+	case first.exitCode != 0:
+		return diffCleanFailed, &first
+	case second.exitCode != 0:
+		return diffCleanFailed, &second
+	case broken() != "":
+		return diffFalse, nil
+	}
+	return diffUnexplained, nil
+}
+
 // Result is the outcome of one case.
 type Result struct {
 	Case     *Case
@@ -127,8 +175,13 @@ type Result struct {
 	Findings []Finding
 	// Inconclusive lists routes whose runs differed but whose two clean
 	// runs differed as well on a route that decides by the clock (Timed),
-	// or whose runs both failed: their outcome depends on timing.
+	// or whose runs both failed: their outcome depends on timing; and the
+	// routes of CleanFailed.
 	Inconclusive []string
+	// CleanFailed lists the routes whose runs differed while a clean run
+	// of theirs failed: inconclusive, never a false verdict, but reported
+	// with the failed run's error so that it is not hidden.
+	CleanFailed []CleanFailure
 	// Unexplained lists routes the generator calls deterministic (not
 	// Timed) whose two clean runs differed, while the killed run broke
 	// nothing timing cannot change (see invariants): either the
@@ -327,18 +380,29 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 			if p, ok := cmp.(exactPromise); ok {
 				exact, dlqOnce = true, p.dlqOnce
 			}
-			// Two clean runs that ended differently (one failed) agree on
-			// nothing worth holding the killed run to.
-			sameEnd := res.Clean.exitCode == second.exitCode
-			if broken := ck.invariantsOf(r, used, exact, dlqOnce, clean[r.Name], c2[r.Name], killed[r.Name]); sameEnd && broken != "" {
+			var broken string
+			outcome, failed := judgeCleanDiff(res.Clean, second, func() string {
+				broken = ck.invariantsOf(r, used, exact, dlqOnce, clean[r.Name], c2[r.Name], killed[r.Name])
+				return broken
+			})
+			switch outcome {
+			case diffCleanFailed:
+				which := "first clean run"
+				if res.Clean.exitCode == 0 {
+					which = "second clean run"
+				}
+				res.Inconclusive = append(res.Inconclusive, r.Name)
+				res.CleanFailed = append(res.CleanFailed, CleanFailure{Route: r.Name, Which: which, Run: *failed})
+				ck.logf("  %s: killed run differs, but the %s failed, so the comparison tests nothing (inconclusive): %v\n", r.Name, which, *failed)
+			case diffFalse:
 				res.Findings = append(res.Findings, Finding{Route: r.Name, Verdict: v,
 					What: "killed run breaks what timing cannot change (the two clean runs differ, but agree on this)",
 					Diff: broken + "the killed run against the first clean run:\n" + diff})
-				continue
+			default:
+				res.Unexplained = append(res.Unexplained, Unexplained{Route: r.Name, Verdict: v, Clean: d, Killed: diff, Second: second,
+					Hints: cleanHints(r, used, clean[r.Name], c2[r.Name])})
+				ck.logf("  %s: killed run differs, and so do two clean runs of a route the generator calls deterministic (unexplained)\n", r.Name)
 			}
-			res.Unexplained = append(res.Unexplained, Unexplained{Route: r.Name, Verdict: v, Clean: d, Killed: diff, Second: second,
-				Hints: cleanHints(r, used, clean[r.Name], c2[r.Name])})
-			ck.logf("  %s: killed run differs, and so do two clean runs of a route the generator calls deterministic (unexplained)\n", r.Name)
 			continue
 		}
 		res.Findings = append(res.Findings, Finding{Route: r.Name, Verdict: v, What: "killed run: " + what, Diff: diff})
@@ -370,7 +434,12 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 				return nil, err
 			}
 			what, diff := cmp.judge(a1, clean[r.Name])
-			if diff == "" || rr.exitCode != 0 || rr.stalled {
+			if diff == "" || rr.stalled {
+				continue
+			}
+			if rr.exitCode != 0 {
+				res.Inconclusive = append(res.Inconclusive, r.Name)
+				res.CleanFailed = append(res.CleanFailed, CleanFailure{Route: r.Name + " (alone)", Which: "first run alone", Run: rr})
 				continue
 			}
 			a2, rr2, err := alone()
@@ -378,6 +447,11 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 				return nil, err
 			}
 			if _, d := cmp.judge(a1, a2); d != "" {
+				if outcome, _ := judgeCleanDiff(rr, rr2, func() string { return "" }); outcome == diffCleanFailed {
+					res.Inconclusive = append(res.Inconclusive, r.Name)
+					res.CleanFailed = append(res.CleanFailed, CleanFailure{Route: r.Name + " (alone)", Which: "second run alone", Run: rr2})
+					continue
+				}
 				// Not Timed (skipped above), yet two runs alone differ.
 				res.Unexplained = append(res.Unexplained, Unexplained{Route: r.Name + " (alone)", Verdict: v, Clean: d,
 					Killed: "(no killed run: the file's clean run against the route's first run alone)\n" + diff, Second: rr2,

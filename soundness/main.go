@@ -27,16 +27,20 @@
 // deterministic, so either its model misses a per-delivery value or an
 // order-dependent table, or the route's identity depends on the delivery.
 // An unexplained route is printed with both differences and written as
-// a case like a false verdict.
+// a case like a false verdict. A route whose runs differ while one of
+// its clean runs failed (a non-zero exit we did not cause) is
+// inconclusive: a clean run that stopped early is no reference. It is
+// counted apart, and printed with the failed run's error, but judges no
+// verdict and is not written as a case.
 //
 //	go run ./soundness -seeds 1000 -kills 8
 //
 // ends with "routes checked: N, claimed effectively-once: M, false
-// verdicts: F, unexplained (…): U" and exits 1 when F > 0. -reasons builds the generated
-// files only and counts their verdict reasons: which rules of the prover
-// the seeds reach (rules.go and reach.go add shapes for those they did
-// not). The CI test is behind the soundness
-// build tag (go test -tags soundness ./soundness).
+// verdicts: F, unexplained (…): U, inconclusive (a clean run failed): I"
+// and exits 1 when F > 0. -reasons builds the generated files only and
+// counts their verdict reasons: which rules of the prover the seeds reach
+// (rules.go and reach.go add shapes for those they did not). The CI test
+// is behind the soundness build tag (go test -tags soundness ./soundness).
 package main
 
 import (
@@ -229,6 +233,11 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 	}
 	tally.Add(res)
 	fmt.Fprintln(stdout, summaryLine(res))
+	if len(res.Findings) == 0 && len(res.Unexplained) == 0 && len(res.CleanFailed) > 0 {
+		// Inconclusive, but a clean run that failed is shown, not
+		// written as a case: it judges no verdict.
+		fmt.Fprintln(stdout, indent(report(res)))
+	}
 	if len(res.Findings) > 0 || len(res.Unexplained) > 0 {
 		fmt.Fprintln(stdout, indent(report(res)))
 		if out != "" {
@@ -248,10 +257,13 @@ type Tally struct {
 	Files, Routes, Claimed, False, Rejected, Inconclusive, Kills int
 	// Unexplained counts routes the generator calls deterministic whose
 	// two clean runs differed (Result.Unexplained).
-	Unexplained              int
-	ByVerdict                map[string]int
-	FalseSeeds, Unexplaineds []string
-	Elapsed                  time.Duration
+	Unexplained int
+	// CleanFailed counts the inconclusive routes whose clean run failed
+	// (Result.CleanFailed), CleanFailedSeeds their cases.
+	CleanFailed                                int
+	ByVerdict                                  map[string]int
+	FalseSeeds, Unexplaineds, CleanFailedSeeds []string
+	Elapsed                                    time.Duration
 }
 
 func (t *Tally) Add(res *Result) {
@@ -266,6 +278,10 @@ func (t *Tally) Add(res *Result) {
 	t.Kills += res.Kills
 	t.Inconclusive += len(res.Inconclusive)
 	t.Unexplained += len(res.Unexplained)
+	t.CleanFailed += len(res.CleanFailed)
+	if len(res.CleanFailed) > 0 {
+		t.CleanFailedSeeds = append(t.CleanFailedSeeds, res.Case.Name)
+	}
 	if len(res.Unexplained) > 0 {
 		t.Unexplaineds = append(t.Unexplaineds, res.Case.Name)
 	}
@@ -303,12 +319,16 @@ func (t *Tally) Mix() string {
 		perMin = float64(t.Routes) / t.Elapsed.Minutes()
 	}
 	return fmt.Sprintf("files %d (rejected by build %d), verdicts: %s; kills landed %d; timing-dependent differences %d; %.1f min, %.1f routes/min",
-		t.Files, t.Rejected, strings.Join(parts, ", "), t.Kills, t.Inconclusive, t.Elapsed.Minutes(), perMin)
+		t.Files, t.Rejected, strings.Join(parts, ", "), t.Kills, t.Inconclusive-t.CleanFailed, t.Elapsed.Minutes(), perMin)
 }
 
 func (t *Tally) Line() string {
-	return fmt.Sprintf("routes checked: %d, claimed effectively-once: %d, false verdicts: %d, unexplained (clean runs differ on a route the generator calls deterministic): %d",
-		t.Routes, t.Claimed, t.False, t.Unexplained)
+	line := fmt.Sprintf("routes checked: %d, claimed effectively-once: %d, false verdicts: %d, unexplained (clean runs differ on a route the generator calls deterministic): %d, inconclusive (a clean run failed): %d",
+		t.Routes, t.Claimed, t.False, t.Unexplained, t.CleanFailed)
+	if len(t.CleanFailedSeeds) > 0 {
+		line += " (" + strings.Join(t.CleanFailedSeeds, ", ") + ")"
+	}
+	return line
 }
 
 func summaryLine(res *Result) string {
@@ -321,6 +341,11 @@ func summaryLine(res *Result) string {
 		mark := "ok"
 		if slices.Contains(res.Inconclusive, v.Name) {
 			mark = "timing-dependent"
+		}
+		for _, f := range res.CleanFailed {
+			if f.Route == v.Name || f.Route == v.Name+" (alone)" {
+				mark = "INCONCLUSIVE (" + f.Which + " failed)"
+			}
 		}
 		for _, u := range res.Unexplained {
 			if u.Route == v.Name || u.Route == v.Name+" (alone)" {

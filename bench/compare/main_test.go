@@ -34,6 +34,16 @@ func TestCompareRuns(t *testing.T) {
 	}
 }
 
+// TestMiB: peak RSS is shown to a tenth of a MiB, not rounded down to a
+// whole one.
+func TestMiB(t *testing.T) {
+	for kib, want := range map[int64]string{41792: "40.8", 40960: "40.0", 8192: "8.0", 39644: "38.7"} {
+		if got := mib(kib); got != want {
+			t.Errorf("mib(%d) = %s, want %s", kib, got, want)
+		}
+	}
+}
+
 // TestMain stops the PostgreSQL server testsrv started.
 func TestMain(m *testing.M) { testsrv.Main(m) }
 

@@ -2,7 +2,11 @@ package file
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 )
 
 // checkUnchanged is a consume-mode source's check, after each batch it
@@ -38,11 +42,11 @@ func (s *fileSource) checkUnchanged() error {
 	case size < s.size.Load():
 		why = fmt.Sprintf("it is %d bytes now, shorter than the %d it had when the route opened it: truncated", size, s.size.Load())
 	default:
-		head, err := headHash(s.f, s.id.HeadLen)
+		same, err := s.headUnchanged()
 		if err != nil {
 			return fmt.Errorf("route %s: file source %s: %w", s.route, s.path, err)
 		}
-		if head == s.id.Head {
+		if same {
 			return nil
 		}
 		why = fmt.Sprintf("its first %d bytes are not the ones it had when the route opened it: rewritten in place", s.id.HeadLen)
@@ -52,4 +56,28 @@ func (s *fileSource) checkUnchanged() error {
 		"Give the source a file that is not written while it is read (write the new export under another name and rename it over the path); "+
 		"to read the new file from its start, reset the route's state: `mqbc state reset %s %s`",
 		s.route, s.path, s.offset, s.nextSeq, why, cmp.Or(s.pipeline, "FILE.mqb"), s.route)
+}
+
+// headUnchanged reports whether the file's first s.id.HeadLen bytes still
+// hash to s.id.Head, as headHash would say, but reading them into a
+// buffer the source keeps and comparing the hash in place: the check runs
+// after every batch, and a file → file route moving 10M lines in blocks
+// otherwise allocated 3.3 MB for it, garbage that made collections and
+// heap growth of their own (TestCheckUnchangedAllocates).
+func (s *fileSource) headUnchanged() (bool, error) {
+	n := s.id.HeadLen
+	if cap(s.head) < n {
+		s.head = make([]byte, n)
+	}
+	buf := s.head[:n]
+	if _, err := s.f.ReadAt(buf, 0); err != nil {
+		if errors.Is(err, io.EOF) {
+			return s.id.Head == "", nil // headHash's "" for a file shorter than n
+		}
+		return false, err
+	}
+	sum := sha256.Sum256(buf)
+	var hx [32]byte
+	hex.Encode(hx[:], sum[:16])
+	return string(hx[:]) == s.id.Head, nil
 }

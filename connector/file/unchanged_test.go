@@ -116,3 +116,39 @@ func TestConsumeFileAppendedWhileRead(t *testing.T) {
 		t.Errorf("route: out %d, want 1001", rs.Out)
 	}
 }
+
+// TestCheckUnchangedAllocates: the check after every batch reads the
+// file's first bytes into a buffer the source keeps and compares their
+// hash without a string of its own; only the fstat's result is
+// allocated. It agrees with headHash on the file as it is and as it is
+// rewritten.
+func TestCheckUnchangedAllocates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orders.jsonl")
+	writeExport(t, path, "first", 0, 1000)
+	s := &fileSource{route: "load", log: slog.New(slog.DiscardHandler), path: path, mode: modeConsume,
+		format: "json", maxRecord: 1 << 20}
+	if err := s.openFile(context.Background(), checkpoint.Position{}, false); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.checkUnchanged(); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := s.checkUnchanged(); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 1 {
+		t.Errorf("checkUnchanged: %v allocations, want at most the fstat's one", n)
+	}
+	writeExport(t, path, "second", 0, 1000) // same size and inode, other first bytes
+	if head, _ := headHash(s.f, s.id.HeadLen); head == s.id.Head {
+		t.Fatal("the rewrite kept the first bytes")
+	}
+	if same, err := s.headUnchanged(); same || err != nil {
+		t.Errorf("headUnchanged after a rewrite: %v, %v", same, err)
+	}
+	if err := s.checkUnchanged(); err == nil || !strings.Contains(err.Error(), "rewritten in place") {
+		t.Errorf("checkUnchanged after a rewrite: %v", err)
+	}
+}

@@ -166,6 +166,22 @@ func classifyMySQL(err error) sqlErrorKind {
 	return sqlBatchFatal
 }
 
+// txConflict reports whether err is the server rolling the whole
+// transaction back to settle a conflict with another transaction: a
+// deadlock it broke by choosing this one (PostgreSQL 40P01, InnoDB 1213)
+// or a serialization failure (40001). Nothing of the transaction is left,
+// and the same writes may well go through a moment later, once the other
+// transaction is done: the sink writes the batch again on its own
+// (sqlServerSink.Write).
+func (d sqlDialect) txConflict(err error) bool {
+	if d == dialectPostgres {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}
+
 func (d sqlDialect) classify(err error) sqlErrorKind {
 	if d == dialectPostgres {
 		return classifyPG(err)

@@ -42,11 +42,12 @@ import (
 // on file → PostgreSQL upserts of a million rows: slower, since the
 // statement cannot start before the COPY ends, and no cheaper for the
 // server. Most of the server's time is the keyed insert itself, which
-// neither form changes.) The rows go in read order, so a conflict clause resolves
-// repeats as the row-by-row inserts would (the first one inserted, the
-// next ones doing nothing); what a single statement cannot do the same
-// way fails it, and the batch is written again by the row-by-row path,
-// which isolates a refused row:
+// neither form changes.) The rows go in read order (at concurrency above
+// 1, in key order, the repeats of a key still in read order:
+// lockorder.go), so a conflict clause resolves repeats as the row-by-row
+// inserts would (the first one inserted, the next ones doing nothing);
+// what a single statement cannot do the same way fails it, and the batch
+// is written again by the row-by-row path, which isolates a refused row:
 //
 //   - a row the server refuses (a constraint, a bad value) fails the whole
 //     statement;
@@ -361,6 +362,7 @@ func (s *sqlServerSink) stagePG(ctx context.Context, c *pgConn, recs []*runtime.
 		}
 		return s.stageFailed(err)
 	}
+	live = s.order.sortText(rows, live) // at concurrency above 1 (lockorder.go)
 	var chunks [][]int
 	for start := 0; start < len(live); start += stageChunk {
 		chunks = append(chunks, live[start:min(start+stageChunk, len(live))])

@@ -9,6 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,11 +99,21 @@ type sqlServerSink struct {
 	// outboxRoute, when set, is the route whose cursor position every
 	// batch's transaction also commits (outbox.go).
 	outboxRoute string
+
+	// order, at concurrency above 1, is the key a batch's rows are
+	// written in the order of, so that two workers lock them in one
+	// order (lockorder.go); nil: read order.
+	order lockOrder
+
+	// conflicts counts the batches the server rolled back to settle a
+	// conflict with another transaction, each written again (Write).
+	conflicts atomic.Int64
+	log       *slog.Logger
 }
 
 func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfig, raw string) (*sqlServerSink, error) {
 	d := dialectOf(raw)
-	s := &sqlServerSink{route: b.Route(), dialect: d, rawURL: raw, url: plan.RedactURLs(raw), outcome: sc.ReportOutcome}
+	s := &sqlServerSink{route: b.Route(), dialect: d, rawURL: raw, url: plan.RedactURLs(raw), outcome: sc.ReportOutcome, log: b.Logger()}
 	var err error
 	if s.query, s.params, err = compileInsert(b, sc.InsertQuery, d.placeholder); err != nil {
 		return nil, err
@@ -158,6 +171,9 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 			s.copyOIDs = conn.stmt.ParamOIDs
 		}
 		s.pg.put(cctx, conn)
+		if s.stage != nil && b.Concurrency() > 1 {
+			s.order = lockOrderOf(sc.InsertQuery, pgConflictTarget(sc.InsertQuery), foldPostgres)
+		}
 	case dialectMySQL:
 		cfg, err := mysqlConfig(raw)
 		if err != nil {
@@ -186,8 +202,15 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 				return nil, b.Errorf("create_table", "%v", err)
 			}
 		}
+		if table, _, ok := insertNames(sc.InsertQuery); ok && b.Concurrency() > 1 {
+			s.order = lockOrderOf(sc.InsertQuery, s.mysqlPrimaryKey(cctx, table), foldCaseless)
+		}
 	default:
 		return nil, b.Errorf("url", "%s: not a postgres:// or mysql:// url", s.url)
+	}
+	if s.order != nil {
+		s.log.Debug("sql sink: the rows of a batch go in key order, so that the route's workers lock them in one order",
+			"params", fmt.Sprint([]int(s.order)), "concurrency", b.Concurrency())
 	}
 	return s, nil
 }
@@ -230,6 +253,9 @@ func (s *sqlServerSink) Close() error {
 // redacted all the same.
 func (s *sqlServerSink) batchError(op string, err error) error {
 	e := fmt.Errorf("route %s: sql sink (%s): %s: %s", s.route, s.url, op, plan.RedactURLs(err.Error()))
+	if s.dialect.txConflict(err) {
+		e = &txConflictError{e}
+	}
 	if s.dialect.classify(err) == sqlRetryable {
 		return runtime.Retryable(e)
 	}
@@ -250,10 +276,75 @@ func setOutcome(r *runtime.Record, inserted bool) {
 	}
 }
 
+// txConflictError is a batch error (batchError) of a transaction the
+// server rolled back to settle a conflict with another (sqlDialect.txConflict).
+type txConflictError struct{ err error }
+
+func (e *txConflictError) Error() string { return e.err.Error() }
+func (e *txConflictError) Unwrap() error { return e.err }
+
+// A batch whose transaction the server rolled back to settle a conflict
+// is written again by the sink itself, up to conflictAttempts writes in
+// all, after a wait that starts at conflictBackoff, doubles up to
+// conflictMaxBackoff and is drawn at random between half of it and all of
+// it, so that two workers the server set against each other do not meet
+// again at once. This does not depend on the route having a retry step:
+// a deadlock between a route's own sink workers is no fault of the
+// database, and stopping the route on it would stop a clean run.
+const (
+	conflictAttempts   = 10
+	conflictBackoff    = 20 * time.Millisecond
+	conflictMaxBackoff = time.Second
+)
+
+// Write writes the batch (writeBatch), again while the server rolls its
+// transaction back to settle a conflict. Each new attempt starts from
+// the refusals the batch came with: a record a rolled back attempt
+// refused is tried again, as the route's retry step does (an outcome it
+// set is set again by the attempt that writes the record).
 func (s *sqlServerSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	if s.onCommit {
+		// Writes into transactions kept open until the route's commit:
+		// a rolled back one held acked rows too (pgcommit.go).
+		return s.writeBatch(ctx, recs)
+	}
+	var refused map[int]string // the refusals the batch came with
+	for i, r := range recs {
+		if why := r.Refused(); why != "" {
+			if refused == nil {
+				refused = map[int]string{}
+			}
+			refused[i] = why
+		}
+	}
+	wait := conflictBackoff
+	for attempt := 1; ; attempt++ {
+		err := s.writeBatch(ctx, recs)
+		var conflict *txConflictError
+		if err == nil || !errors.As(err, &conflict) {
+			return err
+		}
+		if attempt == conflictAttempts {
+			return fmt.Errorf("%w (the batch was written %d times)", err, attempt)
+		}
+		s.conflicts.Add(1)
+		if s.log != nil {
+			s.log.Warn("sql sink: the server rolled the batch back to settle a conflict with another transaction, writing it again",
+				"attempt", attempt, "err", err)
+		}
+		for i, r := range recs {
+			r.Refuse(refused[i])
+		}
+		time.Sleep(wait/2 + rand.N(wait/2+1))
+		wait = min(2*wait, conflictMaxBackoff)
+	}
+}
+
+// writeBatch writes the batch once.
+func (s *sqlServerSink) writeBatch(ctx context.Context, recs []*runtime.Record) error {
 	if s.dialect == dialectMySQL {
 		return s.writeMySQL(ctx, recs)
 	}
@@ -271,17 +362,21 @@ const mysqlChunk = 256
 
 // writeMySQLMulti writes the batch in one transaction as multi-statement
 // queries of mysqlChunk inserts each: one round trip per chunk instead of
-// per row. The rows affected of every statement give report_outcome. A
-// refused row stops the server at that statement without saying which it
-// was, so the transaction is rolled back and errMySQLRowRefused returned.
+// per row, in read order, or at concurrency above 1 in key order
+// (lockorder.go). The rows affected of every statement give
+// report_outcome. A refused row stops the server at that statement
+// without saying which it was, so the transaction is rolled back and
+// errMySQLRowRefused returned.
 func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*runtime.Record) error {
 	var ev runtime.Evaluator
 	type row struct {
 		r    *runtime.Record
 		args []driver.NamedValue
+		key  []byte // in lock order (s.order)
 	}
 	rows := make([]row, 0, len(recs))
 	args := make([]any, len(s.params))
+	var keys []byte
 	for _, r := range recs {
 		if reason := s.bindRow(&ev, r, args); reason != "" {
 			r.Refuse(reason)
@@ -291,10 +386,19 @@ func (s *sqlServerSink) writeMySQLMulti(ctx context.Context, recs []*runtime.Rec
 		for i, v := range args {
 			nv[i] = driver.NamedValue{Value: v}
 		}
-		rows = append(rows, row{r, nv})
+		var key []byte
+		if s.order != nil {
+			start := len(keys)
+			keys = s.order.appendKey(keys, nv)
+			key = keys[start:len(keys):len(keys)]
+		}
+		rows = append(rows, row{r, nv, key})
 	}
 	if len(rows) == 0 {
 		return nil
+	}
+	if s.order != nil {
+		slices.SortStableFunc(rows, func(a, b row) int { return bytes.Compare(a.key, b.key) })
 	}
 	conn, err := s.my.Conn(ctx)
 	if err != nil {
