@@ -231,6 +231,11 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 			why := fmt.Sprintf("cannot prove: DO UPDATE … WHERE %s is not a version guard (WHERE excluded.v > %s.v)", sqlText(ins.where, parts), ins.table)
 			return notIdempotent(why, why)
 		}
+		if guarded && rc.concurrency > 1 {
+			if why := ins.tyingVersion(guard, parts, rc.concurrency); why != "" {
+				return notIdempotent(why, why)
+			}
+		}
 		if rc.concurrency > 1 && !guarded {
 			fix := fmt.Sprintf("add a version guard (WHERE excluded.v > %s.v) or set concurrency = 1", ins.table)
 			if d == sqlMySQL || ins.kind == conflictAnyKey {
@@ -911,4 +916,31 @@ func createIfNotExists(s []sqlTok) bool {
 		}
 	}
 	return false
+}
+
+// tyingVersion says why the version column a guard compares is not a
+// version that orders every record of one key, or "": a column bound to
+// meta["postgres.lsn"] holds the transaction's commit LSN, which every
+// change of one transaction shares, so two changes of one key in one
+// transaction tie, the guard lets through only the first to land, and
+// with concurrency > 1 either can land first (any mention of the key in
+// the column's value counts: an over-match only weakens the verdict).
+func (ins *sqlInsert) tyingVersion(col string, parts []partInfo, concurrency int64) string {
+	i := indexOf(ins.columns, col)
+	if i < 0 {
+		return ""
+	}
+	var walk func(e *sqlExpr) bool
+	walk = func(e *sqlExpr) bool {
+		if e.kind == eParam && e.num < len(parts) && strings.Contains(parts[e.num].expr, "postgres.lsn") {
+			return true
+		}
+		return slices.ContainsFunc(e.args, walk)
+	}
+	for _, row := range ins.rows {
+		if walk(row[i]) {
+			return fmt.Sprintf("the version guard's column %s is bound to meta[\"postgres.lsn\"], the commit LSN every change of one transaction shares: two changes of one key in one transaction tie, and with concurrency %d either can be applied first and win, so a replay can leave another row than a clean run; set concurrency = 1", col, concurrency)
+		}
+	}
+	return ""
 }
