@@ -608,7 +608,14 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 				why = fmt.Sprintf("a per-delivery version (%s)", v.stab.Why)
 			}
 			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, but with concurrency %d and %s a replayed older record can replace a newer one", table, rc.concurrency, why)}
-			p.missing = fmt.Sprintf("sink write is not idempotent: with concurrency %d records of one key can land in clickhouse table %s out of order, and with %s ReplacingMergeTree keeps whichever came last; set version to a stable, increasing value (meta[\"postgres.lsn\"]) or concurrency = 1", rc.concurrency, table, why)
+			p.missing = fmt.Sprintf("sink write is not idempotent: with concurrency %d records of one key can land in clickhouse table %s out of order, and with %s ReplacingMergeTree keeps whichever came last; set version to a stable, increasing value or concurrency = 1", rc.concurrency, table, why)
+			return p
+		}
+		// Equal versions are kept by which came last, too: the commit
+		// LSN ties every change of one transaction.
+		if v.val.Type == plan.TExpr && strings.Contains(v.val.Expr, "postgres.lsn") {
+			p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, but with concurrency %d and version %s, the commit LSN every change of one transaction shares, two changes of one key in one transaction tie and ReplacingMergeTree keeps whichever came last", table, rc.concurrency, v.val.Expr)}
+			p.missing = fmt.Sprintf("sink write is not idempotent: version %s is the commit LSN every change of one transaction shares: two changes of one key in one transaction tie, and with concurrency %d ReplacingMergeTree keeps whichever landed last, which a replay can change; set concurrency = 1", v.val.Expr, rc.concurrency)
 			return p
 		}
 	}

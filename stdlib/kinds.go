@@ -175,7 +175,7 @@ var Kinds = []Kind{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "clickhouse://user:pass@host:9000/db."},
 			{Name: "table", Type: String, Required: true, Doc: "Target table."},
 			{Name: "columns", Type: Block, Doc: "column = <expr> pairs; default: the payload's top-level fields."},
-			{Name: "version", Type: Expr, Doc: "Version expression for ReplacingMergeTree (e.g. meta[\"postgres.lsn\"])."},
+			{Name: "version", Type: Expr, Doc: "Version expression for ReplacingMergeTree: stable and increasing per key. meta[\"postgres.lsn\"] only at concurrency 1: it is the commit LSN, which two changes of one key in one transaction share."},
 		},
 	},
 	{
