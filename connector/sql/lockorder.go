@@ -75,15 +75,7 @@ func lockOrderOf(parts []plan.Part, keyCols []string, fold identFold) lockOrder 
 // (cols): nil when there is none, or it names a constraint or holds an
 // expression (an index on lower(email)).
 func pgConflictTarget(parts []plan.Part) []string {
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Expr == "" {
-			b.WriteString(p.Lit)
-		} else {
-			b.WriteByte(0)
-		}
-	}
-	sc := sqlScanner{src: b.String()}
+	sc := sqlScanner{src: literalText(parts)}
 	for {
 		if !sc.skipToKeyword("ON") {
 			return nil

@@ -1019,9 +1019,9 @@ func (s *sqlSink) armKeyColumns(cols []string) error {
 	return nil
 }
 
-// insertNames reads the table and the column list of insert_query as
-// written, quotes included.
-func insertNames(parts []plan.Part) (table string, cols []string, ok bool) {
+// literalText is a query template's literal text, each placeholder a NUL
+// byte: what the scanners read a statement's names from.
+func literalText(parts []plan.Part) string {
 	var b strings.Builder
 	for _, p := range parts {
 		if p.Expr == "" {
@@ -1030,7 +1030,13 @@ func insertNames(parts []plan.Part) (table string, cols []string, ok bool) {
 			b.WriteByte(0)
 		}
 	}
-	sc := sqlScanner{src: b.String()}
+	return b.String()
+}
+
+// insertNames reads the table and the column list of insert_query as
+// written, quotes included.
+func insertNames(parts []plan.Part) (table string, cols []string, ok bool) {
+	sc := sqlScanner{src: literalText(parts)}
 	if !sc.skipToKeyword("INTO") {
 		return "", nil, false
 	}
