@@ -26,6 +26,8 @@ type lockBlocker struct {
 	commit func()
 	// waiting is how many other sessions wait for a lock.
 	waiting func() int
+	// sessions describes the server's sessions, for a failure.
+	sessions func() string
 }
 
 func pgBlocker(t *testing.T, url string) lockBlocker {
@@ -54,6 +56,15 @@ func pgBlocker(t *testing.T, url string) lockBlocker {
 					return n
 				})
 		},
+		sessions: func() string {
+			return pgQuery(t, url, `SELECT string_agg(pid || ' ' || coalesce(wait_event_type, '') || ' ' || left(query, 80), ' | ') FROM pg_stat_activity WHERE datname = current_database()`,
+				func(t *testing.T, rows sqlRows) (s string) {
+					for rows.Next() {
+						rows.Scan(&s)
+					}
+					return s
+				})
+		},
 	}
 }
 
@@ -78,10 +89,25 @@ func myBlocker(t *testing.T, dsn string) lockBlocker {
 			}
 		},
 		waiting: func() (n int) {
-			if err := db.QueryRow(`SELECT count(*) FROM information_schema.INNODB_LOCK_WAITS`).Scan(&n); err != nil {
+			if err := db.QueryRow(`SELECT count(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`).Scan(&n); err != nil {
 				t.Error(err)
 			}
 			return n
+		},
+		sessions: func() string {
+			rows, err := db.Query(`SELECT id, COALESCE(state, ''), COALESCE(info, '') FROM information_schema.PROCESSLIST`)
+			if err != nil {
+				return err.Error()
+			}
+			defer rows.Close()
+			var b strings.Builder
+			for rows.Next() {
+				var id int64
+				var state, info string
+				rows.Scan(&id, &state, &info)
+				fmt.Fprintf(&b, "[%d %q %.80q] ", id, state, info)
+			}
+			return b.String()
 		},
 	}
 }
@@ -156,7 +182,11 @@ func TestSQLServerSinkDeadlock(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 				if n := b.waiting(); n < 2 {
-					t.Fatalf("%d sessions wait for a lock, want both workers", n)
+					var ended []string
+					for len(errs) > 0 {
+						ended = append(ended, fmt.Sprint(<-errs))
+					}
+					t.Fatalf("%d sessions wait for a lock, want both workers (workers ended: %v; sessions: %s)", n, ended, b.sessions())
 				}
 				b.commit()
 				for range 2 {
