@@ -81,22 +81,7 @@ func TestDedupFilteredFirstCopySurvivesSinkFailure(t *testing.T) {
 	// Run 2: the sink is back.
 	rs := runtest.RunRoute(t, ctx, p, opts, "orders")
 	t.Logf("rerun: %+v", rs)
-	var ids []string
-	rows, err := db.Query(`SELECT id FROM t ORDER BY id, qty`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	ids := plantest.SQLiteIDs(t, dbPath, "t")
 	if want := []string{"b", "c"}; !slices.Equal(ids, want) {
 		t.Errorf("table holds %v, want %v: the repeat of a filtered first copy passed the dedup after the failed run", ids, want)
 	}
