@@ -15,10 +15,12 @@
 package jsonvalue
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -292,6 +294,10 @@ func (d *Decoder) strBytes() ([]byte, error) {
 	i := start
 	var high byte // OR of every byte: a non-ASCII one needs a UTF-8 check
 	for i < len(d.data) {
+		i = plainASCII(d.data, i)
+		if i >= len(d.data) {
+			break
+		}
 		c := d.data[i]
 		high |= c
 		if c == '"' {
@@ -590,4 +596,36 @@ func parseInt(b []byte) (int64, bool) {
 		return 0, false
 	}
 	return int64(u), true
+}
+
+// Bytes of a word, each set to the byte named (swar*), or to its low or
+// high bit (swarLow, swarHigh).
+const (
+	swarLow   = 0x0101010101010101
+	swarHigh  = 0x8080808080808080
+	swarQuote = '"' * swarLow
+	swarBack  = '\\' * swarLow
+	swarSpace = ' ' * swarLow
+)
+
+// plainASCII returns the index of the first byte at or after i in data
+// that a string's scan must look at (a quote, a backslash, a control
+// byte or a non-ASCII byte), looking at eight bytes at a time; it returns
+// i itself when fewer than eight are left, and may stop short of the end
+// in the last eight, leaving those to the caller's byte loop. A word's
+// byte that equals the one looked for turns zero in the xor, and a zero
+// or a byte below 0x20 borrows from its high bit in the subtraction;
+// borrows only run upward, so the lowest byte flagged is exact even when
+// one above it is a false positive.
+func plainASCII(data []byte, i int) int {
+	for i+8 <= len(data) {
+		v := binary.LittleEndian.Uint64(data[i:])
+		q, b := v^swarQuote, v^swarBack
+		special := ((q - swarLow) &^ q) | ((b - swarLow) &^ b) | ((v - swarSpace) &^ v) | v
+		if special &= swarHigh; special != 0 {
+			return i + bits.TrailingZeros64(special)/8
+		}
+		i += 8
+	}
+	return i
 }
