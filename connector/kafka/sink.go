@@ -422,8 +422,7 @@ func (s *kafkaSink) Write(ctx context.Context, recs []*runtime.Record) error {
 			s.route, s.topic, failed, total, first))
 	}
 	// Every request of this write was answered, so nothing reads its
-	// buffers any more (a failed one may still be encoding after a
-	// timeout: its buffers are left to the collector).
+	// buffers any more.
 	s.recycle(buf)
 	return nil
 }
@@ -518,6 +517,18 @@ func (s *kafkaSink) produceBatch(ctx context.Context, p int, batch []byte) error
 		wait = min(2*wait, kafkaProduceMaxBackoff)
 	}
 }
+
+// ReleasesRecords says the sink keeps nothing of a record once Write
+// returned (see runtime.ReleasingSink), so the route reuses its batches
+// instead of allocating each one's records and payload arena anew. Write
+// returns only when every segment it handed a lane is done, and a lane
+// copies a segment's payloads and message ids into its own request
+// buffer before sending (appendRecordSet), so after Write nothing reads
+// a record: not a request still out after a timeout (it sends from the
+// lane's buffer), nor a write's kafkaOut entries (cleared or dropped).
+func (s *kafkaSink) ReleasesRecords() bool { return true }
+
+var _ runtime.ReleasingSink = (*kafkaSink)(nil)
 
 func (s *kafkaSink) Close() error {
 	s.closeLanes()
