@@ -55,17 +55,16 @@ func (d *Decoder) slotObject(index map[string]int, slots []any) error {
 		d.pos++
 		return nil
 	}
-	for {
+	for member := 0; ; {
 		d.skipSpace()
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
 			return d.errorf("want an object key")
 		}
-		// The key is looked up as parsed, without a string of its own.
-		k, err := d.strBytes()
+		slot, want, err := d.slotKeys.member(d, index, member)
 		if err != nil {
 			return err
 		}
-		slot, want := d.slotKeys.find(index, k)
+		member++
 		d.skipSpace()
 		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
 			return d.errorf("want ':' after an object key")
@@ -109,6 +108,57 @@ type slotKeys struct {
 	keys  []string
 	slots []int
 	small bool // of has at most slotKeysMax keys: the list holds them all
+	// seen holds the keys of the last documents' members, by place, with
+	// their slots: lines of a file mostly repeat their keys in one order,
+	// so the key at a place is first compared with the one seen there,
+	// which needs neither a scan of the string nor a lookup.
+	seen []seenKey
+}
+
+// seenKey is a member key seen at a place of a document, as its bytes
+// between the quotes (a key without escapes only, valid as it was), and
+// what find said of it.
+type seenKey struct {
+	text []byte
+	slot int
+	want bool
+}
+
+// seenKeysMax bounds the places remembered and seenKeyMax a key's length:
+// a document of many members or a long key is parsed as it comes.
+const (
+	seenKeysMax = 32
+	seenKeyMax  = 64
+)
+
+// member parses the key at d.pos ('"') of the top-level object's member
+// at place i and says which slot it goes to, if any: from seen when the
+// document has the key seen at that place last (its bytes and the closing
+// quote), else as parsed and looked up, remembering it for the next.
+func (k *slotKeys) member(d *Decoder, index map[string]int, i int) (slot int, want bool, err error) {
+	start := d.pos + 1
+	if i < len(k.seen) {
+		s := &k.seen[i]
+		end := start + len(s.text)
+		if end < len(d.data) && d.data[end] == '"' && string(d.data[start:end]) == string(s.text) {
+			d.pos = end + 1
+			return s.slot, s.want, nil
+		}
+	}
+	// The key is looked up as parsed, without a string of its own.
+	key, err := d.strBytes()
+	if err != nil {
+		return 0, false, err
+	}
+	slot, want = k.find(index, key)
+	if i < seenKeysMax && len(key) <= seenKeyMax && len(key) == d.pos-1-start {
+		// no escape: key is the document's bytes, as read
+		for len(k.seen) <= i {
+			k.seen = append(k.seen, seenKey{})
+		}
+		k.seen[i] = seenKey{text: append(k.seen[i].text[:0], key...), slot: slot, want: want}
+	}
+	return slot, want, nil
 }
 
 // use makes the list from index, unless it was made from it already.
@@ -117,6 +167,7 @@ func (k *slotKeys) use(index map[string]int) {
 		return
 	}
 	k.of, k.keys, k.slots, k.small = index, k.keys[:0], k.slots[:0], len(index) <= slotKeysMax
+	k.seen = k.seen[:0]
 	if !k.small {
 		return
 	}

@@ -1,7 +1,10 @@
 package jsonvalue
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -115,6 +118,60 @@ func BenchmarkDecodeSlots(b *testing.B) {
 	for b.Loop() {
 		if _, err := d.DecodeSlots(line, index, slots); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestDecodeSlotsSeenKeys: a Decoder compares each member's key with the
+// key it saw at that place in the documents before (slotKeys.seen). Over
+// a run of documents whose keys change order, share prefixes ("order",
+// "order_id"), are escaped forms of a read key, too long to remember, or
+// invalid, every document decodes as DecodeFields does it on a fresh
+// Decoder: the same error or none, the same value in each slot.
+func TestDecodeSlotsSeenKeys(t *testing.T) {
+	type absent struct{}
+	keys := []string{`"a"`, `"ab"`, `"b"`, `"order_id"`, `"order"`, `"order_id2"`, `"\u0061"`, `"b\"c"`,
+		`"é"`, `"` + strings.Repeat("k", 70) + `"`, "\"a\xff\"", "\"a\x01\"", `"a`}
+	index := map[string]int{"a": 0, "order_id": 1, "é": 2, strings.Repeat("k", 70): 3, `b"c`: 4}
+	fields := map[string]bool{}
+	for k := range index {
+		fields[k] = true
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	d := NewDecoder()
+	for n := range 20000 {
+		var doc strings.Builder
+		doc.WriteByte('{')
+		members := r.IntN(6)
+		for i := range members {
+			if i > 0 {
+				doc.WriteString(", ")
+			}
+			k := keys[r.IntN(len(keys))]
+			if r.IntN(10) > 0 && n > 0 {
+				k = keys[(n+i)%4] // mostly the same keys at the same places
+			}
+			fmt.Fprintf(&doc, `%s: %d`, k, r.IntN(100))
+		}
+		doc.WriteByte('}')
+		data := []byte(doc.String())
+		slots := []any{absent{}, absent{}, absent{}, absent{}, absent{}}
+		_, err := d.DecodeSlots(data, index, slots)
+		ref, rerr := NewDecoder().DecodeFields(data, fields)
+		if (err != nil) != (rerr != nil) {
+			t.Fatalf("document %d %s: DecodeSlots error %v, DecodeFields %v", n, data, err, rerr)
+		}
+		if err != nil {
+			continue
+		}
+		for k, i := range index {
+			want, ok := ref.(map[string]any)[k]
+			if !ok {
+				want = absent{}
+			}
+			if !reflect.DeepEqual(slots[i], want) {
+				t.Fatalf("document %d %s: slot %q = %#v, want %#v", n, data, k, slots[i], want)
+			}
 		}
 	}
 }
