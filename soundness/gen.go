@@ -315,6 +315,10 @@ type routeGen struct {
 	// forced, while set, makes sqlLeaf write the sink a dedup elision
 	// needs (see elidableTail).
 	forced *elidable
+	// ownID: the payload carries the captured document's _id (the
+	// mongodb source), which a mongodb sink keeps only with id_field
+	// "_id" (see mongoSink); a map that replaces the payload drops it.
+	ownID bool
 }
 
 // reorders reports whether a key's records can reach the route's sinks in
@@ -374,6 +378,9 @@ func (g *routeGen) route() string {
 		}
 	} else if from := g.c.fromBlock(g.name); from != "" {
 		fmt.Fprintf(&b, "from %s\n", from)
+		if g.ownID = g.c.Broker == brokerMongo; g.ownID {
+			b.WriteString(g.unwrapMongoID())
+		}
 	} else if g.c.Mode != "" {
 		fmt.Fprintf(&b, "from file { path = \"in.jsonl\", mode = %s }\n", g.c.Mode)
 	} else {
