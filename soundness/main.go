@@ -238,6 +238,12 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 		// written as a case: it judges no verdict.
 		fmt.Fprintln(stdout, indent(report(res)))
 	}
+	if len(res.Findings) == 0 && len(res.Unexplained) == 0 {
+		// An explained difference is shown, not written as a case.
+		for _, e := range res.Explained {
+			fmt.Fprintln(stdout, indent("explained, "+e.Route+":\n"+e.Text))
+		}
+	}
 	if len(res.Findings) > 0 || len(res.Unexplained) > 0 {
 		fmt.Fprintln(stdout, indent(report(res)))
 		if out != "" {
@@ -260,7 +266,11 @@ type Tally struct {
 	Unexplained int
 	// CleanFailed counts the inconclusive routes whose clean run failed
 	// (Result.CleanFailed), CleanFailedSeeds their cases.
-	CleanFailed                                int
+	CleanFailed int
+	// Explained counts the routes whose killed run differed in a way the
+	// verdict allows (Result.Explained), ExplainedSeeds their cases.
+	Explained                                  int
+	ExplainedSeeds                             []string
 	ByVerdict                                  map[string]int
 	FalseSeeds, Unexplaineds, CleanFailedSeeds []string
 	Elapsed                                    time.Duration
@@ -279,6 +289,10 @@ func (t *Tally) Add(res *Result) {
 	t.Inconclusive += len(res.Inconclusive)
 	t.Unexplained += len(res.Unexplained)
 	t.CleanFailed += len(res.CleanFailed)
+	t.Explained += len(res.Explained)
+	if len(res.Explained) > 0 {
+		t.ExplainedSeeds = append(t.ExplainedSeeds, res.Case.Name)
+	}
 	if len(res.CleanFailed) > 0 {
 		t.CleanFailedSeeds = append(t.CleanFailedSeeds, res.Case.Name)
 	}
@@ -328,6 +342,10 @@ func (t *Tally) Line() string {
 	if len(t.CleanFailedSeeds) > 0 {
 		line += " (" + strings.Join(t.CleanFailedSeeds, ", ") + ")"
 	}
+	line += fmt.Sprintf(", explained differences: %d", t.Explained)
+	if len(t.ExplainedSeeds) > 0 {
+		line += " (" + strings.Join(t.ExplainedSeeds, ", ") + ")"
+	}
 	return line
 }
 
@@ -339,6 +357,9 @@ func summaryLine(res *Result) string {
 	var vs []string
 	for _, v := range res.Verdicts {
 		mark := "ok"
+		if slices.ContainsFunc(res.Explained, func(e Explained) bool { return e.Route == v.Name }) {
+			mark = "ok (explained)"
+		}
 		if slices.Contains(res.Inconclusive, v.Name) {
 			mark = "timing-dependent"
 		}
