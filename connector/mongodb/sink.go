@@ -457,7 +457,9 @@ func (s *mongoSink) document(r *runtime.Record) (bson.Raw, error) {
 
 // jsonToBSON decodes a JSON object into a BSON document, keeping the order
 // of its fields and the type of its numbers: an integer stays an integer
-// (int64, or decimal128 beyond it), anything else is a double.
+// (int64, or decimal128 beyond it), anything else is a double. A value
+// written in MongoDB's extended JSON (see extJSONKeys) is the BSON value
+// it stands for.
 func jsonToBSON(payload []byte) (bson.D, error) {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
@@ -468,8 +470,12 @@ func jsonToBSON(payload []byte) (bson.D, error) {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, errors.New("payload is not a JSON object: a document needs one")
 	}
-	doc, err := decodeObject(dec, 1)
+	p := payloadDecoder{dec: dec, src: payload}
+	doc, err := p.object(1)
 	if err != nil {
+		if e, ok := err.(*extJSONError); ok {
+			return nil, e
+		}
 		return nil, fmt.Errorf("payload is not JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -478,10 +484,67 @@ func jsonToBSON(payload []byte) (bson.D, error) {
 	return doc, nil
 }
 
-func decodeObject(dec *json.Decoder, depth int) (bson.D, error) {
+// extJSONKeys are the keys that open a typed value in MongoDB's extended
+// JSON, which the mongodb source writes each captured document in (its
+// relaxed form): an ObjectId is {"$oid": "…"}, a date {"$date": "…"}, a
+// decimal {"$numberDecimal": "…"}. An object of the payload whose first
+// key is one of these is read by the driver's extended JSON reader as the
+// value it stands for, so a captured document is written back with its
+// BSON types, and its _id is the same ObjectId on every replay (the value
+// depends on the payload's bytes alone).
+//
+// Every other object is a document, as it always was: a plain number,
+// string or object keeps its mapping. Only an object opened by one of
+// these keys reads differently, and written as a document it is one no
+// server keeps as meant: FerretDB, and MongoDB before 5.0, refuse a key
+// starting with '$' (so does every MongoDB in an _id); MongoDB 5.0 and
+// later store it as a subdocument that queries cannot reach without
+// $getField. An object such a key opens that is not a valid value
+// ({"$oid": "zz"}, a key besides "$oid") fails the record with the reason.
+//
+// $scope (only after $code), $regex and $type (legacy forms that the
+// driver reads as documents) open no typed value here.
+var extJSONKeys = map[string]bool{
+	"$oid": true, "$date": true, "$numberInt": true, "$numberLong": true,
+	"$numberDouble": true, "$numberDecimal": true, "$binary": true, "$uuid": true,
+	"$timestamp": true, "$regularExpression": true, "$dbPointer": true,
+	"$symbol": true, "$code": true, "$minKey": true, "$maxKey": true, "$undefined": true,
+}
+
+// extJSONError is an extended JSON value of the payload that does not
+// read as one; path names the payload field it sits in.
+type extJSONError struct {
+	path []string // innermost last
+	text []byte   // the object as written
+	err  error
+}
+
+func (e *extJSONError) Error() string {
+	text := e.text
+	if len(text) > 120 {
+		text = append(text[:117:117], "..."...)
+	}
+	return fmt.Sprintf("payload field %s: %s is not a valid extended JSON value: %v", strings.Join(e.path, "."), text, e.err)
+}
+
+// at names the field or array index err sits in, outermost last called.
+func (e *extJSONError) at(name string) *extJSONError {
+	e.path = append([]string{name}, e.path...)
+	return e
+}
+
+// payloadDecoder reads a payload's JSON tokens; src is the payload, so
+// that an extended JSON object can be handed whole to the driver.
+type payloadDecoder struct {
+	dec *json.Decoder
+	src []byte
+}
+
+// object reads the fields of an object whose '{' has been read.
+func (p payloadDecoder) object(depth int) (bson.D, error) {
 	doc := bson.D{}
 	for {
-		tok, err := dec.Token()
+		tok, err := p.dec.Token()
 		if err != nil {
 			return nil, err
 		}
@@ -492,18 +555,21 @@ func decodeObject(dec *json.Decoder, depth int) (bson.D, error) {
 		if !ok {
 			return nil, fmt.Errorf("unexpected %v", tok)
 		}
-		if tok, err = dec.Token(); err != nil {
+		if tok, err = p.dec.Token(); err != nil {
 			return nil, err
 		}
-		v, err := decodeValue(dec, tok, depth)
+		v, err := p.value(tok, depth)
 		if err != nil {
+			if e, ok := err.(*extJSONError); ok {
+				return nil, e.at(key)
+			}
 			return nil, err
 		}
 		doc = append(doc, bson.E{Key: key, Value: v})
 	}
 }
 
-func decodeValue(dec *json.Decoder, tok json.Token, depth int) (any, error) {
+func (p payloadDecoder) value(tok json.Token, depth int) (any, error) {
 	switch x := tok.(type) {
 	case json.Delim:
 		if depth >= mongoMaxDepth {
@@ -511,19 +577,22 @@ func decodeValue(dec *json.Decoder, tok json.Token, depth int) (any, error) {
 		}
 		switch x {
 		case '{':
-			return decodeObject(dec, depth+1)
+			return p.objectValue(depth + 1)
 		case '[':
 			arr := bson.A{}
 			for {
-				t, err := dec.Token()
+				t, err := p.dec.Token()
 				if err != nil {
 					return nil, err
 				}
 				if d, ok := t.(json.Delim); ok && d == ']' {
 					return arr, nil
 				}
-				v, err := decodeValue(dec, t, depth+1)
+				v, err := p.value(t, depth+1)
 				if err != nil {
+					if e, ok := err.(*extJSONError); ok {
+						return nil, e.at(strconv.Itoa(len(arr)))
+					}
 					return nil, err
 				}
 				arr = append(arr, v)
@@ -535,6 +604,73 @@ func decodeValue(dec *json.Decoder, tok json.Token, depth int) (any, error) {
 	default: // string, bool, nil
 		return x, nil
 	}
+}
+
+// objectValue reads an object whose '{' has been read: a document, or,
+// when its first key is one of extJSONKeys, the value it stands for.
+func (p payloadDecoder) objectValue(depth int) (any, error) {
+	start := p.dec.InputOffset() - 1 // the '{'
+	if !p.dec.More() {
+		return p.object(depth)
+	}
+	tok, err := p.dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	key, ok := tok.(string)
+	if !ok {
+		return nil, fmt.Errorf("unexpected %v", tok)
+	}
+	if !extJSONKeys[key] {
+		// A document after all: its first field, then the rest.
+		if tok, err = p.dec.Token(); err != nil {
+			return nil, err
+		}
+		v, err := p.value(tok, depth)
+		if err != nil {
+			if e, ok := err.(*extJSONError); ok {
+				return nil, e.at(key)
+			}
+			return nil, err
+		}
+		rest, err := p.object(depth)
+		if err != nil {
+			return nil, err
+		}
+		return append(bson.D{{Key: key, Value: v}}, rest...), nil
+	}
+	// Skip to the object's closing '}' (the JSON is checked on the way),
+	// then read the whole object with the driver.
+	for open := 1; open > 0; {
+		tok, err := p.dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			open++
+		case json.Delim('}'), json.Delim(']'):
+			open--
+		}
+	}
+	text := p.src[start:p.dec.InputOffset()]
+	v, err := extJSONValue(text)
+	if err != nil {
+		return nil, &extJSONError{text: bytes.Clone(text), err: err}
+	}
+	return v, nil
+}
+
+// extJSONValue reads one extended JSON value (canonical or relaxed) with
+// the driver.
+func extJSONValue(text []byte) (bson.RawValue, error) {
+	wrapped := make([]byte, 0, len(text)+6)
+	wrapped = append(append(append(wrapped, `{"v":`...), text...), '}')
+	var doc bson.Raw
+	if err := bson.UnmarshalExtJSON(wrapped, false, &doc); err != nil {
+		return bson.RawValue{}, err
+	}
+	return doc.Lookup("v"), nil
 }
 
 func jsonNumber(n json.Number) (any, error) {
