@@ -207,7 +207,8 @@ var Kinds = []Kind{
 		Doc: "A MongoDB collection. As a source (capture), reads the collection's documents in _id order, then polls for documents inserted later (`_id` greater than the last one read): consume = capture_all reads what is there and then what comes; capture_new only what comes after the largest _id present when the route first starts. " +
 			"Each record's payload is the document as relaxed extended JSON (an ObjectId is {\"$oid\": …}). The position is the _id of the last document committed, kept in checkpoint_store: a restart reads on after it. " +
 			"Only inserts are captured: polling cannot see an update or a delete of a document already read (there is no change stream on every server this runs against). " +
-			"Reading by _id misses nothing only while new documents get greater _ids than those already there, in one BSON type: the plan carries that premise, and the source stops the route, saying so, when it finds a document inserted behind its cursor or of an _id type its cursor cannot reach.",
+			"Reading by _id misses nothing only while new documents get greater _ids than those already there, in one BSON type: the plan carries that premise, and the source stops the route, saying so, when it finds a document inserted behind its cursor or of an _id type its cursor cannot reach. " +
+			"As a sink, each payload (a JSON object) is one document: a JSON integer is stored as an int64 (a decimal128 beyond it), any other number as a double, and an object whose first key opens an extended JSON value ({\"$oid\": …}, {\"$date\": …}, {\"$numberLong\": …}, {\"$numberDecimal\": …}, {\"$binary\": …} …) as the BSON value it stands for, so a document captured by the mongodb source and written with id_field = \"_id\" keeps its ObjectId and its dates (a 32-bit integer, a plain number in relaxed extended JSON, becomes an int64). One that does not read as its type ({\"$oid\": \"zz\"}) goes to the DLQ naming the field.",
 		IDs:    IDsStable,
 		IDNote: "As a capture source, message_id is derived from the database, the collection and the document's _id: the same on every replay of the document. Part names cannot follow its position (documents deleted between two runs would renumber the rest), so name_by = source_position over it is refused.",
 		SourcePremises: []SourcePremise{{Kind: "increasing_id", Target: []string{"database", "collection"},
@@ -219,7 +220,7 @@ var Kinds = []Kind{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "mongodb://host:27017, or \"${env(\\\"MONGO_URL\\\")}\" to keep a password out of the file."},
 			{Name: "database", Type: String, Required: true, Doc: "Database name."},
 			{Name: "collection", Type: String, Required: true, Doc: "Collection name."},
-			{Name: "id_field", End: EndSink, Type: String, Template: true, Doc: "Top-level payload field (or a template such as \"${meta[\\\"mqb.id\\\"]}\") whose value becomes _id: a repeat hits the unique _id index and is absorbed."},
+			{Name: "id_field", End: EndSink, Type: String, Template: true, Doc: "Top-level payload field (or a template such as \"${meta[\\\"mqb.id\\\"]}\") whose value becomes _id, an extended JSON value ({\"$oid\": …}) with its BSON type: a repeat hits the unique _id index and is absorbed."},
 			sinkEnd(reportOutcomeAttr), sinkEnd(requestReplyAttr), formatAttr,
 			{Name: "consume", End: EndSource, Type: Enum, Enum: []string{"capture_all", "capture_new"}, Default: "capture_all",
 				Doc: "Source: capture_all reads every document in _id order, then the ones inserted later; capture_new starts after the largest _id present when the route first starts (that start is committed before any document is read, so a restart keeps it)."},

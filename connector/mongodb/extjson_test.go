@@ -271,3 +271,62 @@ func counter(reg *prometheus.Registry, name string) int64 {
 	}
 	return int64(sum)
 }
+
+// TestMongoSinkOwnIDHint: a payload with an _id of its own beside another
+// key (a captured document's, in extended JSON) is dead-lettered with a
+// hint, and each remedy the hint names works: id_field = "_id" writes the
+// document under its ObjectId, map { del payload._id } under the other key.
+func TestMongoSinkOwnIDHint(t *testing.T) {
+	const oid = "65a1b2c3d4e5f60718293a4b"
+	const del = `map { del payload._id }`
+	db, mdb := mongoDB(t)
+	route := func(coll, step, idField string) string {
+		if idField != "" {
+			idField = "id_field = " + idField
+		}
+		return fmt.Sprintf(`
+route hint {
+  from file { path = "in.jsonl" }
+  %s
+  dlq { to file { path = "dlq.jsonl" } }
+  to mongodb {
+    url        = "%s"
+    database   = "%s"
+    collection = "%s"
+    %s
+  }
+}
+`, step, db.DSN, db.Name, coll, idField)
+	}
+	for i, idField := range []string{`"ref"`, `"${payload.ref}"`, ``} {
+		t.Run(fmt.Sprintf("id_field %s", idField), func(t *testing.T) {
+			dir := t.TempDir()
+			plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"_id":{"$oid":"`+oid+`"},"ref":"r-1"}`)
+			coll := fmt.Sprintf("hint%d", i)
+			st := runtest.RunIn(t, dir, plantest.Compile(t, route(coll, "", idField))).Route("hint")
+			if st.DeadLettered != 1 {
+				t.Fatalf("%+v, want the record dead-lettered", st)
+			}
+			reason := plantest.ReadDLQLines(t, filepath.Join(dir, "dlq.jsonl"))[0].Error
+			for _, remedy := range []string{`id_field = "_id"`, del} {
+				if !strings.Contains(reason, remedy) {
+					t.Errorf("reason %q does not name %s", reason, remedy)
+				}
+			}
+			// Each remedy, into a collection of its own.
+			for j, fix := range []struct{ step, idField string }{{"", `"_id"`}, {del, idField}} {
+				dir := t.TempDir()
+				plantest.WriteLines(t, filepath.Join(dir, "in.jsonl"), `{"_id":{"$oid":"`+oid+`"},"ref":"r-1"}`)
+				name := fmt.Sprintf("%s_fix%d", coll, j)
+				st := runtest.RunIn(t, dir, plantest.Compile(t, route(name, fix.step, fix.idField))).Route("hint")
+				docs := mongoDocs(t, mdb.Collection(name))
+				if st.Out != 1 || len(docs) != 1 {
+					t.Errorf("remedy %q %s: %+v, %d documents; want it written", fix.step, fix.idField, st, len(docs))
+				}
+				if _, ok := docs[fmt.Sprint(mustOID(t, oid))]; fix.idField == `"_id"` && !ok {
+					t.Errorf("id_field = \"_id\": documents %v, want the ObjectId %s", mongoKeys(docs), oid)
+				}
+			}
+		})
+	}
+}

@@ -56,6 +56,12 @@ func init() {
 //
 // A payload without the id field is dead-lettered, never written under a
 // minted _id: that would defeat the deduplication id_field is there for.
+//
+// A value written in extended JSON, as the mongodb source writes each
+// captured document ({"$oid": …}, {"$date": …}), is stored as the BSON
+// value it stands for, in _id as in the body (see extJSONKeys): a route
+// from one collection to another keyed on id_field "_id" copies each
+// document with its types and its ObjectId, the same _id on every replay.
 type mongoSink struct {
 	route   string
 	node    string // plan node ID, for premises
@@ -417,7 +423,7 @@ func (s *mongoSink) document(r *runtime.Record) (bson.Raw, error) {
 			return nil, fmt.Errorf("payload field %s (id_field) is null: not written, since every null-keyed record would share one _id", s.idField)
 		}
 		if own >= 0 && s.idField != "_id" {
-			return nil, fmt.Errorf("payload has its own _id besides %s (id_field): set id_field = \"_id\" to keep it, or drop it with a map step", s.idField)
+			return nil, fmt.Errorf("payload has its own _id besides %s (id_field): set id_field = \"_id\" to key the document on it (an extended JSON _id such as {\"$oid\": …} keeps its BSON type), or drop it with map { del payload._id }", s.idField)
 		}
 	case s.idTmpl != nil:
 		v, err := s.idTmpl.Render(r)
@@ -428,12 +434,12 @@ func (s *mongoSink) document(r *runtime.Record) (bson.Raw, error) {
 			return nil, fmt.Errorf("id_field %s renders empty: not written, since every such record would share one _id", mongoIDText(s.idTmpl.Parts()))
 		}
 		if own >= 0 {
-			return nil, fmt.Errorf("payload has its own _id besides id_field %s: drop it with a map step, or set id_field = \"_id\"", mongoIDText(s.idTmpl.Parts()))
+			return nil, fmt.Errorf("payload has its own _id besides id_field %s: drop it with map { del payload._id }, or set id_field = \"_id\" to key the document on it", mongoIDText(s.idTmpl.Parts()))
 		}
 		id = v
 	default:
 		if own >= 0 {
-			return nil, errors.New("payload has its own _id, and without id_field _id is the message_id: set id_field = \"_id\" to keep the payload's")
+			return nil, errors.New("payload has its own _id, and without id_field _id is the message_id: set id_field = \"_id\" to key the document on the payload's (an extended JSON _id such as {\"$oid\": …} keeps its BSON type), or drop it with map { del payload._id }")
 		}
 		u := r.MessageUUID()
 		id = bson.Binary{Subtype: bson.TypeBinaryUUID, Data: u[:]}
