@@ -501,12 +501,16 @@ func jsonToBSON(payload []byte) (bson.D, error) {
 //
 // Every other object is a document, as it always was: a plain number,
 // string or object keeps its mapping. Only an object opened by one of
-// these keys reads differently, and written as a document it is one no
-// server keeps as meant: FerretDB, and MongoDB before 5.0, refuse a key
-// starting with '$' (so does every MongoDB in an _id); MongoDB 5.0 and
-// later store it as a subdocument that queries cannot reach without
-// $getField. An object such a key opens that is not a valid value
-// ({"$oid": "zz"}, a key besides "$oid") fails the record with the reason.
+// these keys reads differently. Written as a document, FerretDB and
+// MongoDB before 5.0 refuse it for its '$' key (every MongoDB refuses one
+// inside an _id), so there this turns refusals into writes and nothing
+// else. MongoDB 5.0 and later accept such a key in the body, storing a
+// subdocument that queries reach only through $getField: there a payload
+// that was stored so is now stored as the value its extended JSON means,
+// the one change to what was written before. An object such a key opens
+// that is not a valid value ({"$oid": "zz"}, a key besides "$oid") fails
+// the record, naming the field, rather than being written as a string or
+// a subdocument.
 //
 // $scope (only after $code), $regex and $type (legacy forms that the
 // driver reads as documents) open no typed value here.
@@ -533,7 +537,8 @@ func (e *extJSONError) Error() string {
 	return fmt.Sprintf("payload field %s: %s is not a valid extended JSON value: %v", strings.Join(e.path, "."), text, e.err)
 }
 
-// at names the field or array index err sits in, outermost last called.
+// at puts the field or array index the value sits in before the path
+// (called on the way out of the decoder, innermost first).
 func (e *extJSONError) at(name string) *extJSONError {
 	e.path = append([]string{name}, e.path...)
 	return e
