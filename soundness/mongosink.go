@@ -46,10 +46,10 @@ import (
 //     "_id": the sink refuses an own _id beside any other id_field. Most
 //     routes first unwrap it (map payload._id = payload._id["$oid"], a
 //     string, the same on every replay); the others keep the object,
-//     which the server refuses as an _id (a key starting with $), so
-//     every record is dead-lettered, alike in every run. A route whose
-//     map replaced the whole payload has no _id left and draws its
-//     id_field as over any other source.
+//     which the sink reads as extended JSON and writes as the ObjectID
+//     it stands for, the same on every replay too. A route whose map
+//     replaced the whole payload has no _id left and draws its id_field
+//     as over any other source.
 //
 // Each run directory gets a database of its own on the FerretDB server
 // the process shares (the one the mongodb source uses); a generated file
@@ -90,8 +90,9 @@ func pickMongoSinks(c *Case) {
 
 // unwrapMongoID is, for most routes over the mongodb source of a case
 // with mongodb sinks, a map that turns the captured document's _id (an
-// ObjectID, {"$oid": "…"} in the payload) into its hex string, which a
-// mongodb sink with id_field "_id" can write; "" otherwise.
+// ObjectID, {"$oid": "…"} in the payload) into its hex string; "" for the
+// others, whose sinks write the ObjectID itself (the sink reads extended
+// JSON). Both keys are stable; the draw keeps both shapes under kills.
 func (g *routeGen) unwrapMongoID() string {
 	m := g.c.mgs
 	if m == nil || m.IntN(100) >= 75 {
