@@ -5,6 +5,7 @@ import (
 	"context"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 // TestGroupLines: the lines cut from a group's arenas are, byte for byte,
@@ -220,5 +221,18 @@ func TestFreshRecords(t *testing.T) {
 				t.Fatalf("freshRecords(%d)[%d] = %+v, want the zero Record", n, i, r)
 			}
 		}
+	}
+}
+
+// TestRecordSize: a Record stays at most 200 bytes on a 64-bit machine. A
+// batch holds its records in one array that the collector scans and
+// the kernel maps page by page; a field added in the wrong place pads
+// every record (it was 224 bytes with the small fields spread out).
+func TestRecordSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are pinned for 64-bit machines")
+	}
+	if n := unsafe.Sizeof(Record{}); n > 200 {
+		t.Errorf("a Record is %d bytes, want at most 200: put small fields beside the other small ones", n)
 	}
 }

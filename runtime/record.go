@@ -17,18 +17,19 @@ type Record struct {
 	Payload []byte
 	// Meta is the string metadata; nil until a step sets a key.
 	Meta map[string]string
-	// Partition is the source partition the record was read from (a
-	// Kafka partition; 0 for a source that has one).
-	Partition int32
 	// Seq is the source position within its partition: for a file, the
 	// record's index; for Kafka, its offset.
 	Seq uint64
 	// Next is the source offset just after the record (a file's byte
 	// offset of the next line).
 	Next int64
+	// Partition is the source partition the record was read from (a
+	// Kafka partition; 0 for a source that has one).
+	Partition int32
 
-	msgID    uuid.UUID
-	hasMsgID bool
+	// The fields below are ordered so that the small ones share words: a
+	// batch holds its records in one array, and at 200 bytes rather than
+	// 224 a batch of 4096 touches 24 fewer pages of fresh memory.
 
 	gen uint32 // generation of the partition's assignment it was read under
 
@@ -37,8 +38,14 @@ type Record struct {
 	// are (kids 0: the record read).
 	kid, kids uint32
 
-	value any  // decoded payload (nil until decoded, or when not needed)
-	dirty bool // value changed by map: re-encode before writing
+	hasMsgID bool
+	dirty    bool // value changed by map: re-encode before writing
+	hasID    bool // see id
+	state    recState
+
+	msgID uuid.UUID
+
+	value any // decoded payload (nil until decoded, or when not needed)
 	// slots, when set, hold the payload's fields the route reads, in
 	// slotTab's order, instead of value (slots.go); payload() builds value.
 	slots   []any
@@ -47,14 +54,12 @@ type Record struct {
 	// id is meta["mqb.id"] while hasID, set on a record whose Meta was
 	// nil and kept out of a map until something reads Meta (metaid.go):
 	// then Meta is nil.
-	id    string
-	hasID bool
+	id string
 	// idValue is id boxed as the id expression's value was (a decoded
 	// string field), so a program reading meta["mqb.id"] returns it
 	// without boxing id again; nil when it was not one (metaid.go).
 	idValue any
 
-	state  recState
 	reason string // why the record is dead
 
 	sinkErr string // set by a sink when this record failed on its own
