@@ -31,12 +31,16 @@
 // its clean runs failed (a non-zero exit we did not cause) is
 // inconclusive: a clean run that stopped early is no reference. It is
 // counted apart, and printed with the failed run's error, but judges no
-// verdict and is not written as a case.
+// verdict and is not written as a case. A run that has not ended after a
+// minute is stuck (stuck.go): it is sent SIGQUIT, and the goroutine stacks
+// it prints are printed and written with the case, whatever the
+// comparison found.
 //
 //	go run ./soundness -seeds 1000 -kills 8
 //
 // ends with "routes checked: N, claimed effectively-once: M, false
-// verdicts: F, unexplained (…): U, inconclusive (a clean run failed): I"
+// verdicts: F, unexplained (…): U, inconclusive (a clean run failed): I,
+// stuck runs (…): S"
 // and exits 1 when F > 0. -reasons builds the generated files only and
 // counts their verdict reasons: which rules of the prover the seeds reach
 // (rules.go and reach.go add shapes for those they did not). The CI test
@@ -233,12 +237,13 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 	}
 	tally.Add(res)
 	fmt.Fprintln(stdout, summaryLine(res))
-	if len(res.Findings) == 0 && len(res.Unexplained) == 0 && len(res.CleanFailed) > 0 {
+	written := len(res.Findings) > 0 || len(res.Unexplained) > 0 || len(res.Stuck) > 0
+	if !written && len(res.CleanFailed) > 0 {
 		// Inconclusive, but a clean run that failed is shown, not
 		// written as a case: it judges no verdict.
 		fmt.Fprintln(stdout, indent(report(res)))
 	}
-	if len(res.Findings) > 0 || len(res.Unexplained) > 0 {
+	if written {
 		fmt.Fprintln(stdout, indent(report(res)))
 		if out != "" {
 			path, err := writeCase(out, res)
@@ -260,10 +265,13 @@ type Tally struct {
 	Unexplained int
 	// CleanFailed counts the inconclusive routes whose clean run failed
 	// (Result.CleanFailed), CleanFailedSeeds their cases.
-	CleanFailed                                int
-	ByVerdict                                  map[string]int
-	FalseSeeds, Unexplaineds, CleanFailedSeeds []string
-	Elapsed                                    time.Duration
+	CleanFailed int
+	// Stuck counts the runs stopped for not ending (Result.Stuck),
+	// StuckSeeds their cases.
+	Stuck                                                  int
+	ByVerdict                                              map[string]int
+	FalseSeeds, Unexplaineds, CleanFailedSeeds, StuckSeeds []string
+	Elapsed                                                time.Duration
 }
 
 func (t *Tally) Add(res *Result) {
@@ -271,6 +279,10 @@ func (t *Tally) Add(res *Result) {
 		t.ByVerdict = map[string]int{}
 	}
 	t.Files++
+	if len(res.Stuck) > 0 {
+		t.Stuck += len(res.Stuck)
+		t.StuckSeeds = append(t.StuckSeeds, res.Case.Name)
+	}
 	if res.Rejected != "" {
 		t.Rejected++
 		return
@@ -328,6 +340,10 @@ func (t *Tally) Line() string {
 	if len(t.CleanFailedSeeds) > 0 {
 		line += " (" + strings.Join(t.CleanFailedSeeds, ", ") + ")"
 	}
+	line += fmt.Sprintf(", stuck runs (stopped with their stacks): %d", t.Stuck)
+	if len(t.StuckSeeds) > 0 {
+		line += " (" + strings.Join(t.StuckSeeds, ", ") + ")"
+	}
 	return line
 }
 
@@ -361,6 +377,9 @@ func summaryLine(res *Result) string {
 	}
 	if res.Unfed != "" {
 		vs = append(vs, "input not fed whole: "+res.Unfed)
+	}
+	for _, s := range res.Stuck {
+		vs = append(vs, "STUCK: "+s.Which)
 	}
 	return fmt.Sprintf("%s: %s; %d kills, %.1fs", c.Name, strings.Join(vs, "; "), res.Kills, res.Elapsed.Seconds())
 }
