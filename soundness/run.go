@@ -163,7 +163,7 @@ func (r runResult) String() string {
 	case r.stuck:
 		logged := "it logged nothing"
 		if t := strings.TrimSpace(r.stderr); t != "" {
-			logged = "its last log: " + tail(t, 400)
+			logged = "its last log line: " + tail(t[strings.LastIndexByte(t, '\n')+1:], 300)
 		}
 		return fmt.Sprintf("stuck: no exit after %v, stopped (%s)", r.dur.Round(time.Millisecond), logged)
 	case r.killed:
