@@ -152,6 +152,10 @@ type runResult struct {
 	// goroutine's stack; empty if it did not answer).
 	stuck  bool
 	stacks string
+	// cpu is the CPU time the stuck run used; paused how long of its
+	// time the harness itself did not run (harnessPauses): a machine that
+	// stalled everything, not a hang of mqbc.
+	cpu, paused time.Duration
 }
 
 func (r runResult) String() string {
@@ -165,7 +169,11 @@ func (r runResult) String() string {
 		if t := strings.TrimSpace(r.stderr); t != "" {
 			logged = "its last log line: " + tail(t[strings.LastIndexByte(t, '\n')+1:], 300)
 		}
-		return fmt.Sprintf("stuck: no exit after %v, stopped (%s)", r.dur.Round(time.Millisecond), logged)
+		machine := ""
+		if r.paused > 0 {
+			machine = fmt.Sprintf("; the harness itself did not run for %v of that time, so the machine stalled, not only mqbc", r.paused.Round(time.Millisecond))
+		}
+		return fmt.Sprintf("stuck: no exit after %v, stopped (%s; it used %v of CPU%s)", r.dur.Round(time.Millisecond), logged, r.cpu.Round(time.Millisecond), machine)
 	case r.killed:
 		return fmt.Sprintf("killed after %v", r.dur.Round(time.Millisecond))
 	case r.exitCode == 0:
@@ -242,6 +250,7 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 	if err != nil {
 		return fail(err)
 	}
+	pauses := harnessPauses()
 	p.begin = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		return fail(err)
@@ -302,6 +311,10 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 		case err == nil:
 		case ctx.Err() != nil && !p.killed.Load():
 			res.exitCode, res.stuck, res.stacks = -1, true, stacks.String()
+			if ps := p.cmd.ProcessState; ps != nil {
+				res.cpu = ps.UserTime() + ps.SystemTime()
+			}
+			res.paused = pauses.during(p.begin, time.Now())
 			ck.noteStuck(dir, kill, res)
 		case errors.As(err, &ee):
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && p.killed.Load() {

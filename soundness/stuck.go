@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,6 +28,80 @@ const stuckReportCap = 24 << 10
 
 // sigquitLine is the first line the Go runtime prints on SIGQUIT.
 var sigquitLine = []byte("SIGQUIT: quit")
+
+// A stuck run that logged nothing may be no hang of mqbc at all: when the
+// whole machine stalls (the host does not schedule it), the harness's
+// clock still runs, and its timeout stops a run that never got the CPU to
+// log. The harness watches itself to tell the two apart: a goroutine that
+// wakes every pauseTick notes each wake-up that came more than pauseMin
+// late, and a stuck run says how much of its time the harness was paused.
+const (
+	pauseTick = 100 * time.Millisecond
+	pauseMin  = 3 * time.Second
+)
+
+// pause is a time the harness did not run.
+type pause struct {
+	from time.Time
+	d    time.Duration
+}
+
+type pauseWatch struct {
+	mu     sync.Mutex
+	pauses []pause // the last maxPauses
+}
+
+const maxPauses = 1000
+
+// harnessPauses starts the watch at its first call.
+var harnessPauses = sync.OnceValue(func() *pauseWatch {
+	w := &pauseWatch{}
+	go func() {
+		last := time.Now()
+		for {
+			time.Sleep(pauseTick)
+			now := time.Now()
+			w.note(last, now)
+			last = now
+		}
+	}()
+	return w
+})
+
+// note records a pause when the wake-up at now after the one at last came
+// more than pauseMin late.
+func (w *pauseWatch) note(last, now time.Time) {
+	late := now.Sub(last) - pauseTick
+	if late <= pauseMin {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.pauses) == maxPauses {
+		w.pauses = slices.Delete(w.pauses, 0, 1)
+	}
+	w.pauses = append(w.pauses, pause{from: last.Add(pauseTick), d: late})
+}
+
+// during sums the pauses, or their parts, between from and to.
+func (w *pauseWatch) during(from, to time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var sum time.Duration
+	for _, p := range w.pauses {
+		start, end := p.from, p.from.Add(p.d)
+		if start.Before(from) {
+			start = from
+		}
+		if end.After(to) {
+			end = to
+		}
+		if end.After(start) {
+			sum += end.Sub(start)
+		}
+	}
+	return sum
+}
 
 // StuckRun is a run the checker stopped for not ending in time.
 type StuckRun struct {

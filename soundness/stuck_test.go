@@ -47,7 +47,11 @@ func stuckChecker(t *testing.T) (*Checker, string) {
 	if err := os.WriteFile(filepath.Join(dir, "routes.mqb"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &Checker{Mqbc: os.Args[0], Tmp: t.TempDir(), Timeout: time.Second}, dir
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Checker{Mqbc: self, Tmp: t.TempDir(), Timeout: time.Second}, dir
 }
 
 // A run that does not end in time gets SIGQUIT before it is killed, and
@@ -70,10 +74,14 @@ func TestStuckRunKeepsItsStacks(t *testing.T) {
 	if !strings.Contains(r.stderr, "opening the stores") || strings.Contains(r.stderr, "goroutine ") {
 		t.Errorf("the log should hold what the run logged and nothing of the dump:\n%s", tail(r.stderr, 2000))
 	}
-	if s := r.String(); !strings.Contains(s, "stuck") || !strings.Contains(s, "opening the stores") {
-		t.Errorf("the run says %q: want it stuck, with its last log line", s)
+	if s := r.String(); !strings.Contains(s, "stuck") || !strings.Contains(s, "opening the stores") || !strings.Contains(s, " of CPU") {
+		t.Errorf("the run says %q: want it stuck, with its last log line and the CPU it used", s)
+	}
+	if r.cpu >= ck.Timeout {
+		t.Errorf("a run that waited on a lock used %v of CPU, more than it ran", r.cpu)
 	}
 
+	t.Logf("%v", r)
 	sum := goroutineSummary(r.stacks, stuckReportCap)
 	t.Logf("%s", sum)
 	lock, reply := strings.Index(sum, ".lockTwice\n"), strings.Index(sum, ".waitForReply\n")
@@ -121,5 +129,33 @@ func TestStuckKilledRunKeepsItsStacks(t *testing.T) {
 	stuck := ck.takeStuck()
 	if len(stuck) != 1 || !strings.Contains(stuck[0].Which, "to be killed 1ms after route start") {
 		t.Fatalf("the checker noted %v, want the killed run with its kill", stuck)
+	}
+}
+
+// The harness notes the times it did not run itself (a machine that
+// stalled everything), and a stuck run says how much of its time was one.
+func TestHarnessPauses(t *testing.T) {
+	w := &pauseWatch{}
+	t0 := time.Now()
+	w.note(t0, t0.Add(pauseTick+pauseMin/2)) // late, but not a pause
+	w.note(t0.Add(time.Second), t0.Add(time.Second+pauseTick+10*time.Second))
+	from := t0.Add(time.Second + pauseTick) // when the late wake-up was due
+	for _, c := range []struct {
+		from, to time.Time
+		want     time.Duration
+	}{
+		{t0, t0.Add(time.Minute), 10 * time.Second},
+		{from.Add(4 * time.Second), from.Add(6 * time.Second), 2 * time.Second},
+		{t0, from.Add(3 * time.Second), 3 * time.Second},
+		{from.Add(10 * time.Second), t0.Add(time.Minute), 0},
+		{t0, from, 0},
+	} {
+		if got := w.during(c.from, c.to); got != c.want {
+			t.Errorf("pauses between %v and %v after the start: %v, want %v", c.from.Sub(t0), c.to.Sub(t0), got, c.want)
+		}
+	}
+	r := runResult{exitCode: -1, stuck: true, dur: time.Minute, paused: 10 * time.Second}
+	if s := r.String(); !strings.Contains(s, "the harness itself did not run for 10s of that time") {
+		t.Errorf("a stuck run during a pause of the harness says %q", s)
 	}
 }
