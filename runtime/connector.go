@@ -772,7 +772,7 @@ type Batch struct {
 }
 
 // NewBatch is an empty batch with room for n records.
-func NewBatch(n int) *Batch { return &Batch{recs: make([]Record, 0, n)} }
+func NewBatch(n int) *Batch { return &Batch{recs: freshRecords(n)} }
 
 // NewBatchArena is an empty batch with room for n records and for
 // arenaBytes of payload copied in by AddCopy. It may be one a route is
@@ -783,7 +783,7 @@ func NewBatchArena(n, arenaBytes int) *Batch {
 		b = &Batch{}
 	}
 	if cap(b.recs) < n {
-		b.recs = make([]Record, 0, n)
+		b.recs = freshRecords(n)
 	}
 	if cap(b.arena) < arenaBytes {
 		// A quarter more than asked: the next batches of a source asking

@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"testing"
 )
 
@@ -202,5 +203,22 @@ func TestBlocksOnlyWhereNothingReadsARecord(t *testing.T) {
 	rt.linesPassThrough(true) // a handler
 	if rt.blocksPassThrough(); src.asked {
 		t.Error("asked for blocks on a route with a handler")
+	}
+}
+
+// TestFreshRecords: the records freshRecords returns are an empty slice
+// with room for n, every one of them the zero Record (its page writes
+// leave them so), for counts that end inside a page and past several.
+func TestFreshRecords(t *testing.T) {
+	for _, n := range []int{0, 1, 19, 20, 21, 1024, 4097} {
+		recs := freshRecords(n)
+		if len(recs) != 0 || cap(recs) != n {
+			t.Fatalf("freshRecords(%d): len %d cap %d, want 0 and %d", n, len(recs), cap(recs), n)
+		}
+		for i, r := range recs[:n] {
+			if !reflect.DeepEqual(r, Record{}) {
+				t.Fatalf("freshRecords(%d)[%d] = %+v, want the zero Record", n, i, r)
+			}
+		}
 	}
 }

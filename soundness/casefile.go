@@ -86,6 +86,9 @@ func report(res *Result) string {
 		fmt.Fprintf(&b, "second clean run against the first (second clean run: %v):\n%s", u.Second, u.Clean)
 		fmt.Fprintf(&b, "killed run against the first clean run:\n%s", u.Killed)
 	}
+	for _, e := range res.Explained {
+		fmt.Fprintf(&b, "\nEXPLAINED: route %s: its killed run differs from the clean run only by what its verdict allows:\n%s", e.Route, e.Text)
+	}
 	for _, f := range res.CleanFailed {
 		fmt.Fprintf(&b, "\nINCONCLUSIVE: route %s: its runs differ, but its %s failed, so the comparison tests nothing (not a verdict; the failure is worth a look):\n  %v\n",
 			f.Route, f.Which, f.Run)

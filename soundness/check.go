@@ -197,6 +197,10 @@ type Result struct {
 	// effectively-once verdict must not allow. Each is reported and
 	// written as a case, like a finding.
 	Unexplained []Unexplained
+	// Explained lists routes whose killed run differs from the clean run
+	// only in a way the verdict allows, with why (explainDLQ): shown,
+	// never a false verdict.
+	Explained []Explained
 	// Unfed says why the harness could not feed a run all of the input
 	// (then every route is inconclusive).
 	Unfed string
@@ -363,6 +367,13 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 		what, diff := cmp.judge(clean[r.Name], killed[r.Name])
 		if diff == "" {
 			continue
+		}
+		if cmp == (exactPromise{}) {
+			if why, ok := explainDLQ(r, clean[r.Name], killed[r.Name]); ok {
+				res.Explained = append(res.Explained, Explained{Route: r.Name, Text: why})
+				ck.logf("  %s: killed run differs, explained:\n%s", r.Name, why)
+				continue
+			}
 		}
 		if r.Timed {
 			// A short dedup ttl or a per-delivery filter decides by the

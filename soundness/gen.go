@@ -152,6 +152,22 @@ type Artifact struct {
 	// are tables of different shapes, and what they must hold together is
 	// every record's key, whichever branch took it.
 	KeyOnly string `json:"key_only,omitempty"`
+	// OtherUnique, on a keyed table, names a unique column other than the
+	// conflict target: whether the table refuses a record for it depends
+	// on the rows the table holds when the record is written, so on a
+	// replay a record the clean run dead-lettered may apply as an update
+	// (explainDLQ).
+	OtherUnique *OtherUnique `json:"other_unique,omitempty"`
+}
+
+// OtherUnique is a table's second unique column, and the conflict
+// target's column with the payload field bound to it.
+type OtherUnique struct {
+	// Column is the second unique column (x); Key the conflict target's
+	// column (id), bound to the payload field KeyField.
+	Column   string `json:"column"`
+	Key      string `json:"key"`
+	KeyField string `json:"key_field"`
 }
 
 // generate builds the case of one seed.
@@ -299,6 +315,10 @@ type routeGen struct {
 	// forced, while set, makes sqlLeaf write the sink a dedup elision
 	// needs (see elidableTail).
 	forced *elidable
+	// ownID: the payload carries the captured document's _id (the
+	// mongodb source), which a mongodb sink keeps only with id_field
+	// "_id" (see mongoSink); a map that replaces the payload drops it.
+	ownID bool
 }
 
 // reorders reports whether a key's records can reach the route's sinks in
@@ -358,6 +378,9 @@ func (g *routeGen) route() string {
 		}
 	} else if from := g.c.fromBlock(g.name); from != "" {
 		fmt.Fprintf(&b, "from %s\n", from)
+		if g.ownID = g.c.Broker == brokerMongo; g.ownID {
+			b.WriteString(g.unwrapMongoID())
+		}
 	} else if g.c.Mode != "" {
 		fmt.Fprintf(&b, "from file { path = \"in.jsonl\", mode = %s }\n", g.c.Mode)
 	} else {

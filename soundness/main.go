@@ -40,6 +40,7 @@
 //
 // ends with "routes checked: N, claimed effectively-once: M, false
 // verdicts: F, unexplained (…): U, inconclusive (a clean run failed): I,
+// explained differences: E,
 // stuck runs (…): S"
 // and exits 1 when F > 0. -reasons builds the generated files only and
 // counts their verdict reasons: which rules of the prover the seeds reach
@@ -243,6 +244,12 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 		// written as a case: it judges no verdict.
 		fmt.Fprintln(stdout, indent(report(res)))
 	}
+	if !written {
+		// An explained difference is shown, not written as a case.
+		for _, e := range res.Explained {
+			fmt.Fprintln(stdout, indent("explained, "+e.Route+":\n"+e.Text))
+		}
+	}
 	if written {
 		fmt.Fprintln(stdout, indent(report(res)))
 		if out != "" {
@@ -266,6 +273,10 @@ type Tally struct {
 	// CleanFailed counts the inconclusive routes whose clean run failed
 	// (Result.CleanFailed), CleanFailedSeeds their cases.
 	CleanFailed int
+	// Explained counts the routes whose killed run differed in a way the
+	// verdict allows (Result.Explained), ExplainedSeeds their cases.
+	Explained      int
+	ExplainedSeeds []string
 	// Stuck counts the runs stopped for not ending (Result.Stuck),
 	// StuckSeeds their cases.
 	Stuck                                                  int
@@ -291,6 +302,10 @@ func (t *Tally) Add(res *Result) {
 	t.Inconclusive += len(res.Inconclusive)
 	t.Unexplained += len(res.Unexplained)
 	t.CleanFailed += len(res.CleanFailed)
+	t.Explained += len(res.Explained)
+	if len(res.Explained) > 0 {
+		t.ExplainedSeeds = append(t.ExplainedSeeds, res.Case.Name)
+	}
 	if len(res.CleanFailed) > 0 {
 		t.CleanFailedSeeds = append(t.CleanFailedSeeds, res.Case.Name)
 	}
@@ -340,6 +355,10 @@ func (t *Tally) Line() string {
 	if len(t.CleanFailedSeeds) > 0 {
 		line += " (" + strings.Join(t.CleanFailedSeeds, ", ") + ")"
 	}
+	line += fmt.Sprintf(", explained differences: %d", t.Explained)
+	if len(t.ExplainedSeeds) > 0 {
+		line += " (" + strings.Join(t.ExplainedSeeds, ", ") + ")"
+	}
 	line += fmt.Sprintf(", stuck runs (stopped with their stacks): %d", t.Stuck)
 	if len(t.StuckSeeds) > 0 {
 		line += " (" + strings.Join(t.StuckSeeds, ", ") + ")"
@@ -355,6 +374,9 @@ func summaryLine(res *Result) string {
 	var vs []string
 	for _, v := range res.Verdicts {
 		mark := "ok"
+		if slices.ContainsFunc(res.Explained, func(e Explained) bool { return e.Route == v.Name }) {
+			mark = "ok (explained)"
+		}
 		if slices.Contains(res.Inconclusive, v.Name) {
 			mark = "timing-dependent"
 		}

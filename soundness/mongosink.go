@@ -40,7 +40,16 @@ import (
 //   - wherever sink() puts a leaf: behind the route's dedup, filter, map
 //     and id steps, in a fanout, a switch on a stable value or a
 //     request's forward (not in the branches of a switch on a
-//     per-delivery value, which are built alike from one stream).
+//     per-delivery value, which are built alike from one stream);
+//   - over the mongodb capture source, whose payloads carry the captured
+//     document's _id as relaxed extended JSON ({"$oid": "…"}), id_field
+//     "_id": the sink refuses an own _id beside any other id_field. Most
+//     routes first unwrap it (map payload._id = payload._id["$oid"], a
+//     string, the same on every replay); the others keep the object,
+//     which the server refuses as an _id (a key starting with $), so
+//     every record is dead-lettered, alike in every run. A route whose
+//     map replaced the whole payload has no _id left and draws its
+//     id_field as over any other source.
 //
 // Each run directory gets a database of its own on the FerretDB server
 // the process shares (the one the mongodb source uses); a generated file
@@ -71,14 +80,24 @@ const (
 var mongoSinks bool
 
 // pickMongoSinks gives the case its stream of mongodb sink draws when
-// they are on. CI's fixed seeds (1 to 10) stay as they were; a case
-// reading the mongodb source draws none (its payloads carry the captured
-// document's _id, which a sink refuses beside an id_field).
+// they are on. CI's fixed seeds (1 to 10) stay as they were.
 func pickMongoSinks(c *Case) {
-	if !mongoSinks || c.Seed <= 10 || c.Broker == brokerMongo {
+	if !mongoSinks || c.Seed <= 10 {
 		return
 	}
 	c.mgs = rand.New(rand.NewPCG(c.Seed, 0x3095))
+}
+
+// unwrapMongoID is, for most routes over the mongodb source of a case
+// with mongodb sinks, a map that turns the captured document's _id (an
+// ObjectID, {"$oid": "…"} in the payload) into its hex string, which a
+// mongodb sink with id_field "_id" can write; "" otherwise.
+func (g *routeGen) unwrapMongoID() string {
+	m := g.c.mgs
+	if m == nil || m.IntN(100) >= 75 {
+		return ""
+	}
+	return "map { payload._id = payload._id[\"$oid\"] }\n"
 }
 
 // mongoLeaf returns a mongodb sink (or a request calling one) in place of
@@ -132,6 +151,11 @@ func (g *routeGen) mongoSink(depth int, handler bool) string {
 		forms = []idForm{{"", true}}
 	}
 	id := forms[m.IntN(len(forms))]
+	if g.ownID {
+		// The captured document's _id, unwrapped or not (see
+		// unwrapMongoID): the same on every replay of a record.
+		id = idForm{`"_id"`, false}
+	}
 	report := m.IntN(100) < 35
 	if report && id.volatile && m.IntN(100) >= 10 {
 		// E043 refuses report_outcome without a stable key: drawn now and

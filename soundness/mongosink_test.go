@@ -181,3 +181,99 @@ func TestMongoRow(t *testing.T) {
 		t.Errorf("mongoSafeInput: %q, want %q", got, want)
 	}
 }
+
+// Over the mongodb capture source, whose payloads carry the captured
+// document's _id, a mongodb sink keeps it (id_field "_id"), mostly
+// unwrapped by a map from {"$oid": …} to its hex string; the sink, keyed
+// by a stable _id, is compared by it, and the route builds. A route whose
+// map replaced the whole payload has no _id left and draws any form.
+// Without -mongo-sinks such a case is as it was: no sink, no map.
+func TestMongoSinkOverMongoSource(t *testing.T) {
+	const unwrap = `map { payload._id = payload._id["$oid"] }`
+	replaced := regexp.MustCompile(`(?m)^\s*(map \{\n\s*)?payload = \{`)
+	afterSource := regexp.MustCompile(`poll_interval = 100ms\n\s*\}\n\s*` + regexp.QuoteMeta(unwrap) + "\n")
+	mongoSinks = true
+	defer func() { mongoSinks = false }()
+	var sinks, unwrapped, kept, other, effectivelyOnceRoutes int
+	for seed := uint64(11); seed <= 400; seed++ {
+		c, err := generateFrom(seed, 3, brokerMongo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.mongoDrawn {
+			continue
+		}
+		p, diags := compiler.CompileSources([]compiler.Source{{Name: "routes.mqb", Src: []byte(c.Source)}})
+		if diags.HasErrors() {
+			for _, d := range diags {
+				if s := d.Code + ": " + d.Summary; d.Severity == diag.Error && strings.Contains(s, "mongodb") && d.Code != "E043" {
+					t.Errorf("seed %d: refused for a mongodb sink: %s\n%s", seed, s, c.Source)
+				}
+			}
+			continue
+		}
+		byName := map[string]plan.Route{}
+		for _, r := range p.Routes {
+			byName[r.Name] = r
+		}
+		for _, r := range c.Routes {
+			var blocks []string
+			for _, b := range mongoBlockRE.FindAllStringSubmatch(r.Source, -1) {
+				if strings.Contains(b[1], mongoSinkURL) {
+					blocks = append(blocks, b[1])
+				}
+			}
+			if len(blocks) == 0 {
+				continue
+			}
+			hasUnwrap := strings.Contains(r.Source, unwrap)
+			if hasUnwrap && !afterSource.MatchString(r.Source) {
+				t.Errorf("seed %d route %s: the _id is unwrapped, but not right after the source:\n%s", seed, r.Name, r.Source)
+			}
+			if replaced.MatchString(r.Source) {
+				// (Which sink comes after the replacement the text does
+				// not say simply; the shapes test covers these forms.)
+				other++
+				continue
+			}
+			if hasUnwrap {
+				unwrapped++
+			} else {
+				kept++
+			}
+			for _, b := range blocks {
+				sinks++
+				if !regexp.MustCompile(`id_field\s*= "_id"`).MatchString(b) {
+					t.Errorf("seed %d route %s: a mongodb sink over the mongodb source without id_field \"_id\":\n%s", seed, r.Name, r.Source)
+				}
+			}
+			for _, a := range r.Artifacts {
+				if a.Kind == "mongo" && (slices.Contains(a.Volatile, "_id") || !slices.Contains(a.Mutable, mongoAllFields)) {
+					t.Errorf("seed %d route %s: %s is keyed by the captured _id, yet not compared by it: %+v", seed, r.Name, a.Table, a)
+				}
+			}
+			if v := byName[r.Name]; v.Guarantee == "effectively-once" {
+				effectivelyOnceRoutes++
+				if !strings.Contains(strings.Join(v.Reasons, "\n"), "_id = payload._id (stable)") {
+					t.Errorf("seed %d route %s: effectively-once, but not by the captured _id: %v", seed, r.Name, v.Reasons)
+				}
+			}
+		}
+	}
+	if sinks == 0 || unwrapped == 0 || kept == 0 || effectivelyOnceRoutes == 0 {
+		t.Errorf("mongodb sinks over the mongodb source %d: routes unwrapping the _id %d, keeping it %d, effectively-once %d", sinks, unwrapped, kept, effectivelyOnceRoutes)
+	}
+	t.Logf("mongodb sinks over the mongodb source %d: routes unwrapping the _id %d, keeping it %d, payload replaced %d; effectively-once routes %d",
+		sinks, unwrapped, kept, other, effectivelyOnceRoutes)
+
+	mongoSinks = false
+	for seed := uint64(11); seed <= 60; seed++ {
+		c, err := generateFrom(seed, 3, brokerMongo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(c.Source, mongoSinkURL) || strings.Contains(c.Source, "payload._id") {
+			t.Fatalf("seed %d over the mongodb source draws a mongodb sink or unwraps the _id without -mongo-sinks:\n%s", seed, c.Source)
+		}
+	}
+}

@@ -136,8 +136,12 @@ func (g *routeGen) otherUniqueLeaf() string {
 	// may be dead-lettered on a replay, or under concurrency > 1 in
 	// another order (seeds 2132 and 2204): like a record that changed
 	// branches, it is not lost, and at-least-once does not demand the
-	// clean run's rows here (AnyBranch); effectively-once still does.
-	g.arts = append(g.arts, Artifact{Kind: "table", Path: db, Table: table, Group: db + ":" + table, Mutable: []string{"qty", "x"}, AnyBranch: true})
+	// clean run's rows here (AnyBranch); effectively-once still does. The
+	// other way round, a record the clean run dead-lettered for x may
+	// apply on a replay as an update of a row a later record of its id
+	// inserted (seed 26067): OtherUnique lets the checker explain that.
+	g.arts = append(g.arts, Artifact{Kind: "table", Path: db, Table: table, Group: db + ":" + table, Mutable: []string{"qty", "x"}, AnyBranch: true,
+		OtherUnique: &OtherUnique{Column: "x", Key: "id", KeyField: "id"}})
 	ddl := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (id TEXT PRIMARY KEY, qty INTEGER, x TEXT UNIQUE)", table)
 	q := fmt.Sprintf("INSERT INTO %s (id, qty, x) VALUES (${payload.id}, ${payload.qty}, ${payload.tag}) ON CONFLICT (id) DO UPDATE SET %s", table, set)
 	return fmt.Sprintf("sql {\nurl = %q\ncreate_table = %q\ninsert_query = \"\"\"%s\"\"\"\n}", "sqlite://"+db, ddl, q)

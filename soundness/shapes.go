@@ -85,10 +85,12 @@ func (g *routeGen) mapPathStep() string {
 		return "map { payload.id = message_id }\n"
 	case 5:
 		// The whole payload replaced by the fields the sinks read.
+		g.ownID = false
 		return "map { payload = {\"id\": payload.id, \"qty\": payload.qty, \"region\": payload.region, \"tag\": payload.tag, \"body\": payload.body, \"big\": payload.big} }\n"
 	case 6:
 		// Replaced, with a per-delivery quantity.
 		g.volatile["qty"] = true
+		g.ownID = false
 		return "map { payload = {\"id\": payload.id, \"qty\": now().Nanosecond(), \"region\": payload.region, \"tag\": payload.tag, \"body\": payload.body, \"big\": payload.big} }\n"
 	default:
 		// A meta key, read back by the next map (a map reads the record

@@ -27,10 +27,31 @@ type Snapshot struct {
 	Full, Kept map[string]Multiset
 	// AnyBranch are the groups the loss check skips (Artifact.AnyBranch).
 	AnyBranch map[string]bool
+	// DLQ holds, per dead-letter group, what the first line of each of
+	// its records (by the key Full counts it under) says: why the record
+	// is there, and its payload (explainDLQ reads them).
+	DLQ map[string]map[string]DLQEntry
+}
+
+// DLQEntry is what a dead-letter line says of its record.
+type DLQEntry struct {
+	Error   string
+	Payload json.RawMessage
 }
 
 func newSnapshot() Snapshot {
-	return Snapshot{Full: map[string]Multiset{}, Kept: map[string]Multiset{}, AnyBranch: map[string]bool{}}
+	return Snapshot{Full: map[string]Multiset{}, Kept: map[string]Multiset{}, AnyBranch: map[string]bool{},
+		DLQ: map[string]map[string]DLQEntry{}}
+}
+
+// addDLQ notes what the first dead-letter line counted under key says.
+func (s Snapshot) addDLQ(group, key string, e DLQEntry) {
+	if s.DLQ[group] == nil {
+		s.DLQ[group] = map[string]DLQEntry{}
+	}
+	if _, ok := s.DLQ[group][key]; !ok {
+		s.DLQ[group][key] = e
+	}
 }
 
 func (s Snapshot) add(group, full, kept string) {
@@ -251,6 +272,7 @@ func readDLQ(s Snapshot, path string, a Artifact) error {
 			continue
 		}
 		var rec struct {
+			Error    string          `json:"error"`
 			Position json.RawMessage `json:"position"`
 			Raw      *string         `json:"raw"`
 			Payload  json.RawMessage `json:"payload"`
@@ -271,6 +293,8 @@ func readDLQ(s Snapshot, path string, a Artifact) error {
 				// A line that is not a record fails the same way on every
 				// run, whatever the route does with the others.
 				kept += unparsable
+			} else if rec.Payload != nil {
+				s.addDLQ(a.Group, p, DLQEntry{Error: rec.Error, Payload: rec.Payload})
 			}
 		} else {
 			p = "unreadable DLQ line: " + string(line)

@@ -146,6 +146,10 @@ func failOn(t *testing.T, res *Result) {
 		// person to look at (see Result.Unexplained).
 		t.Logf("%s", report(res))
 	}
+	for _, e := range res.Explained {
+		// Allowed by the verdict, and shown (see explainDLQ).
+		t.Logf("explained, %s:\n%s", e.Route, e.Text)
+	}
 	t.Logf("%s", summaryLine(res))
 }
 

@@ -7,6 +7,7 @@
 //
 //	go run ./bench/kafka -n 500000 -runs 5 [-partitions 4] [-kcat kcat]
 //	go run ./bench/kafka -only publish -memprofile /tmp/mem   # one scenario, with a heap profile
+//	go run ./bench/kafka -only publish -mqbc /tmp/mqbc        # mqb as a whole process, as kcat is
 package main
 
 import (
@@ -42,6 +43,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the mqb runs of scenario only")
 	memprofile := flag.String("memprofile", "", "write a heap profile (allocations and what is in use) after the mqb runs of scenario only")
 	only := flag.String("only", "", "run one scenario: publish (file → kafka) or consume (kafka → file)")
+	mqbcBin := flag.String("mqbc", "", "publish with this mqbc binary as a whole process (mqbc run on a .mqb file, timed like kcat: start-up, exit and rusage included) instead of the runtime in this process")
 	flag.Parse()
 	// mqb runs routes with GOGC=50 unless the environment sets GOGC
 	// (cmd/mqbc/memory.go); so do its runs here, or its peak RSS would be
@@ -73,12 +75,17 @@ func main() {
 
 	// file → Kafka
 	var mqbW, kcatW, allocs, cpu, kcatCPU, brokerMQB, brokerKcat []float64
-	var kcatRSS int64
+	var kcatRSS, mqbRSS int64
 	for i := range *runs {
 		topic := fmt.Sprintf("w-mqb-%d", i)
 		createTopic(brokers, topic, *partitions)
 		before, brokerBefore := readUsage(), processCPU(brokerPID)
+		var child childUsage
 		d := timeIt(func() {
+			if *mqbcBin != "" {
+				child = runPublishProcess(dir, *mqbcBin, input, brokers, topic, *batch, *concurrency, i)
+				return
+			}
 			defer profile(*cpuprofile, *only == "publish")()
 			runPublish(dir, input, brokers, topic, *batch, *concurrency, i)
 		})
@@ -88,6 +95,10 @@ func main() {
 		checkCount(brokers, topic, *partitions, *n)
 		mqbW = append(mqbW, float64(*n)/d.Seconds())
 		allocs = append(allocs, float64(used.mallocs)/float64(*n))
+		if *mqbcBin != "" {
+			used.cpu = child.cpu
+			mqbRSS = max(mqbRSS, child.maxRSS)
+		}
 		cpu = append(cpu, float64(used.cpu.Nanoseconds())/float64(*n))
 
 		topic = fmt.Sprintf("w-kcat-%d", i)
@@ -108,8 +119,12 @@ func main() {
 		"", median(cpu)/1e3, median(kcatCPU)/1e3, median(kcatCPU)/median(cpu), rounded(cpu), rounded(kcatCPU))
 	fmt.Printf("%-14s broker %.2f µs CPU/record serving mqb, %.2f serving kcat\n",
 		"", median(brokerMQB)/1e3, median(brokerKcat)/1e3)
-	fmt.Printf("%-14s mqb %.2f allocs/record, peak RSS %d MiB (this process); kcat peak RSS %d MiB\n",
-		"", median(allocs), peakRSS()>>20, kcatRSS>>20)
+	if *mqbcBin != "" {
+		fmt.Printf("%-14s mqb (mqbc run) peak RSS %d MiB; kcat peak RSS %d MiB\n", "", mqbRSS>>20, kcatRSS>>20)
+	} else {
+		fmt.Printf("%-14s mqb %.2f allocs/record, peak RSS %d MiB (this process); kcat peak RSS %d MiB\n",
+			"", median(allocs), peakRSS()>>20, kcatRSS>>20)
+	}
 	if *only == "publish" {
 		return
 	}
@@ -335,6 +350,27 @@ func runPublish(dir, input, brokers, topic string, batch, concurrency, i int) {
 	if _, err := runtime.Run(context.Background(), p, runtime.Options{Logger: quiet}); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// runPublishProcess is runPublish as mqb's users run it: mqbc run on a
+// .mqb file holding the same route, a process of its own timed as kcat
+// is (its start-up, its exit and its CPU as /usr/bin/time reports them).
+func runPublishProcess(dir, mqbc, input, brokers, topic string, batch, concurrency, i int) childUsage {
+	file := filepath.Join(dir, fmt.Sprintf("publish-%d.mqb", i))
+	src := fmt.Sprintf(`route publish {
+  batch_size  = %d
+  concurrency = %d
+  from file { path = %q }
+  to kafka {
+    url   = %q
+    topic = %q
+  }
+}
+`, batch, concurrency, input, brokers, topic)
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	return runTimed(dir, mqbc, "run", "--progress", "off", "--state", filepath.Join(dir, fmt.Sprintf("mqbc-state-%d", i)), file)
 }
 
 // runConsume is kafka source → JSON-lines file, until the file holds every
