@@ -40,11 +40,10 @@
 //
 // ends with "routes checked: N, claimed effectively-once: M, false
 // verdicts: F, unexplained (…): U, inconclusive (a clean run failed): I,
-// explained differences: E,
-// stuck runs (…): S"
-// and exits 1 when F > 0. -reasons builds the generated files only and
-// counts their verdict reasons: which rules of the prover the seeds reach
-// (rules.go and reach.go add shapes for those they did not). The CI test
+// explained differences: E, stuck runs (…): S" and exits 1 when F > 0.
+// -reasons builds the generated files only and counts their verdict
+// reasons: which rules of the prover the seeds reach (rules.go and
+// reach.go add shapes for those they did not). The CI test
 // is behind the soundness build tag (go test -tags soundness ./soundness).
 package main
 
