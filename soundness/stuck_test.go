@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -15,7 +17,13 @@ import (
 const hangEnv = "SOUNDNESS_TEST_HANG"
 
 func init() {
-	if os.Getenv(hangEnv) != "" {
+	switch os.Getenv(hangEnv) {
+	case "":
+	case "deaf":
+		// A process that does not answer SIGQUIT.
+		signal.Ignore(syscall.SIGQUIT)
+		hangForever()
+	default:
 		hangForever()
 	}
 }
@@ -42,7 +50,9 @@ func lockTwice(mu *sync.Mutex) { mu.Lock() }
 // with a timeout of 1 s.
 func stuckChecker(t *testing.T) (*Checker, string) {
 	t.Helper()
-	t.Setenv(hangEnv, "1")
+	if os.Getenv(hangEnv) == "" {
+		t.Setenv(hangEnv, "1")
+	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "routes.mqb"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -129,6 +139,24 @@ func TestStuckKilledRunKeepsItsStacks(t *testing.T) {
 	stuck := ck.takeStuck()
 	if len(stuck) != 1 || !strings.Contains(stuck[0].Which, "to be killed 1ms after route start") {
 		t.Fatalf("the checker noted %v, want the killed run with its kill", stuck)
+	}
+}
+
+// A stuck run that does not answer SIGQUIT is killed stuckGrace later,
+// and says it printed no stacks.
+func TestStuckRunDeafToSIGQUITIsKilled(t *testing.T) {
+	t.Setenv(hangEnv, "deaf")
+	ck, dir := stuckChecker(t)
+	start := time.Now()
+	r := ck.run(dir, nil)
+	if took := time.Since(start); took > ck.Timeout+stuckGrace+5*time.Second {
+		t.Errorf("a run deaf to SIGQUIT was stopped after %v, want about %v", took, ck.Timeout+stuckGrace)
+	}
+	if !r.stuck || r.stacks != "" {
+		t.Fatalf("a run deaf to SIGQUIT: stuck %v, stacks %q", r.stuck, tail(r.stacks, 500))
+	}
+	if rep := stuckReport(ck.takeStuck()); !strings.Contains(rep, "it printed no stacks on SIGQUIT") {
+		t.Errorf("the report of a run deaf to SIGQUIT:\n%s", rep)
 	}
 }
 
