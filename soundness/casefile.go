@@ -93,6 +93,7 @@ func report(res *Result) string {
 		fmt.Fprintf(&b, "\nINCONCLUSIVE: route %s: its runs differ, but its %s failed, so the comparison tests nothing (not a verdict; the failure is worth a look):\n  %v\n",
 			f.Route, f.Which, f.Run)
 	}
+	b.WriteString(stuckReport(res.Stuck))
 	fmt.Fprintf(&b, "\nclean run: %v\nlast killed run: %v\n\n", res.Clean, res.Final)
 	b.WriteString(c.Source)
 	return b.String()

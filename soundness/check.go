@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -29,6 +30,12 @@ type Checker struct {
 	// noInvariants turns the timing-proof invariants off (a test shows
 	// what the checker missed without them).
 	noInvariants bool
+
+	// stuck lists the runs found stuck since Check began (stuck.go);
+	// dirNames says what each run directory is, for them.
+	stuckMu  sync.Mutex
+	stuck    []StuckRun
+	dirNames map[string]string
 }
 
 // prepare makes a run directory for source and starts what the case's
@@ -196,7 +203,12 @@ type Result struct {
 	Explained []Explained
 	// Unfed says why the harness could not feed a run all of the input
 	// (then every route is inconclusive).
-	Unfed        string
+	Unfed string
+	// Stuck lists the runs that did not end within the checker's timeout,
+	// each with the goroutine stacks it printed when stopped: a hang, which
+	// no verdict explains, reported and written as a case whatever the
+	// comparison found.
+	Stuck        []StuckRun
 	Kills        int // SIGKILLs that landed
 	Runs         int
 	Clean, Final runResult
@@ -214,7 +226,8 @@ func (ck *Checker) logf(format string, args ...any) {
 func (ck *Checker) Check(c *Case) (*Result, error) {
 	start := time.Now()
 	res := &Result{Case: c}
-	defer func() { res.Elapsed = time.Since(start) }()
+	ck.takeStuck()
+	defer func() { res.Elapsed, res.Stuck = time.Since(start), ck.takeStuck() }()
 	tmp, err := os.MkdirTemp(ck.Tmp, c.Name+"-")
 	if err != nil {
 		return nil, err
@@ -245,6 +258,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	ck.nameDir(cleanDir, "clean run")
 	vs, err := ck.build(cleanDir)
 	if err != nil {
 		res.Rejected = err.Error()
@@ -289,6 +303,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	ck.nameDir(killDir, "run of the killed runs' directory")
 	if c.follows() {
 		res.Kills, res.Final = ck.followKilled(killDir, c, res.Clean)
 	} else {
@@ -334,6 +349,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		ck.nameDir(d, "second clean run")
 		if second = cleanRun(d); second.stalled {
 			return nil, nil
 		}
@@ -436,6 +452,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 				if err != nil {
 					return Snapshot{}, runResult{}, err
 				}
+				ck.nameDir(d, "run of route "+r.Name+" alone")
 				rr := cleanRun(d)
 				s, err := snapshot(d, r)
 				return s, rr, err

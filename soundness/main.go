@@ -31,15 +31,19 @@
 // its clean runs failed (a non-zero exit we did not cause) is
 // inconclusive: a clean run that stopped early is no reference. It is
 // counted apart, and printed with the failed run's error, but judges no
-// verdict and is not written as a case.
+// verdict and is not written as a case. A run that has not ended after a
+// minute is stuck (stuck.go): it is sent SIGQUIT, and the goroutine stacks
+// it prints are printed and written with the case, whatever the
+// comparison found.
 //
 //	go run ./soundness -seeds 1000 -kills 8
 //
 // ends with "routes checked: N, claimed effectively-once: M, false
-// verdicts: F, unexplained (…): U, inconclusive (a clean run failed): I"
-// and exits 1 when F > 0. -reasons builds the generated files only and
-// counts their verdict reasons: which rules of the prover the seeds reach
-// (rules.go and reach.go add shapes for those they did not). The CI test
+// verdicts: F, unexplained (…): U, inconclusive (a clean run failed): I,
+// explained differences: E, stuck runs (…): S" and exits 1 when F > 0.
+// -reasons builds the generated files only and counts their verdict
+// reasons: which rules of the prover the seeds reach (rules.go and
+// reach.go add shapes for those they did not). The CI test
 // is behind the soundness build tag (go test -tags soundness ./soundness).
 package main
 
@@ -233,18 +237,19 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 	}
 	tally.Add(res)
 	fmt.Fprintln(stdout, summaryLine(res))
-	if len(res.Findings) == 0 && len(res.Unexplained) == 0 && len(res.CleanFailed) > 0 {
+	written := len(res.Findings) > 0 || len(res.Unexplained) > 0 || len(res.Stuck) > 0
+	if !written && len(res.CleanFailed) > 0 {
 		// Inconclusive, but a clean run that failed is shown, not
 		// written as a case: it judges no verdict.
 		fmt.Fprintln(stdout, indent(report(res)))
 	}
-	if len(res.Findings) == 0 && len(res.Unexplained) == 0 {
+	if !written {
 		// An explained difference is shown, not written as a case.
 		for _, e := range res.Explained {
 			fmt.Fprintln(stdout, indent("explained, "+e.Route+":\n"+e.Text))
 		}
 	}
-	if len(res.Findings) > 0 || len(res.Unexplained) > 0 {
+	if written {
 		fmt.Fprintln(stdout, indent(report(res)))
 		if out != "" {
 			path, err := writeCase(out, res)
@@ -269,11 +274,14 @@ type Tally struct {
 	CleanFailed int
 	// Explained counts the routes whose killed run differed in a way the
 	// verdict allows (Result.Explained), ExplainedSeeds their cases.
-	Explained                                  int
-	ExplainedSeeds                             []string
-	ByVerdict                                  map[string]int
-	FalseSeeds, Unexplaineds, CleanFailedSeeds []string
-	Elapsed                                    time.Duration
+	Explained      int
+	ExplainedSeeds []string
+	// Stuck counts the runs stopped for not ending (Result.Stuck),
+	// StuckSeeds their cases.
+	Stuck                                                  int
+	ByVerdict                                              map[string]int
+	FalseSeeds, Unexplaineds, CleanFailedSeeds, StuckSeeds []string
+	Elapsed                                                time.Duration
 }
 
 func (t *Tally) Add(res *Result) {
@@ -281,6 +289,10 @@ func (t *Tally) Add(res *Result) {
 		t.ByVerdict = map[string]int{}
 	}
 	t.Files++
+	if len(res.Stuck) > 0 {
+		t.Stuck += len(res.Stuck)
+		t.StuckSeeds = append(t.StuckSeeds, res.Case.Name)
+	}
 	if res.Rejected != "" {
 		t.Rejected++
 		return
@@ -346,6 +358,10 @@ func (t *Tally) Line() string {
 	if len(t.ExplainedSeeds) > 0 {
 		line += " (" + strings.Join(t.ExplainedSeeds, ", ") + ")"
 	}
+	line += fmt.Sprintf(", stuck runs (stopped with their stacks): %d", t.Stuck)
+	if len(t.StuckSeeds) > 0 {
+		line += " (" + strings.Join(t.StuckSeeds, ", ") + ")"
+	}
 	return line
 }
 
@@ -382,6 +398,9 @@ func summaryLine(res *Result) string {
 	}
 	if res.Unfed != "" {
 		vs = append(vs, "input not fed whole: "+res.Unfed)
+	}
+	for _, s := range res.Stuck {
+		vs = append(vs, "STUCK: "+s.Which)
 	}
 	return fmt.Sprintf("%s: %s; %d kills, %.1fs", c.Name, strings.Join(vs, "; "), res.Kills, res.Elapsed.Seconds())
 }

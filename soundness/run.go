@@ -147,6 +147,15 @@ type runResult struct {
 	// input (a broker write that failed under load): the killed run then
 	// read less than the clean one, which says nothing about the verdict.
 	unfed string
+	// stuck: the run did not end within the checker's timeout and was
+	// stopped; stacks is what it printed on the SIGQUIT sent first (every
+	// goroutine's stack; empty if it did not answer).
+	stuck  bool
+	stacks string
+	// cpu is the CPU time the stuck run used; paused how long of its
+	// time the harness itself did not run (harnessPauses): a machine that
+	// stalled everything, not a hang of mqbc.
+	cpu, paused time.Duration
 }
 
 func (r runResult) String() string {
@@ -155,6 +164,16 @@ func (r runResult) String() string {
 		return fmt.Sprintf("input not fully fed (%s)", r.unfed)
 	case r.stalled:
 		return fmt.Sprintf("stalled (had not consumed all input when stopped after %v)", r.dur.Round(time.Millisecond))
+	case r.stuck:
+		logged := "it logged nothing"
+		if t := strings.TrimSpace(r.stderr); t != "" {
+			logged = "its last log line: " + tail(t[strings.LastIndexByte(t, '\n')+1:], 300)
+		}
+		machine := ""
+		if r.paused > 0 {
+			machine = fmt.Sprintf("; the harness itself did not run for %v of that time, so the machine stalled, not only mqbc", r.paused.Round(time.Millisecond))
+		}
+		return fmt.Sprintf("stuck: no exit after %v, stopped (%s; it used %v of CPU%s)", r.dur.Round(time.Millisecond), logged, r.cpu.Round(time.Millisecond), machine)
 	case r.killed:
 		return fmt.Sprintf("killed after %v", r.dur.Round(time.Millisecond))
 	case r.exitCode == 0:
@@ -190,10 +209,16 @@ type proc struct {
 	killed  atomic.Bool
 	res     runResult
 	at      time.Time // when started closed
+	// quit is set when the run was found stuck and sent SIGQUIT.
+	quit atomic.Bool
 }
 
-// start runs mqbc on dir/routes.mqb, SIGKILLing it at kill (nil: never)
-// and in any case after the checker's timeout.
+// start runs mqbc on dir/routes.mqb, SIGKILLing it at kill (nil: never).
+// A run that has not ended after the checker's timeout is stuck: it gets
+// SIGQUIT, on which a Go program prints every goroutine's stack to stderr
+// and exits, then SIGKILL after stuckGrace if it is still there. The
+// stacks are kept in the run's result (stacks) and the run is listed in
+// ck.stuck.
 func (ck *Checker) start(dir string, kill *killAt) *proc {
 	timeout := ck.Timeout
 	if timeout == 0 {
@@ -207,6 +232,11 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 		args, logLine = append(args, h.args...), h.logLine
 	}
 	p.cmd = exec.CommandContext(ctx, ck.Mqbc, append(args, "routes.mqb")...)
+	p.cmd.Cancel = func() error {
+		p.quit.Store(true)
+		return p.cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	p.cmd.WaitDelay = stuckGrace // then SIGKILL
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), ck.envOf(dir)...)
 	p.cmd.Stdout = io.Discard
@@ -220,6 +250,7 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 	if err != nil {
 		return fail(err)
 	}
+	pauses := harnessPauses()
 	p.begin = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		return fail(err)
@@ -236,11 +267,20 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 	}
 	go func() {
 		defer cancel()
-		var stderr bytes.Buffer
+		var stderr, stacks bytes.Buffer
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
 			line := sc.Bytes()
+			if stacks.Len() > 0 || p.quit.Load() && bytes.HasPrefix(line, sigquitLine) {
+				// The Go runtime's answer to our SIGQUIT: kept apart, so
+				// that neither the log's cap nor its tail hides it.
+				if stacks.Len() < maxStacks {
+					stacks.Write(line)
+					stacks.WriteByte('\n')
+				}
+				continue
+			}
 			if p.at.IsZero() && bytes.Contains(line, routeStarted) {
 				p.at = time.Now()
 				close(p.started)
@@ -270,8 +310,12 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 		switch {
 		case err == nil:
 		case ctx.Err() != nil && !p.killed.Load():
-			res.exitCode = -1
-			res.stderr += fmt.Sprintf("\n(soundness: no exit within %v, killed)", timeout)
+			res.exitCode, res.stuck, res.stacks = -1, true, stacks.String()
+			if ps := p.cmd.ProcessState; ps != nil {
+				res.cpu = ps.UserTime() + ps.SystemTime()
+			}
+			res.paused = pauses.during(p.begin, time.Now())
+			ck.noteStuck(dir, kill, res)
 		case errors.As(err, &ee):
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && p.killed.Load() {
 				res.killed = true

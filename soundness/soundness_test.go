@@ -138,7 +138,8 @@ func envInt(name string, def int) int {
 
 func failOn(t *testing.T, res *Result) {
 	t.Helper()
-	if len(res.Findings) > 0 {
+	if len(res.Findings) > 0 || len(res.Stuck) > 0 {
+		// A stuck run is a hang in mqbc, whatever the comparison found.
 		t.Errorf("%s", report(res))
 	} else if len(res.Unexplained) > 0 {
 		// Not a failure: the generator's model, or a verdict, for a

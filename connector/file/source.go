@@ -311,6 +311,9 @@ func (s *fileSource) openFile(ctx context.Context, cp checkpoint.Position, haveC
 // stays nil when ctx ends first).
 func (s *fileSource) waitOpen(ctx context.Context) error {
 	for {
+		if err := refuseSpecial(s.path); err != nil {
+			return fmt.Errorf("route %s: file source: %w", s.route, err)
+		}
 		f, err := os.Open(s.path)
 		if err == nil {
 			s.f = f
@@ -843,4 +846,24 @@ func (s *fileSource) takePartial(b *runtime.Batch) {
 	line := append([]byte(nil), content...)
 	s.partial, s.partialLen = s.partial[:0], 0
 	s.add(b, line, tooLong, total)
+}
+
+// refuseSpecial refuses a path that names a named pipe, a socket or a
+// device: no position in one can be read again, and opening a named pipe
+// blocks in the system call until a writer opens it, where neither a
+// drain nor SIGTERM reaches (the route hung before its first record).
+// A path that does not exist (yet) is left to the open.
+func refuseSpecial(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() || st.IsDir() {
+		return nil
+	}
+	what := "a device"
+	switch {
+	case st.Mode()&os.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case st.Mode()&os.ModeSocket != 0:
+		what = "a socket"
+	}
+	return fmt.Errorf("%s is %s, not a regular file: a file source reads files it can read again from a position", path, what)
 }
