@@ -566,14 +566,8 @@ func (p payloadDecoder) object(depth int) (bson.D, error) {
 		if !ok {
 			return nil, fmt.Errorf("unexpected %v", tok)
 		}
-		if tok, err = p.dec.Token(); err != nil {
-			return nil, err
-		}
-		v, err := p.value(tok, depth)
+		v, err := p.member(key, depth)
 		if err != nil {
-			if e, ok := err.(*extJSONError); ok {
-				return nil, e.at(key)
-			}
 			return nil, err
 		}
 		doc = append(doc, bson.E{Key: key, Value: v})
@@ -617,6 +611,20 @@ func (p payloadDecoder) value(tok json.Token, depth int) (any, error) {
 	}
 }
 
+// member reads the value of the object's member named key (its name
+// read already), an extended JSON error in it naming the key.
+func (p payloadDecoder) member(key string, depth int) (any, error) {
+	tok, err := p.dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	v, err := p.value(tok, depth)
+	if e, ok := err.(*extJSONError); ok {
+		return nil, e.at(key)
+	}
+	return v, err
+}
+
 // objectValue reads an object whose '{' has been read: a document, or,
 // when its first key is one of extJSONKeys, the value it stands for.
 func (p payloadDecoder) objectValue(depth int) (any, error) {
@@ -634,14 +642,8 @@ func (p payloadDecoder) objectValue(depth int) (any, error) {
 	}
 	if !extJSONKeys[key] {
 		// A document after all: its first field, then the rest.
-		if tok, err = p.dec.Token(); err != nil {
-			return nil, err
-		}
-		v, err := p.value(tok, depth)
+		v, err := p.member(key, depth)
 		if err != nil {
-			if e, ok := err.(*extJSONError); ok {
-				return nil, e.at(key)
-			}
 			return nil, err
 		}
 		rest, err := p.object(depth)
