@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -86,6 +87,24 @@ func (ck *Checker) drain(dir string, routes []RouteShape, p *proc) runResult {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	r := p.wait()
 	r.stalled = stalled
+	if h := ck.srcs[dir]; h != nil && h.left != nil {
+		r = judgeLeft(r, h.left)
+	}
+	return r
+}
+
+// judgeLeft marks a drained run stalled when its source still holds
+// records for the routes (or cannot say how many): the sinks then lack
+// them because the run stopped before reading them, which is neither a
+// loss nor a verdict's breach, and the case is inconclusive.
+func judgeLeft(r runResult, left func() (int, error)) runResult {
+	n, err := left()
+	switch {
+	case err != nil:
+		r.stalled, r.left = true, fmt.Sprintf("could not count what the source still holds: %v", err)
+	case n > 0:
+		r.stalled, r.left = true, fmt.Sprintf("%d records still in the source", n)
+	}
 	return r
 }
 
