@@ -110,3 +110,22 @@ from amqp { queue = "sound_0_left_b" }`
 		t.Errorf("left with empty queues: %d, %v", n, err)
 	}
 }
+
+// The drain asks the source what it still holds once the run it stopped
+// has ended: a run stopped with records unread is stalled, and says how
+// many; one whose source is empty is not.
+func TestDrainCountsWhatTheSourceHolds(t *testing.T) {
+	for _, n := range []int{0, 159} {
+		ck, dir := stuckChecker(t) // "mqbc" is this binary, hanging until signalled
+		ck.Timeout = time.Minute
+		asked := false
+		ck.srcs = map[string]*srcHandle{dir: {left: func() (int, error) { asked = true; return n, nil }}}
+		r := ck.drain(dir, nil, ck.start(dir, nil))
+		if !asked {
+			t.Fatalf("%d left: the drain did not ask the source what it holds", n)
+		}
+		if want := n > 0; r.stalled != want || want && !strings.Contains(r.String(), "159 records still in the source") {
+			t.Errorf("%d left: stalled %v, %q; want stalled %v", n, r.stalled, r, want)
+		}
+	}
+}
