@@ -54,8 +54,11 @@ func appendInput(dir, data string) error {
 	return f.Close()
 }
 
-// drain waits until the routes' sinks stop changing (1 s without a change,
-// 30 s at most), then stops the process with SIGTERM and waits for it.
+// drain waits until the routes' sinks stop changing (1 s without a change)
+// and, where the source can tell, until the routes have consumed what was
+// fed (srcHandle.caughtUp), 45 s at most; then it stops the process with
+// SIGTERM, waits for it, and asks the source what it still holds
+// (srcHandle.left, judgeLeft).
 func (ck *Checker) drain(dir string, routes []RouteShape, p *proc) runResult {
 	// A broker redelivers what a killed run left unacked after ack_wait (1 s).
 	var last map[string]Snapshot
