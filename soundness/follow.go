@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -53,8 +54,11 @@ func appendInput(dir, data string) error {
 	return f.Close()
 }
 
-// drain waits until the routes' sinks stop changing (1 s without a change,
-// 30 s at most), then stops the process with SIGTERM and waits for it.
+// drain waits until the routes' sinks stop changing (1 s without a change)
+// and, where the source can tell, until the routes have consumed what was
+// fed (srcHandle.caughtUp), 45 s at most; then it stops the process with
+// SIGTERM, waits for it, and asks the source what it still holds
+// (srcHandle.left, judgeLeft).
 func (ck *Checker) drain(dir string, routes []RouteShape, p *proc) runResult {
 	// A broker redelivers what a killed run left unacked after ack_wait (1 s).
 	var last map[string]Snapshot
@@ -86,6 +90,24 @@ func (ck *Checker) drain(dir string, routes []RouteShape, p *proc) runResult {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	r := p.wait()
 	r.stalled = stalled
+	if h := ck.srcs[dir]; h != nil && h.left != nil {
+		r = judgeLeft(r, h.left)
+	}
+	return r
+}
+
+// judgeLeft marks a drained run stalled when its source still holds
+// records for the routes (or cannot say how many): the sinks then lack
+// them because the run stopped before reading them, which is neither a
+// loss nor a verdict's breach, and the case is inconclusive.
+func judgeLeft(r runResult, left func() (int, error)) runResult {
+	n, err := left()
+	switch {
+	case err != nil:
+		r.stalled, r.left = true, fmt.Sprintf("could not count what the source still holds: %v", err)
+	case n > 0:
+		r.stalled, r.left = true, fmt.Sprintf("%d records still in the source", n)
+	}
 	return r
 }
 

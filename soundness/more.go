@@ -231,6 +231,11 @@ func startAMQPQueues(source string) (*srcHandle, error) {
 		}
 		return nil
 	})
+	h.caughtUp = func() bool {
+		ready, _, err := amqpDepth(url, queues)
+		return err == nil && ready == 0
+	}
+	h.left = func() (int, error) { return amqpLeft(url, queues, 10*time.Second) }
 	h.stop = func() {
 		for _, q := range queues {
 			ch.QueueDelete(q, false, false, false)
@@ -238,6 +243,57 @@ func startAMQPQueues(source string) (*srcHandle, error) {
 		conn.Close()
 	}
 	return h, nil
+}
+
+// amqpDepth sums, over queues, the messages ready for delivery and the
+// consumers, from a passive declare of each (on a connection of its own:
+// a refused declare closes its channel). Messages delivered and not yet
+// acknowledged are in neither count; they are ready again once their
+// consumer's channel has closed.
+func amqpDepth(url string, queues []string) (ready, consumers int, err error) {
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, q := range queues {
+		st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		if err != nil {
+			return 0, 0, fmt.Errorf("queue %s: %w", q, err)
+		}
+		ready += st.Messages
+		consumers += st.Consumers
+	}
+	return ready, consumers, nil
+}
+
+// amqpLeft counts the messages still in queues once a run has ended:
+// it waits (up to wait) until no consumer is left on them, so that what
+// the run had been delivered and not acknowledged is back in the queue
+// and counted. The drain ends a run when its sinks stand still; under
+// load the routes may not yet have read the whole queue then (seed 25094,
+// at a load average of 20, ended its last run 2.9 s in with 252 and 170
+// records of its two routes not in the sinks): what is still in the queue
+// was not lost, it was not read.
+func amqpLeft(url string, queues []string, wait time.Duration) (int, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		ready, consumers, err := amqpDepth(url, queues)
+		switch {
+		case err == nil && consumers == 0:
+			return ready, nil
+		case time.Now().After(deadline):
+			if err == nil {
+				err = fmt.Errorf("%d consumers still on the queues %v after the run ended", consumers, wait)
+			}
+			return ready, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // startMQTTSessions makes, on the shared Mosquitto, a fresh persistent

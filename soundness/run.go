@@ -143,6 +143,9 @@ type runResult struct {
 	// fed (a Kafka group that never got its partitions back): what the
 	// sinks hold is not the run's outcome.
 	stalled bool
+	// left says what the source still held when a stalled run ended
+	// (judgeLeft); empty when it was not counted.
+	left string
 	// unfed says why the harness could not hand the source all of its
 	// input (a broker write that failed under load): the killed run then
 	// read less than the clean one, which says nothing about the verdict.
@@ -162,6 +165,8 @@ func (r runResult) String() string {
 	switch {
 	case r.unfed != "":
 		return fmt.Sprintf("input not fully fed (%s)", r.unfed)
+	case r.stalled && r.left != "":
+		return fmt.Sprintf("stalled (had not consumed all input when stopped after %v: %s)", r.dur.Round(time.Millisecond), r.left)
 	case r.stalled:
 		return fmt.Sprintf("stalled (had not consumed all input when stopped after %v)", r.dur.Round(time.Millisecond))
 	case r.stuck:

@@ -120,6 +120,11 @@ type srcHandle struct {
 	// kill may consume nothing for that long: the drain waits until every
 	// group's committed offsets reach the end of the topic.
 	caughtUp func() bool
+	// left, when set, counts after a drained run has ended the records
+	// still in the source for the routes to read (an AMQP queue's
+	// messages): a run that left some had not consumed its input, and
+	// what its sinks lack is not lost (judgeLeft).
+	left func() (int, error)
 	// args are added to mqbc run's command line; logLine, when set, is
 	// handed every line mqbc logs.
 	args    []string
