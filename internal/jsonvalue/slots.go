@@ -122,6 +122,7 @@ type seenKey struct {
 	text []byte
 	slot int
 	want bool
+	set  bool // false: no key remembered at this place (text "" is a key)
 }
 
 // seenKeysMax bounds the places remembered and seenKeyMax a key's length:
@@ -140,7 +141,7 @@ func (k *slotKeys) member(d *Decoder, index map[string]int, i int) (slot int, wa
 	if i < len(k.seen) {
 		s := &k.seen[i]
 		end := start + len(s.text)
-		if end < len(d.data) && d.data[end] == '"' && string(d.data[start:end]) == string(s.text) {
+		if s.set && end < len(d.data) && d.data[end] == '"' && string(d.data[start:end]) == string(s.text) {
 			d.pos = end + 1
 			return s.slot, s.want, nil
 		}
@@ -156,7 +157,7 @@ func (k *slotKeys) member(d *Decoder, index map[string]int, i int) (slot int, wa
 		for len(k.seen) <= i {
 			k.seen = append(k.seen, seenKey{})
 		}
-		k.seen[i] = seenKey{text: append(k.seen[i].text[:0], key...), slot: slot, want: want}
+		k.seen[i] = seenKey{text: append(k.seen[i].text[:0], key...), slot: slot, want: want, set: true}
 	}
 	return slot, want, nil
 }

@@ -175,3 +175,22 @@ func TestDecodeSlotsSeenKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeSlotsSeenKeysGap: a place no key was remembered at (its key
+// had an escape) is not the empty key: a later document's "" key there
+// goes to its slot.
+func TestDecodeSlotsSeenKeysGap(t *testing.T) {
+	index := map[string]int{"": 0, "b": 1}
+	d := NewDecoder()
+	slots := make([]any, 2)
+	if _, err := d.DecodeSlots([]byte(`{"\u0061":1,"b":2}`), index, slots); err != nil {
+		t.Fatal(err)
+	}
+	slots = []any{nil, nil}
+	if _, err := d.DecodeSlots([]byte(`{"":7,"b":8}`), index, slots); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(slots, []any{int64(7), int64(8)}) {
+		t.Errorf("slots %v, want [7 8]", slots)
+	}
+}
