@@ -334,7 +334,7 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 		rt.dedupStores = append(rt.dedupStores, st)
 		turn := newTurnGate()
 		rt.turns = append(rt.turns, turn)
-		rt.steps = append(rt.steps, &dedupStep{key: key, store: st, ttl: cfg.TTL, now: rt.now, turn: turn})
+		rt.steps = append(rt.steps, &dedupStep{key: key, store: st, ttl: cfg.TTL, now: rt.now, turn: turn, stopping: rt.stopping})
 	case "retry":
 		var cfg struct {
 			Attempts   int64         `attr:"attempts"`

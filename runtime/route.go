@@ -91,6 +91,8 @@ type route struct {
 	failErr  error
 	failed   atomic.Bool
 	stopRead context.CancelFunc
+	// runDone is the run's ctx.Done(): closed once a drain began.
+	runDone <-chan struct{}
 	// ended is set once a finite source said it has nothing more: a
 	// drain before that cut the run short (see RouteStats.Interrupted).
 	ended atomic.Bool
@@ -157,6 +159,19 @@ func (rt *route) close() error {
 // Sink workers fail concurrently: when each lost records, the error kept
 // names the earliest of them, where the position stopped and the rerun
 // resumes, and counts them all.
+// stopping reports whether the route is draining or has failed.
+func (rt *route) stopping() bool {
+	if rt.failed.Load() {
+		return true
+	}
+	select {
+	case <-rt.runDone:
+		return true
+	default:
+		return false
+	}
+}
+
 func (rt *route) fail(err error) {
 	first := false
 	rt.failOnce.Do(func() {
@@ -210,6 +225,7 @@ func (rt *route) run(ctx context.Context) error {
 		}
 	}
 	rt.acks = newPartitionAcks(rt.src.SeqGaps())
+	rt.runDone = ctx.Done()
 	rt.blocksPassThrough()
 	if err := rt.src.Open(ctx, cp, haveCP, rt); err != nil {
 		if ctx.Err() != nil {

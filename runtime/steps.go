@@ -464,6 +464,8 @@ type dedupStep struct {
 	// turn makes batches reserve their keys in the order they were read,
 	// so the first record of a key is the one kept (see turnGate).
 	turn *turnGate
+	// stopping says the route is draining or has failed (nil: never).
+	stopping func() bool
 }
 
 func (s *dedupStep) programs() []*program { return []*program{s.key} }
@@ -529,10 +531,16 @@ func (s *dedupStep) apply(w *worker, b *batch) error {
 // reservation expires and is taken over here (new). Counting such a
 // record as a duplicate at once would lose it when the holder died before
 // delivering it (a SIGKILL and a restart within the reservation's
-// expiry). Past the expiry and a margin it gives up with an error, which
-// stops the route before the record's position is committed.
+// expiry). A live holder renews its reservation while its batch is in
+// flight, however long its sink takes, so this waits as long as it does;
+// a dead one stops renewing and its keys come free within the expiry. A
+// holder whose clock runs ahead is refused by Reserve. Once the route
+// stops (a drain or a failure) it waits at most the expiry and a margin
+// more, then gives up with an error, which stops the route before the
+// record's position is committed.
 func (s *dedupStep) awaitHeldElsewhere(keys []string, verdicts []dedup.Verdict) error {
-	deadline := time.Now().Add(dedup.InFlightExpiry + 5*time.Second)
+	var giveUp time.Time
+	pause := 50 * time.Millisecond
 	for {
 		var again []string
 		var at []int
@@ -545,10 +553,15 @@ func (s *dedupStep) awaitHeldElsewhere(keys []string, verdicts []dedup.Verdict) 
 		if len(again) == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("dedup store %s: %d key(s) stayed reserved by another instance past the reservation expiry (%s), e.g. %q; is another instance's clock ahead?", s.store.Where(), len(again), dedup.InFlightExpiry, again[0])
+		if s.stopping != nil && s.stopping() {
+			if giveUp.IsZero() {
+				giveUp = time.Now().Add(dedup.InFlightExpiry + dedup.MaxClockLead)
+			} else if time.Now().After(giveUp) {
+				return fmt.Errorf("dedup store %s: the route is stopping and %d key(s) are still reserved by another instance, e.g. %q", s.store.Where(), len(again), again[0])
+			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, time.Second)
 		vs := make([]dedup.Verdict, len(again))
 		if err := s.store.Reserve(again, s.now(), vs); err != nil {
 			return err

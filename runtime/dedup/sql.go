@@ -31,9 +31,14 @@ import (
 //   - Release deletes the reservations this store still owns, so a failed
 //     batch's records are delivered again at once.
 //
-// A process that dies leaves its reservations to expire after Expiry
-// (5 s): the other instances, and its own restart, then take the keys.
-// Keys longer than 200 bytes are stored as their SHA-256.
+// A live store renews its reservations every Expiry/3 for as long as their
+// batches are in flight, however long a sink takes; a process that dies
+// stops renewing, and its reservations expire after Expiry (5 s): the
+// other instances, and its own restart, then take the keys. The instances'
+// clocks must agree to well within Expiry; a reservation that runs more
+// than Expiry+MaxClockLead past this store's now is refused as another
+// instance's clock being ahead. Keys longer than 200 bytes are stored as
+// their SHA-256.
 //
 // Keys live in namespaces, as in the Pebble store: every instance of one
 // route opens the same namespace and shares its keys; another route's
@@ -56,7 +61,23 @@ type SQLStore struct {
 	mu        sync.Mutex
 	inflight  map[string]string // key → owner token of this store's live reservations
 	lastSweep time.Time
+
+	// The renewal of in-flight reservations starts with the first Reserve
+	// (after a test set Expiry) and stops in Close.
+	renewOnce sync.Once
+	stopOnce  sync.Once
+	stopRenew chan struct{}
+	renewDone chan struct{}
+	renewErr  atomic.Pointer[error] // the last renewal's error, nil once one succeeds
 }
+
+// MaxClockLead is how far past its expiry another instance's reservation
+// may run, as this store's clock sees it, before Reserve calls the other
+// instance's clock ahead of this one's.
+const MaxClockLead = 5 * time.Second
+
+// renewChunk is the most keys one renewal statement names.
+const renewChunk = 1000
 
 // sweepEvery is how often Promote also deletes the rows whose time ran out
 // (an expired row is taken over by the next Reserve of its key anyway;
@@ -158,6 +179,7 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 	if len(keys) == 0 {
 		return nil
 	}
+	s.renewOnce.Do(s.startRenewal)
 	token := fmt.Sprintf("%s/%d", s.id, s.seq.Add(1))
 	nowNs := now.UnixNano()
 	exp := nowNs + int64(s.Expiry)
@@ -266,6 +288,7 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(keys))
+	var ahead error
 	for i, k := range keys {
 		sk := storedKey(k)
 		r, ok := found[sk]
@@ -277,6 +300,10 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 			s.inflight[sk] = token
 		case ok && r.state == stateReserved && !strings.HasPrefix(r.owner, s.id+"/"):
 			verdicts[i] = HeldElsewhere
+			if lead := time.Duration(r.exp - nowNs); lead > s.Expiry+MaxClockLead && ahead == nil {
+				ahead = fmt.Errorf("dedup store %s: key %q is reserved by another instance until %s past this instance's clock, more than the reservation expiry (%s) and %s: is that instance's clock ahead of this one's? Instances sharing a dedup store need clocks that agree",
+					s.Where(), k, lead.Round(time.Millisecond), s.Expiry, MaxClockLead)
+			}
 		case ok && r.state == stateReserved:
 			verdicts[i] = InFlight
 		case ok && r.exp > nowNs:
@@ -285,6 +312,92 @@ func (s *SQLStore) Reserve(keys []string, now time.Time, verdicts []Verdict) err
 			verdicts[i] = InFlight // taken and released meanwhile: let it come again
 		}
 		seen[sk] = true
+	}
+	return ahead
+}
+
+// startRenewal starts the goroutine that renews this store's reservations
+// every Expiry/3 while their batches are in flight.
+func (s *SQLStore) startRenewal() {
+	s.stopRenew, s.renewDone = make(chan struct{}), make(chan struct{})
+	every := max(s.Expiry/3, time.Millisecond)
+	go func() {
+		defer close(s.renewDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stopRenew:
+				return
+			case <-t.C:
+				// A failed renewal is tried again at the next tick, two
+				// of which come before the reservations would expire.
+				if err := s.renew(time.Now()); err != nil {
+					s.renewErr.Store(&err)
+				} else {
+					s.renewErr.Store(nil)
+				}
+			}
+		}
+	}()
+}
+
+// RenewErr is the last renewal's error, nil when it succeeded.
+func (s *SQLStore) RenewErr() error {
+	if p := s.renewErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// renew moves the expiry of this store's live reservations to now+Expiry.
+// Only rows still reserved under this store's id are touched (a key
+// promoted, released or taken over meanwhile is left alone), locked in key
+// order as Reserve and Promote lock them, so that two instances' statements
+// cannot deadlock.
+func (s *SQLStore) renew(now time.Time) error {
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.inflight))
+	for k := range s.inflight {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(keys)
+	exp := now.Add(s.Expiry).UnixNano()
+	mine := s.id + "/%"
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), renewChunk)]
+		keys = keys[len(chunk):]
+		err := s.query(func(ctx context.Context, q sqlkv.Querier) error {
+			if s.db.Dialect == sqlkv.Postgres {
+				_, err := q.Exec(ctx, `UPDATE mqb_dedup_keys SET expires_at = $1
+					WHERE ns = $2 AND state = 1 AND owner LIKE $4 AND k IN (
+						SELECT k FROM mqb_dedup_keys WHERE ns = $2 AND k = ANY($3::text[]) AND state = 1 AND owner LIKE $4
+						ORDER BY k COLLATE "C" FOR UPDATE)`, exp, s.ns, chunk, mine)
+				return err
+			}
+			in := strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ")
+			args := make([]any, 0, len(chunk)+3)
+			args = append(args, s.nsArg())
+			for _, k := range chunk {
+				args = append(args, []byte(k))
+			}
+			args = append(args, mine)
+			// VARBINARY keys sort by their bytes, as Go sorts them.
+			if err := q.Query(ctx, `SELECT k FROM mqb_dedup_keys WHERE ns = ? AND k IN (`+in+`) AND state = 1 AND owner LIKE ? ORDER BY k FOR UPDATE`,
+				func(scan func(...any) error) error { var k []byte; return scan(&k) }, args...); err != nil {
+				return err
+			}
+			_, err := q.Exec(ctx, `UPDATE mqb_dedup_keys SET expires_at = ? WHERE ns = ? AND k IN (`+in+`) AND state = 1 AND owner LIKE ?`,
+				append([]any{exp}, args...)...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("dedup store %s: renew reservations: %s", s.db.URL, s.db.Redact(err))
+		}
 	}
 	return nil
 }
@@ -368,10 +481,18 @@ func (s *SQLStore) Release(keys []string) error {
 	if len(ks) == 0 {
 		return nil
 	}
+	// In key order, as Reserve, Promote and the renewal lock rows: two
+	// instances' transactions then cannot deadlock.
+	order := make([]int, len(ks))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(ks[a], ks[b]) })
 	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
 	defer cancel()
 	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
-		for i, k := range ks {
+		for _, i := range order {
+			k := ks[i]
 			var key any = k
 			if s.db.Dialect == sqlkv.MySQL {
 				key = []byte(k)
@@ -398,9 +519,19 @@ func (s *SQLStore) InFlight() int {
 // Sync is a no-op: every promotion is committed by the server already.
 func (s *SQLStore) Sync() error { return nil }
 
-// Close closes the connection. Reservations left are not released: they
-// expire, as a dead process's would.
-func (s *SQLStore) Close() error { return s.db.Close() }
+// Close stops renewing reservations and closes the connection.
+// Reservations left are not released: they expire, as a dead process's
+// would.
+func (s *SQLStore) Close() error {
+	s.renewOnce.Do(func() {}) // no renewal starts after Close
+	s.stopOnce.Do(func() {
+		if s.stopRenew != nil {
+			close(s.stopRenew)
+			<-s.renewDone
+		}
+	})
+	return s.db.Close()
+}
 
 // Count is the number of the namespace's processed keys still remembered
 // at now (reservations in flight are not counted).

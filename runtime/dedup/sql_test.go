@@ -76,11 +76,24 @@ func TestSQLStoreLifecycle(t *testing.T) {
 			if got := reserve(t, b, now, "x", "y", long); got != "processed new processed" {
 				t.Errorf("after promote and release: %s", got)
 			}
-			// b's reservation of z is never promoted: it expires and a
-			// takes the key.
+			// b's reservation of z is never promoted, and b lives on: b
+			// renews it, so past its expiry it is still held.
+			time.Sleep(1000 * time.Millisecond)
+			if got := reserve(t, a, time.Now(), "z", "x"); got != "held elsewhere processed" {
+				t.Errorf("b alive, past the first expiry: %s", got)
+			}
+			if err := b.RenewErr(); err != nil {
+				t.Errorf("renewal: %v", err)
+			}
+			// To b a repeat is in flight.
+			if got := reserve(t, b, time.Now(), "z"); got != "in-flight" {
+				t.Errorf("b's own reservation: %s", got)
+			}
+			// b dies: its reservation expires and a takes the key.
+			b.Close()
 			time.Sleep(400 * time.Millisecond)
 			if got := reserve(t, a, time.Now(), "z", "x"); got != "new processed" {
-				t.Errorf("after expiry: %s", got)
+				t.Errorf("after b died and the expiry: %s", got)
 			}
 			// A processed key past its ttl is new again.
 			if err := a.Promote([]string{"z"}, time.Now(), 50*time.Millisecond); err != nil {
@@ -90,10 +103,81 @@ func TestSQLStoreLifecycle(t *testing.T) {
 			if got := reserve(t, a, time.Now(), "z"); got != "new" {
 				t.Errorf("after ttl: %s", got)
 			}
-			// b still holds its own reservation of z (a batch it has not
-			// acked, however long ago): to b a repeat is in flight.
-			if got := reserve(t, b, time.Now(), "z"); got != "in-flight" {
-				t.Errorf("b's own reservation past its expiry: %s", got)
+		})
+	}
+}
+
+// A reservation that runs further past its expiry than any live renewal
+// sets is refused as the other instance's clock being ahead, rather than
+// waited on.
+func TestSQLStoreClockAhead(t *testing.T) {
+	for name, newURL := range sqlStoreURLs() {
+		t.Run(name, func(t *testing.T) {
+			a, b := openSQLPair(t, newURL(t))
+			if got := reserve(t, a, time.Now(), "k"); got != "new" {
+				t.Fatalf("first reserve: %s", got)
+			}
+			v := make([]Verdict, 1)
+			err := b.Reserve([]string{"k"}, time.Now().Add(-(a.Expiry + MaxClockLead + time.Second)), v)
+			if err == nil || !strings.Contains(err.Error(), "clock ahead") {
+				t.Fatalf("a reservation %s past the expiry: %v, want the other clock called ahead", MaxClockLead+time.Second, err)
+			}
+			// Within the lead it is only held.
+			if got := reserve(t, b, time.Now().Add(-time.Second), "k"); got != "held elsewhere" {
+				t.Errorf("a second behind: %s", got)
+			}
+		})
+	}
+}
+
+// A store renewing its reservations every few milliseconds while another
+// instance reserves, promotes and releases the same keys: every statement
+// locks rows in key order, so none deadlocks.
+func TestSQLStoreRenewalRace(t *testing.T) {
+	for name, newURL := range sqlStoreURLs() {
+		t.Run(name, func(t *testing.T) {
+			a, b := openSQLPair(t, newURL(t))
+			a.Expiry, b.Expiry = 30*time.Millisecond, 30*time.Millisecond
+			var wg sync.WaitGroup
+			stop := time.Now().Add(2 * time.Second)
+			for i, s := range []*SQLStore{a, b} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for round := 0; time.Now().Before(stop); round++ {
+						var keys []string
+						for k := range 200 {
+							keys = append(keys, fmt.Sprintf("key-%d", (k*7+round*13+i*5)%300))
+						}
+						v := make([]Verdict, len(keys))
+						if err := s.Reserve(keys, time.Now(), v); err != nil {
+							t.Error(err)
+							return
+						}
+						var mine []string
+						for j, x := range v {
+							if x == New {
+								mine = append(mine, keys[j])
+							}
+						}
+						time.Sleep(15 * time.Millisecond) // renewals run meanwhile
+						half := len(mine) / 2
+						if err := s.Release(mine[:half]); err != nil {
+							t.Error(err)
+							return
+						}
+						if err := s.Promote(mine[half:], time.Now(), time.Millisecond); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			for _, s := range []*SQLStore{a, b} {
+				if err := s.RenewErr(); err != nil {
+					t.Errorf("renewal: %v", err)
+				}
 			}
 		})
 	}
