@@ -38,6 +38,33 @@ type Checker struct {
 	dirNames map[string]string
 }
 
+// quietPolls is how many unchanged 250 ms polls of the sinks end a drain
+// of c's runs (srcHandle.caughtUp and left add what the source can tell).
+func quietPolls(c *Case) int {
+	switch c.Broker {
+	case brokerNATS:
+		// JetStream redelivers what a killed run left unacked after
+		// ack_wait (1 s): the sinks may stand still that long.
+		return 10
+	case brokerMQTT:
+		// Nothing tells the drain, while a run goes on, that its routes
+		// have read all their sessions hold. MQTT has no command that
+		// asks a broker what a session holds, and only one client at a
+		// time has a session: one connecting with a route's client_id
+		// takes the session over and the broker disconnects the route.
+		// Mosquitto's $SYS topics do not tell it either:
+		// $SYS/broker/store/messages/count counts the messages the whole
+		// broker stores (one for a message several sessions hold) for
+		// every case sharing the broker (-j), and is published every
+		// sys_interval (10 s unless configured), so a 0 there may be
+		// older than the last chunk fed. The sinks must so stand still
+		// longer, 3 s; once the run has ended, mqttLeft counts what the
+		// sessions still hold.
+		return 12
+	}
+	return 4
+}
+
 // prepare makes a run directory for source and starts what the case's
 // source needs (a broker, a database), stopped by the returned function.
 func (ck *Checker) prepare(tmp string, c *Case, source string) (string, func(), error) {
@@ -248,12 +275,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 		}
 		return dir, err
 	}
-	ck.quietPolls = 4
-	if c.Broker == brokerNATS {
-		// JetStream redelivers what a killed run left unacked after
-		// ack_wait (1 s): the sinks may stand still that long.
-		ck.quietPolls = 10
-	}
+	ck.quietPolls = quietPolls(c)
 	cleanDir, err := prep(c.Source)
 	if err != nil {
 		return nil, err

@@ -54,8 +54,8 @@ func appendInput(dir, data string) error {
 	return f.Close()
 }
 
-// drain waits until the routes' sinks stop changing (1 s without a change)
-// and, where the source can tell, until the routes have consumed what was
+// drain waits until the routes' sinks stop changing (1 s without a change,
+// longer where the source says less: quietPolls) and, where the source can tell, until the routes have consumed what was
 // fed (srcHandle.caughtUp), 45 s at most; then it stops the process with
 // SIGTERM, waits for it, and asks the source what it still holds
 // (srcHandle.left, judgeLeft).

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -132,7 +134,7 @@ func startMore(dir string, c *Case, source string) (*srcHandle, error) {
 	case brokerHTTP:
 		return startHTTPClients(dir, source)
 	case brokerRedis:
-		return startRedisStream()
+		return startRedisStream(source)
 	case brokerAMQP:
 		return startAMQPQueues(source)
 	case brokerMQTT:
@@ -160,11 +162,16 @@ func serialFeed(write func(ctx context.Context, lines []string) error) func(chun
 
 // startRedisStream starts a Redis server of the run directory's own; each
 // line is an entry of stream "in" with the line as its payload field.
-func startRedisStream() (*srcHandle, error) {
+// Every route of source reads it through a consumer group of its own.
+func startRedisStream(source string) (*srcHandle, error) {
 	var srv *testsrv.RedisServer
 	stop, err := withTB("Redis for the redis source", func(tb *harnessTB) { srv = testsrv.NewRedis(tb) })
 	if err != nil {
 		return nil, err
+	}
+	var groups []string
+	for _, m := range redisGroupRE.FindAllStringSubmatch(source, -1) {
+		groups = append(groups, m[1])
 	}
 	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	h := &srcHandle{env: []string{redisURLEnv + "=" + srv.URL()}}
@@ -176,8 +183,130 @@ func startRedisStream() (*srcHandle, error) {
 		_, err := pipe.Exec(ctx)
 		return err
 	})
+	h.caughtUp = func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ok, err := redisCaughtUp(ctx, client, "in", groups)
+		return err == nil && ok
+	}
+	h.left = func() (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return redisLeft(ctx, client, "in", groups)
+	}
 	h.stop = func() { client.Close(); stop() }
 	return h, nil
+}
+
+// redisGroupRE finds the consumer group of every redis source of a file
+// (moreFrom names it after the route).
+var redisGroupRE = regexp.MustCompile(`\bgroup\s*=\s*"([^"]+)"`)
+
+// redisCaughtUp reports whether every group has been delivered the
+// stream's last entry and has acknowledged all it was delivered. The
+// sinks standing still does not tell it: under load a route may not yet
+// have read the whole stream when they have stood still for a second.
+func redisCaughtUp(ctx context.Context, c *goredis.Client, stream string, groups []string) (bool, error) {
+	st, err := c.XInfoStream(ctx, stream).Result()
+	if err != nil {
+		return false, err
+	}
+	infos, err := c.XInfoGroups(ctx, stream).Result()
+	if err != nil {
+		return false, err
+	}
+	return groupsCaughtUp(groups, infos, st.Length, st.LastGeneratedID), nil
+}
+
+// groupsCaughtUp: every group in want exists, has nothing pending and has
+// been delivered the stream's last entry (lastID), or the stream holds
+// nothing (length 0).
+func groupsCaughtUp(want []string, have []goredis.XInfoGroup, length int64, lastID string) bool {
+	for _, name := range want {
+		i := slices.IndexFunc(have, func(g goredis.XInfoGroup) bool { return g.Name == name })
+		if i < 0 {
+			if length > 0 {
+				return false
+			}
+			continue
+		}
+		if g := have[i]; g.Pending > 0 || length > 0 && streamIDLess(g.LastDeliveredID, lastID) {
+			return false
+		}
+	}
+	return true
+}
+
+// redisLeft counts, once a run has ended, the entries of stream that the
+// routes' groups have still to read: those delivered to a consumer and
+// not acknowledged (the group's pending list, which the route's next
+// start reads first) and those not yet delivered to the group (after its
+// last-delivered id; every entry when the route never created its group,
+// which it creates at the stream's beginning). XINFO GROUPS' lag is not
+// used: Redis gives none (-1) when it cannot tell, and the ids are exact.
+// The drain ends a run when its sinks stand still; what the stream still
+// holds for a group was not lost, it was not read.
+func redisLeft(ctx context.Context, c *goredis.Client, stream string, groups []string) (int, error) {
+	var ids []string
+	for start := "-"; ; {
+		es, err := c.XRangeN(ctx, stream, start, "+", 1000).Result()
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: %w", stream, err)
+		}
+		for _, e := range es {
+			ids = append(ids, e.ID)
+		}
+		if len(es) < 1000 {
+			break
+		}
+		start = "(" + es[len(es)-1].ID
+	}
+	if len(ids) == 0 {
+		return 0, nil // no stream: nothing was fed, nothing is left
+	}
+	infos, err := c.XInfoGroups(ctx, stream).Result()
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	return groupsBacklog(groups, infos, ids), nil
+}
+
+// groupsBacklog sums over the groups in want what each has still to read
+// of a stream whose entry ids are ids (in order): its pending entries and
+// the entries after its last-delivered id (all of them for a group that
+// does not exist).
+func groupsBacklog(want []string, have []goredis.XInfoGroup, ids []string) int {
+	n := 0
+	for _, name := range want {
+		last := "0-0"
+		if i := slices.IndexFunc(have, func(g goredis.XInfoGroup) bool { return g.Name == name }); i >= 0 {
+			n += int(have[i].Pending)
+			last = have[i].LastDeliveredID
+		}
+		after, _ := slices.BinarySearchFunc(ids, last, func(id, last string) int {
+			if streamIDLess(last, id) {
+				return 1
+			}
+			return -1
+		})
+		n += len(ids) - after
+	}
+	return n
+}
+
+// streamIDLess orders stream entry ids ("ms-seq") by number; an id that
+// does not parse sorts first.
+func streamIDLess(a, b string) bool {
+	am, as := parseStreamID(a)
+	bm, bs := parseStreamID(b)
+	return am < bm || am == bm && as < bs
+}
+
+func parseStreamID(id string) (ms, seq uint64) {
+	m, s, _ := strings.Cut(id, "-")
+	ms, _ = strconv.ParseUint(m, 10, 64)
+	seq, _ = strconv.ParseUint(s, 10, 64)
+	return ms, seq
 }
 
 // startAMQPQueues (re)declares the durable queue of every route of source
@@ -334,6 +463,7 @@ func startMQTTSessions(c *Case, source string) (*srcHandle, error) {
 		}
 		return nil
 	})
+	h.left = func() (int, error) { return mqttLeft(url, c.mqttTopic(), ids, pub, 10*time.Second) }
 	h.stop = func() {
 		pub.Disconnect(&paho.Disconnect{})
 		// End the sessions: nothing of this case stays queued in the broker.
@@ -344,6 +474,129 @@ func startMQTTSessions(c *Case, source string) (*srcHandle, error) {
 		}
 	}
 	return h, nil
+}
+
+// mqttMarkPrefix begins the payload of the mark mqttLeft publishes after
+// the input.
+const mqttMarkPrefix = "soundness-end-of-input-"
+
+// mqttLeft counts, once a run has ended, the messages the persistent
+// session of every client id in ids still holds for its route: those sent
+// to the route and not acknowledged, which the broker sends again when the
+// session resumes, and those queued and not yet sent. MQTT has no command
+// that asks a broker what a session holds; the session's own client sees
+// it, so mqttLeft resumes each session itself (same client id, clean start
+// off, acknowledging nothing, so the sessions keep what they hold) and
+// counts what it is sent. To know when it has been sent everything, it
+// publishes a mark to the topic through pub, the client that published the
+// input, after the input: a broker sends the messages of one publisher on
+// one topic at one QoS to a subscriber in the order they were published,
+// and sends the unacknowledged ones again, first, in their order (MQTT 5,
+// 4.4 and 4.6), so a session holds nothing more once its mark has come.
+// A session the broker no longer has, or a mark that does not come within
+// wait, is an error: what the session held cannot be counted.
+func mqttLeft(rawURL, topic string, ids []string, pub *paho.Client, wait time.Duration) (int, error) {
+	mark := fmt.Sprintf("%s%x", mqttMarkPrefix, rand.Uint64())
+	type held struct {
+		mu       sync.Mutex
+		payloads [][]byte
+		marked   chan struct{}
+		once     sync.Once
+	}
+	var sessions []*paho.Client
+	defer func() {
+		for _, s := range sessions {
+			s.Disconnect(&paho.Disconnect{})
+		}
+	}()
+	hs := make([]*held, len(ids))
+	for i, id := range ids {
+		h := &held{marked: make(chan struct{})}
+		hs[i] = h
+		s, present, err := mqttResume(rawURL, id, func(p *paho.Publish) {
+			h.mu.Lock()
+			h.payloads = append(h.payloads, p.Payload)
+			h.mu.Unlock()
+			if string(p.Payload) == mark {
+				h.once.Do(func() { close(h.marked) })
+			}
+		})
+		if err != nil {
+			return 0, err
+		}
+		if !present {
+			// End the empty session this connection made.
+			zero := uint32(0)
+			s.Disconnect(&paho.Disconnect{Properties: &paho.DisconnectProperties{SessionExpiryInterval: &zero}})
+			return 0, fmt.Errorf("the broker has no session for client_id %s", id)
+		}
+		sessions = append(sessions, s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := pub.Publish(ctx, &paho.Publish{QoS: 1, Topic: topic, Payload: []byte(mark)}); err != nil {
+		return 0, fmt.Errorf("publish the end-of-input mark: %w", err)
+	}
+	n := 0
+	for i, h := range hs {
+		select {
+		case <-h.marked:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("the session of client_id %s did not deliver the mark published after the input within %v", ids[i], wait)
+		}
+		h.mu.Lock()
+		k, _ := countBeforeMark(h.payloads, mark)
+		h.mu.Unlock()
+		n += k
+	}
+	return n, nil
+}
+
+// countBeforeMark counts the payloads before mark that are records (the
+// marks of earlier counts, which their sessions still hold, are not); it
+// reports false when mark is not among them.
+func countBeforeMark(payloads [][]byte, mark string) (int, bool) {
+	n := 0
+	for _, p := range payloads {
+		switch {
+		case string(p) == mark:
+			return n, true
+		case !strings.HasPrefix(string(p), mqttMarkPrefix):
+			n++
+		}
+	}
+	return n, false
+}
+
+// mqttResume connects as clientID with clean start off, keeping the
+// session an hour after the connection, and hands onPublish every message
+// the broker sends, acknowledging none; it says whether the broker had
+// the session.
+func mqttResume(rawURL, clientID string, onPublish func(*paho.Publish)) (*paho.Client, bool, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, false, err
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	if err != nil {
+		return nil, false, err
+	}
+	c := paho.NewClient(paho.ClientConfig{ClientID: clientID, Conn: conn, EnableManualAcknowledgment: true,
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			onPublish(pr.Packet)
+			return true, nil
+		}}})
+	expiry, recvMax := uint32(3600), uint16(65535)
+	cp := &paho.Connect{ClientID: clientID, KeepAlive: 30, CleanStart: false,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry, ReceiveMaximum: &recvMax}}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ca, err := c.Connect(ctx, cp)
+	if err != nil {
+		conn.Close()
+		return nil, false, fmt.Errorf("MQTT connect as %s: %w", clientID, err)
+	}
+	return c, ca.SessionPresent, nil
 }
 
 // mqttConnect opens an MQTT 5 session as clientID: a persistent one (kept

@@ -122,8 +122,9 @@ type srcHandle struct {
 	caughtUp func() bool
 	// left, when set, counts after a drained run has ended the records
 	// still in the source for the routes to read (an AMQP queue's
-	// messages): a run that left some had not consumed its input, and
-	// what its sinks lack is not lost (judgeLeft).
+	// messages, a Redis group's pending and undelivered entries, what an
+	// MQTT session holds): a run that left some had not consumed its
+	// input, and what its sinks lack is not lost (judgeLeft).
 	left func() (int, error)
 	// args are added to mqbc run's command line; logLine, when set, is
 	// handed every line mqbc logs.
