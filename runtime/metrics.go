@@ -16,7 +16,7 @@ import (
 type metrics struct {
 	in, out, dedup, filtered, dlq, errors *prometheus.CounterVec
 	unmatched, added                      *prometheus.CounterVec
-	lag                                   *prometheus.GaugeVec
+	lag, committed                        *prometheus.GaugeVec
 }
 
 // routeMetrics are one route's children of the collectors.
@@ -25,6 +25,7 @@ type routeMetrics struct {
 	unmatched                             prometheus.Counter // a switch without default dropped them (part of out)
 	added                                 prometheus.Counter // unnest made them, beyond each array's first
 	lag                                   prometheus.Gauge
+	committed                             prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -44,6 +45,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Records an unnest step made beyond the first element of each array (in + added = out + deduplicated + filtered + dead-lettered + errors)."),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "mqb", Name: "commit_lag_records",
 			Help: "Records read but not yet covered by the committed checkpoint."}, []string{"route"}),
+		committed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "mqb", Name: "committed_records",
+			Help: "Records the committed position covers, from the source's start (for a partitioned source, its partitions' next offsets added up), earlier runs included."}, []string{"route"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -54,8 +57,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
-	if m.lag, err = register(reg, m.lag); err != nil {
-		return nil, err
+	for _, g := range []**prometheus.GaugeVec{&m.lag, &m.committed} {
+		if *g, err = register(reg, *g); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -83,6 +88,7 @@ func (m *metrics) forRoute(name string) *routeMetrics {
 		unmatched: m.unmatched.WithLabelValues(name),
 		added:     m.added.WithLabelValues(name),
 		lag:       m.lag.WithLabelValues(name),
+		committed: m.committed.WithLabelValues(name),
 	}
 }
 

@@ -47,6 +47,7 @@ func TestMetricsAndProgress(t *testing.T) {
 		fmt.Sprintf(`mqb_records_deduplicated_total{route="orders"} %d`, rs.Deduplicated),
 		fmt.Sprintf(`mqb_records_dead_lettered_total{route="orders"} %d`, rs.DeadLettered),
 		`mqb_commit_lag_records{route="orders"} 0`,
+		fmt.Sprintf(`mqb_committed_records{route="orders"} %d`, rs.Committed),
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)

@@ -245,7 +245,7 @@ func (rt *route) run(ctx context.Context) error {
 			rt.acks.start(part, 0, pos.Next, pos.Offset)
 		}
 	}
-	rt.stats.committed.Store(rt.acks.committedRecords())
+	rt.storeCommitted()
 	rt.health.set(rt.name, "ready", "")
 
 	readCtx, stopRead := context.WithCancel(ctx)
@@ -843,8 +843,15 @@ func (rt *route) commitLocked() error {
 	if err := rt.src.Commit(context.Background(), changed); err != nil {
 		return fmt.Errorf("route %s: %w", rt.name, err)
 	}
-	rt.stats.committed.Store(rt.acks.committedRecords())
+	rt.storeCommitted()
 	return nil
+}
+
+// storeCommitted notes how many records the committed position covers.
+func (rt *route) storeCommitted() {
+	n := rt.acks.committedRecords()
+	rt.stats.committed.Store(n)
+	rt.metrics.committed.Set(float64(n))
 }
 
 // Revoke implements SourceHost: partitions leaving the source are committed
