@@ -60,6 +60,9 @@ type Case struct {
 	// srv draws which sql sinks are on PostgreSQL or MariaDB, and their
 	// dialect's forms (see sqlservers.go); nil when the case has none.
 	srv *rand.Rand
+	// dsrv draws which dedup stores are on PostgreSQL or MariaDB (see
+	// sqlservers.go); nil when the case has no server sinks.
+	dsrv *rand.Rand
 	// ch draws the clickhouse sinks (see clickhouse.go); nil when none.
 	ch *rand.Rand
 	// sq, dq and un draw the shapes of rules.go (a sql write the prover
@@ -472,6 +475,9 @@ func (g *routeGen) inputStep() string {
 		store := ""
 		if g.chance(40) {
 			store = fmt.Sprintf(", store = %q", "pebble://state/dedup_"+g.name)
+		}
+		if ph := g.c.dedupServer(); ph != "" {
+			store = fmt.Sprintf(", store = %q", ph)
 		}
 		g.deduped = true
 		return fmt.Sprintf("dedup { key = %s, ttl = %s%s }\n", key, ttl, store)

@@ -406,10 +406,13 @@ func (w *mongoWatch) caughtUp() bool {
 }
 
 // metrics is the running mqbc's Prometheus text, or false.
-func (w *mongoWatch) metrics() ([]byte, bool) {
+func (w *mongoWatch) metrics() ([]byte, bool) { return fetchMetrics(w.addr) }
+
+// fetchMetrics is the Prometheus text mqbc serves at addr, or false.
+func fetchMetrics(addr string) ([]byte, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+w.addr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return nil, false
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,7 +161,7 @@ func startCaseSource(dir string, c *Case, source string) (*srcHandle, error) {
 	case brokerNATSCore:
 		return startCoreNATS(c, len(coreRE.FindAllString(source, -1)))
 	case brokerKafka:
-		return startKafka(c, source)
+		return startKafka(dir, c, source)
 	case brokerSQL:
 		return startPGTable(dir)
 	}
@@ -227,7 +228,7 @@ func startCoreNATS(c *Case, routes int) (*srcHandle, error) {
 
 // startKafka starts a Kafka-protocol broker holding topic "in" and feeds
 // it with a producer that waits for every write to be acknowledged.
-func startKafka(c *Case, source string) (*srcHandle, error) {
+func startKafka(dir string, c *Case, source string) (*srcHandle, error) {
 	parts := max(c.Partitions, 1)
 	cl, err := kafkabroker.Start(kafkabroker.Config{Topics: []string{fmt.Sprintf("in:%d", parts)}})
 	if err != nil {
@@ -277,14 +278,24 @@ func startKafka(c *Case, source string) (*srcHandle, error) {
 			time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
 		}
 	}
-	var groups []string
+	client := &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 5 * time.Second}
+	k := kafkaRoutes{dir: dir, client: client, parts: parts}
 	for _, m := range groupRE.FindAllStringSubmatch(source, -1) {
-		groups = append(groups, m[1])
+		k.groups = append(k.groups, m[1])
 	}
-	if len(groups) > 0 {
-		client := &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 5 * time.Second}
-		h.caughtUp = func() bool { return kafkaCaughtUp(client, groups, parts) }
+	for _, m := range routeNameRE.FindAllStringSubmatch(source, -1) {
+		if !slices.Contains(k.groups, m[1]) { // fromBlock names a route's group after it
+			k.checkpointed = append(k.checkpointed, m[1])
+		}
 	}
+	if len(k.checkpointed) > 0 {
+		if k.metricsAddr, err = freeAddr(); err != nil {
+			cl.Close()
+			return nil, err
+		}
+		h.args = []string{"--metrics-addr", k.metricsAddr}
+	}
+	h.caughtUp, h.left = k.caughtUp, k.left
 	h.stop = func() { w.Close(); cl.Close() }
 	return h, nil
 }
@@ -292,42 +303,6 @@ func startKafka(c *Case, source string) (*srcHandle, error) {
 var coreRE = regexp.MustCompile(`no_jetstream\s*=\s*true`)
 
 var groupRE = regexp.MustCompile(`group_id\s*=\s*"([^"]+)"`)
-
-// kafkaCaughtUp: every group has committed the end offset of every
-// partition of topic "in".
-func kafkaCaughtUp(client *kafka.Client, groups []string, parts int) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var reqs []kafka.OffsetRequest
-	var ids []int
-	for p := range parts {
-		reqs = append(reqs, kafka.LastOffsetOf(p))
-		ids = append(ids, p)
-	}
-	lo, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{"in": reqs}})
-	if err != nil {
-		return false
-	}
-	end := map[int]int64{}
-	for _, po := range lo.Topics["in"] {
-		if po.Error != nil {
-			return false
-		}
-		end[po.Partition] = po.LastOffset
-	}
-	for _, g := range groups {
-		of, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: g, Topics: map[string][]int{"in": ids}})
-		if err != nil || of.Error != nil {
-			return false
-		}
-		for _, po := range of.Topics["in"] {
-			if po.Error != nil || po.CommittedOffset < end[po.Partition] {
-				return false
-			}
-		}
-	}
-	return true
-}
 
 // recordKey is a message's key: the record's id as JSON text, so that
 // every copy and revision of one id goes to one partition, in order;

@@ -45,6 +45,25 @@ func pickServerSinks(c *Case) {
 		return
 	}
 	c.srv = rand.New(rand.NewPCG(c.Seed, 0x5e75))
+	c.dsrv = rand.New(rand.NewPCG(c.Seed, 0xd5e7))
+}
+
+// dedupServer draws where one dedup step keeps its keys: "" (as
+// generated, Pebble) or a server's placeholder, a dedup store shared
+// through a table (runtime/dedup/sql.go). A killed run leaves its
+// reservations there for its restart to find held by another instance
+// until they expire.
+func (c *Case) dedupServer() string {
+	if c.dsrv == nil {
+		return ""
+	}
+	switch r := c.dsrv.IntN(100); {
+	case r < 30:
+		return pgPlaceholder
+	case r < 50:
+		return mariaPlaceholder
+	}
+	return ""
 }
 
 // serverDialect draws the dialect of one sql sink: "" (SQLite, as
