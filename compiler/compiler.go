@@ -59,7 +59,7 @@ func Compile(files []*lang.File) (*plan.Plan, diag.List) {
 // read of the whole file (its create_table statements, its named
 // endpoints) is collected first.
 func compileEach(files []*lang.File, drop bool, emit func(*plan.Route)) diag.List {
-	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}, exprs: newExprChecker(), partDirs: map[string]partDirUse{}}
+	c := &compiler{endpoints: map[string]*namedEndpoint{}, routeNames: map[string]diag.Range{}, exprs: newExprChecker(), partDirs: map[string]partDirUse{}, filePaths: map[string]filePathUse{}}
 	c.collectEndpoints(files)
 	c.checkKeyPaths(files)
 	for _, f := range files {
@@ -96,6 +96,9 @@ type compiler struct {
 	// partDirs maps each directory or prefix a sink writes positional
 	// parts into to its first writer (E051).
 	partDirs map[string]partDirUse
+	// filePaths maps each path a file sink writes to its first writer
+	// (E053).
+	filePaths map[string]filePathUse
 	// stdinRoute is the route that reads stdin, which only one can.
 	stdinRoute string
 	// misplaced are the items whose key is a path (or a del) outside a

@@ -852,11 +852,13 @@ func (rc *routeCtx) provePositional(n *nodeInfo) sinkProof {
 		}
 		effective = "write_time"
 		rc.resolveNameBy(n, effective)
+		rc.claimFilePath(n, at, false)
 		p.reasons = []string{fmt.Sprintf("write: dead-letter %s under name_by = write_time names every write anew, so a replay lands twice", n.name)}
 		p.missing = fmt.Sprintf("sink write is not idempotent: a dead-letter %s is written by time, so a replay writes the record again", n.name)
 		return p
 	}
 	rc.resolveNameBy(n, effective)
+	rc.claimFilePath(n, at, effective == "source_position")
 	if effective == "source_position" && rc.unnumbered != "" {
 		// Parts are cut and recognised by element position: a record's
 		// source position and the element's index among the ones unnest
@@ -1000,12 +1002,8 @@ func (rc *routeCtx) claimPartDir(n *nodeInfo, at diag.Range) {
 	dir := ""
 	switch n.name {
 	case "file":
-		if a := n.attrs["path"]; a != nil && a.val.Str != "" {
-			dir = a.val.Str
-			if !filepath.IsAbs(dir) && rc.file != nil {
-				dir = filepath.Join(filepath.Dir(rc.file.Name), dir)
-			}
-			dir = "file:" + filepath.Clean(dir)
+		if path := rc.filePath(n); path != "" {
+			dir = "file:" + path
 		}
 	case "object_store":
 		if text, _, ok := urlText(n.attrs["url"]); ok && text != "" {
@@ -1026,6 +1024,61 @@ func (rc *routeCtx) claimPartDir(n *nodeInfo, at diag.Range) {
 	}
 	rc.c.add("E051", at, fmt.Sprintf("%s in route %s writes positional parts into %s, as %s does (%s)", n.name, rc.name, strings.TrimPrefix(dir, "file:"), where, prev.rng.Start),
 		"Each positional sink skips the source positions its directory's part names already cover, so the second writer would count the first one's records as its own and drop its records as already written. Give each route its own directory.")
+}
+
+// filePath is a file sink's path, cleaned and relative to the working
+// directory as the .mqb file's are ("": none written out).
+func (rc *routeCtx) filePath(n *nodeInfo) string {
+	a := n.attrs["path"]
+	if a == nil || a.val.Str == "" {
+		return ""
+	}
+	path := a.val.Str
+	if !filepath.IsAbs(path) && rc.file != nil {
+		path = filepath.Join(filepath.Dir(rc.file.Name), path)
+	}
+	return filepath.Clean(path)
+}
+
+// filePathUse is the first file sink that writes a path: as one file
+// (write_time) or as a directory of parts (source_position).
+type filePathUse struct {
+	route string
+	rng   diag.Range
+	dir   bool
+}
+
+// claimFilePath reports E053 when a file sink writes a path that another
+// file sink of this build writes the other way: one appends lines to a
+// file there, the other makes it a directory of parts. Whichever runs
+// first, the other fails at start-up on every run. Two sinks appending to
+// one file is allowed (their lines interleave whole), and two writing parts
+// into one directory is E051.
+func (rc *routeCtx) claimFilePath(n *nodeInfo, at diag.Range, parts bool) {
+	// A dlq's target is proven quietly (its own mistakes are reported
+	// where it is checked), but its path is claimed there, once.
+	if (rc.inNamedUnused && !rc.deadLetter) || n.name != "file" {
+		return
+	}
+	path := rc.filePath(n)
+	if path == "" {
+		return
+	}
+	prev, ok := rc.c.filePaths[path]
+	if !ok {
+		rc.c.filePaths[path] = filePathUse{route: rc.name, rng: at, dir: parts}
+		return
+	}
+	if prev.dir == parts {
+		return
+	}
+	where := "route " + prev.route
+	if prev.route == rc.name {
+		where = "another sink of this route"
+	}
+	as := map[bool]string{true: "a directory of positional parts", false: "one file of lines"}
+	rc.c.add("E053", at, fmt.Sprintf("file in route %s writes %s as %s, but %s writes it as %s (%s)", rc.name, path, as[parts], where, as[prev.dir], prev.rng.Start),
+		"A sink named by write_time appends to one file at its path; one named by source_position makes its path a directory of parts. One path cannot be both: whichever sink starts second fails at start-up on every run. Give each sink its own path.")
 }
 
 // resolveNameBy writes the effective naming scheme into the plan (auto and
