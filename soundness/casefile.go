@@ -90,6 +90,11 @@ func report(res *Result) string {
 		fmt.Fprintf(&b, "\nEXPLAINED: route %s: its killed run differs from the clean run only by what its verdict allows:\n%s", e.Route, e.Text)
 	}
 	for _, f := range res.CleanFailed {
+		if f.Which == cleanNoKill {
+			fmt.Fprintf(&b, "\nINCONCLUSIVE: route %s: its clean run failed before it wrote anything, and so did the last killed run, so nothing was tested (not a verdict; the failure is worth a look):\n  %v\n",
+				f.Route, f.Run)
+			continue
+		}
 		fmt.Fprintf(&b, "\nINCONCLUSIVE: route %s: its runs differ, but its %s failed, so the comparison tests nothing (not a verdict; the failure is worth a look):\n  %v\n",
 			f.Route, f.Which, f.Run)
 	}

@@ -180,6 +180,22 @@ const (
 	diffCleanFailed
 )
 
+// cleanNoKill is the CleanFailure.Which of a case whose clean run failed
+// before it wrote anything.
+const cleanNoKill = "clean run, before it wrote anything,"
+
+// wroteNothing reports whether the routes' snapshots hold no record.
+func wroteNothing(snaps map[string]Snapshot) bool {
+	for _, s := range snaps {
+		for _, m := range s.Full {
+			if len(m) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // judgeCleanDiff classifies the difference of a route whose two clean
 // runs, first and second, differ from each other. A clean run that
 // failed makes the route inconclusive, and failed is that run (nil
@@ -379,6 +395,19 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 		return clean2, err
 	}
 	used := usedBy(c.Routes)
+
+	if res.Clean.exitCode != 0 && res.Final.exitCode != 0 && wroteNothing(clean) {
+		// The clean run failed before it wrote anything (a premise
+		// refused at start-up, a path another route holds), and so did
+		// the last killed run: the killed run agreeing with the clean one
+		// tests nothing.
+		for _, r := range c.Routes {
+			res.Inconclusive = append(res.Inconclusive, r.Name)
+			res.CleanFailed = append(res.CleanFailed, CleanFailure{Route: r.Name, Which: cleanNoKill, Run: res.Clean})
+		}
+		ck.logf("  the clean run failed before it wrote anything, so nothing was tested (inconclusive): %v\n", res.Clean)
+		return res, nil
+	}
 
 	for i, r := range c.Routes {
 		v := res.Verdicts[i]
