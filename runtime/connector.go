@@ -106,6 +106,20 @@ type ReleasingSink interface {
 	ReleasesRecords() bool
 }
 
+// WriteSizer is a sink that says how many records it wants in one Write.
+// The route then hands it groups of read batches of about that many
+// records (at least one batch, at most 16) instead of its default, and
+// queues as many in front of it. A sink that pipelines its writes inside
+// (the kafka sink's partition lanes gather what concurrent writes hand
+// them into each request) gains nothing from larger groups, and the
+// batches queued for them are memory the kernel maps page by page: on a
+// file → Kafka route of 500k records, groups of 16 batches of 4096 cost
+// 0.84 µs of CPU a record and 153 MiB, groups of one 0.52 µs and 84 MiB.
+type WriteSizer interface {
+	Sink
+	WriteSize() int
+}
+
 // CommitSyncSink is a sink that can leave making its writes durable to
 // the route's commit (a file appending lines: one fsync per commit
 // instead of one per write). Until the engine calls SyncOnCommit, it

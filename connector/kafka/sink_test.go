@@ -170,6 +170,11 @@ func TestKafkaSinkReleasesRecords(t *testing.T) {
 	if !rs.ReleasesRecords() {
 		t.Fatal("the kafka sink does not say it releases records")
 	}
+	// Its lanes pipeline the writes: it asks for writes of a few thousand
+	// records, not the route's default of 16 batches.
+	if ws, ok := any(s).(runtime.WriteSizer); !ok || ws.WriteSize() != kafkaWriteSize {
+		t.Errorf("the kafka sink does not ask for writes of %d records", kafkaWriteSize)
+	}
 	const n = 5000
 	arena := make([]byte, 0, n*16)
 	recs := make([]*runtime.Record, n)
