@@ -105,3 +105,21 @@ func TestDedupStoppingGivesUpOnHeldKey(t *testing.T) {
 		t.Errorf("gave up after %v, want at most %v", took, most)
 	}
 }
+
+// Two batches that each hold a key the other waits for (routes sharing
+// dedup namespaces in opposite step orders) would wait forever while
+// their holders renew: past the wait limit the waiter gives up with an
+// error, stopping its route, and the other goes on.
+func TestDedupGivesUpAfterWaitLimit(t *testing.T) {
+	t.Parallel()
+	s, _ := heldKeyStep(t)
+	s.waitLimit = 2 * time.Second
+	start := time.Now()
+	err := s.apply(&worker{}, heldKeyBatch())
+	if err == nil || !strings.Contains(err.Error(), "stayed reserved by another instance") {
+		t.Fatalf("a key held past the wait limit: %v", err)
+	}
+	if took := time.Since(start); took < 2*time.Second || took > 5*time.Second {
+		t.Errorf("gave up after %v, want about 2 s", took)
+	}
+}

@@ -466,6 +466,20 @@ type dedupStep struct {
 	turn *turnGate
 	// stopping says the route is draining or has failed (nil: never).
 	stopping func() bool
+	// waitLimit bounds the wait for keys another instance holds
+	// (heldWaitLimit when zero).
+	waitLimit time.Duration
+}
+
+// heldWaitLimit is how long a record waits at most for a key another
+// instance holds and keeps renewing.
+const heldWaitLimit = 2 * time.Minute
+
+func (s *dedupStep) heldWaitLimit() time.Duration {
+	if s.waitLimit > 0 {
+		return s.waitLimit
+	}
+	return heldWaitLimit
 }
 
 func (s *dedupStep) programs() []*program { return []*program{s.key} }
@@ -534,12 +548,17 @@ func (s *dedupStep) apply(w *worker, b *batch) error {
 // expiry). A live holder renews its reservation while its batch is in
 // flight, however long its sink takes, so this waits as long as it does;
 // a dead one stops renewing and its keys come free within the expiry. A
-// holder whose clock runs ahead is refused by Reserve. Once the route
-// stops (a drain or a failure) it waits at most the expiry and a margin
-// more, then gives up with an error, which stops the route before the
-// record's position is committed.
+// holder whose clock runs ahead is refused by Reserve. It gives up with an
+// error, which stops the route before the record's position is committed,
+// once the route stops (a drain or a failure) and the expiry and a margin
+// have passed, or after heldWaitLimit whatever happens: two batches can
+// each hold a key the other waits for (routes sharing dedup namespaces in
+// opposite step orders), and renewing, neither would ever let go; the
+// failed route's reservations are released or expire, and the other goes
+// on.
 func (s *dedupStep) awaitHeldElsewhere(keys []string, verdicts []dedup.Verdict) error {
 	var giveUp time.Time
+	limit := time.Now().Add(s.heldWaitLimit())
 	pause := 50 * time.Millisecond
 	for {
 		var again []string
@@ -552,6 +571,9 @@ func (s *dedupStep) awaitHeldElsewhere(keys []string, verdicts []dedup.Verdict) 
 		}
 		if len(again) == 0 {
 			return nil
+		}
+		if time.Now().After(limit) {
+			return fmt.Errorf("dedup store %s: %d key(s) stayed reserved by another instance for %s, e.g. %q: its batch is stuck on its sink, or two routes sharing a dedup namespace each hold a key the other waits for (dedup steps over shared namespaces in opposite orders); stopping this route lets the other go on", s.store.Where(), len(again), s.heldWaitLimit(), again[0])
 		}
 		if s.stopping != nil && s.stopping() {
 			if giveUp.IsZero() {
