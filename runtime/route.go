@@ -153,12 +153,6 @@ func (rt *route) close() error {
 	return errors.Join(errs...)
 }
 
-// fail stops the route after a failure nothing can absorb: reading stops,
-// the failed batch is never acked, and what was acked before is committed.
-//
-// Sink workers fail concurrently: when each lost records, the error kept
-// names the earliest of them, where the position stopped and the rerun
-// resumes, and counts them all.
 // stopping reports whether the route is draining or has failed.
 func (rt *route) stopping() bool {
 	if rt.failed.Load() {
@@ -172,6 +166,12 @@ func (rt *route) stopping() bool {
 	}
 }
 
+// fail stops the route after a failure nothing can absorb: reading stops,
+// the failed batch is never acked, and what was acked before is committed.
+//
+// Sink workers fail concurrently: when each lost records, the error kept
+// names the earliest of them, where the position stopped and the rerun
+// resumes, and counts them all.
 func (rt *route) fail(err error) {
 	first := false
 	rt.failOnce.Do(func() {
