@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -125,5 +126,50 @@ func natsCaughtUp(url string, durables []string) func() bool {
 			}
 		}
 		return true
+	}
+}
+
+// natsLeft counts, once a run has ended, what every route's durable
+// consumer of the stream still has to take: messages not yet delivered
+// and delivered ones not acknowledged. A route that never created its
+// consumer has the whole stream ahead.
+func natsLeft(url string, durables []string) func() (int, error) {
+	return func() (int, error) {
+		nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
+		if err != nil {
+			return 0, err
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return 0, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stream, err := js.Stream(ctx, "IN")
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, d := range durables {
+			cons, err := stream.Consumer(ctx, d)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				si, err := stream.Info(ctx)
+				if err != nil {
+					return 0, err
+				}
+				n += int(si.State.Msgs)
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			n += int(info.NumPending) + info.NumAckPending
+		}
+		return n, nil
 	}
 }

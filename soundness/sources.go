@@ -157,7 +157,8 @@ func startCaseSource(dir string, c *Case, source string) (*srcHandle, error) {
 		for _, m := range routeNameRE.FindAllStringSubmatch(source, -1) {
 			durables = append(durables, m[1]) // natsFrom names a route's durable after it
 		}
-		return &srcHandle{env: env, stop: stop, caughtUp: natsCaughtUp(strings.TrimPrefix(env[0], natsURLEnv+"="), durables)}, nil
+		url := strings.TrimPrefix(env[0], natsURLEnv+"=")
+		return &srcHandle{env: env, stop: stop, caughtUp: natsCaughtUp(url, durables), left: natsLeft(url, durables)}, nil
 	case brokerNATSCore:
 		return startCoreNATS(c, len(coreRE.FindAllString(source, -1)))
 	case brokerKafka:
