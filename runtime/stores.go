@@ -174,8 +174,19 @@ func openCheckpointStore(a nodeAttrs, o *Options) (checkpointStore, error) {
 func checkpointStoreDir(a nodeAttrs, o *Options) (string, error) {
 	// Every source that keeps a position in a store declares
 	// checkpoint_store with its default (TestPositionalSourcesDeclareCheckpointStore).
-	return o.storeDir(a, "checkpoint_store", declaredDefault(a.node.Kind, "checkpoint_store", false), "state")
+	// A source whose broker keeps the position declares none, yet a route
+	// over it whose proof rests on the process environment keeps that
+	// fingerprint here (premise_process.go): in the default state store.
+	def := declaredDefault(a.node.Kind, "checkpoint_store", false)
+	if def == "" {
+		def = defaultStateStore
+	}
+	return o.storeDir(a, "checkpoint_store", def, "state")
 }
+
+// defaultStateStore is where positions and fingerprints are kept when the
+// source names no store (the default of the sources that declare one).
+const defaultStateStore = "pebble://.mqb/state"
 
 // literalStoreURL refuses a store url holding ${…}: it would otherwise
 // read as unset and the route would quietly keep its state in the default
