@@ -67,6 +67,9 @@ func (ck *Checker) drain(dir string, routes []RouteShape, p *proc) runResult {
 	if h := ck.srcs[dir]; h != nil {
 		caughtUp = h.caughtUp
 	}
+	if caughtUp == nil && ck.serverDedup {
+		quiet = max(quiet, 32) // 8 s: past a dead run's reservations (serverDedupRE)
+	}
 	deadline := time.Now().Add(45 * time.Second)
 	for (still < quiet || (caughtUp != nil && !caughtUp())) && time.Now().Before(deadline) {
 		select {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -173,4 +175,34 @@ func (k kafkaRoutes) left() (int, error) {
 		}
 	}
 	return int(n), nil
+}
+
+// fileLeft counts, once a run of a file followed in group_subscribe mode
+// has ended, the lines of in.jsonl after each route's committed byte
+// offset: what the run had not read and committed when it was stopped.
+func fileLeft(dir string, routes []string) func() (int, error) {
+	return func() (int, error) {
+		data, err := os.ReadFile(filepath.Join(dir, "in.jsonl"))
+		if err != nil {
+			return 0, err
+		}
+		st, err := checkpoint.Open(filepath.Join(dir, ".mqb", "state"))
+		if err != nil {
+			return 0, err
+		}
+		defer st.Close()
+		n := 0
+		for _, r := range routes {
+			pos, ok, err := st.Load(r)
+			if err != nil {
+				return 0, err
+			}
+			from := int64(0)
+			if ok {
+				from = min(max(pos.Offset, 0), int64(len(data)))
+			}
+			n += bytes.Count(data[from:], []byte("\n"))
+		}
+		return n, nil
+	}
 }

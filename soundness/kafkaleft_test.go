@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -118,4 +119,29 @@ func addrOf(h *srcHandle) string {
 		}
 	}
 	return ""
+}
+
+// What a run of a file followed in group_subscribe mode left: the lines
+// after each route's committed byte offset (all of them for a route that
+// committed nothing).
+func TestFileLeft(t *testing.T) {
+	dir := t.TempDir()
+	lines := "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n{\"id\":4}\n{\"id\":5}\n"
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := checkpoint.Open(filepath.Join(dir, ".mqb", "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save("a", checkpoint.Position{Source: "in.jsonl", Mode: "group_subscribe", NextIndex: 2, Offset: int64(2 * len("{\"id\":1}\n"))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save("b", checkpoint.Position{Source: "in.jsonl", Mode: "group_subscribe", NextIndex: 5, Offset: int64(len(lines))}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if n, err := fileLeft(dir, []string{"a", "b", "c"})(); n != 3+0+5 || err != nil {
+		t.Errorf("left: %d, %v; want 8 (a 3 lines behind, b at the end, c never committed)", n, err)
+	}
 }

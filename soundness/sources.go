@@ -147,7 +147,15 @@ func startSource(dir string, c *Case, source string) (*srcHandle, error) {
 func startCaseSource(dir string, c *Case, source string) (*srcHandle, error) {
 	switch c.Broker {
 	case "":
-		return &srcHandle{feed: func(chunk string) error { return appendInput(dir, chunk) }, stop: func() {}}, nil
+		h := &srcHandle{feed: func(chunk string) error { return appendInput(dir, chunk) }, stop: func() {}}
+		if c.Mode == "group_subscribe" {
+			var routes []string
+			for _, m := range routeNameRE.FindAllStringSubmatch(source, -1) {
+				routes = append(routes, m[1])
+			}
+			h.left = fileLeft(dir, routes)
+		}
+		return h, nil
 	case brokerNATS:
 		env, stop, err := startNATS(dir, c)
 		if err != nil {
