@@ -468,36 +468,32 @@ func (s *SQLStore) Release(keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	type held struct{ k, owner string }
 	s.mu.Lock()
-	var ks, owners []string
+	var rel []held
 	for _, k := range keys {
 		sk := storedKey(k)
 		if tok, ok := s.inflight[sk]; ok {
-			ks, owners = append(ks, sk), append(owners, tok)
+			rel = append(rel, held{sk, tok})
 			delete(s.inflight, sk)
 		}
 	}
 	s.mu.Unlock()
-	if len(ks) == 0 {
+	if len(rel) == 0 {
 		return nil
 	}
 	// In key order, as Reserve, Promote and the renewal lock rows: two
 	// instances' transactions then cannot deadlock.
-	order := make([]int, len(ks))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(ks[a], ks[b]) })
+	slices.SortFunc(rel, func(a, b held) int { return strings.Compare(a.k, b.k) })
 	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
 	defer cancel()
 	err := s.db.Tx(ctx, func(q sqlkv.Querier) error {
-		for _, i := range order {
-			k := ks[i]
-			var key any = k
+		for _, h := range rel {
+			var key any = h.k
 			if s.db.Dialect == sqlkv.MySQL {
-				key = []byte(k)
+				key = []byte(h.k)
 			}
-			if _, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_dedup_keys WHERE ns = $1 AND k = $2 AND owner = $3 AND state = 1`), s.nsArg(), key, owners[i]); err != nil {
+			if _, err := q.Exec(ctx, s.ph(`DELETE FROM mqb_dedup_keys WHERE ns = $1 AND k = $2 AND owner = $3 AND state = 1`), s.nsArg(), key, h.owner); err != nil {
 				return err
 			}
 		}

@@ -14,6 +14,11 @@ import (
 	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
 
+// What a drained run left in its source, for the sources whose progress
+// the harness reads itself: a Kafka topic (kafkaRoutes) and a file
+// followed in group_subscribe mode (fileLeft). The other brokers' counts
+// live beside their sources (more.go, nats.go).
+
 // kafkaRoutes follows how far a run directory's routes have consumed topic
 // "in". A route with a group_id commits its offsets to the broker's group;
 // one without keeps them in its checkpoint, which the harness reads
