@@ -103,6 +103,9 @@ func (rc *routeCtx) proveSQL(n *nodeInfo) sinkProof {
 		rc.warn("W009", iq.rng, fmt.Sprintf("insert_query into %s in route %s uses %s, which skips or alters a row for any error, not only a repeated key", ins.table, rc.name, ins.clause),
 			fmt.Sprintf("A record it cannot store as it is never reaches the DLQ and is counted as written. %s absorbs repeats of the key k and dead-letters every other refused row.", fix))
 	}
+	if ins.kind == conflictColumns && !rc.inNamedUnused {
+		rc.warnConflictTarget(n, ins, iq.rng, d)
+	}
 	p = rc.proveUpsert(n, ins, parts, d)
 	p.table = ins.table
 	if !p.ok {
@@ -950,4 +953,33 @@ func (ins *sqlInsert) tyingVersion(col string, parts []partInfo, concurrency int
 		}
 	}
 	return ""
+}
+
+// warnConflictTarget warns (W010) when ON CONFLICT (cols) names columns on
+// which the table, as a create_table of this file declares it, has no
+// UNIQUE or PRIMARY KEY index: the database then refuses the statement
+// and every write fails. A warning, not an error: a table already there
+// (CREATE TABLE IF NOT EXISTS keeps it as it is, or another tool made it)
+// may have the index. It is checked apart from the proof, which stops at
+// the first reason the write is not idempotent.
+func (rc *routeCtx) warnConflictTarget(n *nodeInfo, ins *sqlInsert, rng diag.Range, d sqlDialect) {
+	keys, own, found := rc.tableKeys(n, ins.table, d)
+	if !found || keys.unsure {
+		return
+	}
+	for _, u := range keys.uniques {
+		if sameColumnSet(u, ins.targets) {
+			return
+		}
+	}
+	where := "this sink's create_table"
+	if !own {
+		where = "the create_table of this file that makes it"
+	}
+	refusal := `PostgreSQL: "there is no unique or exclusion constraint matching the ON CONFLICT specification"`
+	if d == sqlSQLite {
+		refusal = `SQLite: "ON CONFLICT clause does not match any PRIMARY KEY or UNIQUE constraint"`
+	}
+	rc.warn("W010", rng, fmt.Sprintf("insert_query into %s in route %s targets ON CONFLICT (%s), but %s declares no UNIQUE or PRIMARY KEY index on exactly those columns", ins.table, rc.name, strings.Join(ins.targets, ", "), where),
+		fmt.Sprintf("The database refuses such a statement (%s), so every write of the route fails, unless the table is already there with that index. Declare the index in create_table (PRIMARY KEY, UNIQUE, or CREATE UNIQUE INDEX), or name the columns of an index the table has.", refusal))
 }

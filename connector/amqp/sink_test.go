@@ -155,6 +155,8 @@ func TestAMQPSinkOutage(t *testing.T) {
 			url := srv.URL()
 			q := queueName(t)
 			declareQueue(t, url, q)
+			// A declaration younger than this may not survive the kill.
+			time.Sleep(testsrv.RabbitMetadataFlush)
 			e := plantest.NewEnv(t)
 			const n = 20000
 			plantest.WriteOrders(t, e.Input, n)

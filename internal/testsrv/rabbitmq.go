@@ -49,8 +49,25 @@ type RabbitMQServer struct {
 	amqpPort, distPort, epmdPort int
 	epmd                         *process
 	// sentinel is set once the first start declared the sentinel queue;
-	// a restart waits for it to be back.
-	sentinel bool
+	// a restart waits for it to be back. sentinelAt is when.
+	sentinel   bool
+	sentinelAt time.Time
+}
+
+// RabbitMetadataFlush is how long after a durable declaration the node
+// is sure to have written it out (Mnesia's log keeps writes up to 2 s):
+// a node killed sooner may come back without it.
+const RabbitMetadataFlush = 2500 * time.Millisecond
+
+// Kill kills the node (SIGKILL), as a crash would, once its sentinel
+// queue is sure to be written out (RabbitMetadataFlush).
+func (s *RabbitMQServer) Kill(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	at := s.sentinelAt
+	s.mu.Unlock()
+	time.Sleep(time.Until(at.Add(RabbitMetadataFlush)))
+	s.procServer.Kill(t)
 }
 
 // rabbitSentinel is the durable queue whose recovery tells that a
@@ -160,7 +177,7 @@ func (s *RabbitMQServer) ready(ctx context.Context) error {
 		if _, err := ch.QueueDeclare(rabbitSentinel, true, false, false, false, nil); err != nil {
 			return fmt.Errorf("declare the sentinel queue: %w", err)
 		}
-		s.sentinel = true
+		s.sentinel, s.sentinelAt = true, time.Now()
 		return nil
 	}
 	if _, err := ch.QueueDeclarePassive(rabbitSentinel, true, false, false, false, nil); err != nil {
