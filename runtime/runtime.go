@@ -134,6 +134,12 @@ func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
 		}
 		seen[pr.Name] = true
 		rt, err := buildRoute(ctx, pr, &opts)
+		if err != nil && ctx.Err() != nil {
+			// The drain signal came while the route was starting: its
+			// start-up stopped on the cancelled context, not on a fault.
+			closeAll()
+			return Stats{}, &StartInterruptedError{Route: pr.Name, Err: err}
+		}
 		if err != nil {
 			opts.Health.set(pr.Name, "failed", "refused to start")
 			closeAll()
@@ -184,6 +190,20 @@ func Run(ctx context.Context, p plan.Plan, opts Options) (Stats, error) {
 	}
 	return stats, errors.Join(errs...)
 }
+
+// StartInterruptedError is Run's error when ctx was cancelled (a drain:
+// SIGINT or SIGTERM) before every route had started. Nothing was read, so
+// nothing was committed: a rerun resumes where the last run left off.
+type StartInterruptedError struct {
+	Route string // the route that was starting
+	Err   error  // what its start-up returned on the cancelled context
+}
+
+func (e *StartInterruptedError) Error() string {
+	return fmt.Sprintf("stopped while route %s was starting (%v): no record was read; a rerun resumes where the last run committed", e.Route, e.Err)
+}
+
+func (e *StartInterruptedError) Unwrap() error { return e.Err }
 
 // interrupted reports whether the route's finite source was cut short by
 // a drain: it never said it had nothing more, yet the route stopped

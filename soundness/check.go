@@ -18,6 +18,10 @@ type Checker struct {
 	Timeout time.Duration
 	Log     io.Writer // progress; nil is quiet
 	Keep    bool      // keep run directories
+	// Stops is the percentage of a case's interruptions that are SIGTERM
+	// (a drain) instead of SIGKILL, a third of them followed by a SIGKILL
+	// within 150 ms (a crash during the drain); see killedRuns.
+	Stops int
 
 	// srcs holds each run directory's source (the server it reads, how
 	// to feed it); quietPolls how many unchanged 250 ms polls end a drain.
@@ -33,6 +37,10 @@ type Checker struct {
 	// noInvariants turns the timing-proof invariants off (a test shows
 	// what the checker missed without them).
 	noInvariants bool
+
+	// failedDrains lists the runs of the current case that SIGTERM was to
+	// drain and that failed instead (noteFailedDrain).
+	failedDrains []string
 
 	// stuck lists the runs found stuck since Check began (stuck.go);
 	// dirNames says what each run directory is, for them.
@@ -263,8 +271,12 @@ type Result struct {
 	// each with the goroutine stacks it printed when stopped: a hang, which
 	// no verdict explains, reported and written as a case whatever the
 	// comparison found.
-	Stuck        []StuckRun
-	Kills        int // SIGKILLs that landed
+	Stuck []StuckRun
+	// FailedDrains lists the runs that SIGTERM was to drain and that
+	// exited with an error instead: shown, not a verdict's breach.
+	FailedDrains []string
+	Kills        int // SIGKILLs and SIGTERMs that landed
+	Stops        int // of which SIGTERMs (a drain, perhaps cut by a SIGKILL)
 	Runs         int
 	Clean, Final runResult
 	Elapsed      time.Duration
@@ -356,10 +368,11 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 	}
 	ck.nameDir(killDir, "run of the killed runs' directory")
 	if c.follows() {
-		res.Kills, res.Final = ck.followKilled(killDir, c, res.Clean)
+		res.Kills, res.Stops, res.Final = ck.followKilled(killDir, c, res.Clean)
 	} else {
-		res.Kills, _, res.Final = ck.killedRuns(killDir, c.Seed, c.Kills, res.Clean)
+		res.Kills, res.Stops, _, res.Final = ck.killedRuns(killDir, c.Seed, c.Kills, res.Clean)
 	}
+	res.FailedDrains, ck.failedDrains = ck.failedDrains, nil
 	res.Runs = 0
 	clean, err := snapshots(cleanDir, c.Routes)
 	if err != nil {
@@ -369,7 +382,7 @@ func (ck *Checker) Check(c *Case) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ck.logf("  clean: %v; killed: %d kills, final %v\n", res.Clean, res.Kills, res.Final)
+	ck.logf("  clean: %v; killed: %d kills (%d of them SIGTERM), final %v\n", res.Clean, res.Kills, res.Stops, res.Final)
 
 	if res.Clean.unfed != "" || res.Final.unfed != "" {
 		// The runs did not get the same input: nothing to compare.

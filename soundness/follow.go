@@ -153,8 +153,9 @@ func (ck *Checker) followClean(dir string, c *Case) runResult {
 // instants: before each run one chunk is appended while nothing runs, and
 // one more once its routes started. The last run gets what is left and is
 // drained.
-func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed int, final runResult) {
+func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed, stops int, final runResult) {
 	rng := rand.New(rand.NewPCG(c.Seed, 0xdead))
+	stopRng := rand.New(rand.NewPCG(c.Seed, 0x5709))
 	window := max(clean.work/2, 20*time.Millisecond)
 	var pending []string
 	if c.feeds() {
@@ -178,19 +179,26 @@ func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed in
 			at = killAt{After: time.Duration(rng.Int64N(int64(window))), Started: true}
 		}
 		at.After = max(at.After, time.Millisecond)
+		drawStop(&at, stopRng, ck.Stops)
 		p := ck.start(dir, &at)
 		if p.waitStarted() {
 			ck.waitReady(dir, p)
 			feed()
 		}
 		r := p.wait()
-		if r.killed {
+		ck.noteFailedDrain(at, r)
+		switch {
+		case r.termed && (r.killed || r.exitCode == 0 || r.exitCode == exitInterrupted):
+			// A followed source never ends: a drained run exits 0.
+			landed++
+			stops++
+		case r.killed:
 			landed++
 		}
 	}
 	p := ck.start(dir, nil)
 	if !p.waitStarted() {
-		return landed, p.wait()
+		return landed, stops, p.wait()
 	}
 	time.Sleep(openGrace)
 	ck.waitReady(dir, p)
@@ -204,5 +212,5 @@ func (ck *Checker) followKilled(dir string, c *Case, clean runResult) (landed in
 		// produce timed out): the topic holds less than the clean run's.
 		final.unfed = unfed.Error()
 	}
-	return landed, final
+	return landed, stops, final
 }

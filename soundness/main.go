@@ -69,6 +69,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 100, "how many seeds (one generated file of 1–3 routes each)")
 	first := fs.Uint64("first", 1, "the first seed")
 	kills := fs.Int("kills", 8, "SIGKILLs to land in each killed run")
+	stops := fs.Int("stops", 0, "percent of those interruptions that are SIGTERM instead (a drain; a third of them cut by a SIGKILL within 150 ms)")
 	out := fs.String("out", "testdata/soundness", "directory the regression cases of false verdicts are written to (empty: none)")
 	mqbc := fs.String("mqbc", "", "mqbc binary to check (default: build ./cmd/mqbc)")
 	verbose := fs.Bool("v", false, "print every case's routes and runs")
@@ -161,7 +162,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	next := 0
 	var wg sync.WaitGroup
 	for range max(*jobs, 1) {
-		ck := &Checker{Mqbc: *mqbc, Tmp: tmp, Keep: *keep}
+		ck := &Checker{Mqbc: *mqbc, Tmp: tmp, Keep: *keep, Stops: *stops}
 		if *verbose {
 			ck.Log = stderr
 		}
@@ -265,7 +266,7 @@ func checkOne(ck *Checker, i int, first uint64, recorded []string, kills int, ve
 
 // Tally sums results over a run of the checker.
 type Tally struct {
-	Files, Routes, Claimed, False, Rejected, Inconclusive, Kills int
+	Files, Routes, Claimed, False, Rejected, Inconclusive, Kills, Stops, FailedDrains int
 	// Unexplained counts routes the generator calls deterministic whose
 	// two clean runs differed (Result.Unexplained).
 	Unexplained int
@@ -298,6 +299,8 @@ func (t *Tally) Add(res *Result) {
 		return
 	}
 	t.Kills += res.Kills
+	t.Stops += res.Stops
+	t.FailedDrains += len(res.FailedDrains)
 	t.Inconclusive += len(res.Inconclusive)
 	t.Unexplained += len(res.Unexplained)
 	t.CleanFailed += len(res.CleanFailed)
@@ -344,8 +347,8 @@ func (t *Tally) Mix() string {
 	if t.Elapsed > 0 {
 		perMin = float64(t.Routes) / t.Elapsed.Minutes()
 	}
-	return fmt.Sprintf("files %d (rejected by build %d), verdicts: %s; kills landed %d; timing-dependent differences %d; %.1f min, %.1f routes/min",
-		t.Files, t.Rejected, strings.Join(parts, ", "), t.Kills, t.Inconclusive-t.CleanFailed, t.Elapsed.Minutes(), perMin)
+	return fmt.Sprintf("files %d (rejected by build %d), verdicts: %s; kills landed %d (SIGTERM %d, drains failed %d); timing-dependent differences %d; %.1f min, %.1f routes/min",
+		t.Files, t.Rejected, strings.Join(parts, ", "), t.Kills, t.Stops, t.FailedDrains, t.Inconclusive-t.CleanFailed, t.Elapsed.Minutes(), perMin)
 }
 
 func (t *Tally) Line() string {
@@ -402,7 +405,14 @@ func summaryLine(res *Result) string {
 	for _, s := range res.Stuck {
 		vs = append(vs, "STUCK: "+s.Which)
 	}
-	return fmt.Sprintf("%s: %s; %d kills, %.1fs", c.Name, strings.Join(vs, "; "), res.Kills, res.Elapsed.Seconds())
+	for _, d := range res.FailedDrains {
+		vs = append(vs, "DRAIN FAILED: "+firstLine(d, 1))
+	}
+	kills := fmt.Sprintf("%d kills", res.Kills)
+	if res.Stops > 0 {
+		kills += fmt.Sprintf(" (%d SIGTERM)", res.Stops)
+	}
+	return fmt.Sprintf("%s: %s; %s, %.1fs", c.Name, strings.Join(vs, "; "), kills, res.Elapsed.Seconds())
 }
 
 func firstLine(s string, n int) string {

@@ -133,6 +133,7 @@ func (ck *Checker) build(dir string) ([]Verdict, error) {
 // runResult is how one `mqbc run` ended.
 type runResult struct {
 	killed   bool // by our SIGKILL
+	termed   bool // sent our SIGTERM (killAt.Term) while it ran
 	exitCode int
 	dur      time.Duration
 	// work is how long the routes ran: from the first "route started"
@@ -188,17 +189,41 @@ func (r runResult) String() string {
 }
 
 // killAt says when to SIGKILL a run: after After from the process start,
-// or, with Started, after After from its first "route started".
+// or, with Started, after After from its first "route started". With
+// Term the run gets SIGTERM instead, which drains it, and with ThenKill
+// > 0 a SIGKILL that long after the SIGTERM (a crash during the drain).
 type killAt struct {
-	After   time.Duration
-	Started bool
+	After    time.Duration
+	Started  bool
+	Term     bool
+	ThenKill time.Duration
 }
 
 func (k killAt) String() string {
-	if k.Started {
-		return fmt.Sprintf("%v after route start", k.After.Round(time.Millisecond))
+	what := ""
+	if k.Term {
+		what = "SIGTERM "
+		if k.ThenKill > 0 {
+			what = fmt.Sprintf("SIGTERM (SIGKILL %v later) ", k.ThenKill.Round(time.Millisecond))
+		}
 	}
-	return fmt.Sprintf("%v after process start", k.After.Round(time.Millisecond))
+	if k.Started {
+		return fmt.Sprintf("%s%v after route start", what, k.After.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s%v after process start", what, k.After.Round(time.Millisecond))
+}
+
+// drawStop makes at a SIGTERM for pct percent of draws of rng, a third of
+// them cut by a SIGKILL within 150 ms. rng is a stream of its own, so a
+// seed's SIGKILL instants are the same with stops or without.
+func drawStop(at *killAt, rng *rand.Rand, pct int) {
+	if pct <= 0 || rng.IntN(100) >= pct {
+		return
+	}
+	at.Term = true
+	if rng.IntN(3) == 0 {
+		at.ThenKill = time.Millisecond + time.Duration(rng.Int64N(int64(150*time.Millisecond)))
+	}
 }
 
 var routeStarted = []byte(`"msg":"route started"`)
@@ -216,6 +241,8 @@ type proc struct {
 	at      time.Time // when started closed
 	// quit is set when the run was found stuck and sent SIGQUIT.
 	quit atomic.Bool
+	// termed is set when the run was sent SIGTERM (killAt.Term).
+	termed atomic.Bool
 }
 
 // start runs mqbc on dir/routes.mqb, SIGKILLing it at kill (nil: never).
@@ -264,7 +291,7 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 	var timerMu sync.Mutex
 	arm := func() {
 		timerMu.Lock()
-		timer = time.AfterFunc(kill.After, p.kill)
+		timer = time.AfterFunc(kill.After, func() { p.interrupt(kill) })
 		timerMu.Unlock()
 	}
 	if kill != nil && !kill.Started {
@@ -307,7 +334,7 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 			timer.Stop()
 		}
 		timerMu.Unlock()
-		res := runResult{dur: time.Since(p.begin), stderr: stderr.String()}
+		res := runResult{dur: time.Since(p.begin), stderr: stderr.String(), termed: p.termed.Load()}
 		if !p.at.IsZero() {
 			res.work = time.Since(p.at)
 		}
@@ -322,9 +349,16 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 			res.paused = pauses.during(p.begin, time.Now())
 			ck.noteStuck(dir, kill, res)
 		case errors.As(err, &ee):
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && p.killed.Load() {
+			ws, ok := ee.Sys().(syscall.WaitStatus)
+			switch {
+			case ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && p.killed.Load():
 				res.killed = true
-			} else {
+			case ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM && p.termed.Load():
+				// Our SIGTERM came before mqbc took the signal over (the
+				// Go runtime's and the libraries' start-up): it died of
+				// it, as of a SIGKILL.
+				res.killed = true
+			default:
 				res.exitCode = ee.ExitCode()
 			}
 		default:
@@ -340,6 +374,31 @@ func (ck *Checker) start(dir string, kill *killAt) *proc {
 func (p *proc) kill() {
 	p.killed.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+}
+
+// interrupt sends the run what at says: SIGKILL, or SIGTERM and perhaps a
+// SIGKILL after it. Signal does nothing once the process is waited for.
+func (p *proc) interrupt(at *killAt) {
+	if !at.Term {
+		p.kill()
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.termed.Store(true)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if at.ThenKill > 0 {
+		time.AfterFunc(at.ThenKill, func() {
+			select {
+			case <-p.done:
+			default:
+				p.kill()
+			}
+		})
+	}
 }
 
 func (p *proc) wait() runResult {
@@ -367,9 +426,13 @@ func (ck *Checker) run(dir string, kill *killAt) runResult {
 // attempts), at seeded random instants: the first and about a third of the
 // others within the first 350 ms of the process (before or while its
 // routes start), the rest within the time a clean run's routes worked,
-// counted from their start. Then a last run goes to completion.
-func (ck *Checker) killedRuns(dir string, seed uint64, kills int, clean runResult) (landed int, runs []runResult, final runResult) {
+// counted from their start. With ck.Stops some of them are SIGTERMs
+// instead (drawStop); one lands when it interrupts the run: the run exits
+// 3 (its finite source not read to the end) or the SIGKILL after it
+// lands. Then a last run goes to completion.
+func (ck *Checker) killedRuns(dir string, seed uint64, kills int, clean runResult) (landed, stops int, runs []runResult, final runResult) {
 	rng := rand.New(rand.NewPCG(seed, 0xdead))
+	stopRng := rand.New(rand.NewPCG(seed, 0x5709))
 	window := max(clean.work, 20*time.Millisecond)
 	for attempt := 0; landed < kills && attempt < 3*kills; attempt++ {
 		var at killAt
@@ -379,15 +442,35 @@ func (ck *Checker) killedRuns(dir string, seed uint64, kills int, clean runResul
 			at = killAt{After: time.Duration(rng.Int64N(int64(window))), Started: true}
 		}
 		at.After = max(at.After, time.Millisecond)
+		drawStop(&at, stopRng, ck.Stops)
 		r := ck.run(dir, &at)
 		runs = append(runs, r)
-		if r.killed {
+		ck.noteFailedDrain(at, r)
+		switch {
+		case r.termed && (r.killed || r.exitCode == exitInterrupted):
+			landed++
+			stops++
+		case r.killed:
 			landed++
 		}
 	}
 	final = ck.run(dir, nil)
-	return landed, runs, final
+	return landed, stops, runs, final
 }
+
+// noteFailedDrain logs a run that SIGTERM was to drain and that failed
+// instead: not a verdict's breach by itself (the final run's outcome is
+// compared), but worth a look.
+func (ck *Checker) noteFailedDrain(at killAt, r runResult) {
+	if r.termed && !r.killed && r.exitCode != 0 && r.exitCode != exitInterrupted {
+		ck.logf("  a run sent %v did not drain: %v\n", at, r)
+		ck.failedDrains = append(ck.failedDrains, fmt.Sprintf("sent %v: %v", at, r))
+	}
+}
+
+// exitInterrupted is mqbc run's exit code when SIGTERM drained a run
+// whose finite source was not read to the end.
+const exitInterrupted = 3
 
 func tail(s string, n int) string {
 	if len(s) <= n {

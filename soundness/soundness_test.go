@@ -263,10 +263,9 @@ func TestHarnessCatchesPlantedFalseVerdict(t *testing.T) {
 	}
 }
 
-// A sound route (identity from the payload, a keyed DO NOTHING on it,
-// records without an id dead-lettered) passes: the harness does not cry
-// wolf on duplicates it should not see.
-func TestHarnessPassesSoundRoute(t *testing.T) {
+// soundCase is a sound route: identity from the payload, a keyed DO
+// NOTHING on it, records without an id dead-lettered.
+func soundCase() *Case {
 	c := &Case{Name: "sound", Seed: 11, Kills: 4}
 	c.Input = genData(rand.New(rand.NewPCG(11, 11)), 1500)
 	src := `route sound {
@@ -286,6 +285,14 @@ func TestHarnessPassesSoundRoute(t *testing.T) {
 		{Kind: "dlq", Path: "out/sound.dlq.jsonl", Group: "sound/dlq"},
 		{Kind: "table", Path: "out/sound.db", Table: "t", Group: "t"},
 	}}}
+	return c
+}
+
+// A sound route (identity from the payload, a keyed DO NOTHING on it,
+// records without an id dead-lettered) passes: the harness does not cry
+// wolf on duplicates it should not see.
+func TestHarnessPassesSoundRoute(t *testing.T) {
+	c := soundCase()
 	// A kill lands only while the route runs, which on a quiet machine
 	// can end before the first kill: try a few seeds until one lands.
 	var res *Result
@@ -433,5 +440,47 @@ func TestHarnessCatchesPerDeliveryIdentity(t *testing.T) {
 		t.Errorf("a first-wins table at concurrency 4 was reported false:\n%s", report(res))
 	} else {
 		t.Logf("first-wins at concurrency 4 (%s): %s", res.Verdicts[3].Guarantee, m)
+	}
+}
+
+// With -stops the interruptions are SIGTERMs (drains), some cut by a
+// SIGKILL: a sound route and a followed file pass, at least two stops
+// land, and every drained run exits as a drain should (0 or 3).
+func TestStopsDrainAndResume(t *testing.T) {
+	follow := &Case{Name: "follow", Seed: 11, Kills: 4, Mode: "group_subscribe"}
+	follow.Input = genData(rand.New(rand.NewPCG(11, 11)), 600)
+	follow.Source = `route follow {
+  batch_size = 4
+  from file { path = "in.jsonl", mode = group_subscribe }
+  dlq { to file { path = "out/follow.dlq.jsonl" } }
+  to file { path = "out/follow.jsonl" }
+}
+`
+	follow.Routes = []RouteShape{{Name: "follow", Source: follow.Source, Artifacts: []Artifact{
+		{Kind: "dlq", Path: "out/follow.dlq.jsonl", Group: "follow/dlq", ByContent: true},
+		{Kind: "lines", Path: "out/follow.jsonl", Group: "out/follow.jsonl"},
+	}}}
+	ck := &Checker{Mqbc: checker.Mqbc, Tmp: checker.Tmp, Stops: 100}
+	for _, c := range []*Case{soundCase(), follow} {
+		t.Run(c.Name, func(t *testing.T) {
+			var res *Result
+			for try := range 6 {
+				c.Seed = 11 + uint64(try)
+				r, err := ck.Check(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res = r; res.Stops >= 2 {
+					break
+				}
+			}
+			if res.Stops < 2 {
+				t.Errorf("fewer than two SIGTERMs landed: %s", summaryLine(res))
+			}
+			if len(res.FailedDrains) > 0 {
+				t.Errorf("runs did not drain: %v", res.FailedDrains)
+			}
+			failOn(t, res)
+		})
 	}
 }

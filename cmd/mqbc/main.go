@@ -23,7 +23,8 @@ const (
 	exitError = 1 // the input has errors (diagnostics were printed)
 	exitUsage = 2 // the command line is wrong
 	// exitInterrupted: SIGINT/SIGTERM drained a run whose finite source
-	// was not read to the end; what was read is committed.
+	// was not read to the end (what was read is committed), or stopped it
+	// before every route had started (nothing was read).
 	exitInterrupted = 3
 )
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,6 +55,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	// From here on SIGINT and SIGTERM drain the run rather than kill the
+	// process: one that comes before the routes start stops them as they
+	// start (runtime.StartInterruptedError).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	p, ok := compileReported(c, paths, "text", stderr)
 	if !ok {
 		return exitError
@@ -92,8 +98,6 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		opts.Tracer = tp
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if *metricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		opts.Registerer = reg
@@ -152,6 +156,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s: in %d%s, out %d, deduplicated %d, filtered %d, dead-lettered %d, errors %d%s (%s)\n",
 			r.Name, r.In, added, r.Out, r.Deduplicated, r.Filtered, r.DeadLettered, r.Errors, unmatched, time.Since(start).Round(time.Millisecond))
+	}
+	if se := (*runtime.StartInterruptedError)(nil); errors.As(err, &se) {
+		fmt.Fprintln(stdout, "interrupted:", plan.RedactURLs(se.Error()))
+		return exitInterrupted
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "mqbc run:", plan.RedactURLs(err.Error()))

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A SIGTERM while a route is still starting (here its sql sink waits on
+// a server that accepts the connection and never answers) drains the run
+// like one after: exit 3 (interrupted) and a line saying nothing was
+// read, not exit 1 with the start-up's "context canceled". The rerun
+// starts from the beginning.
+func TestSIGTERMWhileStartingIsADrain(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // never answered
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/in.jsonl", []byte("{\"id\":\"a\"}\n{\"id\":\"b\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "r.mqb", fmt.Sprintf(`route load {
+  from file { path = "in.jsonl" }
+  id payload.id
+  to sql {
+    url          = "postgres://mqb@%s/db?connect_timeout=120"
+    insert_query = "INSERT INTO t (id) VALUES (${payload.id}) ON CONFLICT (id) DO NOTHING"
+  }
+}
+`, ln.Addr()))
+	cmd, out, errb := startRun(t, dir, "run", "r.mqb")
+	select {
+	case <-accepted:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the sink never connected\nstderr:\n%s", errb)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("no exit 30 s after SIGTERM\nstderr:\n%s", errb)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d after SIGTERM while starting, want %d\nstdout:\n%s\nstderr:\n%s", code, exitInterrupted, out, errb)
+	}
+	if !strings.Contains(out.String(), "interrupted: stopped while route load was starting") || !strings.Contains(out.String(), "no record was read") {
+		t.Errorf("stdout does not say the start was interrupted:\n%s", out)
+	}
+	if strings.Contains(errb.String(), "mqbc run:") {
+		t.Errorf("stderr reports an error:\n%s", errb)
+	}
+}
