@@ -87,6 +87,18 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *progress == "on" || *progress == "auto" && isTerminal(stderr) {
 		opts.Progress = stderr
 	}
+	go func() {
+		<-ctx.Done()
+		if context.Cause(ctx) == context.Canceled {
+			return // the run ended: stop() below
+		}
+		// A second signal stops at once, as a crash would: positions are
+		// committed only past what was delivered, so a rerun replays the
+		// rest. Without this a drain held up by a sink could only be
+		// ended with SIGKILL.
+		stop()
+		opts.Logger.Warn("draining: in-flight batches finish and commit; a second SIGINT or SIGTERM stops at once, as a crash would")
+	}()
 
 	tp, flush, err := startTracing(*otlpEndpoint)
 	if err != nil {

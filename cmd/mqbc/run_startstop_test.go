@@ -82,3 +82,78 @@ func TestSIGTERMWhileStartingIsADrain(t *testing.T) {
 		t.Errorf("stderr reports an error:\n%s", errb)
 	}
 }
+
+// While a drain waits on a sink (an http endpoint that takes the request
+// and never answers), a second SIGTERM stops the process at once, as a
+// crash would, instead of leaving SIGKILL as the only way out.
+func TestSecondSignalStopsTheDrain(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	requested := make(chan struct{}, 1)
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+			go func() {
+				buf := make([]byte, 4096)
+				if n, _ := c.Read(buf); n > 0 {
+					select {
+					case requested <- struct{}{}:
+					default:
+					}
+				}
+			}()
+		}
+	}()
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/in.jsonl", []byte("{\"id\":\"a\"}\n{\"id\":\"b\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "r.mqb", fmt.Sprintf(`route post {
+  from file { path = "in.jsonl" }
+  to http { url = "http://%s/in", timeout = 5m }
+}
+`, ln.Addr()))
+	cmd, out, errb := startRun(t, dir, "run", "r.mqb")
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-requested:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("the sink never sent a request\nstderr:\n%s", errb)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		t.Fatalf("the run ended on the first SIGTERM with its write unanswered (exit %d)\nstdout:\n%s\nstderr:\n%s", cmd.ProcessState.ExitCode(), out, errb)
+	case <-time.After(time.Second):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("still draining 10 s after a second SIGTERM\nstderr:\n%s", errb)
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("exit %v after the second SIGTERM, want death by SIGTERM\nstderr:\n%s", cmd.ProcessState, errb)
+	}
+	if !strings.Contains(errb.String(), "a second SIGINT or SIGTERM stops at once") {
+		t.Errorf("the drain does not say a second signal stops it:\n%s", errb)
+	}
+}
