@@ -14,6 +14,9 @@
 # on PostgreSQL and MariaDB (SOUNDNESS_SERVER_SEEDS for more), and
 # TestClickHouseSinks two with clickhouse sinks (SOUNDNESS_CLICKHOUSE_SEEDS),
 # TestMongoSinks two with mongodb sinks (SOUNDNESS_MONGO_SEEDS).
+# TestStopsDrainAndResume makes every interruption of two routes a SIGTERM
+# (a drain, some cut by a SIGKILL); `go run ./soundness -stops 40` mixes
+# them into a hunt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export SOUNDNESS_FIRST="${SOUNDNESS_FIRST:-1}"
