@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,34 +14,9 @@ import (
 // A SIGTERM while a route is still starting (here its sql sink waits on
 // a server that accepts the connection and never answers) drains the run
 // like one after: exit 3 (interrupted) and a line saying nothing was
-// read, not exit 1 with the start-up's "context canceled". The rerun
-// starts from the beginning.
+// read, not exit 1 with the start-up's "context canceled".
 func TestSIGTERMWhileStartingIsADrain(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 1)
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c) // never answered
-			select {
-			case accepted <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	addr, accepted := silentServer(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(dir+"/in.jsonl", []byte("{\"id\":\"a\"}\n{\"id\":\"b\"}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -53,7 +29,7 @@ func TestSIGTERMWhileStartingIsADrain(t *testing.T) {
     insert_query = "INSERT INTO t (id) VALUES (${payload.id}) ON CONFLICT (id) DO NOTHING"
   }
 }
-`, ln.Addr()))
+`, addr))
 	cmd, out, errb := startRun(t, dir, "run", "r.mqb")
 	select {
 	case <-accepted:
@@ -87,36 +63,7 @@ func TestSIGTERMWhileStartingIsADrain(t *testing.T) {
 // and never answers), a second SIGTERM stops the process at once, as a
 // crash would, instead of leaving SIGKILL as the only way out.
 func TestSecondSignalStopsTheDrain(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	requested := make(chan struct{}, 1)
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-			go func() {
-				buf := make([]byte, 4096)
-				if n, _ := c.Read(buf); n > 0 {
-					select {
-					case requested <- struct{}{}:
-					default:
-					}
-				}
-			}()
-		}
-	}()
+	addr, requested := silentServer(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(dir+"/in.jsonl", []byte("{\"id\":\"a\"}\n{\"id\":\"b\"}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -125,7 +72,7 @@ func TestSecondSignalStopsTheDrain(t *testing.T) {
   from file { path = "in.jsonl" }
   to http { url = "http://%s/in", timeout = 5m }
 }
-`, ln.Addr()))
+`, addr))
 	cmd, out, errb := startRun(t, dir, "run", "r.mqb")
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
@@ -156,4 +103,46 @@ func TestSecondSignalStopsTheDrain(t *testing.T) {
 	if !strings.Contains(errb.String(), "a second SIGINT or SIGTERM stops at once") {
 		t.Errorf("the drain does not say a second signal stops it:\n%s", errb)
 	}
+}
+
+// silentServer listens on 127.0.0.1 and holds every connection open
+// without ever answering; got receives once a client has sent something
+// (a PostgreSQL start-up message, an HTTP request).
+func silentServer(t *testing.T) (addr string, got <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var held []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+			go func() {
+				if n, _ := c.Read(make([]byte, 4096)); n > 0 {
+					select {
+					case sent <- struct{}{}:
+					default:
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), sent
 }
