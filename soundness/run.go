@@ -469,7 +469,8 @@ func (ck *Checker) noteFailedDrain(at killAt, r runResult) {
 }
 
 // exitInterrupted is mqbc run's exit code when SIGTERM drained a run
-// whose finite source was not read to the end.
+// whose finite source was not read to the end, or stopped it while its
+// routes started.
 const exitInterrupted = 3
 
 func tail(s string, n int) string {
