@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -83,16 +84,15 @@ func (k kafkaRoutes) groupBehind(ctx context.Context, end map[int]int64) (map[st
 		if of.Error != nil {
 			return nil, of.Error
 		}
-		seen := 0
+		left := maps.Clone(end) // a partition the answer leaves out has nothing committed
 		for _, po := range of.Topics["in"] {
 			if po.Error != nil {
 				return nil, po.Error
 			}
-			seen++
-			behind[g] += end[po.Partition] - max(po.CommittedOffset, 0) // -1: nothing committed
+			left[po.Partition] = end[po.Partition] - max(po.CommittedOffset, 0) // -1: nothing committed
 		}
-		for p := range k.parts - seen { // partitions the answer left out: nothing committed
-			behind[g] += end[p+seen]
+		for _, n := range left {
+			behind[g] += n
 		}
 	}
 	return behind, nil
