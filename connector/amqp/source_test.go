@@ -124,6 +124,8 @@ func TestAMQPOutage(t *testing.T) {
 			url := srv.URL()
 			q := queueName(t)
 			declareQueue(t, url, q)
+			// A declaration younger than this may not survive the kill.
+			time.Sleep(testsrv.RabbitMetadataFlush)
 			db := filepath.Join(t.TempDir(), "orders.db")
 			const n = 20000
 			publishOrders(t, url, q, 0, n, false)

@@ -62,6 +62,7 @@ func TestRabbitMQRestart(t *testing.T) {
 				t.Fatalf("bulk publish not confirmed: %v", err)
 			}
 		}
+		time.Sleep(testsrv.RabbitMetadataFlush) // the queues' declarations written out
 		began := time.Now()
 		down.Outage(t, r, 0)
 		t.Logf("%s: back in %s", down.Name, time.Since(began))
