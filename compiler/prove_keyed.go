@@ -398,7 +398,28 @@ func (rc *routeCtx) proveUpsert(n *nodeInfo, ins *sqlInsert, parts []partInfo, d
 			Reason: write,
 		}})
 	}
+	if !rc.outbox {
+		p.premises = append(p.premises, noTriggersPremise(n, ins.table, d, write))
+	}
 	return p
+}
+
+// noTriggersPremise is the start-up premise that the write is the only
+// effect of a write to table: the proof shows that the row absorbs a
+// replay, not what a trigger does, and a replay can fire one again (a
+// BEFORE INSERT or statement trigger on every delivery, an UPDATE trigger
+// on every DO UPDATE). Under the transactional outbox a trigger commits
+// with the position, once, so that proof needs no such premise.
+func noTriggersPremise(n *nodeInfo, table string, d sqlDialect, reason string) premiseAt {
+	what := "trigger"
+	if d == sqlPostgres {
+		what = "trigger (but the internal ones behind foreign keys) and no rule, on it or a partition of it"
+	}
+	return premiseAt{node: n, p: plan.Premise{
+		Kind: plan.PremiseNoTriggers, When: plan.CheckStartup, Target: table,
+		Holds:  fmt.Sprintf("table %s has no %s: a replay can fire a trigger again, and what it does is not the row the write absorbs", table, what),
+		Reason: reason,
+	}}
 }
 
 // firstWinsKeys lists the placeholder expressions whose repeats the write
@@ -638,7 +659,11 @@ func (rc *routeCtx) proveClickHouse(n *nodeInfo) sinkProof {
 	premise.Reason = fmt.Sprintf("write: clickhouse table %s", table)
 	p.ok = true
 	p.reasons = []string{fmt.Sprintf("write: clickhouse table %s, effectively-once given the premise that %s (checked at start-up); repeats collapse at merge time, so read with FINAL", table, premise.Holds)}
-	p.premises = []premiseAt{{node: n, p: premise}}
+	p.premises = []premiseAt{{node: n, p: premise}, {node: n, p: plan.Premise{
+		Kind: plan.PremiseNoTriggers, When: plan.CheckStartup, Target: table,
+		Holds:  fmt.Sprintf("no materialized view reads table %s: each block inserted into it, a replay's too, goes through the view into the view's own table, which keeps the repeat", table),
+		Reason: premise.Reason,
+	}}}
 	return p
 }
 

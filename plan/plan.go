@@ -146,6 +146,17 @@ const (
 	// table keeps the rows of a transaction a crash cut short while the
 	// position rolls back, and the replay writes them again.
 	PremiseTransactionalTable = "transactional_table"
+	// PremiseNoTriggers (start-up, on a sql or clickhouse sink): nothing
+	// in the database runs on a write to Target but the write itself: on
+	// PostgreSQL no trigger (but the internal ones that enforce foreign
+	// keys) and no rewrite rule, on Target or on any of its partitions;
+	// on MySQL, MariaDB and SQLite no trigger; on ClickHouse no
+	// materialized view reading the table. A trigger's effect is not the
+	// row's, and a replay can fire it again (a BEFORE INSERT trigger, a
+	// statement trigger and a rule on every delivery, an UPDATE trigger
+	// on a DO UPDATE, a materialized view on every inserted block), so
+	// the proof that the write absorbs a replay does not cover it.
+	PremiseNoTriggers = "no_triggers"
 	// PremisePutIfAbsent: the object store refuses a second write of one
 	// name made with If-None-Match: * (412), so a part, once written, is
 	// never replaced, and it lists an object as soon as it is written, so

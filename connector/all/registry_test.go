@@ -91,8 +91,8 @@ func TestRegistryAgreesWithStdlib(t *testing.T) {
 func TestPremiseDeclarations(t *testing.T) {
 	type decl struct{ checks, arms, holds string }
 	want := map[string]decl{
-		"sql sink":        {checks: plan.PremiseRepeatInsertable + " " + plan.PremiseReplaceStableColumns + " " + plan.PremiseTransactionalTable + " " + plan.PremiseUniqueKey + " " + plan.PremiseUpdateLeavesUniques, arms: plan.PremiseKeyPresent},
-		"clickhouse sink": {checks: plan.PremiseReplacingMergeTree, arms: plan.PremiseKeyPresent},
+		"sql sink":        {checks: plan.PremiseNoTriggers + " " + plan.PremiseRepeatInsertable + " " + plan.PremiseReplaceStableColumns + " " + plan.PremiseTransactionalTable + " " + plan.PremiseUniqueKey + " " + plan.PremiseUpdateLeavesUniques, arms: plan.PremiseKeyPresent},
+		"clickhouse sink": {checks: plan.PremiseNoTriggers + " " + plan.PremiseReplacingMergeTree, arms: plan.PremiseKeyPresent},
 		"mongodb sink":    {checks: plan.PremiseUniqueIndex, arms: plan.PremiseKeyPresent},
 		"kafka sink":      {holds: plan.PremiseKeyPresent},
 		"nats sink":       {holds: plan.PremiseKeyPresent},

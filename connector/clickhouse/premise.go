@@ -16,6 +16,10 @@ import (
 // when the engine is a ReplacingMergeTree (Replicated… too), its sorting
 // key is not empty (that would collapse every row into one) and reads only
 // columns bound to stable values, and so does its partition key.
+//
+// PremiseNoTriggers holds when no materialized view reads the table: a
+// view runs on every block inserted, a replay's too, and writes into a
+// table of its own that a ReplacingMergeTree's merge never reaches.
 
 func (s *clickhouseSink) PremiseNode() string { return s.node }
 
@@ -57,11 +61,15 @@ func (s *clickhouseSink) readKeys(ctx context.Context) (chKeys, error) {
 }
 
 func (s *clickhouseSink) CheckPremise(ctx context.Context, p plan.Premise) error {
-	if p.Kind != plan.PremiseReplacingMergeTree {
-		return fmt.Errorf("the clickhouse sink cannot check a %s premise", p.Kind)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	switch p.Kind {
+	case plan.PremiseReplacingMergeTree:
+	case plan.PremiseNoTriggers:
+		return s.checkNoViews(ctx)
+	default:
+		return fmt.Errorf("the clickhouse sink cannot check a %s premise", p.Kind)
+	}
 	k, err := s.readKeys(ctx)
 	if err != nil {
 		return fmt.Errorf("read the engine and keys of %s.%s: %s", s.db, s.table, plan.RedactURLs(err.Error()))
@@ -148,4 +156,32 @@ func (s *clickhouseSink) ArmPremise(p plan.Premise) error {
 		}
 	}
 	return nil
+}
+
+// checkNoViews checks PremiseNoTriggers: system.tables lists, for each
+// table, the materialized views that read it (dependencies_database,
+// dependencies_table).
+func (s *clickhouseSink) checkNoViews(ctx context.Context) error {
+	var dbs, views []string
+	if err := s.conn.QueryRow(ctx, `SELECT dependencies_database, dependencies_table FROM system.tables WHERE database = ? AND name = ?`,
+		s.db, s.table).Scan(&dbs, &views); err != nil {
+		return fmt.Errorf("read the views of %s.%s: %s", s.db, s.table, plan.RedactURLs(err.Error()))
+	}
+	if len(views) == 0 {
+		return nil
+	}
+	names := make([]string, len(views))
+	drops := make([]string, len(views))
+	for i, v := range views {
+		names[i] = v
+		if i < len(dbs) {
+			names[i] = dbs[i] + "." + v
+		}
+		drops[i] = "DROP TABLE " + names[i]
+	}
+	return &runtime.PremiseFailure{
+		Found: fmt.Sprintf("table %s.%s is read by %d materialized view(s): %s — each block inserted into it, a replay's after a crash too, goes through the view into the view's own table, which keeps the repeat (a ReplacingMergeTree collapses it only in %s)",
+			s.db, s.table, len(views), strings.Join(names, ", "), s.table),
+		Fix: "read the table itself (with FINAL) where the view's results are needed, or feed the view's table from a route of its own, and drop the view: " + strings.Join(drops, "; "),
+	}
 }

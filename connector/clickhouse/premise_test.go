@@ -70,3 +70,67 @@ func TestPremiseReplacingMergeTree(t *testing.T) {
 		})
 	}
 }
+
+// TestPremiseNoViews: a ReplacingMergeTree collapses a replayed row only
+// in its own table; a materialized view reading it gets every inserted
+// block, a replay's too, and keeps the repeat in the view's table. So a
+// route into a table a view reads is refused before any record, naming
+// the view and the statement that drops it, and one into a table no view
+// reads runs.
+func TestPremiseNoViews(t *testing.T) {
+	url, conn := clickhouseDB(t)
+	ctx := context.Background()
+	for _, withView := range []bool{false, true} {
+		t.Run(fmt.Sprintf("view=%v", withView), func(t *testing.T) {
+			table := fmt.Sprintf("viewed_%v", withView)
+			if err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (order_id UInt64, region String, v UInt64) ENGINE = ReplacingMergeTree(v) ORDER BY (order_id)", table)); err != nil {
+				t.Fatal(err)
+			}
+			if withView {
+				if err := conn.Exec(ctx, fmt.Sprintf("CREATE MATERIALIZED VIEW %s_by_region ENGINE = SummingMergeTree() ORDER BY region AS SELECT region, count() AS n FROM %s GROUP BY region", table, table)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e := plantest.NewEnv(t)
+			plantest.WriteLines(t, e.Input, `{"order_id": 1, "region": "eu", "v": 1}`, `{"order_id": 2, "region": "us", "v": 1}`)
+			src := fmt.Sprintf(`
+route analytics {
+  from file { path = %q }
+  to clickhouse {
+    url = %q
+    table = %q
+    columns { order_id = payload.order_id, region = payload.region, v = payload.v }
+  }
+}`, e.Input, url, table)
+			p := plantest.Compile(t, src)
+			r := p.Routes[0]
+			var premise *plan.Premise
+			for i, pr := range r.Premises {
+				if pr.Kind == plan.PremiseNoTriggers {
+					premise = &r.Premises[i]
+				}
+			}
+			if r.Guarantee != plan.EffectivelyOnce || premise == nil || premise.When != plan.CheckStartup {
+				t.Fatalf("verdict %s with premises %+v: want effectively-once resting on a start-up %s premise", r.Guarantee, r.Premises, plan.PremiseNoTriggers)
+			}
+			st, err := runtime.Run(ctx, p, runtest.Options())
+			if !withView {
+				if err != nil || st.Route("analytics").Out != 2 {
+					t.Fatalf("run: %+v, %v", st, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("run into a table a view reads: %+v", st)
+			}
+			for _, want := range []string{"refused before the first record", table + "_by_region", "materialized view", "DROP TABLE"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if st.Route("analytics").In != 0 {
+				t.Errorf("a refused route read records: %+v", st)
+			}
+		})
+	}
+}

@@ -97,7 +97,7 @@ func init() {
 			return nil, nil, err
 		}
 		return s, s.programs(), nil
-	}, runtime.ChecksPremises(plan.PremiseReplacingMergeTree), runtime.ArmsPremises(plan.PremiseKeyPresent))
+	}, runtime.ChecksPremises(plan.PremiseReplacingMergeTree, plan.PremiseNoTriggers), runtime.ArmsPremises(plan.PremiseKeyPresent))
 }
 
 func newClickHouseSink(b *runtime.BuildEnv, cfg *clickhouseSinkConfig) (*clickhouseSink, error) {

@@ -23,7 +23,8 @@ import (
 // PremiseTransactionalTable (the outbox's table rolls back with the
 // position, checkTransactional), PremiseRepeatInsertable (a handler's
 // insert cannot fail on a unique key when replayed, checkRepeatInsertable)
-// and PremiseKeyPresent (a conflict column is never bound to NULL: NULLs
+// PremiseNoTriggers (nothing fires on a write to the table,
+// checkNoTriggers) and PremiseKeyPresent (a conflict column is never bound to NULL: NULLs
 // never conflict, so a replayed row with one would be inserted again).
 
 // uniqueKey is one UNIQUE or PRIMARY KEY index of a table: its name and
@@ -140,6 +141,8 @@ func (s *sqlSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 		return s.checkTransactional(ctx, s.asWritten(p))
 	case plan.PremiseRepeatInsertable:
 		return s.checkRepeatInsertable(ctx, s.asWritten(p))
+	case plan.PremiseNoTriggers:
+		return s.checkNoTriggers(ctx, s.asWritten(p))
 	default:
 		return fmt.Errorf("the sql sink cannot check a %s premise", p.Kind)
 	}

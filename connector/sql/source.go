@@ -99,7 +99,7 @@ func init() {
 			s.countAbsorbed()
 		}
 		return s, s.programs(), nil
-	}, runtime.ChecksPremises(plan.PremiseUniqueKey, plan.PremiseReplaceStableColumns, plan.PremiseUpdateLeavesUniques, plan.PremiseTransactionalTable, plan.PremiseRepeatInsertable), runtime.ArmsPremises(plan.PremiseKeyPresent),
+	}, runtime.ChecksPremises(plan.PremiseUniqueKey, plan.PremiseReplaceStableColumns, plan.PremiseUpdateLeavesUniques, plan.PremiseTransactionalTable, plan.PremiseRepeatInsertable, plan.PremiseNoTriggers), runtime.ArmsPremises(plan.PremiseKeyPresent),
 		runtime.ListsOutputs(sqliteOutputs))
 }
 

@@ -48,8 +48,8 @@ func TestPremiseOfTheDLQ(t *testing.T) {
 			if !strings.Contains(strings.Join(r.Reasons, "\n"), "dlq: effectively-once") {
 				t.Fatalf("reasons %q, want the dlq effectively-once", r.Reasons)
 			}
-			if len(r.Premises) != 1 || r.Premises[0].Kind != plan.PremiseUniqueKey || r.Premises[0].Target != "dlq" {
-				t.Fatalf("premises %+v, want one unique key on table dlq", r.Premises)
+			if !premiseKinds(r.Premises, plan.PremiseUniqueKey, plan.PremiseNoTriggers) || r.Premises[0].Target != "dlq" || r.Premises[1].Target != "dlq" {
+				t.Fatalf("premises %+v, want a unique key and no triggers on table dlq", r.Premises)
 			}
 			if !checkOnePremise(t, p, dir, "table dlq", tc.ok) {
 				return
