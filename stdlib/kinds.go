@@ -49,7 +49,7 @@ var Kinds = []Kind{
 	},
 	{
 		Name: "sql", Source: true, Sink: true,
-		Doc:           "A SQL database: sqlite://, postgres://, mysql://. As a sink, runs insert_query per record with every ${…} bound as a parameter; as a source, pages a table by cursor_column.",
+		Doc:           "A SQL database: sqlite://, postgres://, mysql://. As a sink, runs insert_query per record with every ${…} bound as a parameter; as a source, pages a table by cursor_column. A row becomes visible when its transaction commits, and transactions commit in any order, so the source passes a page on only once no transaction that may still commit a row below its last value is running: on PostgreSQL it waits for the transactions writing the table (for a query, every transaction that has written), on MySQL and MariaDB the page query is a locking read, which waits for them. That misses nothing while cursor values are given out in increasing order as rows are inserted (a serial, identity or sequence DEFAULT with CACHE 1, AUTO_INCREMENT); not when a transaction takes a value in one statement and inserts the row with it later.",
 		IDs:           IDsStable,
 		IDNote:        "As a cursor source, message_id is derived from the table and the cursor value, stable across replays.",
 		PositionModes: []string{"*"},

@@ -49,6 +49,7 @@ type sqlCursorSource struct {
 	rawURL  string
 	url     string // redacted
 	from    string // table name or (query)
+	table   string // the table, for a table source
 	name    string // what message ids and the checkpoint are derived from
 	col     string
 	poll    time.Duration
@@ -129,7 +130,7 @@ func newSQLSource(b *runtime.BuildEnv, cfg *sqlSourceConfig) (*sqlCursorSource, 
 		if !sqlIdentRE().MatchString(table) {
 			return nil, b.Errorf("table", "%q is not a plain table name (use query for anything else)", table)
 		}
-		s.from, s.name = table, table
+		s.from, s.name, s.table = table, table, table
 	case query != "":
 		s.from, s.name = "("+strings.TrimSuffix(query, ";")+")", query
 	default:
@@ -225,7 +226,7 @@ func (s *sqlCursorSource) Open(ctx context.Context, cp checkpoint.Position, have
 		}
 	}
 	s.query = `SELECT JSON_OBJECT(` + obj.String() + `), CAST(mqb_src.` + s.col + ` AS CHAR) FROM ` + s.from +
-		` AS mqb_src WHERE mqb_src.` + s.col + ` >= ? ORDER BY mqb_src.` + s.col + ` LIMIT ?`
+		` AS mqb_src WHERE mqb_src.` + s.col + ` >= ? ORDER BY mqb_src.` + s.col + ` LIMIT ? LOCK IN SHARE MODE`
 	return s.check(cctx)
 }
 
@@ -233,6 +234,9 @@ func (s *sqlCursorSource) Open(ctx context.Context, cp checkpoint.Position, have
 // fails the route at start-up.
 func (s *sqlCursorSource) check(ctx context.Context) error {
 	err := s.page(ctx, 0, 0, func(string, string) error { return nil })
+	if err == nil {
+		_, _, err = s.inFlight(ctx) // the privilege it needs, at start-up
+	}
 	if err != nil {
 		return fmt.Errorf("route %s: sql source %s: %s", s.route, s.url, plan.RedactURLs(err.Error()))
 	}
@@ -305,46 +309,30 @@ func (e *errCursor) Error() string { return e.msg }
 
 // Next reads the next page. Once a run has read a row, the page starts at
 // that row's value again, so a second row with the same value is seen and
-// refused instead of being paged past.
+// refused instead of being paged past. A page is passed on only when no
+// transaction that may still commit a row below its last value is
+// running (source_inflight.go): otherwise the source waits for them and
+// reads the page again, up to that value.
 func (s *sqlCursorSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
 	for {
-		b := runtime.NewBatch(min(max, 1024))
-		// A fresh start reads from the lowest value there is, so that a
-		// negative one is seen (and refused) rather than skipped.
-		lo := int64(s.nextVal)
-		if s.prevLast >= 0 {
-			lo = s.prevLast
-		} else if s.nextVal == 0 {
-			lo = math.MinInt64
+		nextVal, prevLast := s.nextVal, s.prevLast
+		b, err := s.readPage(ctx, max, math.MaxInt64)
+		if err == nil && b.Len() > 0 {
+			var ids []string
+			var vxid bool
+			if ids, vxid, err = s.inFlight(ctx); err == nil && len(ids) > 0 {
+				upTo := s.prevLast
+				if err = s.waitInFlight(ctx, ids, vxid, upTo); err == nil {
+					s.nextVal, s.prevLast = nextVal, prevLast
+					b, err = s.readPage(ctx, max, upTo)
+				}
+			}
 		}
-		pagePrev, first := s.prevLast, true
-		err := s.page(ctx, lo, max+1, func(obj, cur string) error {
-			isFirst := first
-			first = false
-			v, err := strconv.ParseUint(cur, 10, 64)
-			if err != nil || v > 1<<63-1 {
-				return &errCursor{fmt.Sprintf("cursor_column %s: value %q is not a non-negative integer; the position of a sql source is its cursor value, so the column must be a unique non-negative integer", s.col, cur)}
-			}
-			if isFirst && pagePrev >= 0 && v == uint64(pagePrev) {
-				return nil // the last row of the previous page
-			}
-			if v < s.nextVal {
-				return &errCursor{fmt.Sprintf("cursor_column %s: value %d repeats (or the rows came out of order); the column must be unique: two rows with one value would be one position", s.col, v)}
-			}
-			if b.Len() == max {
-				return nil
-			}
-			r := runtime.Record{Payload: []byte(obj), Seq: v, Next: int64(v) + 1}
-			r.SetMessageID(s.messageID(cur))
-			b.Add(r)
-			s.nextVal = v + 1
-			s.prevLast = int64(v)
-			return nil
-		})
 		if err != nil {
 			if ec, ok := err.(*errCursor); ok {
 				return nil, false, fmt.Errorf("route %s: sql source %s: %s", s.route, s.name, ec.msg)
 			}
+			s.nextVal, s.prevLast = nextVal, prevLast
 			if ctx.Err() != nil {
 				return runtime.NewBatch(0), false, nil
 			}
@@ -369,6 +357,45 @@ func (s *sqlCursorSource) Next(ctx context.Context, max int) (*runtime.Batch, bo
 			return b, false, nil
 		}
 	}
+}
+
+// readPage reads up to max rows from where the source stands, none with a
+// cursor value above upTo, and moves the source past them.
+func (s *sqlCursorSource) readPage(ctx context.Context, max int, upTo int64) (*runtime.Batch, error) {
+	b := runtime.NewBatch(min(max, 1024))
+	// A fresh start reads from the lowest value there is, so that a
+	// negative one is seen (and refused) rather than skipped.
+	lo := int64(s.nextVal)
+	if s.prevLast >= 0 {
+		lo = s.prevLast
+	} else if s.nextVal == 0 {
+		lo = math.MinInt64
+	}
+	pagePrev, first := s.prevLast, true
+	err := s.page(ctx, lo, max+1, func(obj, cur string) error {
+		isFirst := first
+		first = false
+		v, err := strconv.ParseUint(cur, 10, 64)
+		if err != nil || v > 1<<63-1 {
+			return &errCursor{fmt.Sprintf("cursor_column %s: value %q is not a non-negative integer; the position of a sql source is its cursor value, so the column must be a unique non-negative integer", s.col, cur)}
+		}
+		if isFirst && pagePrev >= 0 && v == uint64(pagePrev) {
+			return nil // the last row of the previous page
+		}
+		if v < s.nextVal {
+			return &errCursor{fmt.Sprintf("cursor_column %s: value %d repeats (or the rows came out of order); the column must be unique: two rows with one value would be one position", s.col, v)}
+		}
+		if b.Len() == max || int64(v) > upTo {
+			return nil
+		}
+		r := runtime.Record{Payload: []byte(obj), Seq: v, Next: int64(v) + 1}
+		r.SetMessageID(s.messageID(cur))
+		b.Add(r)
+		s.nextVal = v + 1
+		s.prevLast = int64(v)
+		return nil
+	})
+	return b, err
 }
 
 func classifySource(d sqlDialect, err error) bool { return d.classify(err) == sqlRetryable }
