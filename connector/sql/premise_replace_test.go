@@ -137,19 +137,7 @@ route r {
 							}
 						}
 					}
-					st, err := runtime.Run(context.Background(), p, opts)
-					if c.ok {
-						if err != nil || st.Route("r").Out != 2 {
-							t.Fatalf("run: %+v, %v", st, err)
-						}
-						return
-					}
-					if err == nil || !strings.Contains(err.Error(), "refused before the first record") || !strings.Contains(err.Error(), "premise not met") {
-						t.Fatalf("run with a failed premise: %+v, %v", st, err)
-					}
-					if st.Route("r").In != 0 {
-						t.Errorf("a refused route read records: %+v", st)
-					}
+					runPremiseRoute(t, p, opts, c.ok, "premise not met")
 				})
 			}
 		})

@@ -126,21 +126,34 @@ route r {
 							}
 						}
 					}
-					st, err := runtime.Run(context.Background(), p, opts)
-					if c.ok {
-						if err != nil || st.Route("r").Out != 2 {
-							t.Fatalf("run: %+v, %v", st, err)
-						}
-						return
-					}
-					if err == nil || !strings.Contains(err.Error(), "refused before the first record") {
-						t.Fatalf("run with a failed premise: %+v, %v", st, err)
-					}
-					if st.Route("r").In != 0 {
-						t.Errorf("a refused route read records: %+v", st)
-					}
+					runPremiseRoute(t, p, opts, c.ok)
 				})
 			}
 		})
+	}
+}
+
+// runPremiseRoute runs route r of p, which reads two records: with its
+// premises holding (ok) it writes both; otherwise it is refused before
+// the first record, with an error that says each of refusal.
+func runPremiseRoute(t *testing.T, p plan.Plan, opts runtime.Options, ok bool, refusal ...string) {
+	t.Helper()
+	st, err := runtime.Run(context.Background(), p, opts)
+	if ok {
+		if err != nil || st.Route("r").Out != 2 {
+			t.Fatalf("run: %+v, %v", st, err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), "refused before the first record") {
+		t.Fatalf("run with a failed premise: %+v, %v", st, err)
+	}
+	for _, want := range refusal {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	if st.Route("r").In != 0 {
+		t.Errorf("a refused route read records: %+v", st)
 	}
 }

@@ -1,7 +1,6 @@
 package sql
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
-	"github.com/mqb-dev/mqb/runtime"
 )
 
 // TestPremiseNoTriggers: an effectively-once write into a table rests on
@@ -138,19 +136,7 @@ route r {
 							}
 						}
 					}
-					st, err := runtime.Run(context.Background(), p, opts)
-					if c.ok {
-						if err != nil || st.Route("r").Out != 2 {
-							t.Fatalf("run: %+v, %v", st, err)
-						}
-						return
-					}
-					if err == nil || !strings.Contains(err.Error(), "refused before the first record") || !strings.Contains(err.Error(), c.found) {
-						t.Fatalf("run with a failed premise: %+v, %v", st, err)
-					}
-					if st.Route("r").In != 0 {
-						t.Errorf("a refused route read records: %+v", st)
-					}
+					runPremiseRoute(t, p, opts, c.ok, c.found)
 				})
 			}
 		})
