@@ -272,8 +272,16 @@ func (s *kafkaSource) fetch(ctx context.Context, part int, offset int64, gen uin
 		// The route bounds what is in flight; the reader need not run far
 		// ahead of it.
 		QueueCapacity: 1024,
+		// Asked for an offset the partition no longer has (or does not
+		// have yet), the reader would jump to the first one (or wait):
+		// records would be passed over without a word (outOfRange).
+		OffsetOutOfRangeError: true,
 	})
 	defer r.Close()
+	if err := s.checkOffset(ctx, part, offset); err != nil {
+		s.fatal(err)
+		return
+	}
 	if err := r.SetOffset(offset); err != nil {
 		s.fatal(fmt.Errorf("route %s: kafka source %s partition %d: set offset %d: %w", s.route, s.topic, part, offset, err))
 		return
@@ -282,6 +290,10 @@ func (s *kafkaSource) fetch(ctx context.Context, part int, offset int64, gen uin
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, kafkago.OffsetOutOfRange) {
+				s.fatal(s.outOfRange(ctx, part, r.Offset()))
 				return
 			}
 			// kafka-go retries broker errors itself; an error here ends the
@@ -294,6 +306,10 @@ func (s *kafkaSource) fetch(ctx context.Context, part int, offset int64, gen uin
 			}
 			next := r.Offset()
 			r.Close()
+			if err := s.checkOffset(ctx, part, next); err != nil {
+				s.fatal(err)
+				return
+			}
 			r = kafkago.NewReader(r.Config())
 			if err := r.SetOffset(next); err != nil {
 				s.fatal(fmt.Errorf("route %s: kafka source %s partition %d: %w", s.route, s.topic, part, err))
@@ -307,6 +323,90 @@ func (s *kafkaSource) fetch(ctx context.Context, part int, offset int64, gen uin
 			return
 		}
 	}
+}
+
+// checkOffset stops the route (outOfRange) when partition part no longer
+// has offset, the next one the route reads, or does not have it yet: a
+// Kafka reader set to it would start at the first offset there is, or
+// wait for the partition to grow past it, and pass over the records in
+// between without a word. FirstOffset and LastOffset are always there.
+func (s *kafkaSource) checkOffset(ctx context.Context, part int, offset int64) error {
+	if offset < 0 {
+		return nil
+	}
+	var first, last int64
+	var err error
+	for try := range 3 {
+		if first, last, err = s.partitionBounds(ctx, part); err == nil || ctx.Err() != nil {
+			break
+		}
+		s.log.Warn("kafka source: reading the partition's offsets failed, retrying", "partition", part, "attempt", try+1, "err", plan.RedactURLs(err.Error()))
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil // the route is stopping
+	case err != nil:
+		return fmt.Errorf("route %s: kafka source topic %s partition %d: read its first and last offsets before reading from offset %d: %s", s.route, s.topic, part, offset, plan.RedactURLs(err.Error()))
+	case offset < first || offset > last:
+		return s.outOfRange(ctx, part, offset)
+	}
+	return nil
+}
+
+// outOfRange is the error that stops the route when partition part has no
+// record at offset, the route's next one: the records from there to the
+// partition's first were deleted (the topic's retention, DeleteRecords)
+// before the route read them, or offset is past the partition's end (the
+// topic was deleted and made again). Jumping to the first offset there is,
+// as a Kafka reader does by default, would lose them without a word.
+func (s *kafkaSource) outOfRange(ctx context.Context, part int, offset int64) error {
+	where := fmt.Sprintf("route %s: kafka source topic %s partition %d", s.route, s.topic, part)
+	first, last, err := s.partitionBounds(ctx, part)
+	if err != nil {
+		return fmt.Errorf("%s: offset %d is out of the partition's range, and reading its first and last offsets failed: %s", where, offset, plan.RedactURLs(err.Error()))
+	}
+	moveTo := fmt.Sprintf("mqbc state reset FILE %s (the route then starts at the earliest offset the topic keeps; a record still there is read again)", s.route)
+	if s.groupID != "" {
+		moveTo = fmt.Sprintf("set group %s's committed offset of partition %d to %d with your Kafka tools", s.groupID, part, first)
+	}
+	if offset >= first && offset <= last {
+		return fmt.Errorf("%s: the broker refused offset %d as out of range, and now says the partition holds offsets %d to %d; the route stops rather than guess which records it would pass over. A rerun resumes at offset %d", where, offset, first, last, offset)
+	}
+	if offset < first {
+		return fmt.Errorf("%s: the records at offsets %d to %d (%d) were deleted from the topic (its retention, or a DeleteRecords) before this route read them; the route stops rather than pass over them without a word. They cannot be read any more; to go on from offset %d, accepting their loss: %s",
+			where, offset, first-1, first-offset, first, moveTo)
+	}
+	return fmt.Errorf("%s: the route's next offset %d is past the partition's end (%d): the topic was deleted and made again, or truncated, since the route read it; the route stops rather than skip what is written there up to offset %d. To read the partition from its start: %s",
+		where, offset, last, offset, moveTo)
+}
+
+// partitionBounds reads the first offset partition part keeps and the
+// offset after its last record.
+func (s *kafkaSource) partitionBounds(ctx context.Context, part int) (first, last int64, err error) {
+	tr := s.sec.transport()
+	defer tr.CloseIdleConnections()
+	client := &kafkago.Client{Addr: kafkago.TCP(s.brokers...), Timeout: 10 * time.Second, Transport: tr}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	res, err := client.ListOffsets(lctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{
+		s.topic: {kafkago.FirstOffsetOf(part), kafkago.LastOffsetOf(part)}}})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, po := range res.Topics[s.topic] {
+		if po.Partition != part {
+			continue
+		}
+		if po.Error != nil {
+			return 0, 0, po.Error
+		}
+		return po.FirstOffset, po.LastOffset, nil
+	}
+	return 0, 0, fmt.Errorf("the broker did not answer for partition %d", part)
 }
 
 func (s *kafkaSource) fatal(err error) {
