@@ -72,7 +72,7 @@ var Kinds = []Kind{
 		Name: "kafka", Source: true, Sink: true, Broker: true,
 		Formats:       map[string][]string{EndSource: []string{"json", "text", "raw"}},
 		ProducerID:    &ProducerIDFacts{Header: "mq_bridge.message_id header", Target: "topic", Without: "message_id comes from a 16-byte message key, which distinct records can share, or from the partition and offset"},
-		Doc:           "A Kafka topic (any Kafka-protocol broker).",
+		Doc:           "A Kafka topic (any Kafka-protocol broker). As a source, a route whose next offset the partition no longer has (deleted by the topic's retention or DeleteRecords before the route read it) or does not have (the topic was made again) stops, naming the offsets, instead of passing over the records in between.",
 		IDs:           IDsFromProducer,
 		IDNote:        "message_id is the mq_bridge.message_id header if present, else a 16-byte message key, else partition<<64 | offset. Only the header is both stable and unique: distinct records that share a 16-byte key get one id. A proof that relies on message_id carries the per-record premise that the header is present.",
 		PositionModes: []string{"*"},
