@@ -334,23 +334,26 @@ func (s *kafkaSource) checkOffset(ctx context.Context, part int, offset int64) e
 	if offset < 0 {
 		return nil
 	}
+	// The broker may be down a while (a restart): wait for it as the
+	// reader itself would, rather than start the reader blind.
 	var first, last int64
 	var err error
-	for try := range 3 {
+	for wait, try := 250*time.Millisecond, 1; ; try++ {
 		if first, last, err = s.partitionBounds(ctx, part); err == nil || ctx.Err() != nil {
 			break
 		}
-		s.log.Warn("kafka source: reading the partition's offsets failed, retrying", "partition", part, "attempt", try+1, "err", plan.RedactURLs(err.Error()))
+		if try == 1 || try%10 == 0 {
+			s.log.Warn("kafka source: reading the partition's offsets failed, retrying", "partition", part, "attempt", try, "err", plan.RedactURLs(err.Error()))
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 2*time.Second)
 	}
 	switch {
 	case ctx.Err() != nil:
 		return nil // the route is stopping
-	case err != nil:
-		return fmt.Errorf("route %s: kafka source topic %s partition %d: read its first and last offsets before reading from offset %d: %s", s.route, s.topic, part, offset, plan.RedactURLs(err.Error()))
 	case offset < first || offset > last:
 		return s.outOfRange(ctx, part, offset)
 	}
@@ -390,7 +393,7 @@ func (s *kafkaSource) partitionBounds(ctx context.Context, part int) (first, las
 	tr := s.sec.transport()
 	defer tr.CloseIdleConnections()
 	client := &kafkago.Client{Addr: kafkago.TCP(s.brokers...), Timeout: 10 * time.Second, Transport: tr}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	res, err := client.ListOffsets(lctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{
 		s.topic: {kafkago.FirstOffsetOf(part), kafkago.LastOffsetOf(part)}}})

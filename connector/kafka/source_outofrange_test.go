@@ -71,3 +71,29 @@ func TestKafkaSourceRecordsDeletedBeforeRead(t *testing.T) {
 		t.Errorf("%d rows, want the 10 of the first run (nothing read past the deleted records)", n)
 	}
 }
+
+// TestKafkaSourceRidesOutRestart: the source's check of its next offset
+// against the partition's range waits for a broker that is down (a
+// restart of 3 s here) instead of failing the route, and the route reads
+// everything once the broker is back.
+func TestKafkaSourceRidesOutRestart(t *testing.T) {
+	k := testsrv.NewKafka(t, "orders:2")
+	d := t.TempDir()
+	db, state := filepath.Join(d, "orders.db"), filepath.Join(d, "state")
+	const n = 4000
+	produceOrders(t, k.Brokers(), "orders", 0, n)
+	p := kafkaSQLitePlan(k.Brokers(), "orders", "", state, db, 16, 1)
+	restarted := false
+	st := runtest.RunUntil(t, p, runtest.Options(), 2*time.Minute, func() bool {
+		if !restarted && runtest.CountRows(t, db) > 0 {
+			restarted = true
+			k.Restart(t, 3*time.Second)
+		}
+		return runtest.CountRows(t, db) == n
+	})
+	if !restarted {
+		t.Fatal("the broker was not restarted while the route read")
+	}
+	runtest.CheckOrders(t, db, n)
+	t.Logf("stats %+v", st.Route("consume"))
+}
