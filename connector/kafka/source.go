@@ -355,7 +355,7 @@ func (s *kafkaSource) checkOffset(ctx context.Context, part int, offset int64) e
 	case ctx.Err() != nil:
 		return nil // the route is stopping
 	case offset < first || offset > last:
-		return s.outOfRange(ctx, part, offset)
+		return s.outOfRangeError(part, offset, first, last)
 	}
 	return nil
 }
@@ -367,11 +367,17 @@ func (s *kafkaSource) checkOffset(ctx context.Context, part int, offset int64) e
 // topic was deleted and made again). Jumping to the first offset there is,
 // as a Kafka reader does by default, would lose them without a word.
 func (s *kafkaSource) outOfRange(ctx context.Context, part int, offset int64) error {
-	where := fmt.Sprintf("route %s: kafka source topic %s partition %d", s.route, s.topic, part)
 	first, last, err := s.partitionBounds(ctx, part)
 	if err != nil {
-		return fmt.Errorf("%s: offset %d is out of the partition's range, and reading its first and last offsets failed: %s", where, offset, plan.RedactURLs(err.Error()))
+		return fmt.Errorf("route %s: kafka source topic %s partition %d: offset %d is out of the partition's range, and reading its first and last offsets failed: %s", s.route, s.topic, part, offset, plan.RedactURLs(err.Error()))
 	}
+	return s.outOfRangeError(part, offset, first, last)
+}
+
+// outOfRangeError says why offset, outside first..last (the partition's
+// first offset and the one after its last record), stops the route.
+func (s *kafkaSource) outOfRangeError(part int, offset, first, last int64) error {
+	where := fmt.Sprintf("route %s: kafka source topic %s partition %d", s.route, s.topic, part)
 	moveTo := fmt.Sprintf("mqbc state reset FILE %s (the route then starts at the earliest offset the topic keeps; a record still there is read again)", s.route)
 	if s.groupID != "" {
 		moveTo = fmt.Sprintf("set group %s's committed offset of partition %d to %d with your Kafka tools", s.groupID, part, first)

@@ -382,6 +382,8 @@ func (s *sqlSink) uniqueKeysSQLite(ctx context.Context, target string) ([]unique
 	return keys, true, nil
 }
 
+// sqliteQuote quotes an identifier the SQL standard's way ("a""b"), which
+// SQLite and PostgreSQL both read.
 func sqliteQuote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 // sqlitePragma is pragma applied to an object of target's schema, as

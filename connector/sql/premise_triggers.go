@@ -74,39 +74,22 @@ func (s *sqlSink) checkNoTriggers(ctx context.Context, p plan.Premise) error {
 func dropTriggerSQL(s *sqlSink, t trigger) string {
 	switch {
 	case s.server != nil && s.server.dialect == dialectPostgres && strings.HasPrefix(t.what, "rule"):
-		return fmt.Sprintf("DROP RULE %s ON %s", pgQuoteIdent(t.name), t.table)
+		return fmt.Sprintf("DROP RULE %s ON %s", sqliteQuote(t.name), t.table)
 	case s.server != nil && s.server.dialect == dialectPostgres:
-		return fmt.Sprintf("DROP TRIGGER %s ON %s", pgQuoteIdent(t.name), t.table)
+		return fmt.Sprintf("DROP TRIGGER %s ON %s", sqliteQuote(t.name), t.table)
 	case s.server != nil:
 		return "DROP TRIGGER " + t.name
 	}
 	return "DROP TRIGGER " + sqliteQuote(t.name)
 }
 
-// pgQuoteIdent quotes a name for PostgreSQL when it is not a plain
-// lower-case identifier.
-func pgQuoteIdent(name string) string {
-	plain := name != ""
-	for i, r := range name {
-		if !(r == '_' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return name
-	}
-	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
-}
-
 // pgTriggersQuery lists the triggers and rules that fire on a write to a
 // table or to any partition of it (a row routed to a partition fires the
 // partition's triggers): every trigger but the internal ones (foreign
 // keys) and the disabled ones, every rule but a view's _RETURN.
-// (pg_partition_tree gives nothing for a table that is not partitioned.)
 // PostgreSQL itself refuses ON CONFLICT on a table with an INSERT or
 // UPDATE rule; the rules are read for any other statement.
-const pgTriggersQuery = `WITH rel AS (SELECT to_regclass($1) AS relid UNION SELECT relid FROM pg_partition_tree(to_regclass($1)))
+const pgTriggersQuery = `WITH rel AS (` + pgTableAndPartitions + `)
 SELECT t.tgrelid::regclass::text, t.tgname, pg_get_triggerdef(t.oid)
 FROM pg_trigger t JOIN rel ON t.tgrelid = rel.relid
 WHERE NOT t.tgisinternal AND t.tgenabled <> 'D'
@@ -115,6 +98,11 @@ SELECT r.ev_class::regclass::text, r.rulename, 'rule ' || pg_get_ruledef(r.oid)
 FROM pg_rewrite r JOIN rel ON r.ev_class = rel.relid
 WHERE r.rulename <> '_RETURN' AND r.ev_enabled <> 'D'
 ORDER BY 1, 2`
+
+// pgTableAndPartitions lists (as relid) the table named $1 and every
+// partition under it; pg_partition_tree alone gives nothing for a table
+// that is not partitioned.
+const pgTableAndPartitions = `SELECT to_regclass($1) AS relid UNION SELECT relid FROM pg_partition_tree(to_regclass($1))`
 
 func (s *sqlServerSink) triggersPG(ctx context.Context, target string) ([]trigger, error) {
 	c, err := s.pg.get(ctx)

@@ -48,7 +48,7 @@ func (s *sqlCursorSource) inFlight(ctx context.Context) (ids []string, vxid bool
 			var list string
 			err := s.pg.QueryRow(ctx, `SELECT coalesce(string_agg(DISTINCT l.virtualtransaction, ','), '') FROM pg_locks l
 WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()
-  AND l.relation IN (SELECT to_regclass($1) UNION SELECT relid FROM pg_partition_tree(to_regclass($1)))`, s.table).Scan(&list)
+  AND l.relation IN (`+pgTableAndPartitions+`)`, s.table).Scan(&list)
 			if err != nil {
 				return nil, true, fmt.Errorf("read the transactions in flight: %w", err)
 			}
