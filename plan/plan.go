@@ -166,9 +166,11 @@ const (
 	// PremiseIncreasingID (per record, on a source): documents are
 	// inserted into the collection (Target, database.collection) in
 	// increasing _id order, all with _ids of one BSON type, so a source
-	// that streams new documents by `_id > the last one read` misses none.
-	// The source stops the route when it meets one inserted behind its
-	// cursor or out of its reach.
+	// that streams new documents by `_id > the last one read` misses none;
+	// or rows reach a sql source's table (Target, table.cursor_column) with
+	// cursor values above those already committed. The source stops the
+	// route when it finds one inserted behind its cursor or out of its
+	// reach.
 	PremiseIncreasingID = "increasing_id"
 	// PremisePrimaryKey (start-up, on a source): every table of the
 	// publication (Target) has a primary key, so a postgres_cdc snapshot

@@ -141,6 +141,7 @@ func (s *sqlCursorSource) outboxResume(ctx context.Context) error {
 	if found && next > s.nextVal {
 		s.log.Info("resuming from the transactional outbox", "next_value", next, "checkpoint_next_value", s.nextVal)
 		s.nextVal, s.resumed = next, true
+		s.behindKnown = false // the checkpoint's count is for a lower value
 	}
 	return nil
 }

@@ -69,6 +69,14 @@ type sqlCursorSource struct {
 	// transient failures in a row: a poll that fails for a dropped
 	// connection is tried again after poll_interval, up to a limit.
 	failures int
+
+	// The check that no row arrives behind the cursor (source_behind.go).
+	premise     string // the armed increasing_id premise's reason, for errors
+	behind      int64  // rows at or below behindBound: counted, plus read since
+	behindKnown bool   // false: not counted yet on a resumed position
+	behindAt    time.Time
+	behindCost  time.Duration
+	caughtUp    bool // the last page was empty
 }
 
 var sqlIdentRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
@@ -115,7 +123,7 @@ func newSQLSource(b *runtime.BuildEnv, cfg *sqlSourceConfig) (*sqlCursorSource, 
 		return nil, b.Errorf("url", "the sql cursor source reads postgres:// and mysql:// urls, not %s://", scheme)
 	}
 	s := &sqlCursorSource{route: b.Route(), log: b.Logger(), dialect: d, rawURL: raw, url: plan.RedactURLs(raw),
-		col: cfg.CursorColumn, prevLast: -1}
+		col: cfg.CursorColumn, prevLast: -1, behindKnown: true}
 	if s.col == "" {
 		return nil, b.Errorf("cursor_column", "required: the source pages by it and keeps it as its position")
 	}
@@ -156,18 +164,21 @@ func (s *sqlCursorSource) RecordFormat() string { return "json" }
 func (s *sqlCursorSource) SeqGaps() bool        { return true }
 
 func (s *sqlCursorSource) Position(committed map[int32]runtime.AckPos) (checkpoint.Position, bool) {
-	return checkpoint.Position{Source: "sql:" + s.name, Mode: "cursor:" + s.col, NextIndex: committed[0].Next}, true
+	// Offset is the count of rows at or below the last committed value
+	// (source_behind.go); 0 in a checkpoint written before it was kept.
+	return checkpoint.Position{Source: "sql:" + s.name, Mode: "cursor:" + s.col, NextIndex: committed[0].Next, Offset: committed[0].Offset}, true
 }
 
 func (s *sqlCursorSource) Commit(context.Context, map[int32]runtime.AckPos) error { return nil }
 
 func (s *sqlCursorSource) ResumeAt() map[int32]runtime.AckPos {
-	return map[int32]runtime.AckPos{0: {Next: s.nextVal}}
+	return map[int32]runtime.AckPos{0: {Next: s.nextVal, Offset: s.behind}}
 }
 
 func (s *sqlCursorSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ runtime.SourceHost) error {
 	if haveCP && cp.Source == "sql:"+s.name && cp.Mode == "cursor:"+s.col {
 		s.nextVal, s.resumed = cp.NextIndex, true
+		s.behind, s.behindKnown = cp.Offset, cp.Offset > 0
 		s.log.Info("resuming from checkpoint", "cursor_column", s.col, "next_value", s.nextVal)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -231,11 +242,19 @@ func (s *sqlCursorSource) Open(ctx context.Context, cp checkpoint.Position, have
 }
 
 // check runs the page query once, empty, so a wrong table, query or column
-// fails the route at start-up.
+// fails the route at start-up; and on a resumed position, counts the rows
+// behind the cursor, so that rows inserted there while the route was down
+// stop it before it reads on past them.
 func (s *sqlCursorSource) check(ctx context.Context) error {
 	err := s.page(ctx, 0, 0, func(string, string) error { return nil })
 	if err == nil {
 		_, _, err = s.inFlight(ctx) // the privilege it needs, at start-up
+	}
+	if err == nil {
+		err = s.checkBehind(ctx, true)
+	}
+	if ec, ok := err.(*errCursor); ok {
+		return fmt.Errorf("route %s: sql source %s: %s", s.route, s.name, ec.msg)
 	}
 	if err != nil {
 		return fmt.Errorf("route %s: sql source %s: %s", s.route, s.url, plan.RedactURLs(err.Error()))
@@ -315,15 +334,19 @@ func (e *errCursor) Error() string { return e.msg }
 // reads the page again, up to that value.
 func (s *sqlCursorSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
 	for {
-		nextVal, prevLast := s.nextVal, s.prevLast
-		b, err := s.readPage(ctx, max, math.MaxInt64)
+		nextVal, prevLast, behind := s.nextVal, s.prevLast, s.behind
+		var b *runtime.Batch
+		err := s.checkBehind(ctx, s.caughtUp)
+		if err == nil {
+			b, err = s.readPage(ctx, max, math.MaxInt64)
+		}
 		if err == nil && b.Len() > 0 {
 			var ids []string
 			var vxid bool
 			if ids, vxid, err = s.inFlight(ctx); err == nil && len(ids) > 0 {
 				upTo := s.prevLast
 				if err = s.waitInFlight(ctx, ids, vxid, upTo); err == nil {
-					s.nextVal, s.prevLast = nextVal, prevLast
+					s.nextVal, s.prevLast, s.behind = nextVal, prevLast, behind
 					b, err = s.readPage(ctx, max, upTo)
 				}
 			}
@@ -332,7 +355,7 @@ func (s *sqlCursorSource) Next(ctx context.Context, max int) (*runtime.Batch, bo
 			if ec, ok := err.(*errCursor); ok {
 				return nil, false, fmt.Errorf("route %s: sql source %s: %s", s.route, s.name, ec.msg)
 			}
-			s.nextVal, s.prevLast = nextVal, prevLast
+			s.nextVal, s.prevLast, s.behind = nextVal, prevLast, behind
 			if ctx.Err() != nil {
 				return runtime.NewBatch(0), false, nil
 			}
@@ -350,6 +373,7 @@ func (s *sqlCursorSource) Next(ctx context.Context, max int) (*runtime.Batch, bo
 			return nil, false, fmt.Errorf("route %s: sql source %s: %s", s.route, s.url, plan.RedactURLs(err.Error()))
 		}
 		s.failures = 0
+		s.caughtUp = b.Len() == 0
 		if b.Len() > 0 {
 			return b, false, nil
 		}
@@ -388,7 +412,8 @@ func (s *sqlCursorSource) readPage(ctx context.Context, max int, upTo int64) (*r
 		if b.Len() == max || int64(v) > upTo {
 			return nil
 		}
-		r := runtime.Record{Payload: []byte(obj), Seq: v, Next: int64(v) + 1}
+		s.behind++
+		r := runtime.Record{Payload: []byte(obj), Seq: v, Next: s.behind}
 		r.SetMessageID(s.messageID(cur))
 		b.Add(r)
 		s.nextVal = v + 1
