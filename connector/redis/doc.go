@@ -11,6 +11,18 @@
 // message_id is its mq_bridge.message_id field or else derived from the
 // stream and the entry id.
 //
+// A stream trimmed (XTRIM, or XADD with MAXLEN or MINID) past entries the
+// group had not been delivered yet loses them, and XREADGROUP would go
+// on from the first entry left without a word. The source reads new
+// entries through a script that first compares the stream's counters
+// (entries-added, length) with the group's (entries-read): when entries
+// were certainly trimmed before the group read them it reads nothing and
+// stops the route, naming them and the XGROUP SETID that goes on past
+// them; when the stream has had entries deleted with XDEL, which the
+// counters do not tell from trimmed ones, it warns and reads on. An
+// entry the producer deletes with XDEL is not counted as lost. See
+// trimcheck.go.
+//
 // As a sink it appends each record with XADD (pipelined per batch),
 // carrying the payload, mq_bridge.message_id = message_id and the
 // forwarded meta entries as fields. A stream cannot refuse a repeat: a

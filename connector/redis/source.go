@@ -36,7 +36,9 @@ type redisSourceConfig struct {
 // source reads its own pending entries first (at start, and again after
 // a failed read, whose reply may have been lost on the way), then new
 // ones (">"), and acknowledges an entry only once the route committed
-// past it.
+// past it. A read of new entries first checks that the stream was not
+// trimmed past entries the group had not been delivered, and stops the
+// route, reading nothing, when it was (trimcheck.go).
 type redisSource struct {
 	route        string
 	log          *slog.Logger
@@ -59,6 +61,13 @@ type redisSource struct {
 	last     uint64 // Seq of the last record handed out
 	haveLast bool
 	failing  time.Time // when the current run of failed reads began
+
+	// The check for entries trimmed before the group read them
+	// (trimcheck.go).
+	noScript      bool      // the server refuses scripts: read without it
+	warnedMaybe   time.Time // the last WARN of a loss that may have been
+	warnedUnknown bool
+	warnedNoCheck bool
 
 	mu      sync.Mutex
 	unacked []entryRef // handed out, not acknowledged, by Seq
@@ -162,9 +171,20 @@ func (s *redisSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _
 	return nil
 }
 
-// createGroup creates the group, and the stream with it, when absent.
+// createGroup creates the group, and the stream with it, when absent,
+// with its entries-read counter set (createScript): a group made at the
+// beginning of a stream trimmed before it existed has lost nothing.
 func (s *redisSource) createGroup(ctx context.Context) error {
-	err := s.c.XGroupCreateMkStream(ctx, s.stream, s.group, s.startID).Err()
+	var err error
+	if !s.noScript {
+		err = createScript.Run(ctx, s.c, []string{s.stream}, s.group, s.startID).Err()
+		if scriptRefused(err) {
+			s.scriptOff(err)
+		}
+	}
+	if s.noScript {
+		err = s.c.XGroupCreateMkStream(ctx, s.stream, s.group, s.startID).Err()
+	}
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("route %s: redis source: create group %s on stream %s: %s", s.route, s.group, s.stream, plan.RedactURLs(err.Error()))
 	}
@@ -195,12 +215,57 @@ func (s *redisSource) claimStale(ctx context.Context) (int, error) {
 // there are any, then new ones, waiting up to block for them. A failed
 // read is retried until ctx is done, reading the pending entries again
 // first: the server may have delivered entries whose reply was lost.
+//
+// New entries are read by readScript, which first checks that the
+// stream was not trimmed past entries the group had not been delivered
+// yet: if it was, Next returns the error that stops the route, naming
+// them, and the group does not read past them (trimcheck.go). Waiting
+// for new entries is an XREAD BLOCK of the stream after the group's
+// last delivered entry, then the script reads them.
 func (s *redisSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
 	b := runtime.NewBatch(min(max, 1024))
 	// A read in flight when the route stops is finished, not abandoned:
 	// what the server delivered is handed out, and the drain delivers it.
 	rctx := context.WithoutCancel(ctx)
+	waited := false
 	for wait := 50 * time.Millisecond; ctx.Err() == nil; {
+		if !s.pending && !s.noScript {
+			r, err := s.readNew(rctx, max)
+			switch {
+			case err == nil && r.state == "gone":
+				return nil, false, s.trimmedError(r) // entries trimmed before the group read them
+			case scriptRefused(err):
+				s.scriptOff(err)
+				continue
+			case err != nil:
+				s.readFailed(ctx, err, &wait)
+				continue
+			}
+			s.recovered()
+			if len(r.msgs) > 0 || waited {
+				for _, m := range r.msgs {
+					s.add(b, m)
+				}
+				return b, false, nil
+			}
+			// Nothing new: wait up to block for an entry after the
+			// group's last delivered one (XREAD moves nothing), then
+			// read it through the script.
+			after := r.last
+			if after == "" {
+				after = "$"
+			}
+			err = s.c.XRead(rctx, &goredis.XReadArgs{Streams: []string{s.stream, after}, Count: 1, Block: s.block}).Err()
+			switch {
+			case errors.Is(err, goredis.Nil):
+				return b, false, nil // no new entry within block
+			case err != nil:
+				s.readFailed(ctx, err, &wait)
+				continue
+			}
+			waited = true
+			continue
+		}
 		args := &goredis.XReadGroupArgs{Group: s.group, Consumer: s.consumer, Count: int64(max), Block: s.block,
 			Streams: []string{s.stream, ">"}}
 		if s.pending {
