@@ -6,6 +6,14 @@
 // (or core NATS publishes, flushed). The source can tell a
 // producer-stamped id from a minted one, for the producer-id premise.
 //
+// At start the source compares the stream's first sequence with the last
+// one its consumer was delivered: messages the stream's limits or a purge
+// removed before the consumer was delivered them stop the route, naming
+// them, when the consumer's filter covers every subject of the stream and
+// the stream denies deletes (else a deliberate delete cannot be told from
+// a loss, and the source warns). See removedcheck.go for what is and is
+// not decidable.
+//
 // It registers the "nats" kind with the runtime in init; a binary that
 // runs plans links it with a blank import, as connector/all does.
 package nats

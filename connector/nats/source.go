@@ -25,6 +25,11 @@ import (
 // repeat). The server keeps the consumer's position; a subject has no
 // replayable position, so name_by = source_position is not available.
 //
+// At start it checks that the stream did not remove messages the
+// consumer had not been delivered (its limits, a purge): the route stops
+// when they certainly were, and warns when they may have been
+// (removedcheck.go).
+//
 // With no_jetstream it is a core NATS subscription: messages published
 // while no route is subscribed, or in flight when it stops or crashes, are
 // lost. That is at-most-once, and said so at start-up.
@@ -193,6 +198,13 @@ func (s *natsSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ 
 	})
 	if err != nil {
 		return fmt.Errorf("route %s: nats source durable %s on stream %s: %w", s.route, s.durable, s.stream, err)
+	}
+	st, err := js.Stream(sctx, s.stream)
+	if err != nil {
+		return fmt.Errorf("route %s: nats source stream %s: %w", s.route, s.stream, err)
+	}
+	if err := s.checkRemoved(sctx, st, cons); err != nil {
+		return err
 	}
 	s.cc, err = cons.Consume(func(m jetstream.Msg) {
 		s.deliver(&natsMsg{js: m})
