@@ -46,8 +46,11 @@ import (
 // This assumes a prefix that grows at the end of its key order, as the
 // object_store sink writes it (UUIDv7 names under write_time, zero-padded
 // positions under source_position): an object added later under a key that
-// sorts before the checkpoint's is never read by a resumed route, and it
-// shifts the numbering of a from-scratch re-read. Objects must not change
+// sorts before one already read would never be read, and it shifts the
+// numbering of a from-scratch re-read. That is the plan's increasing_id
+// premise on the source, and the source checks it (source_behind.go): it
+// stops the route when a listing holds more objects at or before the last
+// key it knew than it has listed there before. Objects must not change
 // once written (a re-written object is read from the committed line on).
 type objectSource struct {
 	route     string
@@ -59,6 +62,7 @@ type objectSource struct {
 	maxRecord int
 
 	keys    []string // the listing, in key order
+	before  int64    // objects listed before keys[0] (read, or gone since)
 	nextKey int      // index in keys of the next object to open
 	lastKey string   // the greatest key listed (or checkpointed): a new listing reads only what sorts after it
 	poll    time.Duration
@@ -79,6 +83,8 @@ type objectSource struct {
 
 	failures int // consecutive failed store requests, for retries
 
+	premise string // the armed increasing_id premise's reason, for errors
+
 	// spans maps Seq ranges to objects for position, which runs on the
 	// committer goroutine while the reader appends.
 	mu    sync.Mutex
@@ -89,6 +95,7 @@ type objectSource struct {
 // read to its end, complete is set and end is the Seq after its last record.
 type objectSpan struct {
 	key      string
+	upTo     int64 // objects listed at or before key (source_behind.go)
 	first    uint64
 	end      uint64
 	complete bool
@@ -118,6 +125,8 @@ const (
 const (
 	objectCheckpointAt   = "object:" // the last committed record is inside this object
 	objectCheckpointDone = "done:"   // this object and every one before it are committed
+	// Either prefix with "#<n>" before its colon also keeps how many
+	// objects were listed at or before the key (source_behind.go).
 )
 
 // objectSourceConfig is an object_store source's attributes (stdlib
@@ -248,15 +257,12 @@ func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP 
 	if !haveCP || cp.Source != s.checkpointSource() {
 		return nil
 	}
-	var key string
-	done := false
-	switch {
-	case strings.HasPrefix(cp.Mode, objectCheckpointDone):
-		key, done = strings.TrimPrefix(cp.Mode, objectCheckpointDone), true
-	case strings.HasPrefix(cp.Mode, objectCheckpointAt):
-		key = strings.TrimPrefix(cp.Mode, objectCheckpointAt)
-	default:
+	key, done, upTo, ok := parseObjectMode(cp.Mode)
+	if !ok {
 		return nil
+	}
+	if err := s.checkResumeBehind(key, upTo); err != nil {
+		return err
 	}
 	s.nextSeq = cp.NextIndex
 	// The first object not before the checkpoint's.
@@ -304,12 +310,8 @@ func (s *objectSource) Position(committed map[int32]runtime.AckPos) (checkpoint.
 	}
 	sp := s.spans[i]
 	s.spans = s.spans[i:] // spans before the committed one are never asked for again
-	pos := checkpoint.Position{Source: s.checkpointSource(), NextIndex: c.Next, Offset: c.Offset}
-	if sp.complete && c.Next == sp.end {
-		pos.Mode = objectCheckpointDone + sp.key
-	} else {
-		pos.Mode = objectCheckpointAt + sp.key
-	}
+	pos := checkpoint.Position{Source: s.checkpointSource(), NextIndex: c.Next, Offset: c.Offset,
+		Mode: objectMode(sp.key, sp.complete && c.Next == sp.end, sp.upTo)}
 	return pos, true
 }
 
@@ -358,8 +360,12 @@ func (s *objectSource) relist(ctx context.Context) error {
 		return err
 	}
 	s.failures = 0
+	upTo := int64(countUpTo(keys, s.lastKey))
+	if err := s.checkBehind(upTo); err != nil {
+		return err
+	}
 	// Drop what was read: a long follow keeps only the listing ahead.
-	s.keys, s.nextKey = s.keys[:0], 0
+	s.keys, s.nextKey, s.before = s.keys[:0], 0, upTo
 	for _, k := range keys {
 		if k > s.lastKey {
 			s.keys = append(s.keys, k)
@@ -478,7 +484,7 @@ func (s *objectSource) openNext(ctx context.Context) (ok bool, err error) {
 		return false, err
 	}
 	s.mu.Lock()
-	s.spans = append(s.spans, objectSpan{key: key, first: s.nextSeq})
+	s.spans = append(s.spans, objectSpan{key: key, upTo: s.before + int64(s.nextKey), first: s.nextSeq})
 	s.mu.Unlock()
 	return true, nil
 }

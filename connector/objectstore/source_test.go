@@ -396,12 +396,85 @@ func TestObjectStoreSourceFollow(t *testing.T) {
 	put("0002.jsonl", "c")
 	put("0003.txt", "d")
 	waitIDs("a", "b", "c", "d")
-	put("0000-late.jsonl", "z") // sorts before what was read: skipped
 	put("0004.jsonl", "e")
 	waitIDs("a", "b", "c", "d", "e")
 	rs := r.Stop(t).Route("lake")
 	runtest.CheckCounts(t, rs)
 	if rs.In != 5 || rs.Committed != 5 {
 		t.Errorf("%+v: want in and committed 5", rs)
+	}
+}
+
+// TestObjectStoreSourceObjectAddedBehind: an object added under a key
+// that sorts before one already read would never be read. Added while the
+// route was down, it stops the next start before anything is read; added
+// while the route follows the prefix, it stops the route. Deleting objects
+// stops nothing.
+func TestObjectStoreSourceObjectAddedBehind(t *testing.T) {
+	url := "file://" + filepath.Join(t.TempDir(), "bucket")
+	dir := strings.TrimPrefix(url, "file://")
+	e := plantest.NewEnv(t)
+	st := openTestStore(t, url)
+	put := func(name, id string) {
+		line := fmt.Sprintf(`{"order_id":%q,"amount":1,"body":"x"}`+"\n", id)
+		if _, err := st.PutIfAbsent(context.Background(), name, []byte(line), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("0001.jsonl", "a")
+	put("0003.jsonl", "c")
+	p := objectSourcePlan(e, url, 64, 1)
+	p.Routes[0].Premises = []plan.Premise{{Kind: plan.PremiseIncreasingID, When: plan.CheckPerRecord, Node: "n0",
+		Target: url, Holds: "objects are added in key order", Reason: "source: read in key order"}}
+	if rs := runRoute(t, p, "lake"); rs.Committed != 2 {
+		t.Fatalf("first run: %+v, want 2 committed", rs)
+	}
+	run := func(p plan.Plan) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := runtime.Run(ctx, p, runtest.Options())
+		if ctx.Err() != nil {
+			return fmt.Errorf("the route ran for 20s without stopping (err %v)", err)
+		}
+		return err
+	}
+	want := func(err error, key string) {
+		t.Helper()
+		for _, w := range []string{"route lake", "1 object(s) were added under keys that sort at or before " + key, "would never be read", "premise increasing_id is broken (source: read in key order)"} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("error %v does not say %q", err, w)
+			}
+		}
+	}
+	// While the route is down: 0002 lands behind 0003, 0004 after it.
+	put("0002.jsonl", "b")
+	put("0004.jsonl", "d")
+	want(run(p), `"0003.jsonl"`)
+	if got := plantest.SQLiteIDs(t, e.DB, "orders"); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("rows %v after the refused start, want [a c]", got)
+	}
+	// 0002 and 0001 deleted: the route starts and reads 0004.
+	for _, k := range []string{"0001.jsonl", "0002.jsonl"} {
+		if err := os.Remove(filepath.Join(dir, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rs := runRoute(t, p, "lake"); rs.In != 1 {
+		t.Fatalf("run after the deletes: %+v, want the 1 new object", rs)
+	}
+	// While it follows the prefix: 0000 lands behind 0004 and stops it.
+	p.Routes[0].Nodes[0].Attrs["poll_interval"] = plan.Value{Type: plan.TDuration, Str: "20ms", Int: int64(20 * time.Millisecond)}
+	done := make(chan error, 1)
+	go func() { done <- run(p) }()
+	time.Sleep(300 * time.Millisecond)
+	put("0000.jsonl", "z")
+	select {
+	case err := <-done:
+		want(err, `"0004.jsonl"`)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the route read on past an object added behind its cursor")
+	}
+	if got := plantest.SQLiteIDs(t, e.DB, "orders"); !slices.Equal(got, []string{"a", "c", "d"}) {
+		t.Errorf("rows %v, want [a c d]", got)
 	}
 }
