@@ -184,6 +184,13 @@ const (
 	// a session it had, or that the route's checkpoint says it had, is
 	// gone.
 	PremiseSessionKept = "session_kept"
+	// PremiseSlotKept (per connection, on a postgres_cdc source): the
+	// replication slot (Target) is not dropped while the route is down.
+	// A slot made again starts at the server's current position, so the
+	// changes after the route's checkpoint would be passed over: the
+	// source stops the route when it resumes from a checkpoint and finds
+	// the slot gone.
+	PremiseSlotKept = "slot_kept"
 	// PremiseProcessUnchanged (start-up, on the source): what the route's
 	// expressions read from the process rather than the record (Columns:
 	// ProcessEnvPrefix+NAME for env("NAME"), ProcessLocalZone,

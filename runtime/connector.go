@@ -722,7 +722,7 @@ type ProducerIDSource interface {
 
 // RecordPremiseSource is a source that checks a per-record or
 // per-connection premise about what it reads (plan.PremiseIncreasingID,
-// plan.PremiseSessionKept) itself: the engine arms it before the first
+// plan.PremiseSessionKept, plan.PremiseSlotKept) itself: the engine arms it before the first
 // record, and the source stops the route, naming the premise, when a
 // record or a connection breaks it.
 type RecordPremiseSource interface {

@@ -146,7 +146,7 @@ func (rt *route) armPremise(n *plan.Node, p plan.Premise) error {
 		}
 		src.RequireProducerID(p.Reason)
 		return nil
-	case plan.PremiseIncreasingID, plan.PremiseSessionKept:
+	case plan.PremiseIncreasingID, plan.PremiseSessionKept, plan.PremiseSlotKept:
 		src, ok := rt.src.(RecordPremiseSource)
 		if n.Role != plan.RoleSource || !ok {
 			return fmt.Errorf("this runtime cannot check a %s premise on %s %s", p.Kind, n.Role, n.Kind)

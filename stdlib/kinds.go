@@ -156,16 +156,21 @@ var Kinds = []Kind{
 		// A snapshot read again after a crash is read in another
 		// snapshot: its rows do not come back at the same positions.
 		NoPositionWith: "snapshot",
+		AtMostOnce: []Loss{{Attr: "temporary_slot", Value: "true",
+			Why: "a temporary slot disappears with its connection, and the slot the next start creates begins at the server's current position: changes committed while the route is down, and those not yet committed at a crash, are never read"}},
 		SourcePremises: []SourcePremise{{Kind: "primary_key", Target: []string{"publication"}, If: "snapshot", When: "start-up",
 			Holds: "every table of publication %s has a primary key",
-			Why:   "postgres_cdc snapshot = true reads each table in primary key order and gives each row a message_id from its key"}},
+			Why:   "postgres_cdc snapshot = true reads each table in primary key order and gives each row a message_id from its key"},
+			{Kind: "slot_kept", Target: []string{"slot_name"}, When: "per-connection",
+				Holds: "replication slot %s is not dropped while the route is down",
+				Why:   "postgres_cdc resumes from its slot: a slot dropped takes the changes since the route's checkpoint with it, and one made again starts at the server's current position"}},
 		Schemes: []string{"postgres", "postgresql"},
 		Attrs: []Attr{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "postgres://user:pass@host/db (replication privileges)."},
 			{Name: "publication", Type: String, Required: true, Doc: "Publication to stream (created FOR ALL TABLES if absent)."},
 			{Name: "slot_name", Type: String, Required: true, Doc: "Replication slot (created if absent)."},
 			{Name: "temporary_slot", Type: Bool, Default: false, Doc: "Use a temporary slot that disappears with the connection."},
-			{Name: "checkpoint_store", Type: String, Doc: "A second, per-ack durable position (pebble://dir) that survives an unclean stop."},
+			{Name: "checkpoint_store", Type: String, Default: "pebble://.mqb/state", Doc: "Where the route keeps its committed position (pebble://dir, or a postgres:// or mysql:// server), besides the slot: a restart resumes from it when it is ahead of the slot's, and stops, naming the slot, when the slot is gone (the plan's slot_kept premise) rather than make a new one that would pass over the changes since."},
 			{Name: "snapshot", Type: Bool, Default: false, Doc: "On first start, read every row of the published tables before streaming: the slot is created exporting its snapshot, each table is read in it in primary key order (postgres.operation = \"snapshot\", postgres.lsn one below the slot's start, message_id a UUIDv5 of the slot, table and key), then changes stream from the slot's start. The position (table and key of the last committed row) is kept in checkpoint_store, which it needs; every published table must have a primary key (checked at start-up). After a crash or a lost connection mid-snapshot the rest is read in a new snapshot, after the last committed row, and every change since the slot's start is streamed after it (see the source's doc). A row carries the columns the publication publishes, as a streamed change does: a column list's columns; a stored generated column in neither before PostgreSQL 18 (pgoutput sends none there). Tables that join the publication: one that joined after the slot's start but before the tables were listed makes the snapshot read every table in a new snapshot taken after it joined (the slot's own lacks its changes from before it joined); one that joins while the tables are read is read after the others, in a new snapshot (its rows from before it joined, then its changes); a restart reads the tables its last run had not finished and any that joined since. One that joins after the snapshot ended streams its changes from when it joined, and its older rows are in no record: the source logs a warning naming it (in the run that read the snapshot); snapshot it with a route of its own."},
 		},
 	},

@@ -154,8 +154,9 @@ type pgCDCSource struct {
 	publication string
 	slot        string
 	temporary   bool
-	keepCP      bool // checkpoint_store set: the route saves positions
-	snapshot    bool // snapshot = true: read the tables before streaming
+	keepCP      bool   // checkpoint_store set: the route saves positions
+	premise     string // the armed slot_kept premise's reason, for errors
+	snapshot    bool   // snapshot = true: read the tables before streaming
 
 	conn  *pgconn.PgConn
 	start pglogrepl.LSN
@@ -246,6 +247,17 @@ func buildPGCDCSource(b *runtime.BuildEnv, cfg *pgCDCSourceConfig) (runtime.Sour
 }
 
 func (s *pgCDCSource) Name() string { return s.slot }
+
+// ArmPremise takes the slot_kept premise: Open checks it whether armed or
+// not (a route resuming from a checkpoint stops when its slot is gone);
+// arming gives the error the premise's reason.
+func (s *pgCDCSource) ArmPremise(p plan.Premise) error {
+	if p.Kind != plan.PremiseSlotKept {
+		return fmt.Errorf("the postgres_cdc source cannot check a per-connection %s premise", p.Kind)
+	}
+	s.premise = p.Reason
+	return nil
+}
 
 // Replayable is asked by a sink that names parts by source position (and
 // only then): from then on changes are numbered by commit LSN and index.
@@ -364,6 +376,17 @@ func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 		}
 		return s.openSnapshot(cctx, plain, slotExists, from, start)
 	}
+	resumes := haveCP && cp.Source == "postgres_cdc:"+s.slot && cp.Offset > 0
+	if !slotExists && resumes && !s.temporary {
+		// A slot made now would start at the server's current position:
+		// the changes after the checkpoint's were in the slot that is gone.
+		msg := fmt.Sprintf("slot %s is gone (dropped, or never made on this server), and with it the changes after %s, where the route's checkpoint stands: a new slot would start at the server's current position and pass over them without a word, so the route stops. To go on from now, accepting their loss, drop the route's checkpoint (mqbc state reset) and run it again",
+			s.slot, pglogrepl.LSN(cp.Offset))
+		if s.premise != "" {
+			msg += "; the plan's premise slot_kept is broken (" + s.premise + ")"
+		}
+		return s.errorf("%s", msg)
+	}
 	if !slotExists {
 		res, err := pglogrepl.CreateReplicationSlot(cctx, s.conn, s.slot, "pgoutput",
 			pglogrepl.CreateReplicationSlotOptions{Temporary: s.temporary, Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
@@ -372,7 +395,7 @@ func (s *pgCDCSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 		}
 		s.log.Info("created replication slot", "slot", s.slot, "temporary", s.temporary, "consistent_point", res.ConsistentPoint)
 	}
-	if haveCP && cp.Source == "postgres_cdc:"+s.slot && cp.Offset > 0 {
+	if resumes {
 		// The server starts at the later of this and the slot's
 		// confirmed position.
 		s.start = pglogrepl.LSN(cp.Offset)

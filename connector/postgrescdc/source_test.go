@@ -394,3 +394,47 @@ func TestPostgresCDCSameKeyTwiceInOneTransaction(t *testing.T) {
 		t.Errorf("events %+v: want one message_id and one lsn (the commit's) for both", got)
 	}
 }
+
+// TestPostgresCDCSlotGoneStops: a slot dropped while the route is down
+// takes the changes after the route's checkpoint with it, and a slot made
+// again would start at the server's current position. A route that
+// resumes from a checkpoint stops instead, naming the slot and the
+// checkpoint's LSN, and reads nothing.
+func TestPostgresCDCSlotGoneStops(t *testing.T) {
+	url := testsrv.Postgres(t)
+	c := cdcDB(t, url)
+	createSlot(t, c, "mqb_gone_slot")
+	e := plantest.NewEnv(t)
+	p := cdcPlan(e, url, "mqb_gone_slot", map[string]plan.Value{"checkpoint_store": plantest.Str("pebble://" + e.State)})
+	r := runtest.Start(context.Background(), p, runtest.Options())
+	cdcWorkload(t, c, 200, 3, 0)
+	waitConverged(t, url, time.Minute)
+	time.Sleep(300 * time.Millisecond)
+	r.Stop(t)
+
+	ctx := context.Background()
+	if _, err := c.Exec(ctx, `SELECT pg_drop_replication_slot('mqb_gone_slot')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `INSERT INTO orders SELECT 100000 + i, i, 'while no slot' FROM generate_series(1, 50) i`); err != nil {
+		t.Fatal(err) // changes no slot holds
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	st, err := runtime.Run(rctx, p, runtest.Options())
+	if rctx.Err() != nil {
+		t.Fatalf("the route ran on for 20s after its slot was dropped (err %v)", err)
+	}
+	for _, w := range []string{"slot mqb_gone_slot is gone", "where the route's checkpoint stands", "mqbc state reset"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v does not say %q", err, w)
+		}
+	}
+	if rs := st.Route("cdc"); rs.In != 0 {
+		t.Errorf("read %d changes after the slot was dropped, want 0", rs.In)
+	}
+	var n int
+	if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'mqb_gone_slot'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d slots named mqb_gone_slot after the refused start (%v), want 0: none made again", n, err)
+	}
+}
