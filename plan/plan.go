@@ -191,6 +191,12 @@ const (
 	// source stops the route when it resumes from a checkpoint and finds
 	// the slot gone.
 	PremiseSlotKept = "slot_kept"
+	// PremiseQueueKeepsMessages (start-up, on an amqp source): the queue
+	// (Target) drops no message by itself: durable, not auto-delete, and
+	// among its arguments no message TTL, queue expiry, delivery limit or
+	// length limit that drops from the head. The source learns its flags
+	// and arguments before the first record.
+	PremiseQueueKeepsMessages = "queue_keeps_messages"
 	// PremiseProcessUnchanged (start-up, on the source): what the route's
 	// expressions read from the process rather than the record (Columns:
 	// ProcessEnvPrefix+NAME for env("NAME"), ProcessLocalZone,

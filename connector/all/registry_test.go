@@ -100,6 +100,8 @@ func TestPremiseDeclarations(t *testing.T) {
 		"object_store sink": {checks: plan.PremisePutIfAbsent},
 		// Every published table has a primary key (snapshot = true).
 		"postgres_cdc source": {checks: plan.PremisePrimaryKey},
+		// The queue drops no message by itself (its flags and arguments).
+		"amqp source": {checks: plan.PremiseQueueKeepsMessages},
 	}
 	for _, r := range runtime.Registrations() {
 		name := r.Kind + " " + r.End

@@ -24,7 +24,7 @@ type sinkConfig struct {
 }
 
 func init() {
-	runtime.RegisterSource("amqp", buildSource)
+	runtime.RegisterSource("amqp", buildSource, runtime.ChecksPremises(plan.PremiseQueueKeepsMessages))
 	runtime.RegisterSink("amqp", func(b *runtime.BuildEnv, cfg *sinkConfig) (runtime.Sink, []*runtime.Program, error) {
 		s, err := newSink(b, cfg)
 		if err != nil {

@@ -35,6 +35,7 @@ import (
 // route naming the queue.
 type source struct {
 	route    string
+	node     string
 	log      *slog.Logger
 	url      string
 	queue    string
@@ -75,6 +76,7 @@ func buildSource(b *runtime.BuildEnv, cfg *sourceConfig) (runtime.Source, error)
 	}
 	s := &source{
 		route:    b.Route(),
+		node:     b.NodeID(),
 		log:      b.Logger(),
 		url:      url,
 		queue:    cfg.Queue,
