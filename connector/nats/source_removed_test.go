@@ -1,13 +1,10 @@
 package nats
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -106,14 +103,14 @@ func TestNATSSourceLimitsRemovedReadMessages(t *testing.T) {
 	js := limitedStream(t, url, []string{"orders.new"}, 50, true)
 	db := filepath.Join(t.TempDir(), "orders.db")
 	p := natsSQLitePlan(url, db, 64, 1, 30*time.Second)
-	logs := &logBuffer{}
+	logs := &runtest.Logs{}
 
 	// Made on a stream that already dropped orders 0–49: it reads 50–99.
 	publishRange(t, js, 0, 100)
-	runtest.RunUntil(t, p, logs.options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 50 })
+	runtest.RunUntil(t, p, logs.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 50 })
 	// 40 more: the limit removes only the 40 oldest, read and acked.
 	publishRange(t, js, 100, 140)
-	runtest.RunUntil(t, p, logs.options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 90 })
+	runtest.RunUntil(t, p, logs.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 90 })
 	if strings.Contains(logs.String(), "removed") {
 		t.Errorf("the logs say messages were removed:\n%s", logs)
 	}
@@ -140,8 +137,8 @@ func TestNATSSourceRemovedUndecided(t *testing.T) {
 			publishRange(t, js, 0, 10)
 			runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 10 })
 			publishRange(t, js, 10, 110)
-			logs := &logBuffer{}
-			runtest.RunUntil(t, p, logs.options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 60 })
+			logs := &runtest.Logs{}
+			runtest.RunUntil(t, p, logs.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 60 })
 			for _, want := range []string{"up to 50 messages (stream sequences 11 to 60)", c.want} {
 				if !strings.Contains(logs.String(), want) {
 					t.Errorf("the logs do not say %q:\n%s", want, logs)
@@ -173,26 +170,4 @@ func TestFilterCovers(t *testing.T) {
 			t.Errorf("filterCovers(%q, %q) = %v, want %v", c.subjects, c.filter, got, c.want)
 		}
 	}
-}
-
-// logBuffer keeps a run's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) options() runtime.Options {
-	return runtime.Options{Logger: slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 }

@@ -1,12 +1,9 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -141,14 +138,14 @@ func TestRedisSourceTrimOfReadEntries(t *testing.T) {
 	if err := c.XTrimMinID(ctx, "orders", first).Err(); err != nil {
 		t.Fatal(err)
 	}
-	logs := captureLogs()
-	runtest.RunUntil(t, p, logs.options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 3000 })
+	logs := &runtest.Logs{}
+	runtest.RunUntil(t, p, logs.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 3000 })
 	runtest.CheckOrders(t, db, 3000)
-	logs.none(t, "trimmed")
+	noLog(t, logs, "trimmed")
 
 	// While the route runs: it keeps up, and the trims behind it remove
 	// only what it read.
-	run := runtest.Start(ctx, sourcePlan(t, srv.URL(), "orders", "mqb", "block = 50ms", "", toSQLite(db)), logs.options())
+	run := runtest.Start(ctx, sourcePlan(t, srv.URL(), "orders", "mqb", "block = 50ms", "", toSQLite(db)), logs.Options())
 	for lo := 3000; lo < 5000; lo += 100 {
 		addOrders(t, c, "orders", lo, lo+100, nil)
 		if !runtest.WaitFor(func() bool { return runtest.CountRows(t, db) == lo+100 }, time.Minute, 5*time.Millisecond) {
@@ -161,7 +158,7 @@ func TestRedisSourceTrimOfReadEntries(t *testing.T) {
 	}
 	run.Stop(t)
 	runtest.CheckOrders(t, db, 5000)
-	logs.none(t, "trimmed")
+	noLog(t, logs, "trimmed")
 }
 
 // TestRedisSourceGroupOnTrimmedStream: a group made at the beginning of a
@@ -181,13 +178,13 @@ func TestRedisSourceGroupOnTrimmedStream(t *testing.T) {
 	}
 	for _, group := range []string{"mqb", "other"} {
 		db := dbIn(t)
-		logs := captureLogs()
-		st := runtest.RunUntil(t, sourcePlan(t, srv.URL(), "orders", group, "", "", toSQLite(db)), logs.options(), time.Minute,
+		logs := &runtest.Logs{}
+		st := runtest.RunUntil(t, sourcePlan(t, srv.URL(), "orders", group, "", "", toSQLite(db)), logs.Options(), time.Minute,
 			func() bool { return runtest.CountRows(t, db) == 100 })
 		if in := st.Route("consume").In; in != 100 {
 			t.Errorf("group %s: read %d, want the 100 the stream holds", group, in)
 		}
-		logs.none(t, "trimmed")
+		noLog(t, logs, "trimmed")
 	}
 }
 
@@ -210,9 +207,9 @@ func TestRedisSourceDeletedEntries(t *testing.T) {
 	if err := c.XDel(ctx, "orders", ids[100], ids[150]).Err(); err != nil {
 		t.Fatal(err)
 	}
-	logs := captureLogs()
-	runtest.RunUntil(t, p, logs.options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 198 })
-	logs.none(t, "trimmed")
+	logs := &runtest.Logs{}
+	runtest.RunUntil(t, p, logs.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 198 })
+	noLog(t, logs, "trimmed")
 
 	// Deleted and trimmed past unread entries: a WARN, and the route
 	// reads what is left.
@@ -224,8 +221,8 @@ func TestRedisSourceDeletedEntries(t *testing.T) {
 	if err := c.XTrimMaxLen(ctx, "orders", 20).Err(); err != nil {
 		t.Fatal(err)
 	}
-	runtest.RunUntil(t, p, logs.options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 218 })
-	if !logs.has("up to 80 entries the group had not been delivered may have been trimmed") {
+	runtest.RunUntil(t, p, logs.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 218 })
+	if !strings.Contains(logs.String(), "up to 80 entries the group had not been delivered may have been trimmed") {
 		t.Errorf("no WARN of the entries that may have been trimmed; logs:\n%s", logs)
 	}
 }
@@ -244,36 +241,10 @@ func entryIDs(t testing.TB, c *goredis.Client, stream string) []string {
 	return ids
 }
 
-// logBuffer keeps a run's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func captureLogs() *logBuffer { return &logBuffer{} }
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) options() runtime.Options {
-	return runtime.Options{Logger: slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-}
-
-func (l *logBuffer) has(s string) bool { return strings.Contains(l.String(), s) }
-
-// none fails the test when a log line says s.
-func (l *logBuffer) none(t testing.TB, s string) {
+// noLog fails the test when a log line says s.
+func noLog(t testing.TB, logs *runtest.Logs, s string) {
 	t.Helper()
-	if l.has(s) {
-		t.Errorf("the logs say %q:\n%s", s, l)
+	if strings.Contains(logs.String(), s) {
+		t.Errorf("the logs say %q:\n%s", s, logs)
 	}
 }
