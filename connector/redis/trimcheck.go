@@ -56,6 +56,21 @@ import (
 // is an XREAD of the stream after L, which moves nothing; the script
 // reads what it found.
 
+// luaCmpID is the scripts' comparison of two entry ids ("ms-seq"): -1, 0
+// or 1, by number (a Lua string comparison would put 10-0 before 9-0).
+const luaCmpID = `
+local function cmpid(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if not am or not bm then return 0 end
+  if #am ~= #bm then return #am < #bm and -1 or 1 end
+  if am ~= bm then return am < bm and -1 or 1 end
+  if #as ~= #bs then return #as < #bs and -1 or 1 end
+  if as ~= bs then return as < bs and -1 or 1 end
+  return 0
+end
+`
+
 // readScript checks the stream's counters for entries trimmed before the
 // group read them and, unless it finds some for certain, reads up to
 // ARGV[3] new entries as consumer ARGV[2] of group ARGV[1]
@@ -73,17 +88,7 @@ import (
 // After a "maybe" read the group's entries-read is cleared (XGROUP SETID
 // without ENTRIESREAD): counting the same entries again at the next
 // trim would be wrong, and the server works it out again later.
-var readScript = goredis.NewScript(`
-local function cmpid(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if not am or not bm then return 0 end
-  if #am ~= #bm then return #am < #bm and -1 or 1 end
-  if am ~= bm then return am < bm and -1 or 1 end
-  if #as ~= #bs then return #as < #bs and -1 or 1 end
-  if as ~= bs then return as < bs and -1 or 1 end
-  return 0
-end
+var readScript = goredis.NewScript(luaCmpID + `
 local function fields(t)
   local m = {}
   for i = 1, #t, 2 do m[t[i]] = t[i + 1] end
@@ -136,17 +141,7 @@ return {state, L, R, A, N, D, first, entries}
 // it read. Left nil when the stream holds an entry deleted with XDEL
 // (the count before its first entry is not known) or the server keeps
 // no entries-added (Redis before 7.0).
-var createScript = goredis.NewScript(`
-local function cmpid(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if not am or not bm then return 0 end
-  if #am ~= #bm then return #am < #bm and -1 or 1 end
-  if am ~= bm then return am < bm and -1 or 1 end
-  if #as ~= #bs then return #as < #bs and -1 or 1 end
-  if as ~= bs then return as < bs and -1 or 1 end
-  return 0
-end
+var createScript = goredis.NewScript(luaCmpID + `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[1], '$', 'MKSTREAM', 'ENTRIESREAD', 0)
 end
