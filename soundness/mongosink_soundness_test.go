@@ -24,7 +24,7 @@ func TestMongoSinkCatchesPlanted(t *testing.T) {
 		{"by_id", `"id"`, "1", false},
 		{"by_id_conc", `"ord-${payload.id}"`, "2", false},
 	}
-	c := &Case{Name: "planted-mongodb", Seed: 7, Kills: 6}
+	c := &Case{Name: "planted-mongodb", Seed: 7, Kills: 8}
 	c.Input = mongoSafeInput(genData(rand.New(rand.NewPCG(7, 7)), 4000))
 	var file strings.Builder
 	for _, r := range routes {
@@ -49,9 +49,28 @@ func TestMongoSinkCatchesPlanted(t *testing.T) {
 		c.Routes = append(c.Routes, shape)
 	}
 	c.Source = file.String()
-	res := checkUntilKilled(t, c)
-	if res.Clean.exitCode != 0 {
-		t.Fatalf("the clean run failed (exit %d)", res.Clean.exitCode)
+	// A kill shows the planted route's repeat only when it lands between
+	// a write and its commit; on a slow, shared machine eight kills can all
+	// miss that window, so up to three runs (other seeds) are tried for
+	// it. The routes that must not be reported are checked in every one.
+	var res *Result
+	for try := range 3 {
+		res = checkUntilKilled(t, c)
+		if res.Clean.exitCode != 0 {
+			t.Fatalf("the clean run failed (exit %d)", res.Clean.exitCode)
+		}
+		if try == 2 || plantedCaught(res, routes[0].name) {
+			break
+		}
+		t.Logf("try %d: no kill landed between a write of %s and its commit; trying another seed", try+1, routes[0].name)
+		for _, r := range routes[1:] {
+			for _, f := range res.Findings {
+				if f.Route == r.name {
+					t.Errorf("route %s was reported:\n%s", r.name, report(res))
+				}
+			}
+		}
+		c.Seed += 10
 	}
 	for i, r := range routes {
 		if !r.caught && res.Verdicts[i].Guarantee != effectivelyOnce {
@@ -72,6 +91,17 @@ func TestMongoSinkCatchesPlanted(t *testing.T) {
 			t.Logf("route %s caught, as it should be: %s", r.name, firstLine(found.Diff, 3))
 		}
 	}
+}
+
+// plantedCaught reports whether res reports route name with extra
+// documents.
+func plantedCaught(res *Result, name string) bool {
+	for _, f := range res.Findings {
+		if f.Route == name && strings.Contains(f.Diff, "+ ") {
+			return true
+		}
+	}
+	return false
 }
 
 // Generated routes with mongodb sinks (see mongosink.go), run cleanly and
