@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -442,5 +443,27 @@ func TestNameByResolved(t *testing.T) {
 		if sm, ok := nodes[0].Attrs["source_metadata"]; ok && sm.Bool != (tt.nameBy == "source_position") {
 			t.Errorf("%s: source_metadata = %v", src, sm.Bool)
 		}
+	}
+}
+
+// TestSourcePremiseTargetRedacted: a source premise whose target is a url
+// (object_store's) names it without its user's password, in the plan as in
+// the verdict.
+func TestSourcePremiseTargetRedacted(t *testing.T) {
+	src := `route lake {
+  from object_store { url = "s3://AKIAX:sekret@bucket/in/", format = json }
+  to file { path = "out.jsonl" }
+}
+`
+	p, diags := CompileSources([]Source{{"t.mqb", []byte(src)}})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var b bytes.Buffer
+	if err := p.WriteJSON(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "sekret") || !strings.Contains(b.String(), `"kind":"increasing_id"`) {
+		t.Errorf("plan shows the password, or carries no increasing_id premise:\n%s", b.String())
 	}
 }

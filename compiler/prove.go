@@ -590,7 +590,8 @@ func (rc *routeCtx) sourcePremises(g *guaranteeProof, source *nodeInfo) {
 				parts = append(parts, templateOrStr(a))
 			}
 		}
-		target := strings.Join(parts, ".")
+		// A url's user and password are not written into the plan.
+		target := plan.RedactURLs(strings.Join(parts, "."))
 		g.guards = append(g.guards, premiseAt{node: source, p: plan.Premise{Kind: sp.Kind, When: when, Target: target,
 			Holds: fmt.Sprintf(sp.Holds, target), Reason: "source: " + sp.Why}})
 	}
