@@ -162,6 +162,10 @@ func (q queueShape) drops() string {
 		why = append(why, "is auto-delete (the broker deletes it, with its messages, when the route's consumer goes)")
 	}
 	overflow, _ := q.args["x-overflow"].(string)
+	overflowSaid := overflow
+	if overflow == "" {
+		overflowSaid = "drop-head, the default"
+	}
 	names := make([]string, 0, len(q.args))
 	for k := range q.args {
 		names = append(names, k)
@@ -175,7 +179,7 @@ func (q queueShape) drops() string {
 		case k == "x-overflow":
 		case (k == "x-max-length" || k == "x-max-length-bytes") && strings.HasPrefix(overflow, "reject-publish"):
 		case k == "x-max-length" || k == "x-max-length-bytes":
-			why = append(why, fmt.Sprintf("has %s = %v with x-overflow %s (the broker drops or dead-letters the oldest message when it is full)", k, v, orDefault(overflow, "drop-head, the default")))
+			why = append(why, fmt.Sprintf("has %s = %v with x-overflow %s (the broker drops or dead-letters the oldest message when it is full)", k, v, overflowSaid))
 		case k == "x-message-ttl":
 			why = append(why, fmt.Sprintf("has x-message-ttl = %v ms (a message older than that is dropped or dead-lettered)", v))
 		case k == "x-expires":
@@ -187,11 +191,4 @@ func (q queueShape) drops() string {
 		}
 	}
 	return strings.Join(why, "; ")
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
