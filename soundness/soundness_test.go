@@ -170,11 +170,16 @@ func TestRegressionCases(t *testing.T) {
 			if why, ok := knownFalse[name]; ok {
 				t.Skip(why)
 			}
+			// Two cases at once (go test's -parallel): most of a case's
+			// time is waiting on the processes it runs and kills. A
+			// Checker keeps one case's state, so each gets its own.
+			t.Parallel()
+			ck := &Checker{Mqbc: checker.Mqbc, Tmp: checker.Tmp, Keep: checker.Keep}
 			c, err := readCase(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := checker.Check(c)
+			res, err := ck.Check(c)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,7 @@
 # writes it under testdata/fuzz so it can be committed as a regression case.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-secs="${MQB_FUZZTIME:-45s}"
+secs="${MQB_FUZZTIME:-30s}"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$secs" ./lang
 go test -run '^$' -fuzz '^FuzzCompile$' -fuzztime "$secs" ./compiler
 go test -run '^$' -fuzz '^FuzzRender$' -fuzztime "$secs" ./diag
