@@ -90,6 +90,7 @@ var Kinds = []Kind{
 			{Name: "url", Type: String, Required: true, Secret: true, Template: true, Doc: "Bootstrap broker(s), host:port[,host:port]."},
 			{Name: "topic", Type: String, Required: true, Doc: "Topic to read or write."},
 			{Name: "group_id", End: EndSource, Type: String, Doc: "Consumer group; offsets are committed only up to the contiguous acked position."},
+			{Name: "session_timeout", End: EndSource, Type: Duration, Default: "10s", Doc: "Source with group_id: how long the group waits for a member that stopped heartbeating (a crashed or cut-off instance) before giving its partitions to the others; they are read by no one meanwhile. Members heartbeat every second. From 3s to 5m; the broker may allow a narrower range (group.min.session.timeout.ms, group.max.session.timeout.ms)."},
 			{Name: "checkpoint_store", End: EndSource, Type: String, Default: "pebble://.mqb/state", Doc: "Source without group_id: where each partition's next offset is kept."},
 			sourceEnd(formatAttr), sourceEnd(sourceMetadataAttr),
 			{Name: "partition_key", End: EndSink, Type: String, Template: true, Doc: "Sink: message key, may be a template such as \"${meta[\\\"mqb.id\\\"]}\"."},

@@ -56,6 +56,7 @@ type kafkaSource struct {
 	brokers  []string
 	topic    string
 	groupID  string
+	session  time.Duration // session_timeout: the group's wait for a silent member
 	format   string
 	metadata bool // source_metadata: mqb.src.topic/partition/offset
 	sec      kafkaSecurity
@@ -100,10 +101,11 @@ type kafkaConfig struct {
 // kafkaSourceConfig is a kafka source's attributes.
 type kafkaSourceConfig struct {
 	kafkaConfig
-	GroupID         string `attr:"group_id"`
-	CheckpointStore string `attr:"checkpoint_store"` // openCheckpointStore
-	Format          string `attr:"format"`
-	SourceMetadata  bool   `attr:"source_metadata"`
+	GroupID         string        `attr:"group_id"`
+	SessionTimeout  time.Duration `attr:"session_timeout"`
+	CheckpointStore string        `attr:"checkpoint_store"` // openCheckpointStore
+	Format          string        `attr:"format"`
+	SourceMetadata  bool          `attr:"source_metadata"`
 }
 
 func init() {
@@ -141,6 +143,7 @@ func buildKafkaSource(b *runtime.BuildEnv, cfg *kafkaSourceConfig) (runtime.Sour
 		brokers:  brokers,
 		topic:    cfg.Topic,
 		groupID:  cfg.GroupID,
+		session:  cfg.SessionTimeout,
 		format:   cfg.Format,
 		metadata: cfg.SourceMetadata,
 		msgs:     make(chan kafkaMsg, 4096),
@@ -150,6 +153,9 @@ func buildKafkaSource(b *runtime.BuildEnv, cfg *kafkaSourceConfig) (runtime.Sour
 	}
 	if s.topic == "" {
 		return nil, b.Errorf("topic", "required")
+	}
+	if s.session < 3*time.Second || s.session > 5*time.Minute {
+		return nil, b.Errorf("session_timeout", "must be from 3s to 5m, got %v", s.session)
 	}
 	if s.sec, err = kafkaSecurityFrom(b, &cfg.kafkaSecurityConfig); err != nil {
 		return nil, err
@@ -435,7 +441,7 @@ func (s *kafkaSource) openGroup(ctx context.Context) error {
 		Topics:            []string{s.topic},
 		StartOffset:       kafkago.FirstOffset,
 		HeartbeatInterval: time.Second,
-		SessionTimeout:    10 * time.Second,
+		SessionTimeout:    s.session,
 		RebalanceTimeout:  2 * kafkaRevokeWait,
 		JoinGroupBackoff:  500 * time.Millisecond,
 		Timeout:           10 * time.Second,

@@ -65,6 +65,7 @@ func kafkaSQLitePlan(brokers, topic, group, state, db string, batch, concurrency
 		"checkpoint_store": plantest.Str("pebble://" + state)}
 	if group != "" {
 		src["group_id"] = plantest.Str(group)
+		src["session_timeout"] = shortSession
 	}
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "kafka", Side: plan.SideInput, Attrs: src},
@@ -341,6 +342,11 @@ func waitGroupMembers(t testing.TB, brokers, group string, members int) {
 	}
 }
 
+// shortSession is the session_timeout of the tests' group members: a
+// killed member's partitions go to the others after 3 s instead of the
+// default 10.
+var shortSession = plan.Value{Type: plan.TDuration, Str: "3s", Int: int64(3 * time.Second)}
+
 // kafkaPostgresPlan is kafka (consumer group) → dedup on the order id in
 // the shared store at url → the orders table at url, keyed on the order
 // id, each row naming the instance (who) that wrote it.
@@ -348,7 +354,8 @@ func kafkaPostgresPlan(brokers, topic, group, state, url, who string, batch int)
 	nodes := []plan.Node{
 		{ID: "n0", Role: plan.RoleSource, Kind: "kafka", Side: plan.SideInput, Attrs: map[string]plan.Value{
 			"url": plantest.Str(brokers), "topic": plantest.Str(topic), "group_id": plantest.Str(group),
-			"source_metadata": {Type: plan.TBool, Bool: true}, "checkpoint_store": plantest.Str("pebble://" + state)}},
+			"source_metadata": {Type: plan.TBool, Bool: true}, "checkpoint_store": plantest.Str("pebble://" + state),
+			"session_timeout": shortSession}},
 		{ID: "n1", Role: plan.RoleStep, Kind: "dedup", Side: plan.SideInput, Attrs: map[string]plan.Value{
 			"key": plantest.Expr("payload.order_id"), "store": plantest.Str(url),
 			"ttl": {Type: plan.TDuration, Str: "1h", Int: int64(time.Hour)}}},
@@ -378,7 +385,9 @@ func TestKafkaGroupScaleOut(t *testing.T) {
 	k := testsrv.NewKafkaProcess(t, kafkabroker.Config{Topics: []string{"orders:4"}})
 	url := testsrv.Postgres(t)
 	d := t.TempDir()
-	const n = 100000
+	// a is killed at about 6k rows (after a and b wrote 1000 each and c
+	// 500): n leaves most of the orders to read after the kill.
+	const n = 40000
 	ctx := context.Background()
 	pg, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -561,3 +570,35 @@ func TestKafkaMessageID(t *testing.T) {
 // name_by = source_position (connector/file/sink.go): its source, partition,
 // and first and last Seq.
 var partNameRE = regexp.MustCompile(`^part-(.+?)(?:-(\d{10}))?-(\d{20})-(\d{20})\.jsonl$`)
+
+// TestKafkaSessionTimeoutRange: a session_timeout outside 3s–5m is refused
+// when the route is built, naming the attribute, before any broker is
+// dialled; one inside the range is taken.
+func TestKafkaSessionTimeoutRange(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{time.Second, "session_timeout: must be from 3s to 5m, got 1s"},
+		{10 * time.Minute, "session_timeout: must be from 3s to 5m, got 10m0s"},
+		{3 * time.Second, ""},
+	} {
+		t.Run(tc.d.String(), func(t *testing.T) {
+			d := t.TempDir()
+			p := kafkaSQLitePlan("127.0.0.1:1", "orders", "g", filepath.Join(d, "state"), filepath.Join(d, "orders.db"), 16, 1)
+			p.Routes[0].Nodes[0].Attrs["session_timeout"] = plan.Value{Type: plan.TDuration, Str: tc.d.String(), Int: int64(tc.d)}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := runtime.Run(ctx, p, runtest.Options())
+			if tc.want == "" {
+				if err != nil && strings.Contains(err.Error(), "session_timeout") {
+					t.Fatalf("run refused a session_timeout in range: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run ended with %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
