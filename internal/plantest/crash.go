@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,19 +25,64 @@ import (
 // whatever the caller passes (runtime.Stats), so that package runtime's own
 // tests and the connectors' can share them.
 
-// BuildCrashHelper compiles the crash helper once per test. It skips the
-// test under -short.
+// BuildCrashHelper returns the path of a crash helper binary of the test's
+// own (in its TempDir). It is compiled once per test process: linking
+// every connector takes 5–15 s, and a package's crash tests each asked for
+// it. It skips the test under -short.
 func BuildCrashHelper(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("crash tests build and kill a real process")
 	}
+	crashHelper.once.Do(func() { crashHelper.f, crashHelper.err = buildCrashHelper() })
+	if crashHelper.err != nil {
+		t.Fatal(crashHelper.err)
+	}
 	bin := filepath.Join(t.TempDir(), "crashhelper")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/mqb-dev/mqb/runtime/internal/crashhelper")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build crashhelper: %v\n%s", err, out)
+	if err := copyExecutable(bin, crashHelper.f); err != nil {
+		t.Fatalf("crash helper: %v", err)
 	}
 	return bin
+}
+
+// crashHelper is the process's compiled crash helper: an open file whose
+// directory is already removed, so that nothing is left behind however
+// the test process ends; each test gets a copy.
+var crashHelper struct {
+	once sync.Once
+	f    *os.File
+	err  error
+}
+
+func buildCrashHelper() (*os.File, error) {
+	dir, err := os.MkdirTemp("", "mqb-crashhelper-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "crashhelper")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/mqb-dev/mqb/runtime/internal/crashhelper")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build crashhelper: %v\n%s", err, out)
+	}
+	return os.Open(bin)
+}
+
+// copyExecutable writes the whole of src to a new executable file at path.
+func copyExecutable(path string, src *os.File) error {
+	fi, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	dst, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, io.NewSectionReader(src, 0, fi.Size())); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
 }
 
 // WriteCrashPlan stores p as dir/plan.json, the file the crash helper
