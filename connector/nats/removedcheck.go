@@ -27,6 +27,13 @@ import (
 //     a purge removes leave the consumer's pending acks and are not
 //     redelivered (the route writes them, as it had them; a route that
 //     crashed before writing them lost them);
+//   - messages delivered and not acked that limits remove (a run that
+//     crashed holding them, a max_age that passed while the route was
+//     down) leave the consumer's pending acks at once too: its AckFloor
+//     moves up to FirstSeq-1 and NumAckPending down, so the next run
+//     cannot see that it was owed them (measured: 3 pending of 5
+//     delivered, 12 more published to a stream keeping 10: AckFloor 5,
+//     nothing pending, the next fetch starts at 11);
 //   - a consumer made on a stream whose first messages are gone starts
 //     with Delivered.Stream = FirstSeq-1: it lost nothing;
 //   - a message deleted on purpose (DeleteMsg) at the head of the stream
