@@ -22,7 +22,7 @@ import (
 func init() {
 	register(&command{
 		Name:    "run",
-		Usage:   "mqbc run FILE… [--check] [--state DIR] [--metrics-addr ADDR] [--log-level debug|info|warn|error] [--log-format text|json] [--progress auto|on|off] [--otlp-endpoint URL]",
+		Usage:   "mqbc run FILE… [--check] [--state DIR] [--metrics-addr ADDR] [--log-level debug|info|warn|error] [--log-format text|json] [--progress auto|on|off] [--commit-interval DURATION] [--otlp-endpoint URL]",
 		Summary: "compile .mqb files and run every route until finite sources end or SIGINT/SIGTERM drains them; --check only checks, as mqbc check does",
 		Run:     runRun,
 		Notes:   memoryNotes,
@@ -39,8 +39,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state", "", stateFlagDoc)
 	otlpEndpoint := fs.String("otlp-endpoint", "", otlpEndpointDoc)
 	progress := fs.String("progress", "auto", "progress line on stderr for file sources: auto (when stderr is a terminal), on or off")
+	commitEvery := fs.Duration("commit-interval", 100*time.Millisecond, "how often each route saves its position past what it delivered, from 1ms to 1m; an http_server source answers a client at the commit after its record is written, so a shorter interval answers sooner, at the cost of more checkpoint writes")
 	paths, ok := parseFiles(c, fs, args, stderr, nil)
 	if !ok {
+		return exitUsage
+	}
+	if *commitEvery < time.Millisecond || *commitEvery > time.Minute {
+		fmt.Fprintf(stderr, "mqbc run: --commit-interval: must be from 1ms to 1m, got %v\n", *commitEvery)
 		return exitUsage
 	}
 	for flagName, v := range map[string][2]string{"log-format": {*logFormat, "text json"}, "progress": {*progress, "auto on off"}} {
@@ -83,7 +88,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *logFormat == "json" {
 		handler = slog.NewJSONHandler(stderr, hopts)
 	}
-	opts := runtime.Options{Logger: slog.New(handler), StateDir: *stateDir}
+	opts := runtime.Options{Logger: slog.New(handler), StateDir: *stateDir, CommitInterval: *commitEvery}
 	if *progress == "on" || *progress == "auto" && isTerminal(stderr) {
 		opts.Progress = stderr
 	}
