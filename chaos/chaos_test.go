@@ -391,6 +391,8 @@ type sourceSetup struct {
 	from string
 	env  []string
 	emit func(t *testing.T, lines string)
+	// args are more flags of mqbc run (--commit-interval).
+	args []string
 }
 
 var fileSource = sourceCase{name: "file", setup: func(t *testing.T, dir string) sourceSetup {
@@ -588,7 +590,7 @@ func runPair(t *testing.T, p pair, kills int, seed uint64) pairResult {
 	for res.kills < kills && res.runs < 4*kills {
 		ds.appendChunk(t)
 		res.runs++
-		killed, worked, out := killRun(t, dir, env, rng, window)
+		killed, worked, out := killRun(t, dir, env, rng, window, in.args...)
 		if !killed {
 			window = max(time.Millisecond, worked*9/10)
 		} else {
@@ -609,7 +611,7 @@ func runPair(t *testing.T, p pair, kills int, seed uint64) pairResult {
 	// The last run finishes what the killed ones left: a finite source
 	// ends by itself, a following one is drained with SIGTERM once the
 	// sink holds every record.
-	r := startMqbc(t, dir, env)
+	r := startMqbc(t, dir, env, in.args...)
 	if so.follows {
 		r.waitStarted(t)
 		// A deadline, not a speed: a source whose killed runs all died
@@ -712,10 +714,10 @@ func (r *mqbcRun) stderrText() string {
 	return r.stderr.String()
 }
 
-func startMqbc(t *testing.T, dir string, env []string) *mqbcRun {
+func startMqbc(t *testing.T, dir string, env []string, args ...string) *mqbcRun {
 	t.Helper()
 	r := &mqbcRun{started: make(chan time.Time, 1), exited: make(chan error, 1)}
-	r.cmd = exec.Command(mqbcBin, "run", "--log-level", "info", "--log-format", "json", "chaos.mqb")
+	r.cmd = exec.Command(mqbcBin, append(append([]string{"run", "--log-level", "info", "--log-format", "json"}, args...), "chaos.mqb")...)
 	r.cmd.Dir = dir
 	r.cmd.Env = append(os.Environ(), env...)
 	r.cmd.Stdout = &r.stdout
@@ -801,12 +803,12 @@ func (r *mqbcRun) waitStarted(t *testing.T) time.Time {
 // after its route started (one time in four after a kill within its first
 // 350 ms, see earlyKill). It reports whether the kill hit a running route
 // (false: the run ended first) and how long the route worked before ending.
-func killRun(t *testing.T, dir string, env []string, rng *rand.Rand, window time.Duration) (killed bool, worked time.Duration, stdout string) {
+func killRun(t *testing.T, dir string, env []string, rng *rand.Rand, window time.Duration, args ...string) (killed bool, worked time.Duration, stdout string) {
 	t.Helper()
 	if rng.IntN(4) == 0 {
-		earlyKill(t, dir, env, time.Duration(rng.Int64N(int64(350*time.Millisecond))))
+		earlyKill(t, dir, env, time.Duration(rng.Int64N(int64(350*time.Millisecond))), args...)
 	}
-	r := startMqbc(t, dir, env)
+	r := startMqbc(t, dir, env, args...)
 	began := r.waitStarted(t)
 	select {
 	case err := <-r.exited:
@@ -827,9 +829,9 @@ func killRun(t *testing.T, dir string, env []string, rng *rand.Rand, window time
 // usually before its route started: while it opens its stores, checks
 // its premises, repairs a torn tail or reads its checkpoint. Whatever it
 // did then must leave nothing the next run cannot pick up.
-func earlyKill(t *testing.T, dir string, env []string, after time.Duration) {
+func earlyKill(t *testing.T, dir string, env []string, after time.Duration, args ...string) {
 	t.Helper()
-	r := startMqbc(t, dir, env)
+	r := startMqbc(t, dir, env, args...)
 	select {
 	case err := <-r.exited:
 		if err != nil {
