@@ -79,7 +79,14 @@ func declareQueue(t testing.TB, url, queue string) *amqp.Channel {
 func publishOrders(t testing.TB, url, queue string, from, n int, withID bool) map[string]string {
 	t.Helper()
 	ids := map[string]string{}
-	publish(t, url, queue, func(yield func(amqp.Publishing) bool) {
+	publish(t, url, queue, orders(from, n, withID, ids))
+	return ids
+}
+
+// orders are the persistent orders from…from+n-1, each stamped with a
+// UUID message_id when withID, recorded in ids (order id → message_id).
+func orders(from, n int, withID bool, ids map[string]string) iter.Seq[amqp.Publishing] {
+	return func(yield func(amqp.Publishing) bool) {
 		for i := from; i < from+n; i++ {
 			m := amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(fmt.Sprintf(`{"order_id":"o-%d","amount":%d}`, i, i))}
 			if withID {
@@ -90,8 +97,7 @@ func publishOrders(t testing.TB, url, queue string, from, n int, withID bool) ma
 				return
 			}
 		}
-	})
-	return ids
+	}
 }
 
 // publish publishes msgs to queue on the default exchange, mandatory and
@@ -101,20 +107,35 @@ func publishOrders(t testing.TB, url, queue string, from, n int, withID bool) ma
 // be confirmed and lost without a word.
 func publish(t testing.TB, url, queue string, msgs iter.Seq[amqp.Publishing]) {
 	t.Helper()
-	c, ch := dialTest(t, url)
-	defer c.Close()
-	if err := ch.Confirm(false); err != nil {
+	if err := publishAll(url, queue, msgs); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// publishAll is publish returning what went wrong, for a goroutine of
+// the test's.
+func publishAll(url, queue string, msgs iter.Seq[amqp.Publishing]) error {
+	c, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ch, err := c.Channel()
+	if err != nil {
+		return err
+	}
+	if err := ch.Confirm(false); err != nil {
+		return err
 	}
 	const window = 1024 // confirms awaited at a time; the returns buffer holds as many
 	returns := ch.NotifyReturn(make(chan amqp.Return, window))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pending := make([]*amqp.DeferredConfirmation, 0, window)
-	wait := func() {
+	wait := func() error {
 		for _, dc := range pending {
 			if ok, err := dc.WaitContext(ctx); err != nil || !ok {
-				t.Fatalf("publish to queue %s not confirmed: %v", queue, err)
+				return fmt.Errorf("publish to queue %s not confirmed: %v", queue, err)
 			}
 		}
 		pending = pending[:0]
@@ -122,20 +143,23 @@ func publish(t testing.TB, url, queue string, msgs iter.Seq[amqp.Publishing]) {
 		// the messages confirmed is buffered by now.
 		select {
 		case r := <-returns:
-			t.Fatalf("publish to queue %s: the broker returned a message unroutable: %d %s", queue, r.ReplyCode, r.ReplyText)
+			return fmt.Errorf("publish to queue %s: the broker returned a message unroutable: %d %s", queue, r.ReplyCode, r.ReplyText)
 		default:
 		}
+		return nil
 	}
 	for m := range msgs {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, m)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if pending = append(pending, dc); len(pending) == window {
-			wait()
+			if err := wait(); err != nil {
+				return err
+			}
 		}
 	}
-	wait()
+	return wait()
 }
 
 // waitQueue waits until the broker, restarted, has queue again (a

@@ -54,9 +54,15 @@ func TestAMQPFailedRecordIsRequeued(t *testing.T) {
 			db, dlq := filepath.Join(d, "orders.db"), filepath.Join(d, "dlq.jsonl")
 			p := refusingPlan(url, q, db, tc.batch, tc.prefetch, bad)
 
+			// The source acks what each commit covers, and under prefetch
+			// 1 the broker sends nothing more until then: commits more
+			// often than the default 100 ms, not one record per 100 ms.
+			opts := runtest.Options()
+			opts.CommitInterval = 5 * time.Millisecond
+
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			st, err := runtime.Run(ctx, p, runtest.Options())
+			st, err := runtime.Run(ctx, p, opts)
 			if err == nil || !strings.Contains(err.Error(), "CHECK constraint") || !strings.Contains(err.Error(), "no dlq") {
 				t.Fatalf("run ended with %v, want the refused record's reason and that the route has no dlq", err)
 			}
@@ -70,7 +76,14 @@ func TestAMQPFailedRecordIsRequeued(t *testing.T) {
 			}
 
 			// What the broker holds again: o-113 and everything after it.
-			left := peekAll(t, url, q, n)
+			// It puts back at once what the run's closed connection left
+			// unacked: once the queue holds at least that many, it holds
+			// all it will, and every one of them is read.
+			ready := queueReady(t, url, q)
+			for deadline := time.Now().Add(10 * time.Second); ready < n-bad && time.Now().Before(deadline); ready = queueReady(t, url, q) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			left := peekAll(t, url, q, ready)
 			held := map[int]bool{}
 			for _, m := range left {
 				var o struct {
@@ -98,7 +111,7 @@ func TestAMQPFailedRecordIsRequeued(t *testing.T) {
 
 			// The rerun, with a dlq, gets them from the broker again.
 			p = withDLQ(p, 1, dlq)
-			runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool {
+			runtest.RunUntil(t, p, opts, time.Minute, func() bool {
 				return runtest.CountRows(t, db) == n-1 && len(plantest.ReadDLQLines(t, dlq)) >= 1
 			})
 			lines := plantest.ReadDLQLines(t, dlq)

@@ -90,14 +90,25 @@ func TestAMQPCancelledRunRedelivers(t *testing.T) {
 // unacked messages out again, every order lands once, and at the end
 // nothing is left in the queue.
 func TestCrashAMQPToSQLite(t *testing.T) {
-	bin := runtest.BuildCrashHelper(t)
+	if testing.Short() {
+		t.Skip("crash tests build and kill a real process") // before the broker and the orders
+	}
 	url := testsrv.RabbitMQ(t)
 	q := queueName(t)
 	declareQueue(t, url, q)
 	d := t.TempDir()
 	db := filepath.Join(d, "orders.db")
 	const n = 50000
-	publishOrders(t, url, q, 0, n, false)
+	// The orders are published while the crash helper builds.
+	var pubErr error
+	published := make(chan struct{})
+	go func() { defer close(published); pubErr = publishAll(url, q, orders(0, n, false, nil)) }()
+	t.Cleanup(func() { <-published }) // before the queue goes
+	bin := runtest.BuildCrashHelper(t)
+	<-published
+	if pubErr != nil {
+		t.Fatal(pubErr)
+	}
 	st := runtest.CrashUntil(t, bin, sqlitePlan(url, q, db, 32, 500, false), d, 53, 12,
 		func() bool { return runtest.CountRows(t, db) == n && queueReady(t, url, q) == 0 })
 	rs := st.Route("consume")
@@ -124,13 +135,19 @@ func TestAMQPOutage(t *testing.T) {
 			url := srv.URL()
 			q := queueName(t)
 			declareQueue(t, url, q)
-			// A declaration younger than this may not survive the kill.
-			time.Sleep(testsrv.RabbitMetadataFlush)
+			declared := time.Now()
 			db := filepath.Join(t.TempDir(), "orders.db")
 			const n = 20000
 			publishOrders(t, url, q, 0, n, false)
+			// A declaration younger than this may not survive the kill.
+			time.Sleep(time.Until(declared.Add(testsrv.RabbitMetadataFlush)))
+			// The source acks what each commit covers, and the broker
+			// sends no more than prefetch unacked: commits more often
+			// than the default 100 ms keep it from waiting for them.
+			opts := runtest.Options()
+			opts.CommitInterval = 10 * time.Millisecond
 			rs := runtest.Outage{
-				Plan: sqlitePlan(url, q, db, 64, 500, false), Route: "consume",
+				Plan: sqlitePlan(url, q, db, 64, 500, false), Route: "consume", Options: &opts,
 				Underway: func() bool { return runtest.CountRows(t, db) > 0 },
 				Outage: func() {
 					down.Outage(t, srv, 2*time.Second)

@@ -185,11 +185,15 @@ func TestMQTTSinkBrokerRefusal(t *testing.T) {
 		{"without_dlq", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each refusal costs the sink a connection and a wait for
+			// the answers on it: the cases run side by side, on topics
+			// of their own.
+			t.Parallel()
 			var mu sync.Mutex
 			got := map[int]int{}
 			msgs := make(chan *paho.Publish, 4096)
 			sub := client(t, url, msgs)
-			if _, err := sub.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "acl/#", QoS: 1}}}); err != nil {
+			if _, err := sub.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "acl/+/" + tc.name + "/orders", QoS: 1}}}); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan struct{})
@@ -214,7 +218,7 @@ func TestMQTTSinkBrokerRefusal(t *testing.T) {
 			denied := aclOrders(t, e.Input, n)
 			sink := plan.Node{Kind: "mqtt", Attrs: map[string]plan.Value{"url": plantest.Str(url),
 				"client_id": plantest.Str("mqb-" + uuid.NewString()),
-				"topic":     plantest.Tmpl(plantest.Lit("acl/"), plantest.Ex("payload.dest"), plantest.Lit("/orders"))}}
+				"topic":     plantest.Tmpl(plantest.Lit("acl/"), plantest.Ex("payload.dest"), plantest.Lit("/"+tc.name+"/orders"))}}
 			p := plantest.SinkPlan(e.Input, e.State, 8, sink)
 			if tc.dlq {
 				p = withDLQ(p, e.DLQ)

@@ -45,6 +45,14 @@ func client(t testing.TB, url string, msgs chan *paho.Publish) *paho.Client {
 // mq_bridge.message_id user property when withID.
 func publishOrders(t testing.TB, c *paho.Client, topic string, from, n int, withID bool) {
 	t.Helper()
+	if err := publishAll(c, topic, from, n, withID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishAll is publishOrders returning what went wrong, for a goroutine
+// of the test's.
+func publishAll(c *paho.Client, topic string, from, n int, withID bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for i := from; i < from+n; i++ {
@@ -53,9 +61,10 @@ func publishOrders(t testing.TB, c *paho.Client, topic string, from, n int, with
 			p.Properties = &paho.PublishProperties{User: paho.UserProperties{{Key: runtime.HeaderMessageID, Value: uuid.NewString()}}}
 		}
 		if _, err := c.Publish(ctx, p); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 // createSession subscribes clientID to topic at QoS 1 in a persistent
@@ -117,7 +126,9 @@ func TestMQTTSourceToSQLite(t *testing.T) {
 // what a killed run left unacknowledged again when the session resumes,
 // and every order lands once.
 func TestCrashMQTTToSQLite(t *testing.T) {
-	bin := runtest.BuildCrashHelper(t)
+	if testing.Short() {
+		t.Skip("crash tests build and kill a real process") // before the broker and the orders
+	}
 	url := testsrv.Mosquitto(t)
 	topic, id := "orders/"+t.Name(), "mqb-"+t.Name()
 	d := t.TempDir()
@@ -125,7 +136,17 @@ func TestCrashMQTTToSQLite(t *testing.T) {
 	p := sqlitePlan(url, topic, id, db, 32)
 	createSession(t, url, id, topic)
 	const n = 20000
-	publishOrders(t, client(t, url, nil), topic, 0, n, false)
+	// The orders are published while the crash helper builds.
+	pub := client(t, url, nil)
+	var pubErr error
+	published := make(chan struct{})
+	go func() { defer close(published); pubErr = publishAll(pub, topic, 0, n, false) }()
+	t.Cleanup(func() { <-published }) // before the client goes
+	bin := runtest.BuildCrashHelper(t)
+	<-published
+	if pubErr != nil {
+		t.Fatal(pubErr)
+	}
 	st := runtest.CrashUntil(t, bin, p, d, 59, 8, func() bool { return runtest.CountRows(t, db) == n })
 	runtest.CheckCounts(t, st.Route("consume"))
 	runtest.CheckOrders(t, db, n)
@@ -308,7 +329,7 @@ func TestMQTTSinkOutage(t *testing.T) {
 				Expect:   tc.Expect,
 				StopSays: []string{"route publish", "mqtt sink"},
 			}.Run(t)
-			got := drainSession(t, url, sub)
+			got := drainSession(t, url, sub, n)
 			t.Logf("%d orders received; %+v", len(got), rs)
 			for i := range n {
 				if got[fmt.Sprintf("o-%d", i)] == 0 {
@@ -320,8 +341,9 @@ func TestMQTTSinkOutage(t *testing.T) {
 }
 
 // drainSession resumes the persistent session of clientID and counts the
-// orders the broker queued for it, until none comes for five seconds.
-func drainSession(t testing.TB, url, clientID string) map[string]int {
+// orders the broker queued for it, until it has had each of o-0…o-(n-1)
+// or none comes for five seconds.
+func drainSession(t testing.TB, url, clientID string, n int) map[string]int {
 	t.Helper()
 	msgs := make(chan *paho.Publish, 1024)
 	cfg := paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
@@ -345,7 +367,9 @@ func drainSession(t testing.TB, url, clientID string) map[string]int {
 			if err := json.Unmarshal(m.Payload, &o); err != nil {
 				t.Fatalf("message %q: %v", m.Payload, err)
 			}
-			got[o.OrderID]++
+			if got[o.OrderID]++; len(got) == n {
+				return got
+			}
 		case <-time.After(5 * time.Second):
 			return got
 		}

@@ -26,6 +26,7 @@ func TestRabbitMQRestart(t *testing.T) {
 	const queues, bulk = 100, 20000
 	for _, down := range testsrv.Downs {
 		ch := rabbitChannel(t, r.URL())
+		declared := time.Now()
 		for i := range queues {
 			q := fmt.Sprintf("kept-%s-%d", down.Name, i)
 			if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
@@ -62,7 +63,9 @@ func TestRabbitMQRestart(t *testing.T) {
 				t.Fatalf("bulk publish not confirmed: %v", err)
 			}
 		}
-		time.Sleep(testsrv.RabbitMetadataFlush) // the queues' declarations written out
+		// The queues' declarations written out (the publishes took part
+		// of the time).
+		time.Sleep(time.Until(declared.Add(testsrv.RabbitMetadataFlush)))
 		began := time.Now()
 		down.Outage(t, r, 0)
 		t.Logf("%s: back in %s", down.Name, time.Since(began))
