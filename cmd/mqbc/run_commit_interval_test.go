@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,12 +26,7 @@ func TestRunCommitInterval(t *testing.T) {
 		}
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", closedPort(t))
 	src := fmt.Sprintf(`route ingest {
   from http_server { address = %q, path = "/orders" }
   to file { path = "out.jsonl" }
