@@ -16,7 +16,8 @@ import (
 // stdout holds exactly the records, in order; the verdicts and counts go
 // to stderr (the records own stdout); a malformed and an over-long line go
 // to the DLQ with their reasons; the verdict says at-most-once (a pipe
-// cannot be read again).
+// cannot be read again); a byte-order mark starting the input is not part
+// of the first record.
 func TestRunStdinToStdout(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "p.mqb", `route pipe {
@@ -26,6 +27,7 @@ func TestRunStdinToStdout(t *testing.T) {
 }
 `)
 	var in, want bytes.Buffer
+	in.WriteString("\xef\xbb\xbf")
 	for i := range 5000 {
 		switch i {
 		case 1234:

@@ -581,7 +581,7 @@ func (s *fileSource) Next(ctx context.Context, size int) (b *runtime.Batch, eof 
 // start is kept from an earlier read, a rotated file's last ones, and
 // every line when records carry source_metadata.
 func (s *fileSource) addLines(b *runtime.Batch, size, maxBytes int) int {
-	if s.meta || s.rotated || len(s.partial) > 0 || s.partialLen > 0 || s.r.Buffered() == 0 {
+	if s.meta || s.rotated || len(s.partial) > 0 || s.partialLen > 0 || s.r.Buffered() == 0 || s.markAhead() {
 		return 0
 	}
 	buf, _ := s.r.Peek(s.r.Buffered())
@@ -601,7 +601,7 @@ func (s *fileSource) addLines(b *runtime.Batch, size, maxBytes int) int {
 // stops), one longer than the read buffer, and an unterminated last
 // line: Next reads those one by one.
 func (s *fileSource) addBlock(b *runtime.Batch) int {
-	if s.rotated || len(s.partial) > 0 || s.partialLen > 0 {
+	if s.rotated || len(s.partial) > 0 || s.partialLen > 0 || s.markAhead() {
 		return 0
 	}
 	lines := 0
@@ -666,6 +666,9 @@ func (s *fileSource) readBlock(b *runtime.Batch) (lines int, more bool) {
 // add appends a record for line (n bytes of file consumed). Blank lines are
 // skipped without taking an index, which keeps numbering deterministic.
 func (s *fileSource) add(b *runtime.Batch, line []byte, tooLong, n int) {
+	if s.atMarkable() {
+		line = bytes.TrimPrefix(line, utf8BOM)
+	}
 	s.offset += int64(n)
 	if tooLong == 0 && blank(line) {
 		return
@@ -682,6 +685,29 @@ func (s *fileSource) add(b *runtime.Batch, line []byte, tooLong, n int) {
 	}
 	s.nextSeq++
 	b.AddCopy(rec, line)
+}
+
+// utf8BOM is the byte-order mark some tools (Windows editors, spreadsheet
+// exports) write at the start of a UTF-8 file. It is not part of the
+// first line: a json or text source reads the line without it, as jq
+// does, instead of dead-lettering a first record that is valid JSON
+// after it. A raw source keeps every byte.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// atMarkable reports whether the next line starts the file, where a json
+// or text source drops a byte-order mark (add).
+func (s *fileSource) atMarkable() bool { return s.offset == 0 && s.format != "raw" }
+
+// markAhead reports whether the next line starts the file and may start
+// with a byte-order mark: the lines that go as read (addLines, addBlock)
+// leave such a line to readLine and add, so that a mark is dropped on
+// every path.
+func (s *fileSource) markAhead() bool {
+	if !s.atMarkable() {
+		return false
+	}
+	b, _ := s.r.Peek(1)
+	return len(b) == 0 || b[0] == utf8BOM[0]
 }
 
 // trimLineEnd is line without its trailing CR and LF bytes, as

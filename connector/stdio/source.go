@@ -71,12 +71,16 @@ func (s *stdinSource) Open(context.Context, checkpoint.Position, bool, runtime.S
 	return nil
 }
 
+// utf8BOM is the byte-order mark some tools write at the start of UTF-8
+// text.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
 // read sends every line, then closes lines at the end of the input.
 func (s *stdinSource) read() {
 	defer close(s.lines)
 	r := bufio.NewReaderSize(s.in, 64<<10)
 	var line []byte
-	total := 0
+	total, first := 0, true
 	for {
 		chunk, err := r.ReadSlice('\n')
 		total += len(chunk)
@@ -92,6 +96,12 @@ func (s *stdinSource) read() {
 		}
 		if total > 0 {
 			content := bytes.TrimRight(line, "\r\n")
+			if first && s.format != "raw" {
+				// A byte-order mark starting the input is not part of
+				// its first line (as the file source reads a file).
+				content = bytes.TrimPrefix(content, utf8BOM)
+			}
+			first = false
 			full := total // the line's length without its line ending
 			if n := len(chunk); n > 0 && chunk[n-1] == '\n' {
 				full--
