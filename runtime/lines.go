@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/mqb-dev/mqb/internal/lazyre"
 )
@@ -47,10 +49,17 @@ func appendLine(buf []byte, r *Record, envelope bool) ([]byte, error) {
 		Meta     map[string]string `json:"meta,omitempty"`
 		Payload  json.RawMessage   `json:"payload,omitempty"`
 		Raw      string            `json:"raw,omitempty"`
+		Base64   string            `json:"raw_base64,omitempty"`
 	}{Error: r.Meta[metaError], Position: r.Seq, Meta: r.metaView()}
-	if json.Valid(r.Payload) {
+	switch {
+	case !utf8.Valid(r.Payload):
+		// A JSON string cannot hold these bytes (encoding/json writes
+		// U+FFFD for each one): raw is for reading, raw_base64 the
+		// record as it came, to replay.
+		env.Raw, env.Base64 = string(r.Payload), base64.StdEncoding.EncodeToString(r.Payload)
+	case json.Valid(r.Payload):
 		env.Payload = r.Payload
-	} else {
+	default:
 		env.Raw = string(r.Payload)
 	}
 	b, err := json.Marshal(env)

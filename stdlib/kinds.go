@@ -2,7 +2,7 @@ package stdlib
 
 var (
 	formatAttr = Attr{Name: "format", Type: Enum, Enum: []string{"json", "text", "raw", "csv"}, Default: "json",
-		Doc: "Record encoding: json (one JSON document per line), text (one line, payload is the string), raw (bytes as they are); csv is reserved: no reader or writer runs it yet (read text and use a parse step)."}
+		Doc: "Record encoding: json (one JSON document per line), text (one line, payload is the string), raw (bytes as they are); csv is reserved: no reader or writer runs it yet (read text and use a parse step). Read as json or text, a UTF-8 byte-order mark starting a file or an object is not part of its first line; raw keeps it."}
 	nameByAttr = Attr{Name: "name_by", Type: Enum, Enum: []string{"write_time", "source_position", "auto"}, Default: "write_time",
 		Doc: "How written objects are named. write_time appends / names by write order; source_position writes immutable part files named for the source positions they cover, so a replay is recognised (needs a replayable source); auto (object_store only) picks source_position when the source has a position, and write_time under a dlq, whose target is written by time (E062)."}
 	idempotencyAttr = Attr{Name: "idempotency", Type: Bool, Deprecated: "name_by",
@@ -139,7 +139,7 @@ var Kinds = []Kind{
 		Absorb:     AbsorbNone,
 		Attrs: []Attr{
 			{Name: "format", Type: Enum, Enum: []string{"json", "text", "raw"}, Default: "json",
-				Doc: "Record encoding: json (one JSON document per line), text (one line, payload is the string), raw (the line's bytes as they are)."},
+				Doc: "Record encoding: json (one JSON document per line), text (one line, payload is the string), raw (the line's bytes as they are). Read as json or text, a UTF-8 byte-order mark starting the input is not part of its first line; raw keeps it."},
 			{Name: "max_record_bytes", Type: Int, Default: int64(16 << 20), Doc: "Longest line accepted; a longer one goes to the DLQ."},
 		},
 	},

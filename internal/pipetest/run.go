@@ -312,6 +312,7 @@ func dlqRecords(r plan.Route, dir string) ([]string, error) {
 				Error   string          `json:"error"`
 				Payload json.RawMessage `json:"payload,omitempty"`
 				Raw     string          `json:"raw,omitempty"`
+				Base64  string          `json:"raw_base64,omitempty"`
 			}
 			if err := json.Unmarshal([]byte(l), &env); err != nil {
 				return nil, fmt.Errorf("dlq line %d: %v", i+1, err)
