@@ -41,7 +41,8 @@ func TestSQLServerBadInput(t *testing.T) {
 		input.Write(data)
 	}
 	// Valid JSON that a text column may refuse: an escaped NUL (Postgres
-	// text cannot hold one) and a lone surrogate (decoded as U+FFFD).
+	// text cannot hold one) and a lone surrogate (refused by the decoder,
+	// which has no UTF-8 for it: dead-lettered).
 	input.WriteString(`{"order_id":"esc-nul","qty":1,"body":"a\u0000b"}` + "\n")
 	input.WriteString(`{"order_id":"esc-surrogate","qty":1,"body":"a\ud800b"}` + "\n")
 	lines := 0

@@ -400,12 +400,18 @@ func (d *Decoder) strEscaped(start int) ([]byte, error) {
 				if i+6 <= len(d.data) && d.data[i] == '\\' && d.data[i+1] == 'u' {
 					r2, ok2 = hex4(d.data, i+2)
 				}
-				if dec := utf16.DecodeRune(r, r2); ok2 && dec != utf8.RuneError {
-					r = dec
-					i += 6
-				} else {
-					r = utf8.RuneError
+				dec := utf16.DecodeRune(r, r2)
+				if !ok2 || dec == utf8.RuneError {
+					// A surrogate not in a pair has no UTF-8 form:
+					// encoding/json writes U+FFFD for it, so two
+					// strings that differ there (two ids) would
+					// decode to one value. I-JSON (RFC 7493) refuses
+					// it, and so does this decoder.
+					d.pos = i - 6
+					return nil, d.errorf("lone UTF-16 surrogate \\u%04x (a surrogate escape must be followed by its pair; alone it has no UTF-8 form)", r)
 				}
+				r = dec
+				i += 6
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:

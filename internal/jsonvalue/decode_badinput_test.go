@@ -1,6 +1,7 @@
 package jsonvalue
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -38,5 +39,37 @@ func TestDecodeRefusesInvalidUTF8(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("Decode(%s) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// A \u escape of a UTF-16 surrogate not in a pair is refused, in Decode,
+// Valid and DecodeFields alike: it has no UTF-8 form, and decoding it to
+// U+FFFD (as encoding/json does) would make two ids that differ there
+// one value. A pair decodes to its rune.
+func TestDecodeRefusesLoneSurrogates(t *testing.T) {
+	bad := map[string]int{ // document → offset of the escape refused
+		`"\ud800"`:          1,
+		`"ab\udfff"`:        3,
+		`"\ud83d\u0041"`:    1, // a high surrogate, then no low one
+		`"\ude00\ud83d"`:    1, // the pair's halves in the wrong order
+		`{"k\udc00":1}`:     3,
+		`["ok", "x\ud800"]`: 9,
+	}
+	d := NewDecoder()
+	for in, at := range bad {
+		_, err := d.Decode([]byte(in))
+		var se *SyntaxError
+		if !errors.As(err, &se) || se.Offset != at || !strings.Contains(err.Error(), "lone UTF-16 surrogate") {
+			t.Errorf("Decode(%s) = %v, want a lone surrogate error at byte %d", in, err, at)
+		}
+		if err := d.Valid([]byte(in)); err == nil {
+			t.Errorf("Valid(%s) = nil, want an error", in)
+		}
+	}
+	if _, err := d.DecodeFields([]byte(`{"a":1,"skip":"\udbff"}`), map[string]bool{"a": true}); err == nil {
+		t.Error("a lone surrogate in a skipped member must still fail")
+	}
+	if got, err := d.Decode([]byte(`"\ud83d\ude00\u00e9"`)); err != nil || got != "😀é" {
+		t.Errorf("a surrogate pair: %q, %v", got, err)
 	}
 }
