@@ -502,7 +502,7 @@ func (s *dedupStep) apply(w *worker, b *batch) error {
 		if !present || k == "" {
 			reason := fmt.Sprintf("dedup key %s is empty", s.key.src)
 			if s.key.isMeta && s.key.metaKey == metaID {
-				reason += " (the record has no identity: the id expression did not resolve)"
+				reason += " (the record has no identity: its id expression was missing or empty)"
 			}
 			r.kill(reason)
 			continue

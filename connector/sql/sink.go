@@ -359,7 +359,7 @@ func bindParams(ev *runtime.Evaluator, params []*runtime.Program, keys map[int]s
 		}
 		if key, isMeta := p.MetaKey(); isMeta && !present {
 			if key == runtime.MetaID {
-				return fmt.Sprintf("bind ${%s}: not set (the record has no identity: the id expression did not resolve)", p.Expr())
+				return fmt.Sprintf("bind ${%s}: not set (the record has no identity: its id expression was missing or empty)", p.Expr())
 			}
 			return fmt.Sprintf("bind ${%s}: not set", p.Expr())
 		}
