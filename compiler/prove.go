@@ -1065,6 +1065,7 @@ func (rc *routeCtx) claimFilePath(n *nodeInfo, at diag.Range, parts bool) {
 	if path == "" {
 		return
 	}
+	rc.checkReadsOwnOutput(n, at, path, parts)
 	prev, ok := rc.c.filePaths[path]
 	if !ok {
 		rc.c.filePaths[path] = filePathUse{route: rc.name, rng: at, dir: parts}
@@ -1080,6 +1081,44 @@ func (rc *routeCtx) claimFilePath(n *nodeInfo, at diag.Range, parts bool) {
 	as := map[bool]string{true: "a directory of positional parts", false: "one file of lines"}
 	rc.c.add("E053", at, fmt.Sprintf("file in route %s writes %s as %s, but %s writes it as %s (%s)", rc.name, path, as[parts], where, as[prev.dir], prev.rng.Start),
 		"A sink named by write_time appends to one file at its path; one named by source_position makes its path a directory of parts. One path cannot be both: whichever sink starts second fails at start-up on every run. Give each sink its own path.")
+}
+
+// checkReadsOwnOutput reports E065 when a file sink of the route (its
+// sink, a branch or its dlq's target) writes where the route's own file
+// source reads: the file it reads, or a file in the directory or glob it
+// reads (a directory of parts, when the source reads a directory). The
+// route would read its own records back: in a follow mode without end,
+// in consume mode again on every run, its input growing each time.
+func (rc *routeCtx) checkReadsOwnOutput(n *nodeInfo, at diag.Range, path string, parts bool) {
+	if len(rc.nodes) == 0 || rc.nodes[0].role != plan.RoleSource || rc.nodes[0].name != "file" {
+		return
+	}
+	src := rc.filePath(rc.nodes[0])
+	if src == "" {
+		return
+	}
+	raw := rc.nodes[0].attrs["path"].val.Str
+	reads := ""
+	switch {
+	case !stdlib.FilePathNamesMany(raw):
+		if path == src {
+			reads = "the file it reads"
+		}
+	case strings.HasSuffix(raw, "/"): // a directory: every file in it
+		if (!parts && filepath.Dir(path) == src) || (parts && path == src) {
+			reads = "the directory it reads, " + raw
+		}
+	default: // a glob
+		if ok, _ := filepath.Match(src, path); ok && !parts {
+			reads = "a file its glob " + raw + " matches"
+		}
+	}
+	if reads == "" {
+		return
+	}
+	what := map[bool]string{true: "positional parts into " + path, false: path}[parts]
+	rc.c.add("E065", at, fmt.Sprintf("file in route %s writes %s, %s: the route would read its own records back", rc.name, what, reads),
+		"A route whose file sink (or dlq, or branch) writes where its file source reads takes its own output as input: in subscribe or group_subscribe mode it reads what it writes without end, and in consume mode every run reads the last run's output again, the input growing each time. Write somewhere the source does not read.")
 }
 
 // resolveNameBy writes the effective naming scheme into the plan (auto and
