@@ -1058,7 +1058,11 @@ type filePathUse struct {
 func (rc *routeCtx) claimFilePath(n *nodeInfo, at diag.Range, parts bool) {
 	// A dlq's target is proven quietly (its own mistakes are reported
 	// where it is checked), but its path is claimed there, once.
-	if (rc.inNamedUnused && !rc.deadLetter) || n.name != "file" {
+	if rc.inNamedUnused && !rc.deadLetter {
+		return
+	}
+	rc.checkReadsOwnObjects(n, at)
+	if n.name != "file" {
 		return
 	}
 	path := rc.filePath(n)
@@ -1119,6 +1123,26 @@ func (rc *routeCtx) checkReadsOwnOutput(n *nodeInfo, at diag.Range, path string,
 	what := map[bool]string{true: "positional parts into " + path, false: path}[parts]
 	rc.c.add("E065", at, fmt.Sprintf("file in route %s writes %s, %s: the route would read its own records back", rc.name, what, reads),
 		"A route whose file sink (or dlq, or branch) writes where its file source reads takes its own output as input: in subscribe or group_subscribe mode it reads what it writes without end, and in consume mode every run reads the last run's output again, the input growing each time. Write somewhere the source does not read.")
+}
+
+// checkReadsOwnObjects is checkReadsOwnOutput for an object_store sink
+// over an object_store source: E065 when the sink writes under the
+// prefix the source lists (the prefix itself, or a longer one below it).
+func (rc *routeCtx) checkReadsOwnObjects(n *nodeInfo, at diag.Range) {
+	if n.name != "object_store" || len(rc.nodes) == 0 || rc.nodes[0].role != plan.RoleSource || rc.nodes[0].name != "object_store" {
+		return
+	}
+	src, srcStatic, ok := urlText(rc.nodes[0].attrs["url"])
+	dst, dstStatic, ok2 := urlText(n.attrs["url"])
+	if !ok || !ok2 || !srcStatic || !dstStatic || src == "" {
+		return
+	}
+	s, d := strings.TrimRight(src, "/"), strings.TrimRight(dst, "/")
+	if d != s && !strings.HasPrefix(d, s+"/") {
+		return
+	}
+	rc.c.add("E065", at, fmt.Sprintf("object_store in route %s writes under %s, which its object_store source lists (%s): the route would read its own records back", rc.name, dst, src),
+		"A route whose object_store sink (or dlq, or branch) writes under the prefix its object_store source lists takes its own output as input: the source reads every object under its prefix, those the route wrote included. Write under a prefix the source does not list.")
 }
 
 // resolveNameBy writes the effective naming scheme into the plan (auto and
