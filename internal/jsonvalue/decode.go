@@ -519,15 +519,32 @@ func (d *Decoder) number() (any, error) {
 
 // floatExact reports whether f, printed in its shortest form, has the
 // digits of the literal it was parsed from: then nothing was lost. Up to
-// 15 significant digits always round-trip (DBL_DIG); longer literals, such
-// as the shortest form another program printed (0.30000000000000004), are
-// compared digit by digit.
+// 15 significant digits always round-trip (DBL_DIG) for a normal float;
+// longer literals, such as the shortest form another program printed
+// (0.30000000000000004), and every subnormal one (below 2^-1022 a float
+// holds fewer digits: 4.9e-324 parses to the float printed 5e-324) are
+// compared digit by digit. A literal that parses to zero is exact only
+// when it is zero.
 func floatExact(lit []byte, f float64) bool {
-	if len(lit) <= 15 { // no more digits than bytes
+	subnormal := f != 0 && math.Abs(f) < 0x1p-1022
+	if f == 0 {
+		// 0, or a literal too small for any float (1e-400): the
+		// literal is zero only if it has no digit but 0.
+		for _, c := range lit {
+			if c == 'e' || c == 'E' {
+				break
+			}
+			if c >= '1' && c <= '9' {
+				return false
+			}
+		}
+		return true
+	}
+	if len(lit) <= 15 && !subnormal { // no more digits than bytes
 		return true
 	}
 	digits, exp := decimalDigits(lit)
-	if len(digits) <= 15 {
+	if len(digits) <= 15 && !subnormal {
 		return true
 	}
 	short := strconv.AppendFloat(nil, f, 'e', -1, 64)

@@ -1,7 +1,10 @@
 package jsonvalue
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -71,5 +74,29 @@ func TestDecodeRefusesLoneSurrogates(t *testing.T) {
 	}
 	if got, err := d.Decode([]byte(`"\ud83d\ude00\u00e9"`)); err != nil || got != "😀é" {
 		t.Errorf("a surrogate pair: %q, %v", got, err)
+	}
+}
+
+// Two literals decode to one value only when they write one number: a
+// subnormal float holds fewer digits than DBL_DIG (4.9e-324 parses to the
+// float printed 5e-324), and a literal too small for any float parses to
+// zero; both stay literals (json.Number), as a literal with more digits
+// than a float holds does.
+func TestDecodeKeepsNumbersApart(t *testing.T) {
+	d := NewDecoder()
+	for in, want := range map[string]any{
+		`4.9e-324`:   json.Number("4.9e-324"),
+		`5e-324`:     5e-324,
+		`1e-400`:     json.Number("1e-400"),
+		`-2.5e-330`:  json.Number("-2.5e-330"),
+		`2.5e-308`:   2.5e-308,
+		`0.0e5`:      0.0,
+		`-0.000`:     math.Copysign(0, -1),
+		`0E99999999`: 0.0,
+	} {
+		got, err := d.Decode([]byte(in))
+		if err != nil || fmt.Sprintf("%T %v", got, got) != fmt.Sprintf("%T %v", want, want) {
+			t.Errorf("Decode(%s) = %T %v, %v; want %T %v", in, got, got, err, want, want)
+		}
 	}
 }
