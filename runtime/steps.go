@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -599,12 +600,27 @@ func encodePayload(r *Record) error {
 	if !r.dirty {
 		return nil
 	}
-	b, err := json.Marshal(r.value)
+	b, err := marshalPayload(r.value)
 	if err != nil {
 		return fmt.Errorf("encode payload: %w", err)
 	}
 	r.Payload, r.dirty = b, false
 	return nil
+}
+
+// marshalPayload encodes a payload's value as JSON, as json.Marshal does
+// but for '<', '>' and '&', which it writes as themselves rather than as
+// \u003c, \u003e and \u0026: a record's text goes on as it came, not
+// escaped for an HTML page it is not in.
+func marshalPayload(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return b[:len(b)-1], nil // Encode ends the value with a newline
 }
 
 // unnestStep is `unnest payload.items [as item]`: each live record whose

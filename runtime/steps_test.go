@@ -167,11 +167,12 @@ func TestMapPaths(t *testing.T) {
 }
 
 // TestMapReplacesTextPayload: a map that only replaces the whole payload
-// takes any payload, a text line too, which it turns into JSON.
+// takes any payload, a text line too, which it turns into JSON ('<', '>'
+// and '&' as themselves, not escaped for HTML).
 func TestMapReplacesTextPayload(t *testing.T) {
 	d := t.TempDir()
 	in, out := filepath.Join(d, "in.txt"), filepath.Join(d, "out.jsonl")
-	if err := os.WriteFile(in, []byte("first line\nsecond \"quoted\" line\n"), 0o644); err != nil {
+	if err := os.WriteFile(in, []byte("first line\nsecond \"quoted\" line\na <b> & c\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := fileRoute("text", in, out, "", filepath.Join(d, "state"),
@@ -185,10 +186,10 @@ func TestMapReplacesTextPayload(t *testing.T) {
 	)
 	p.Routes[0].Nodes[0].Attrs["format"] = enumV("text")
 	rs := runRoute(t, p, "text")
-	if rs.In != 2 || rs.Out != 2 || rs.DeadLettered != 0 {
-		t.Errorf("stats %+v: want in 2, out 2", rs)
+	if rs.In != 3 || rs.Out != 3 || rs.DeadLettered != 0 {
+		t.Errorf("stats %+v: want in 3, out 3", rs)
 	}
-	want := `{"line":"first line","meta":{"len":"10"}}` + "\n" + `{"line":"second \"quoted\" line","meta":{"len":"20"}}`
+	want := `{"line":"first line","meta":{"len":"10"}}` + "\n" + `{"line":"second \"quoted\" line","meta":{"len":"20"}}` + "\n" + `{"line":"a <b> & c","meta":{"len":"9"}}`
 	if got := strings.Join(readLines(t, out), "\n"); got != want {
 		t.Errorf("output:\n%s\nwant:\n%s", got, want)
 	}

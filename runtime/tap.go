@@ -92,7 +92,7 @@ func (t *Tap) sendBatch(route, at string, b *batch) {
 func tapLine(route, at string, r *Record) []byte {
 	payload := json.RawMessage(r.Payload)
 	if r.dirty {
-		if b, err := json.Marshal(r.value); err == nil {
+		if b, err := marshalPayload(r.value); err == nil {
 			payload = b
 		}
 	} else if !json.Valid(r.Payload) {
