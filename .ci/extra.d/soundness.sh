@@ -23,4 +23,4 @@ export SOUNDNESS_FIRST="${SOUNDNESS_FIRST:-1}"
 export SOUNDNESS_SEEDS="${SOUNDNESS_SEEDS:-10}"
 export SOUNDNESS_KILLS="${SOUNDNESS_KILLS:-3}"
 echo "soundness: seeds $SOUNDNESS_FIRST..$((SOUNDNESS_FIRST + SOUNDNESS_SEEDS - 1)), $SOUNDNESS_KILLS kills each"
-go test -tags soundness -count=1 -timeout 10m -v ./soundness 2>&1 | grep -v '^=== '
+go test -tags soundness -count=1 -timeout 20m -v ./soundness 2>&1 | grep -v '^=== '
