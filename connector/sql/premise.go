@@ -32,6 +32,36 @@ import (
 type uniqueKey struct {
 	name string
 	cols []string
+	// loose says, for a column the index compares more loosely than
+	// byte for byte, how (parallel to cols; nil or "" when exact): a
+	// case-insensitive collation, a prefix of the value, citext.
+	loose []string
+}
+
+// setLoose notes that the key's column i compares as why says.
+func (k *uniqueKey) setLoose(i int, why string) {
+	if why == "" {
+		return
+	}
+	if k.loose == nil {
+		k.loose = make([]string, len(k.cols))
+	}
+	for len(k.loose) < len(k.cols) {
+		k.loose = append(k.loose, "")
+	}
+	k.loose[i] = why
+}
+
+// looseness lists the key's columns that compare more loosely than byte
+// for byte, each with how ("" when none does).
+func (k uniqueKey) looseness() string {
+	var parts []string
+	for i, why := range k.loose {
+		if why != "" && i < len(k.cols) {
+			parts = append(parts, k.cols[i]+" ("+why+")")
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (k uniqueKey) String() string { return k.name + " (" + strings.Join(k.cols, ", ") + ")" }
@@ -163,6 +193,21 @@ func (s *sqlSink) CheckPremise(ctx context.Context, p plan.Premise) error {
 	k, ok := uniqueKeyHolds(keys, p.Columns, fold, dbFold)
 	if !ok {
 		return uniqueKeyFailure(p, keys)
+	}
+	if loose := k.looseness(); loose != "" && s.absent != nil && s.absent.log != nil {
+		// Not a premise failure: a replay still lands on the row its
+		// first delivery wrote, as in a run without a crash. But two
+		// records whose keys differ only as the index ignores are one
+		// row, and the later is taken for a repeat of the earlier.
+		fix := "declare those columns without a COLLATE clause (SQLite compares BINARY by default)"
+		switch {
+		case s.server != nil && s.server.dialect == dialectPostgres:
+			fix = "make those columns text (not citext) with a deterministic collation"
+		case s.server != nil:
+			fix = "give those columns a binary collation (COLLATE utf8mb4_bin) and index their full length"
+		}
+		s.absent.log.Warn(fmt.Sprintf("sql sink: the unique index %s of table %s compares %s more loosely than byte for byte: records whose keys differ only in what it ignores (letter case, accents, trailing spaces, the characters past a prefix) are one row, and all but the first are absorbed as repeats; to keep them apart, %s", k.name, p.Target, loose, fix),
+			"route", s.route, "table", p.Target)
 	}
 	// NULL never conflicts: a record binding NULL into a column of the key
 	// that holds the premise would land again on every replay. When the
@@ -343,14 +388,14 @@ func (s *sqlSink) uniqueKeysSQLite(ctx context.Context, target string) ([]unique
 	if len(pk) > 0 {
 		keys = append(keys, uniqueKey{name: "PRIMARY KEY", cols: pk})
 	}
-	var indexes []string
+	var indexes []sqliteIndex
 	err = q(sqlitePragma("index_list", target, ""), func(rows *dbsql.Rows) error {
 		e, err := scanIndexList(rows)
 		if err != nil {
 			return err
 		}
 		if e.unique && !e.partial {
-			indexes = append(indexes, e.name)
+			indexes = append(indexes, e)
 		}
 		return nil
 	})
@@ -358,26 +403,40 @@ func (s *sqlSink) uniqueKeysSQLite(ctx context.Context, target string) ([]unique
 		return nil, true, err
 	}
 	for _, ix := range indexes {
-		var cols []string
+		k := uniqueKey{name: ix.name}
 		expr := false
-		err := q(sqlitePragma("index_info", target, ix), func(rows *dbsql.Rows) error {
-			var seqno, cid int
-			var name dbsql.NullString
-			if err := rows.Scan(&seqno, &cid, &name); err != nil {
+		// index_xinfo: the key's columns (key = 1, then the rowid) with
+		// the collation each compares by.
+		err := q(sqlitePragma("index_xinfo", target, ix.name), func(rows *dbsql.Rows) error {
+			var seqno, cid, desc, key int
+			var name, coll dbsql.NullString
+			if err := rows.Scan(&seqno, &cid, &name, &desc, &coll, &key); err != nil {
 				return err
+			}
+			if key == 0 {
+				return nil
 			}
 			if !name.Valid {
 				expr = true
 			}
-			cols = append(cols, name.String)
+			k.cols = append(k.cols, name.String)
+			if coll.Valid && !strings.EqualFold(coll.String, "BINARY") {
+				k.setLoose(len(k.cols)-1, "collation "+coll.String)
+			}
 			return nil
 		})
 		if err != nil {
 			return nil, true, err
 		}
-		if !expr {
-			keys = append(keys, uniqueKey{name: ix, cols: cols})
+		if expr {
+			continue
 		}
+		if ix.origin == "pk" && len(pk) > 0 {
+			// The PRIMARY KEY's own index: how it compares is the
+			// PRIMARY KEY's.
+			keys[0].loose = k.loose
+		}
+		keys = append(keys, k)
 	}
 	return keys, true, nil
 }
@@ -461,7 +520,9 @@ func (s *sqlSink) eachRow(ctx context.Context, query string, scan func(*dbsql.Ro
 // an INCLUDE clause are past indnkeyatts and not part of the key.
 // to_regclass resolves the name as SQL does: unquoted parts fold to lower
 // case, the search_path finds an unqualified table.
-const pgUniqueKeysQuery = `SELECT i.indexrelid::regclass::text, a.attname
+const pgUniqueKeysQuery = `SELECT i.indexrelid::regclass::text, a.attname,
+  format_type(a.atttypid, NULL) = 'citext' OR coalesce((SELECT to_jsonb(c) ->> 'collisdeterministic' = 'false'
+    FROM pg_collation c WHERE c.oid = i.indcollation[k.ord - 1]), false)
 FROM pg_index i
 CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
@@ -494,6 +555,9 @@ func (s *sqlServerSink) uniqueKeysPG(ctx context.Context, target string) ([]uniq
 		}
 		k := &keys[len(keys)-1]
 		k.cols = append(k.cols, col)
+		if string(row[2]) == "t" {
+			k.setLoose(len(k.cols)-1, "citext or a nondeterministic collation")
+		}
 	}
 	return keys, true, nil
 }
@@ -516,9 +580,14 @@ func (s *sqlServerSink) uniqueKeysMySQL(ctx context.Context, target string) ([]u
 	if n == 0 {
 		return nil, false, nil
 	}
-	rows, err := s.my.QueryContext(ctx, `SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS
-WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND NON_UNIQUE = 0
-ORDER BY INDEX_NAME, SEQ_IN_INDEX`, schemaArg, table)
+	// With each column, the prefix the index keeps of it (SUB_PART) and
+	// the collation it compares by.
+	rows, err := s.my.QueryContext(ctx, `SELECT s.INDEX_NAME, s.COLUMN_NAME, s.SUB_PART, c.COLLATION_NAME
+FROM information_schema.STATISTICS s
+LEFT JOIN information_schema.COLUMNS c
+  ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME
+WHERE s.TABLE_SCHEMA = COALESCE(?, DATABASE()) AND s.TABLE_NAME = ? AND s.NON_UNIQUE = 0
+ORDER BY s.INDEX_NAME, s.SEQ_IN_INDEX`, schemaArg, table)
 	if err != nil {
 		return nil, true, err
 	}
@@ -527,8 +596,9 @@ ORDER BY INDEX_NAME, SEQ_IN_INDEX`, schemaArg, table)
 	skip := map[string]bool{}
 	for rows.Next() {
 		var name string
-		var col dbsql.NullString
-		if err := rows.Scan(&name, &col); err != nil {
+		var col, coll dbsql.NullString
+		var sub dbsql.NullInt64
+		if err := rows.Scan(&name, &col, &sub, &coll); err != nil {
 			return nil, true, err
 		}
 		if !col.Valid { // an index on an expression
@@ -539,6 +609,12 @@ ORDER BY INDEX_NAME, SEQ_IN_INDEX`, schemaArg, table)
 		}
 		k := &keys[len(keys)-1]
 		k.cols = append(k.cols, col.String)
+		switch c := strings.ToLower(coll.String); {
+		case sub.Valid:
+			k.setLoose(len(k.cols)-1, fmt.Sprintf("only its first %d characters", sub.Int64))
+		case coll.Valid && c != "binary" && !strings.HasSuffix(c, "_bin"):
+			k.setLoose(len(k.cols)-1, "collation "+coll.String)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, true, err
