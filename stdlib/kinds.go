@@ -152,7 +152,7 @@ var Kinds = []Kind{
 		Name: "postgres_cdc", Source: true, CDC: true,
 		Doc:           "PostgreSQL logical replication (pgoutput): every insert, update and delete as a record carrying the full row. A lost connection is reconnected (backoff 100 ms to 5 s): while streaming at the position the route committed, transactions the slot replays that this run already handed over dropped whole; while the snapshot is read, the rest is read in a new snapshot after the last committed row, as a rerun would. A slot or publication that is gone, a refused login or a lost temporary slot stops the route (a rerun resumes).",
 		IDs:           IDsStable,
-		IDNote:        "message_id is a stable hash of schema.table + key + LSN: a replayed change has the same id, a new revision a new one. A snapshot row's (snapshot = true) is a UUIDv5 of the slot, schema.table and key, the same whenever the row is read again; a row in the snapshot and changed later has both records, under different ids.",
+		IDNote:        "message_id is a stable hash of schema.table + key + LSN: a replayed change has the same id, a new revision a new one. For a table whose replica identity is no key (no primary key, or REPLICA IDENTITY FULL, where equal rows share the whole-row key) the hash also takes the change's place in its transaction, so each row a transaction inserts has an id of its own. A snapshot row's (snapshot = true) is a UUIDv5 of the slot, schema.table and key, the same whenever the row is read again; a row in the snapshot and changed later has both records, under different ids.",
 		PositionModes: []string{"*"},
 		// A snapshot read again after a crash is read in another
 		// snapshot: its rows do not come back at the same positions.

@@ -43,7 +43,10 @@ const (
 // postgres.schema, postgres.table and postgres.key (the key column's value,
 // or a JSON array of the values of a composite key; absent for a table
 // without a replica identity key). message_id is a hash of schema.table,
-// key and commit LSN: a replayed change has the same id.
+// key and commit LSN: a replayed change has the same id. A table whose
+// replica identity is no key (none, or FULL: the whole row) adds the
+// change's place in its transaction, so the rows one transaction inserts
+// get ids of their own.
 //
 // Known edge, as the spec states it: a key changed twice in one
 // transaction yields two records with one commit LSN and so one
@@ -914,6 +917,16 @@ func (s *pgCDCSource) change(txn *[]runtime.Record, commit pglogrepl.LSN, op str
 	}
 	h := sha256.New()
 	h.Write([]byte(rel.Namespace + "." + rel.RelationName + "\x00" + key + "\x00" + lsn))
+	if len(keys) == 0 || rel.ReplicaIdentity == 'f' || rel.ReplicaIdentity == 'n' {
+		// No key tells this row from the others the transaction changed
+		// (no replica identity, or REPLICA IDENTITY FULL, whose "key" is
+		// the whole row: two equal rows share it): the change's place in
+		// its transaction does, the same on every replay, as a slot
+		// decodes a transaction the same way each time. Without it every
+		// row of a multi-row insert would share one id, and a dedup or a
+		// sink keyed on message_id would keep the first and drop the rest.
+		h.Write([]byte("\x00#" + strconv.Itoa(len(*txn))))
+	}
 	var id uuid.UUID
 	copy(id[:], h.Sum(nil))
 	id[6] = (id[6] & 0x0f) | 0x80
