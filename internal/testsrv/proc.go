@@ -28,9 +28,18 @@ import (
 // Without it the shared servers still die with the test binary (they are
 // started with a parent-death signal), but abruptly, and their directory is
 // only removed by the next test binary that uses testsrv.
+//
+// It also removes the package directory's .mqb, where routes a test runs
+// without a state directory of its own keep their checkpoints (the
+// stdlib default, .mqb/state), before the tests and after: a checkpoint
+// left by an earlier run names a server that is gone (a replication slot,
+// a consumer group), and the route would refuse to start against the new
+// one.
 func Main(m *testing.M) {
+	os.RemoveAll(".mqb")
 	code := m.Run()
 	StopAll()
+	os.RemoveAll(".mqb")
 	os.Exit(code)
 }
 
