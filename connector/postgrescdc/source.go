@@ -37,7 +37,8 @@ const (
 // replication slot with the pgoutput plugin. Each insert, update and
 // delete is a record whose payload is the row as a JSON object (for a
 // delete, the replica identity's columns; a TOASTed column an update left
-// unchanged is absent from the payload), with meta postgres.lsn (the
+// unchanged is absent from the payload unless the old row, sent under
+// REPLICA IDENTITY FULL, holds it: warnUnchangedTOAST), with meta postgres.lsn (the
 // transaction's commit LSN, as a decimal number: a version that grows with
 // every transaction), postgres.operation (insert|update|delete),
 // postgres.schema, postgres.table and postgres.key (the key column's value,
@@ -193,6 +194,9 @@ type pgCDCSource struct {
 	// the snapshot: its rows from before it joined are in no record.
 	snapTables map[string]bool
 	lateTables map[string]bool
+	// toastWarned: the tables whose updates left a TOASTed value out,
+	// warned about once each (warnUnchangedTOAST).
+	toastWarned map[string]bool
 }
 
 // pgCDCSourceConfig is a postgres_cdc source's attributes (stdlib
@@ -854,6 +858,22 @@ func (s *pgCDCSource) warnLateTable(table string) {
 		"publication", s.publication, "table", table)
 }
 
+// warnUnchangedTOAST warns, once per table, that an update left columns
+// out of its record: PostgreSQL does not send a TOASTed value (a large
+// one, stored apart) an update did not change, and without REPLICA
+// IDENTITY FULL no old row holds it either.
+func (s *pgCDCSource) warnUnchangedTOAST(table string, cols []string) {
+	if s.toastWarned[table] {
+		return
+	}
+	if s.toastWarned == nil {
+		s.toastWarned = map[string]bool{}
+	}
+	s.toastWarned[table] = true
+	s.log.Warn(fmt.Sprintf("postgres_cdc: an update of %s left its unchanged large (TOASTed) values of %s out of the record, as PostgreSQL sends them: a sink that writes those fields from the payload writes NULL (an upsert's DO UPDATE SET would erase them). ALTER TABLE %s REPLICA IDENTITY FULL makes the server send the old row, which the source fills them from; or leave those columns out of the update", table, strings.Join(cols, ", "), table),
+		"route", s.route, "table", table)
+}
+
 // change turns one row change into a record of the open transaction.
 func (s *pgCDCSource) change(txn *[]runtime.Record, commit pglogrepl.LSN, op string, relID uint32, tuple, old *pglogrepl.TupleData) error {
 	s.relMu.Lock()
@@ -866,6 +886,12 @@ func (s *pgCDCSource) change(txn *[]runtime.Record, commit pglogrepl.LSN, op str
 		return fmt.Errorf("%s on %s.%s without row data", op, rel.Namespace, rel.RelationName)
 	}
 	row := make(map[string]json.RawMessage, len(tuple.Columns))
+	var unsent []string // unchanged TOASTed columns no old row holds
+	defer func() {
+		if len(unsent) > 0 {
+			s.warnUnchangedTOAST(rel.Namespace+"."+rel.RelationName, unsent)
+		}
+	}()
 	var keys []string
 	var keyJSON []json.RawMessage
 	for i, col := range tuple.Columns {
@@ -878,7 +904,13 @@ func (s *pgCDCSource) change(txn *[]runtime.Record, commit pglogrepl.LSN, op str
 		case 'n':
 			v = json.RawMessage("null")
 		case 'u':
-			continue // unchanged TOASTed value: not sent
+			// An unchanged TOASTed value is not sent. The old row, sent
+			// in full under REPLICA IDENTITY FULL, may hold it.
+			if old == nil || i >= len(old.Columns) || old.Columns[i].DataType != 't' {
+				unsent = append(unsent, rc.Name)
+				continue
+			}
+			v = pgTextToJSON(rc.DataType, old.Columns[i].Data)
 		case 't':
 			v = pgTextToJSON(rc.DataType, col.Data)
 		default:
