@@ -40,8 +40,10 @@ const (
 // unchanged is absent from the payload unless the old row, sent under
 // REPLICA IDENTITY FULL, holds it: warnUnchangedTOAST), with meta postgres.lsn (the
 // transaction's commit LSN, as a decimal number: a version that grows with
-// every transaction), postgres.operation (insert|update|delete),
-// postgres.schema, postgres.table and postgres.key (the key column's value,
+// every transaction), postgres.operation (insert|update|delete, or
+// truncate: one record per table a TRUNCATE emptied, with {} as its
+// payload), postgres.schema, postgres.table and postgres.key (the key
+// column's value,
 // or a JSON array of the values of a composite key; absent for a table
 // without a replica identity key). message_id is a hash of schema.table,
 // key and commit LSN: a replayed change has the same id. A table whose
@@ -786,6 +788,10 @@ func (s *pgCDCSource) stream(ctx context.Context) error {
 					if err := s.change(&txn, commit, "delete", lm.RelationID, lm.OldTuple, nil); err != nil {
 						return err
 					}
+				case *pglogrepl.TruncateMessage:
+					if err := s.truncate(&txn, commit, lm.RelationIDs); err != nil {
+						return err
+					}
 				case *pglogrepl.CommitMessage:
 					if !s.handOver(ctx, txn, uint64(lm.TransactionEndLSN)) {
 						return nil
@@ -926,6 +932,32 @@ func (s *pgCDCSource) change(txn *[]runtime.Record, commit pglogrepl.LSN, op str
 	if err != nil {
 		return err
 	}
+	return s.addChange(txn, commit, rel, op, payload, keys, keyJSON)
+}
+
+// truncate turns a TRUNCATE into one record per table it emptied, with
+// postgres.operation "truncate" and an empty object as the payload: a
+// sink keyed on a row's fields refuses it (to the DLQ, or stopping the
+// route) rather than the warehouse keeping rows the source no longer
+// has without a word; a route that means to ignore it filters it out.
+func (s *pgCDCSource) truncate(txn *[]runtime.Record, commit pglogrepl.LSN, relIDs []uint32) error {
+	for _, id := range relIDs {
+		s.relMu.Lock()
+		rel := s.relation[id]
+		s.relMu.Unlock()
+		if rel == nil {
+			return fmt.Errorf("truncate of unknown relation %d", id)
+		}
+		if err := s.addChange(txn, commit, rel, "truncate", []byte("{}"), nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addChange appends a change of rel to the open transaction: its record,
+// meta and message_id (see pgCDCSource).
+func (s *pgCDCSource) addChange(txn *[]runtime.Record, commit pglogrepl.LSN, rel *pglogrepl.RelationMessage, op string, payload []byte, keys []string, keyJSON []json.RawMessage) error {
 	key := ""
 	switch len(keys) {
 	case 0:
