@@ -26,6 +26,7 @@ const (
 	metaSrcTopic     = runtime.MetaSourcePrefix + "topic"
 	metaSrcPartition = runtime.MetaSourcePrefix + "partition"
 	metaSrcOffset    = runtime.MetaSourcePrefix + "offset"
+	metaSrcKey       = runtime.MetaSourcePrefix + "key"
 )
 
 // kafkaRevokeWait bounds how long a rebalance waits for the records already
@@ -566,8 +567,14 @@ func (s *kafkaSource) add(b *runtime.Batch, km kafkaMsg) {
 		return // read under a generation that has ended
 	}
 	m := &km.m
+	payload := m.Value
+	if payload == nil && s.format == "json" {
+		// A tombstone (a null value: a compacted topic's delete of its
+		// key) is the JSON null, not a line that fails to decode.
+		payload = jsonNull
+	}
 	r := runtime.Record{
-		Payload:   m.Value,
+		Payload:   payload,
 		Partition: int32(m.Partition),
 		Seq:       uint64(m.Offset),
 		Next:      m.Offset + 1,
@@ -591,9 +598,15 @@ func (s *kafkaSource) add(b *runtime.Batch, km kafkaMsg) {
 		r.Meta[metaSrcTopic] = m.Topic
 		r.Meta[metaSrcPartition] = strconv.Itoa(m.Partition)
 		r.Meta[metaSrcOffset] = strconv.FormatInt(m.Offset, 10)
+		if len(m.Key) > 0 { // the client reads a null key as empty
+			r.Meta[metaSrcKey] = string(m.Key)
+		}
 	}
 	b.Add(r)
 }
+
+// jsonNull is a tombstone's payload under format = json.
+var jsonNull = []byte("null")
 
 // kafkaMessageID is the identity the spec gives a Kafka record: the
 // mq_bridge.message_id header (UUID text, as our sinks write it, or 16 raw
