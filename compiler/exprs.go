@@ -110,7 +110,49 @@ func (rc *routeCtx) compileExpr(src string, at diag.Pos, mappable bool, whole di
 		rc.c.add(code, rng, what()+" does not compile: "+msg, exprHint(msg))
 		return nil, false
 	}
+	rc.checkMetaDefault(tree, src, at, mappable, whole)
 	return &compiledExpr{src: src, tree: tree, at: at}, true
+}
+
+// checkMetaDefault warns (W022) at each `meta[…] ?? x` in tree: meta maps
+// strings to strings, so a key that is not there reads as "", never nil,
+// and the default is never taken.
+func (rc *routeCtx) checkMetaDefault(tree ast.Node, src string, at diag.Pos, mappable bool, whole diag.Range) {
+	if rc.inNamedUnused || !strings.Contains(src, "??") {
+		return
+	}
+	v := &metaDefaultFinder{}
+	ast.Walk(&tree, v)
+	for _, n := range v.found {
+		rng := whole
+		if mappable {
+			// From meta to the end of ??.
+			rng = mapRange(src, at, n.meta.Location().From, n.op.Location().To)
+		}
+		rc.c.add("W022", rng, "meta[…] ?? … never takes its default: a meta key that is not there reads as \"\", not nil",
+			"meta holds strings, so ?? sees \"\" for a missing key and keeps it. Write `\"key\" in meta ? meta[\"key\"] : \"default\"` to tell a missing key apart, or `meta[\"key\"] != \"\" ? meta[\"key\"] : \"default\"` to replace an empty one too.")
+	}
+}
+
+// metaDefaultFinder collects the ?? nodes whose left side reads meta.
+type metaDefaultFinder struct {
+	found []struct{ meta, op ast.Node }
+}
+
+func (f *metaDefaultFinder) Visit(node *ast.Node) {
+	b, ok := (*node).(*ast.BinaryNode)
+	if !ok || b.Operator != "??" {
+		return
+	}
+	left := b.Left
+	if c, ok := left.(*ast.ChainNode); ok {
+		left = c.Node
+	}
+	if m, ok := left.(*ast.MemberNode); ok {
+		if id, ok := m.Node.(*ast.IdentifierNode); ok && id.Value == "meta" {
+			f.found = append(f.found, struct{ meta, op ast.Node }{id, b})
+		}
+	}
 }
 
 // exprNames are the names an mqb expression can use, for "did you mean".
