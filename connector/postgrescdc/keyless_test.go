@@ -3,14 +3,10 @@ package postgrescdc
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/mqb-dev/mqb/internal/plantest"
-	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 )
 
@@ -26,12 +22,8 @@ import (
 func TestPostgresCDCKeylessRowsApart(t *testing.T) {
 	url := testsrv.Postgres(t)
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	for _, q := range []string{
+	c := connect(t, url)
+	exec(t, c,
 		`CREATE TABLE logs (line TEXT)`,
 		`CREATE TABLE full_rows (a INTEGER, b TEXT)`,
 		`ALTER TABLE full_rows REPLICA IDENTITY FULL`,
@@ -40,12 +32,7 @@ func TestPostgresCDCKeylessRowsApart(t *testing.T) {
 		`CREATE TABLE ev2 (id TEXT PRIMARY KEY, tbl TEXT, body TEXT)`,
 		`CREATE PUBLICATION keyless_pub FOR TABLE logs, full_rows, keyed`,
 		`SELECT pg_create_logical_replication_slot('keyless_a', 'pgoutput')`,
-		`SELECT pg_create_logical_replication_slot('keyless_b', 'pgoutput')`,
-	} {
-		if _, err := c.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`SELECT pg_create_logical_replication_slot('keyless_b', 'pgoutput')`)
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -66,22 +53,16 @@ func TestPostgresCDCKeylessRowsApart(t *testing.T) {
 	const want = 3 + 3 + 1 // the keyed row's insert and update share an id
 	ids := map[string]string{}
 	for _, run := range []struct{ slot, table string }{{"keyless_a", "ev"}, {"keyless_b", "ev2"}} {
-		dir := t.TempDir()
-		p := plantest.Compile(t, fmt.Sprintf(`route r {
+		_, r := startCompiled(t, fmt.Sprintf(`route r {
   from postgres_cdc { url = %q, publication = "keyless_pub", slot_name = %q }
   dedup { ttl = 1h, store = "pebble://dedup" }
   to sql {
     url          = %q
     insert_query = "INSERT INTO %s (id, tbl, body) VALUES (${message_id}, ${meta[\"postgres.table\"]}, ${payload}) ON CONFLICT (id) DO NOTHING"
   }
-}`, url, run.slot, url, run.table))
-		opts := runtest.Options()
-		opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-		r := runtest.Start(ctx, p, opts)
+}`, url, run.slot, url, run.table), nil)
 		var got map[string]string
-		deadline := time.Now().Add(30 * time.Second)
-		for len(got) < want && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
+		waitUntil(func() bool {
 			got = plantest.PGQuery(t, url, `SELECT id, tbl || ' ' || body FROM `+run.table, func(t *testing.T, rows plantest.Rows) map[string]string {
 				out := map[string]string{}
 				for rows.Next() {
@@ -91,7 +72,8 @@ func TestPostgresCDCKeylessRowsApart(t *testing.T) {
 				}
 				return out
 			})
-		}
+			return len(got) >= want
+		})
 		time.Sleep(300 * time.Millisecond) // nothing more comes
 		rs := r.Stop(t).Route("r")
 		if len(got) != want {

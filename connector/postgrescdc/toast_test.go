@@ -1,44 +1,18 @@
 package postgrescdc
 
 import (
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 )
-
-// lockedBuffer is a bytes.Buffer the route's goroutines can log into.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestPostgresCDCUnchangedTOAST: PostgreSQL does not send a large
 // (TOASTed) value an update left unchanged. Under REPLICA IDENTITY FULL
@@ -47,16 +21,11 @@ func (l *lockedBuffer) String() string {
 // NULL), and the run warns once, naming the table, the column and the fix.
 func TestPostgresCDCUnchangedTOAST(t *testing.T) {
 	url := testsrv.Postgres(t)
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	c := connect(t, url)
 	b := make([]byte, 8000)
 	rand.Read(b)
 	big := hex.EncodeToString(b) // incompressible: stored out of line
-	for _, q := range []string{
+	exec(t, c,
 		`CREATE TABLE plain (id INTEGER PRIMARY KEY, n INTEGER, big TEXT)`,
 		`CREATE TABLE full_id (id INTEGER PRIMARY KEY, n INTEGER, big TEXT)`,
 		`ALTER TABLE full_id REPLICA IDENTITY FULL`,
@@ -66,28 +35,18 @@ func TestPostgresCDCUnchangedTOAST(t *testing.T) {
 		fmt.Sprintf(`INSERT INTO full_id VALUES (1, 1, '%s')`, big),
 		`UPDATE plain SET n = 2 WHERE id = 1`,
 		`UPDATE full_id SET n = 2 WHERE id = 1`,
-		`UPDATE plain SET n = 3 WHERE id = 1`,
-	} {
-		if _, err := c.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	dir := t.TempDir()
-	p := plantest.Compile(t, fmt.Sprintf(`route r {
+		`UPDATE plain SET n = 3 WHERE id = 1`)
+	var logs runtest.Logs
+	dir, r := startCompiled(t, fmt.Sprintf(`route r {
   from postgres_cdc { url = %q, publication = "toast_pub", slot_name = "toast_slot" }
   to file { path = "out.jsonl" }
-}`, url))
-	var logs lockedBuffer
-	opts := runtest.Options()
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-	r := runtest.Start(ctx, p, opts)
+}`, url), &logs)
 	var lines []string
-	for deadline := time.Now().Add(30 * time.Second); len(lines) < 5 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
+	waitUntil(func() bool {
 		data, _ := os.ReadFile(filepath.Join(dir, "out.jsonl"))
 		lines = strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	}
+		return len(lines) >= 5
+	})
 	r.Stop(t)
 	if len(lines) != 5 {
 		t.Fatalf("%d records, want 5", len(lines))

@@ -1,7 +1,6 @@
 package postgrescdc
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/mqb-dev/mqb/internal/plantest"
-	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 )
 
@@ -23,13 +19,7 @@ import (
 // the DLQ, saying why; the changes around it go through in order.
 func TestPostgresCDCTruncate(t *testing.T) {
 	url := testsrv.Postgres(t)
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	for _, q := range []string{
+	exec(t, connect(t, url),
 		`CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)`,
 		`CREATE TABLE tags (id INTEGER PRIMARY KEY, name TEXT)`,
 		`CREATE TABLE wh (id INTEGER PRIMARY KEY, name TEXT)`,
@@ -38,14 +28,8 @@ func TestPostgresCDCTruncate(t *testing.T) {
 		`SELECT pg_create_logical_replication_slot('trunc_wh', 'pgoutput')`,
 		`INSERT INTO items VALUES (1, 'a'), (2, 'b')`,
 		`TRUNCATE items, tags`,
-		`INSERT INTO items VALUES (3, 'c')`,
-	} {
-		if _, err := c.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	dir := t.TempDir()
-	p := plantest.Compile(t, fmt.Sprintf(`route file {
+		`INSERT INTO items VALUES (3, 'c')`)
+	dir, r := startCompiled(t, fmt.Sprintf(`route file {
   from postgres_cdc { url = %q, publication = "trunc_pub", slot_name = "trunc_file" }
   map { payload.op = meta["postgres.operation"], payload.table = meta["postgres.table"] }
   to file { path = "out.jsonl" }
@@ -57,10 +41,7 @@ route wh {
     url          = %q
     insert_query = "INSERT INTO wh (id, name) VALUES (${payload.id}, ${payload.name}) ON CONFLICT (id) DO UPDATE SET name = excluded.name"
   }
-}`, url, url, url))
-	opts := runtest.Options()
-	opts.BaseDir, opts.StateDir = dir, filepath.Join(dir, "state")
-	r := runtest.Start(ctx, p, opts)
+}`, url, url, url), nil)
 	want := []string{
 		`{"id":1,"name":"a","op":"insert","table":"items"}`,
 		`{"id":2,"name":"b","op":"insert","table":"items"}`,
@@ -69,13 +50,13 @@ route wh {
 		`{"id":3,"name":"c","op":"insert","table":"items"}`,
 	}
 	var lines, dlq []string
-	for deadline := time.Now().Add(30 * time.Second); (len(lines) < len(want) || len(dlq) < 2) && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
+	waitUntil(func() bool {
 		data, _ := os.ReadFile(filepath.Join(dir, "out.jsonl"))
 		lines = strings.Fields(string(data))
 		data, _ = os.ReadFile(filepath.Join(dir, "dlq.jsonl"))
 		dlq = strings.Split(strings.TrimSpace(string(data)), "\n")
-	}
+		return len(lines) >= len(want) && len(dlq) >= 2
+	})
 	time.Sleep(200 * time.Millisecond)
 	r.Stop(t)
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
