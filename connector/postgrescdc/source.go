@@ -38,14 +38,13 @@ const (
 // delete is a record whose payload is the row as a JSON object (for a
 // delete, the replica identity's columns; a TOASTed column an update left
 // unchanged is absent from the payload unless the old row, sent under
-// REPLICA IDENTITY FULL, holds it: warnUnchangedTOAST), with meta postgres.lsn (the
-// transaction's commit LSN, as a decimal number: a version that grows with
-// every transaction), postgres.operation (insert|update|delete, or
-// truncate: one record per table a TRUNCATE emptied, with {} as its
-// payload), postgres.schema, postgres.table and postgres.key (the key
-// column's value,
-// or a JSON array of the values of a composite key; absent for a table
-// without a replica identity key). message_id is a hash of schema.table,
+// REPLICA IDENTITY FULL, holds it: warnUnchangedTOAST), with meta
+// postgres.lsn (the transaction's commit LSN, as a decimal number: a
+// version that grows with every transaction), postgres.operation
+// (insert|update|delete, or truncate: one record per table a TRUNCATE
+// emptied, with {} as its payload), postgres.schema, postgres.table and
+// postgres.key (the key column's value, or a JSON array of the values of
+// a composite key; absent for a table without a replica identity key). message_id is a hash of schema.table,
 // key and commit LSN: a replayed change has the same id. A table whose
 // replica identity is no key (none, or FULL: the whole row) adds the
 // change's place in its transaction, so the rows one transaction inserts
