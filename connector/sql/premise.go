@@ -432,9 +432,16 @@ func (s *sqlSink) uniqueKeysSQLite(ctx context.Context, target string) ([]unique
 			continue
 		}
 		if ix.origin == "pk" && len(pk) > 0 {
-			// The PRIMARY KEY's own index: how it compares is the
-			// PRIMARY KEY's.
-			keys[0].loose = k.loose
+			// The PRIMARY KEY's own index: how it compares each column
+			// is how the PRIMARY KEY does (its columns may be listed in
+			// another order).
+			for i, c := range k.cols {
+				if i < len(k.loose) {
+					if j := slices.Index(keys[0].cols, c); j >= 0 {
+						keys[0].setLoose(j, k.loose[i])
+					}
+				}
+			}
 		}
 		keys = append(keys, k)
 	}
