@@ -1002,6 +1002,25 @@ func AppendLines(buf []byte, recs []*Record, envelope bool) []byte {
 	return appendLines(buf, recs, envelope)
 }
 
+// TrimByteOrderMark is line without the UTF-8 byte-order mark (EF BB BF)
+// it may start with, unless format is raw, which keeps every byte. A
+// source reading lines calls it on the first line of its input (a file,
+// an object, stdin): some tools (Windows editors, spreadsheet exports)
+// write the mark there, and it is not part of the record, as jq reads it.
+func TrimByteOrderMark(line []byte, format string) []byte {
+	if format == "raw" {
+		return line
+	}
+	return bytes.TrimPrefix(line, utf8BOM)
+}
+
+// utf8BOM is the UTF-8 encoding of U+FEFF, the byte-order mark.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// UTF8BOMFirstByte is the mark's first byte: a source that takes lines
+// in bulk leaves the first one to TrimByteOrderMark when it starts so.
+const UTF8BOMFirstByte = 0xEF
+
 // Snippet is what a source keeps of a record longer than its
 // max_record_bytes, as the payload it dead-letters it with: its first
 // DLQSnippetBytes.

@@ -666,8 +666,8 @@ func (s *fileSource) readBlock(b *runtime.Batch) (lines int, more bool) {
 // add appends a record for line (n bytes of file consumed). Blank lines are
 // skipped without taking an index, which keeps numbering deterministic.
 func (s *fileSource) add(b *runtime.Batch, line []byte, tooLong, n int) {
-	if s.atMarkable() {
-		line = bytes.TrimPrefix(line, utf8BOM)
+	if s.offset == 0 {
+		line = runtime.TrimByteOrderMark(line, s.format)
 	}
 	s.offset += int64(n)
 	if tooLong == 0 && blank(line) {
@@ -687,27 +687,16 @@ func (s *fileSource) add(b *runtime.Batch, line []byte, tooLong, n int) {
 	b.AddCopy(rec, line)
 }
 
-// utf8BOM is the byte-order mark some tools (Windows editors, spreadsheet
-// exports) write at the start of a UTF-8 file. It is not part of the
-// first line: a json or text source reads the line without it, as jq
-// does, instead of dead-lettering a first record that is valid JSON
-// after it. A raw source keeps every byte.
-var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
-
-// atMarkable reports whether the next line starts the file, where a json
-// or text source drops a byte-order mark (add).
-func (s *fileSource) atMarkable() bool { return s.offset == 0 && s.format != "raw" }
-
 // markAhead reports whether the next line starts the file and may start
 // with a byte-order mark: the lines that go as read (addLines, addBlock)
-// leave such a line to readLine and add, so that a mark is dropped on
-// every path.
+// leave such a line to readLine and add, which drops the mark
+// (runtime.TrimByteOrderMark), so that it is dropped on every path.
 func (s *fileSource) markAhead() bool {
-	if !s.atMarkable() {
+	if s.offset != 0 || s.format == "raw" {
 		return false
 	}
 	b, _ := s.r.Peek(1)
-	return len(b) == 0 || b[0] == utf8BOM[0]
+	return len(b) == 0 || b[0] == runtime.UTF8BOMFirstByte
 }
 
 // trimLineEnd is line without its trailing CR and LF bytes, as

@@ -578,8 +578,8 @@ func (s *objectSource) Next(ctx context.Context, max int) (*runtime.Batch, bool,
 // add appends a record for the line just read, unless it is being skipped
 // (already committed) or blank (no index, as in the file source).
 func (s *objectSource) add(b *runtime.Batch, line []byte, tooLong int) {
-	if s.line == 0 && s.format != "raw" {
-		line = bytes.TrimPrefix(line, utf8BOM)
+	if s.line == 0 {
+		line = runtime.TrimByteOrderMark(line, s.format)
 	}
 	s.line++
 	if s.line <= s.skip {
@@ -595,11 +595,6 @@ func (s *objectSource) add(b *runtime.Batch, line []byte, tooLong int) {
 	s.nextSeq++
 	b.AddCopy(rec, line)
 }
-
-// utf8BOM is the byte-order mark some tools write at the start of a UTF-8
-// file. A json or text source reads an object's first line without it, as
-// the file source reads a file's; a raw source keeps every byte.
-var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // readLine returns the next line without its ending. A line longer than
 // max_record_bytes is read through without keeping more than a snippet:

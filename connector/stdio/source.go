@@ -71,10 +71,6 @@ func (s *stdinSource) Open(context.Context, checkpoint.Position, bool, runtime.S
 	return nil
 }
 
-// utf8BOM is the byte-order mark some tools write at the start of UTF-8
-// text.
-var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
-
 // read sends every line, then closes lines at the end of the input.
 func (s *stdinSource) read() {
 	defer close(s.lines)
@@ -96,10 +92,8 @@ func (s *stdinSource) read() {
 		}
 		if total > 0 {
 			content := bytes.TrimRight(line, "\r\n")
-			if first && s.format != "raw" {
-				// A byte-order mark starting the input is not part of
-				// its first line (as the file source reads a file).
-				content = bytes.TrimPrefix(content, utf8BOM)
+			if first {
+				content = runtime.TrimByteOrderMark(content, s.format)
 			}
 			first = false
 			full := total // the line's length without its line ending
