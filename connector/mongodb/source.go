@@ -85,8 +85,8 @@ func init() {
 // The source checks it rather than trusting it: whenever it has caught up
 // with the collection, it counts the documents at or below the cursor and
 // stops the route if there are more than it has read (less is a delete),
-// and counts the whole collection and stops the route if documents remain
-// that the cursor cannot reach. A delete and an insert behind the cursor
+// and counts the documents whose _id is of another type than the cursor's
+// and stops the route if there are any. A delete and an insert behind the cursor
 // between two checks cancel out and escape the count; that, and the
 // check's cost (two counts per poll once caught up), are the price of a
 // source without change streams.
@@ -436,40 +436,29 @@ func (s *mongoSource) page(ctx context.Context, limit int) (int, error) {
 
 // checkCaughtUp checks, once the source has read every document after
 // its cursor, that none appeared behind the cursor and none sits out of
-// its reach.
+// its reach. Each is one count whose answer a concurrent insert after
+// the cursor cannot change, so documents streaming in never look like a
+// broken premise.
 func (s *mongoSource) checkCaughtUp(ctx context.Context) error {
+	if s.cursor.Type == 0 {
+		return nil // nothing read yet: every _id is after the cursor
+	}
 	qctx, cancel := context.WithTimeout(ctx, mongoWriteTimeout)
 	defer cancel()
-	var n int64
-	if s.cursor.Type != 0 {
-		var err error
-		if n, err = s.countBehind(qctx); err != nil {
-			return err
-		}
-		if n > s.behind {
-			return &premiseBroken{fmt.Sprintf("%d document(s) were inserted with an _id at or below %s after the source had read past it: they would never be read", n-s.behind, idText(s.cursor))}
-		}
-		s.behind = n // fewer: documents deleted
-	}
-	total, err := s.coll.CountDocuments(qctx, bson.D{})
-	if err != nil || total <= n {
+	n, err := s.countBehind(qctx)
+	if err != nil {
 		return err
 	}
-	// More documents than the cursor has passed: those inserted after
-	// the page was read are found by reading again; any others have an
-	// _id of a type `$gt` on the cursor does not reach.
-	filter := bson.D{}
-	if s.cursor.Type != 0 {
-		filter = bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: s.cursor}}}}
+	if n > s.behind {
+		return &premiseBroken{fmt.Sprintf("%d document(s) were inserted with an _id at or below %s after the source had read past it: they would never be read", n-s.behind, idText(s.cursor))}
 	}
-	ahead, err := s.coll.CountDocuments(qctx, filter)
-	if err != nil || ahead > 0 {
+	s.behind = n // fewer: documents deleted
+	// `_id > cursor` compares within the cursor's BSON type only.
+	other, err := s.coll.CountDocuments(qctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$type", Value: int32(s.cursor.Type)}}}}}})
+	if err != nil || other == 0 {
 		return err
 	}
-	if total2, err := s.coll.CountDocuments(qctx, bson.D{}); err != nil || total2 <= n {
-		return err // deleted meanwhile
-	}
-	return &premiseBroken{fmt.Sprintf("%d document(s) have an _id the cursor (%s, a %s) cannot reach: a capture source reads _ids of one BSON type", total-n, idText(s.cursor), s.cursor.Type)}
+	return &premiseBroken{fmt.Sprintf("%d document(s) have an _id the cursor (%s, a %s) cannot reach: a capture source reads _ids of one BSON type", other, idText(s.cursor), s.cursor.Type)}
 }
 
 // messageID is a stable id for (database.collection, _id): a name-based

@@ -278,6 +278,55 @@ func TestMongoSourcePremise(t *testing.T) {
 	}
 }
 
+// TestMongoSourceStreamingInserts: documents inserted one at a time
+// while the source keeps catching up are all read, and none is taken for
+// one the cursor cannot reach: the premise check runs on every catch-up,
+// so it must never mistake a document that is there to be read for one
+// out of reach.
+func TestMongoSourceStreamingInserts(t *testing.T) {
+	db, mdb := mongoDB(t)
+	ctx := context.Background()
+	coll := mdb.Collection("docs")
+	if err := coll.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insertDocs(t, coll, 0, 1)
+	const total = 400
+	e := newCapture(t, db, "capture_all")
+	inserted := make(chan error, 1)
+	go func() {
+		for n := 1; n < total; n++ {
+			if _, err := coll.InsertOne(ctx, bson.D{{Key: "n", Value: n}}); err != nil {
+				inserted <- err
+				return
+			}
+		}
+		inserted <- nil
+	}()
+	var insertErr error
+	insertDone := false
+	_, err := e.run(func() bool {
+		if !insertDone {
+			select {
+			case insertErr = <-inserted:
+				insertDone = true
+			default:
+			}
+		}
+		return insertDone && e.count(t) >= total
+	})
+	if !insertDone {
+		insertErr = <-inserted
+	}
+	if insertErr != nil {
+		t.Fatal(insertErr)
+	}
+	if err != nil {
+		t.Fatalf("route ended with %v while documents streamed in", err)
+	}
+	checkNs(t, e.rows(t), 0, total)
+}
+
 // TestCrashMongoSource: the process is SIGKILLed twice while it reads
 // the collection (the snapshot) and twice while documents keep coming
 // (the stream); a last run catches up, and the sink holds exactly what a
