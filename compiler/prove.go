@@ -592,6 +592,9 @@ func (rc *routeCtx) sourcePremises(g *guaranteeProof, source *nodeInfo) {
 		}
 		// A url's user and password are not written into the plan.
 		target := plan.RedactURLs(strings.Join(parts, "."))
+		if target == "" {
+			target = sp.Unnamed
+		}
 		g.guards = append(g.guards, premiseAt{node: source, p: plan.Premise{Kind: sp.Kind, When: when, Target: target,
 			Holds: fmt.Sprintf(sp.Holds, target), Reason: "source: " + sp.Why}})
 	}

@@ -197,6 +197,16 @@ const (
 	// length limit that drops from the head. The source learns its flags
 	// and arguments before the first record.
 	PremiseQueueKeepsMessages = "queue_keeps_messages"
+	// PremiseStreamKeepsMessages (start-up, on a JetStream nats source):
+	// the stream (Target) removes no message by itself before the route
+	// has committed it: no max_age, no per-message TTLs, no rollups, and
+	// max_msgs, max_bytes and max_msgs_per_subject only where a publish
+	// past them is refused (discard new, and discard_new_per_subject for
+	// the per-subject limit). The server drops a message its limits remove
+	// from the consumer's pending acknowledgements, so a message held
+	// unacknowledged at a crash and removed before the next run is never
+	// delivered again, and nothing shows it.
+	PremiseStreamKeepsMessages = "stream_keeps_messages"
 	// PremiseProcessUnchanged (start-up, on the source): what the route's
 	// expressions read from the process rather than the record (Columns:
 	// ProcessEnvPrefix+NAME for env("NAME"), ProcessLocalZone,

@@ -108,16 +108,16 @@ func (rt *route) checkPremises(ctx context.Context, pr *plan.Route) error {
 func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premise) error {
 	n := findNode(pr.Nodes, p.Node)
 	if n == nil {
-		return premiseError(p, fmt.Errorf("the plan has no node %q for it", p.Node))
+		return premiseError(p, "", fmt.Errorf("the plan has no node %q for it", p.Node))
 	}
 	if p.Kind == plan.PremiseProcessUnchanged {
 		// The engine's own: about the process, not a connected system.
-		return premiseError(p, rt.checkProcess(ctx, p))
+		return premiseError(p, n.Role, rt.checkProcess(ctx, p))
 	}
 	switch p.When {
 	case plan.CheckStartup:
 		if !checksAtStartup(n.Kind, p.Kind) {
-			return premiseError(p, fmt.Errorf("this runtime cannot check a %s premise on %s %s", p.Kind, n.Role, n.Kind))
+			return premiseError(p, n.Role, fmt.Errorf("this runtime cannot check a %s premise on %s %s", p.Kind, n.Role, n.Kind))
 		}
 		t := findPremiseTarget(rt.sink, p.Node)
 		if t == nil && rt.dlq != nil {
@@ -127,13 +127,13 @@ func (rt *route) checkPremise(ctx context.Context, pr *plan.Route, p plan.Premis
 			t = st // a source checking what it reads (postgres_cdc's primary keys)
 		}
 		if t == nil {
-			return premiseError(p, fmt.Errorf("%s %s (%s) was not built as an endpoint that can check it", n.Role, n.Kind, n.ID))
+			return premiseError(p, n.Role, fmt.Errorf("%s %s (%s) was not built as an endpoint that can check it", n.Role, n.Kind, n.ID))
 		}
-		return premiseError(p, t.CheckPremise(ctx, p))
+		return premiseError(p, n.Role, t.CheckPremise(ctx, p))
 	case plan.CheckPerRecord, plan.CheckPerConnection:
-		return premiseError(p, rt.armPremise(n, p))
+		return premiseError(p, n.Role, rt.armPremise(n, p))
 	}
-	return premiseError(p, fmt.Errorf("unknown check time %q", p.When))
+	return premiseError(p, n.Role, fmt.Errorf("unknown check time %q", p.When))
 }
 
 // armPremise sets up a per-record premise on the node that checks it.
@@ -196,7 +196,7 @@ func (rt *route) armIDKey(n *plan.Node, p plan.Premise) error {
 
 // premiseError wraps err (nil stays nil) with the premise it is about:
 // what was found, the reason the verdict needs the premise, and the fix.
-func premiseError(p plan.Premise, err error) error {
+func premiseError(p plan.Premise, role string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -216,9 +216,9 @@ func premiseError(p plan.Premise, err error) error {
 	}
 	if f != nil && f.Fix != "" {
 		msg += "; fix: " + f.Fix
-		if p.Kind != plan.PremiseRepeatInsertable {
-			// Without a repeat_insertable premise the route is
-			// at-most-once, not at-least-once.
+		if p.Kind != plan.PremiseRepeatInsertable && role != plan.RoleSource {
+			// Without a repeat_insertable premise, or one a source
+			// reads by, the route is at-most-once, not at-least-once.
 			msg += ", or plan the route at-least-once"
 		}
 	}

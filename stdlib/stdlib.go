@@ -200,6 +200,9 @@ type SourcePremise struct {
 	// Target lists the source attributes, joined with ".", that name
 	// what the premise is about (database, collection).
 	Target []string
+	// Unnamed is the target's words when none of the Target attributes
+	// is set (nats's stream, found by the subject).
+	Unnamed string
 	// Holds says what must be true; %s is the target.
 	Holds string
 	// Why is the reason the route needs it.

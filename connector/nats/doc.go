@@ -12,7 +12,9 @@
 // them, when the consumer's filter covers every subject of the stream and
 // the stream denies deletes (else a deliberate delete cannot be told from
 // a loss, and the source warns). See removedcheck.go for what is and is
-// not decidable.
+// not decidable. Before that, the stream_keeps_messages premise refuses a
+// stream whose configuration lets it remove a message the route has not
+// committed (premise_stream.go), unless stream_limits = accept.
 //
 // It registers the "nats" kind with the runtime in init; a binary that
 // runs plans links it with a blank import, as connector/all does.

@@ -76,13 +76,16 @@ func (s *natsSource) checkRemoved(ctx context.Context, st jetstream.Stream, cons
 	}
 	from, to, n := delivered+1, first-1, first-1-delivered
 	covers := filterCovers(si.Config.Subjects, s.subject)
-	if covers && si.Config.DenyDelete {
+	if covers && si.Config.DenyDelete && !s.acceptLimits {
 		return fmt.Errorf("route %s: nats source stream %s durable %s: the messages at stream sequences %d to %d (%d) were removed from the stream (its limits: max_msgs, max_bytes, max_age, max_msgs_per_subject; or a purge) before the consumer was delivered them; "+
 			"the route stops rather than pass over them without a word. They cannot be read any more; to go on from sequence %d, accepting their loss, delete the durable consumer %s (nats consumer rm %s %s) and set it up again to start there (deliver_policy by_start_sequence, opt_start_seq %d), or run the route again with a new durable",
 			s.route, s.stream, s.durable, from, to, n, first, s.durable, s.stream, s.durable, first)
 	}
 	why := "the stream allows deleting messages (deny_delete is off), so some may have been deleted on purpose"
-	if !covers {
+	switch {
+	case covers && si.Config.DenyDelete:
+		why = "stream_limits = accept"
+	case !covers:
 		why = fmt.Sprintf("the consumer's filter %s covers only some of the stream's subjects (%s), so they need not have been its messages", s.subject, strings.Join(si.Config.Subjects, ", "))
 	}
 	s.log.Warn(fmt.Sprintf("nats source: up to %d messages (stream sequences %d to %d) were removed from the stream before the consumer was delivered them (limits, a purge, or deletes); %s: the route reads on", n, from, to, why),

@@ -35,6 +35,7 @@ import (
 // lost. That is at-most-once, and said so at start-up.
 type natsSource struct {
 	route    string
+	node     string // the plan node, for premises
 	log      *slog.Logger
 	url      string
 	subject  string
@@ -44,6 +45,9 @@ type natsSource struct {
 	ackWait  time.Duration
 	format   string
 	metadata bool
+	// acceptLimits (stream_limits = accept): messages the stream's limits
+	// removed are warned about, never a reason to stop.
+	acceptLimits bool
 
 	nc   *natsgo.Conn
 	cc   jetstream.ConsumeContext
@@ -81,12 +85,13 @@ type natsSourceConfig struct {
 	natsConfig
 	Durable        string        `attr:"durable"`
 	AckWait        time.Duration `attr:"ack_wait"`
+	StreamLimits   string        `attr:"stream_limits"`
 	Format         string        `attr:"format"`
 	SourceMetadata bool          `attr:"source_metadata"`
 }
 
 func init() {
-	runtime.RegisterSource("nats", buildNATSSource)
+	runtime.RegisterSource("nats", buildNATSSource, runtime.ChecksPremises(plan.PremiseStreamKeepsMessages))
 	runtime.RegisterSink("nats", func(b *runtime.BuildEnv, cfg *natsSinkConfig) (runtime.Sink, []*runtime.Program, error) {
 		s, err := newNATSSink(b, cfg)
 		if err != nil {
@@ -102,18 +107,20 @@ func buildNATSSource(b *runtime.BuildEnv, cfg *natsSourceConfig) (runtime.Source
 		return nil, err
 	}
 	s := &natsSource{
-		route:    b.Route(),
-		log:      b.Logger(),
-		url:      url,
-		stream:   cfg.Stream,
-		durable:  cfg.Durable,
-		core:     cfg.NoJetStream,
-		ackWait:  cfg.AckWait,
-		format:   cfg.Format,
-		metadata: cfg.SourceMetadata,
-		msgs:     make(chan *natsMsg, 4096),
-		errs:     make(chan error, 1),
-		done:     make(chan struct{}),
+		route:        b.Route(),
+		node:         b.NodeID(),
+		log:          b.Logger(),
+		url:          url,
+		stream:       cfg.Stream,
+		durable:      cfg.Durable,
+		core:         cfg.NoJetStream,
+		ackWait:      cfg.AckWait,
+		format:       cfg.Format,
+		metadata:     cfg.SourceMetadata,
+		acceptLimits: cfg.StreamLimits == "accept",
+		msgs:         make(chan *natsMsg, 4096),
+		errs:         make(chan error, 1),
+		done:         make(chan struct{}),
 	}
 	// The subject is a template attribute; a source needs it static.
 	for _, p := range cfg.Subject {

@@ -11,6 +11,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mqb-dev/mqb/internal/plantest"
 	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/plan"
@@ -90,6 +91,29 @@ func TestNATSSourceMessagesRemovedBeforeRead(t *testing.T) {
 		}
 		if n := runtest.CountRows(t, db); n != 10 {
 			t.Fatalf("%d rows, want the 10 of the first run", n)
+		}
+	}
+}
+
+// TestNATSSourceMessagesRemovedAccepted: the same loss under
+// stream_limits = accept (a route the plan calls at-most-once) is warned
+// about, naming the sequences, and the route reads on from sequence 61.
+func TestNATSSourceMessagesRemovedAccepted(t *testing.T) {
+	url := testsrv.NATS(t)
+	js := limitedStream(t, url, []string{"orders.new"}, 50, true)
+	db := filepath.Join(t.TempDir(), "orders.db")
+	p := natsSQLitePlan(url, db, 64, 1, 30*time.Second)
+	p.Routes[0].Guarantee = plan.AtMostOnce
+	p.Routes[0].Nodes[0].Attrs["stream_limits"] = plantest.Enum("accept")
+	publishRange(t, js, 0, 10)
+	runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 10 })
+
+	publishRange(t, js, 10, 110)
+	logs := &runtest.Logs{}
+	runtest.RunUntil(t, p, logs.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 60 })
+	for _, want := range []string{"50 messages (stream sequences 11 to 60) were removed", "stream_limits = accept: the route reads on"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the logs do not say %q:\n%s", want, logs)
 		}
 	}
 }
