@@ -88,6 +88,7 @@ func declaredDefault(kind, attr string, isStep bool) string {
 func buildRoute(ctx context.Context, pr *plan.Route, o *Options) (rt *route, err error) {
 	rt = &route{
 		name:        pr.Name,
+		plan:        planFile(pr),
 		log:         o.Logger.With("route", pr.Name),
 		batchSize:   pr.BatchSize,
 		concurrency: pr.Concurrency,
@@ -332,6 +333,9 @@ func (rt *route) buildStep(a nodeAttrs, c *compiler, o *Options) error {
 			return err
 		}
 		rt.dedupStores = append(rt.dedupStores, st)
+		if err := rt.claimDedup(st, cfg.Namespace != ""); err != nil {
+			return err
+		}
 		turn := newTurnGate()
 		rt.turns = append(rt.turns, turn)
 		rt.steps = append(rt.steps, &dedupStep{key: key, store: st, ttl: cfg.TTL, now: rt.now, turn: turn, stopping: rt.stopping})

@@ -54,8 +54,11 @@ type route struct {
 	readSeq     uint64      // the next batch's seq (the reader's alone)
 	outSteps    []recordStep
 	dedupStores []dedupStore
-	sink        sink
-	sinkProgs   []*program
+	// plan is the base name of the .mqb file declaring the route, which
+	// owns its state (owner.go); "" for a plan made without one.
+	plan      string
+	sink      sink
+	sinkProgs []*program
 	// absorbedBy is the sink node whose conflict clause stands in for a
 	// dedup the compiler elided: the repeats it absorbs count as
 	// deduplicated (plan.Elision).
@@ -221,6 +224,9 @@ func (rt *route) run(ctx context.Context) error {
 	if rt.cp != nil { // nil: the source's broker keeps its position
 		var err error
 		if cp, haveCP, err = rt.cp.Load(rt.name); err != nil {
+			return err
+		}
+		if err := rt.claimCheckpoint(cp, haveCP); err != nil {
 			return err
 		}
 	}
@@ -842,6 +848,7 @@ func (rt *route) commitLocked() error {
 		}
 	}
 	if pos, ok := rt.src.Position(all); ok && rt.cp != nil {
+		pos.Plan = rt.plan
 		if err := rt.cp.Save(rt.name, pos); err != nil {
 			return fmt.Errorf("route %s: %w", rt.name, err)
 		}

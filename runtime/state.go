@@ -26,6 +26,9 @@ import (
 // RouteState is where a route keeps its state and what it holds.
 type RouteState struct {
 	Route string
+	// Plan is the base name of the plan file declaring the route (""
+	// for a plan made without one): the owner its state should have.
+	Plan string
 	// Checkpoint is nil when the source keeps no position of mqb's (a
 	// Kafka consumer group, a JetStream durable: the broker keeps it).
 	Checkpoint *CheckpointState
@@ -124,6 +127,9 @@ type DedupState struct {
 	Live, Legacy int
 	// Missing is true when the Pebble directory does not exist.
 	Missing bool
+	// Owner is the plan file recorded as the namespace's owner ("" when
+	// none is: never used, or used before owners were kept).
+	Owner string
 }
 
 // Shared reports whether other routes may use the namespace too.
@@ -211,6 +217,9 @@ func ResetRouteState(ctx context.Context, p plan.Plan, o Options, route string) 
 	if err != nil {
 		return before, err
 	}
+	if err := before.OwnedElsewhere(); err != nil {
+		return before, fmt.Errorf("%w; to forget that route's state, reset it from its own plan (mqbc state reset %s %s)", err, err.Owner, route)
+	}
 	if rs.cp != nil {
 		if err := rs.cp.Delete(route); err != nil {
 			return before, fmt.Errorf("route %s: %s", route, plan.RedactURLs(err.Error()))
@@ -228,6 +237,9 @@ func ResetRouteState(ctx context.Context, p plan.Plan, o Options, route string) 
 			continue
 		}
 		if _, err := d.st.Reset(now); err != nil {
+			return before, fmt.Errorf("route %s: %s", route, plan.RedactURLs(err.Error()))
+		}
+		if err := d.st.SetOwner(""); err != nil {
 			return before, fmt.Errorf("route %s: %s", route, plan.RedactURLs(err.Error()))
 		}
 	}
@@ -266,6 +278,7 @@ func pickRoutes(p plan.Plan, names []string) ([]*plan.Route, error) {
 // routeStores are a route's opened stores.
 type routeStores struct {
 	route      string
+	plan       string // planFile of the route
 	sourceKind string
 	cp         checkpointStore // nil: no checkpoint, or its directory is missing
 	// process is the store of a route whose broker keeps its position
@@ -304,7 +317,7 @@ func openRouteStores(ctx context.Context, pr *plan.Route, o *Options) (_ *routeS
 	if err := ctx.Err(); err != nil { // interrupted: open no more stores
 		return nil, err
 	}
-	rs := &routeStores{route: pr.Name}
+	rs := &routeStores{route: pr.Name, plan: planFile(pr)}
 	defer func() {
 		if err != nil {
 			rs.close() // what opened before the failure
@@ -447,7 +460,7 @@ func outputGone(path string, parts bool) bool {
 }
 
 func (rs *routeStores) state(now time.Time) (RouteState, error) {
-	st := RouteState{Route: rs.route, Outputs: rs.outputs}
+	st := RouteState{Route: rs.route, Plan: rs.plan, Outputs: rs.outputs}
 	if rs.hasCP {
 		cs := &CheckpointState{SourceKind: rs.sourceKind, Where: rs.cpWhere}
 		if rs.cp != nil {
@@ -471,6 +484,9 @@ func (rs *routeStores) state(now time.Time) (RouteState, error) {
 				return st, fmt.Errorf("route %s: %s", rs.route, plan.RedactURLs(err.Error()))
 			}
 			if ds.Legacy, err = d.st.LegacyKeys(now); err != nil {
+				return st, fmt.Errorf("route %s: %s", rs.route, plan.RedactURLs(err.Error()))
+			}
+			if ds.Owner, _, err = d.st.Owner(); err != nil {
 				return st, fmt.Errorf("route %s: %s", rs.route, plan.RedactURLs(err.Error()))
 			}
 		}

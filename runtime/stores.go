@@ -43,6 +43,10 @@ type dedupStore interface {
 	LegacyKeys(now time.Time) (int, error)
 	AdoptLegacy(now time.Time) (int, error)
 	DropLegacy(now time.Time) (int, error)
+	// Owner is the plan file recorded as the namespace's owner; SetOwner
+	// records one ("" forgets it). See owner.go.
+	Owner() (string, bool, error)
+	SetOwner(owner string) error
 }
 
 // dedupNamespace is the key space of a route's dedup step: the route's

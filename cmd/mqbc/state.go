@@ -17,15 +17,15 @@ import (
 func init() {
 	register(&command{
 		Name:    "state",
-		Usage:   "mqbc state show [--state DIR] FILE… [ROUTE…] | mqbc state reset [--state DIR] [--yes] FILE… ROUTE",
-		Summary: "show where each route keeps its checkpoint and dedup keys and what they hold, or reset one route's state so its next run starts over",
+		Usage:   "mqbc state show [--state DIR] FILE… [ROUTE…] | mqbc state reset [--state DIR] [--yes] FILE… ROUTE | mqbc state adopt [--state DIR] FILE… ROUTE",
+		Summary: "show where each route keeps its checkpoint and dedup keys and what they hold, reset one route's state so its next run starts over, or hand a route the state its plan file had under another name",
 		Run:     runState,
 	})
 }
 
 func runState(args []string, stdout, stderr io.Writer) int {
 	c := commands["state"]
-	if len(args) == 0 || (args[0] != "show" && args[0] != "reset") {
+	if len(args) == 0 || (args[0] != "show" && args[0] != "reset" && args[0] != "adopt") {
 		fmt.Fprintln(stderr, "usage: "+c.Usage)
 		return exitUsage
 	}
@@ -38,15 +38,15 @@ func runState(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	paths, routes := splitOperands(ops)
-	if len(paths) == 0 || sub == "reset" && len(routes) != 1 {
+	if len(paths) == 0 || sub != "show" && len(routes) != 1 {
 		fmt.Fprintln(stderr, "usage: "+c.Usage)
-		if sub == "reset" && len(paths) > 0 {
-			fmt.Fprintln(stderr, "mqbc state reset: name the one route to reset after the .mqb files")
+		if sub != "show" && len(paths) > 0 {
+			fmt.Fprintf(stderr, "mqbc state %s: name the one route after the .mqb files\n", sub)
 		}
 		return exitUsage
 	}
-	if sub == "show" && *yes {
-		fmt.Fprintln(stderr, "mqbc state show: --yes is for state reset")
+	if sub != "reset" && *yes {
+		fmt.Fprintf(stderr, "mqbc state %s: --yes is for state reset\n", sub)
 		return exitUsage
 	}
 	p, ok := compileReported(c, paths, "text", stderr)
@@ -72,7 +72,34 @@ func runState(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if sub == "adopt" {
+		return adoptState(ctx, *p, opts, routes[0], stdout, stderr)
+	}
 	return resetState(ctx, *p, opts, routes[0], paths, *yes, os.Stdin, stdout, stderr)
+}
+
+// adoptState hands route the state recorded as another plan file's.
+func adoptState(ctx context.Context, p plan.Plan, opts runtime.Options, route string, stdout, stderr io.Writer) int {
+	before, err := runtime.AdoptRouteState(ctx, p, opts, route)
+	if err != nil {
+		fmt.Fprintln(stderr, "mqbc state adopt:", plan.RedactURLs(err.Error()))
+		return exitError
+	}
+	var from []string
+	if cp := before.Checkpoint; cp != nil && cp.Found && cp.Position.Plan != "" && cp.Position.Plan != before.Plan {
+		from = append(from, fmt.Sprintf("its checkpoint (from %s)", cp.Position.Plan))
+	}
+	for _, d := range before.Dedup {
+		if !d.Missing && !d.Shared() && d.Owner != "" && d.Owner != before.Plan {
+			from = append(from, fmt.Sprintf("dedup namespace %s (from %s)", d.Namespace, d.Owner))
+		}
+	}
+	if len(from) == 0 {
+		fmt.Fprintf(stdout, "route %s: its state was already %s's\n", route, before.Plan)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "route %s: %s now %s's\n", route, strings.Join(from, ", "), before.Plan)
+	return exitOK
 }
 
 const stateFlagDoc = "keep the checkpoint and dedup stores left at their defaults in DIR/state and DIR/dedup instead of .mqb/ beside the .mqb file (give run, check and state the same)"
@@ -112,6 +139,9 @@ func writeRouteState(w io.Writer, s runtime.RouteState) {
 			}
 			fmt.Fprintf(w, "              file identity: %s\n", id)
 		}
+		if owner := cp.Position.Plan; owner != "" && owner != s.Plan && s.Plan != "" {
+			fmt.Fprintf(w, "              saved by the route %s of %s, not of %s: a run refuses to start (mqbc state adopt, if the file was renamed)\n", s.Route, owner, s.Plan)
+		}
 	}
 	for _, d := range s.Dedup {
 		switch {
@@ -123,6 +153,9 @@ func writeRouteState(w io.Writer, s runtime.RouteState) {
 				shared = " (shared with other routes on purpose)"
 			}
 			fmt.Fprintf(w, "  dedup       namespace %s%s in %s: %d live keys\n", d.Namespace, shared, d.Where, d.Live)
+		}
+		if d.Owner != "" && d.Owner != s.Plan && s.Plan != "" && !d.Shared() {
+			fmt.Fprintf(w, "              belongs to the route %s of %s, not of %s: a run refuses to start (mqbc state adopt, if the file was renamed)\n", s.Route, d.Owner, s.Plan)
 		}
 		if d.Legacy > 0 {
 			fmt.Fprintf(w, "              and %d keys written by an mqb before namespaces, which no route sees (the route refuses to start until they are removed)\n", d.Legacy)
@@ -153,6 +186,10 @@ func resetState(ctx context.Context, p plan.Plan, opts runtime.Options, route st
 		return exitError
 	}
 	s := states[0]
+	if err := s.OwnedElsewhere(); err != nil {
+		fmt.Fprintf(stderr, "mqbc state reset: %v; to forget that route's state, reset it from its own plan (mqbc state reset %s %s)\n", err, err.Owner, route)
+		return exitError
+	}
 	if !resettable(s) {
 		fmt.Fprintf(stdout, "route %s has no state to reset: its next run reads the source from its start\n", route)
 		return exitOK
@@ -234,6 +271,9 @@ func stateNotes(ctx context.Context, p plan.Plan, opts runtime.Options, paths []
 	states, _ := runtime.RoutesState(ctx, p, opts)
 	var notes []stateNote
 	for _, s := range states {
+		if s.OwnedElsewhere() != nil {
+			continue // the run refuses, with its own words
+		}
 		if cp := s.Checkpoint; cp.Resumes() {
 			notes = append(notes, stateNote{route: s.Route,
 				msg: fmt.Sprintf("resuming route %s from %s (state in %s; %s)", s.Route, cp.Describe(), cp.Where, cp.Detail())})

@@ -147,6 +147,58 @@ func TestStateShowResetAndResume(t *testing.T) {
 	}
 }
 
+// TestStateTwoPlansOneRouteName: a.mqb and b.mqb beside each other each
+// have a route named load. b's run is refused, naming a.mqb, and writes
+// nothing (it once took a's dedup keys for its own and dropped every
+// record); state show says whose the state is; state reset from b is
+// refused; a renamed plan takes the state over with state adopt and
+// resumes where a stopped.
+func TestStateTwoPlansOneRouteName(t *testing.T) {
+	dir := t.TempDir()
+	load := strings.SplitN(stateSrc, "route copy", 2)[0]
+	write(t, dir, "a.mqb", load)
+	write(t, dir, "b.mqb", strings.ReplaceAll(load, "out.db", "b.db"))
+	writeOrders(t, dir, 0, 20)
+	if out, errOut, code := mqbc(t, dir, "run", "a.mqb"); code != 0 {
+		t.Fatalf("run a.mqb: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code := mqbc(t, dir, "run", "b.mqb")
+	if code != 1 || !strings.Contains(errOut, "route load of b.mqb: its dedup namespace route/load in "+filepath.Join(dir, ".mqb", "dedup")+" belongs to the route load of a.mqb") ||
+		!strings.Contains(errOut, "mqbc state adopt b.mqb load") || strings.Contains(errOut, "resuming") {
+		t.Fatalf("run b.mqb over a.mqb's state: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b.db")); err == nil && sqliteCount(t, filepath.Join(dir, "b.db")) > 0 {
+		t.Errorf("the refused route wrote rows")
+	}
+	out, errOut, code = mqbc(t, dir, "state", "show", "b.mqb")
+	if code != 0 || !strings.Contains(out, "saved by the route load of a.mqb, not of b.mqb") || !strings.Contains(out, "belongs to the route load of a.mqb, not of b.mqb") {
+		t.Fatalf("state show b.mqb: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = mqbc(t, dir, "state", "reset", "--yes", "b.mqb", "load")
+	if code != 1 || !strings.Contains(errOut, "reset it from its own plan (mqbc state reset a.mqb load)") {
+		t.Fatalf("state reset from b.mqb: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// a.mqb renamed c.mqb: refused until it adopts the state, then it
+	// resumes at record 20.
+	write(t, dir, "c.mqb", load)
+	if _, errOut, code := mqbc(t, dir, "run", "c.mqb"); code != 1 || !strings.Contains(errOut, "belongs to the route load of a.mqb") {
+		t.Fatalf("run c.mqb before adopting: exit %d\n%s", code, errOut)
+	}
+	out, errOut, code = mqbc(t, dir, "state", "adopt", "c.mqb", "load")
+	if code != 0 || !strings.Contains(out, "route load: its checkpoint (from a.mqb), dedup namespace route/load (from a.mqb) now c.mqb's") {
+		t.Fatalf("state adopt c.mqb load: exit %d\n%s%s", code, out, errOut)
+	}
+	writeOrders(t, dir, 20, 25)
+	out, errOut, code = mqbc(t, dir, "run", "c.mqb")
+	if code != 0 || !strings.Contains(errOut, "resuming route load from record 20") || !strings.Contains(out, "load: in 5, out 5") {
+		t.Fatalf("run c.mqb after adopting: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := mqbc(t, dir, "run", "a.mqb"); code != 1 || !strings.Contains(errOut, "belongs to the route load of c.mqb") {
+		t.Fatalf("run a.mqb after c.mqb adopted: exit %d\n%s", code, errOut)
+	}
+}
+
 // TestStateOutputGone: with the route's part files removed (rm -rf out)
 // and its state left behind, run says the rerun will not write again what
 // the state says was delivered and names state reset; after the reset

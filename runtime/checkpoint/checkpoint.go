@@ -28,6 +28,11 @@ type Position struct {
 	// one partition keeps NextIndex and Offset only, so positions saved
 	// before partitions existed read the same.
 	Partitions map[int32]int64 `json:"partitions,omitempty"`
+	// Plan is the file of the plan whose route saved the position (its
+	// base name); empty for a plan made without one, and in positions
+	// saved before it was kept. A route of another plan with the same
+	// name refuses to take the position over.
+	Plan string `json:"plan,omitempty"`
 }
 
 // Store reads and writes positions.

@@ -21,6 +21,8 @@ type namespacedStore interface {
 	LegacyKeys(now time.Time) (int, error)
 	AdoptLegacy(now time.Time) (int, error)
 	DropLegacy(now time.Time) (int, error)
+	Owner() (string, bool, error)
+	SetOwner(owner string) error
 	Close() error
 }
 
@@ -51,11 +53,35 @@ func checkNamespaces(t *testing.T, open func(ns string) namespacedStore) {
 	if v := verdictsOf(t, a2, now, "o-1"); v[0] != Processed {
 		t.Errorf("the same namespace opened again: %v, want processed", v)
 	}
+	if err := a.SetOwner("a.mqb"); err != nil {
+		t.Fatal(err)
+	}
+	if owner, found, err := a2.Owner(); err != nil || !found || owner != "a.mqb" {
+		t.Errorf("owner seen through the same namespace: %q %v %v, want a.mqb", owner, found, err)
+	}
+	if owner, found, err := b.Owner(); err != nil || found {
+		t.Errorf("owner of another namespace: %q %v %v, want none", owner, found, err)
+	}
 	if n, err := a.Count(now); err != nil || n != 2 {
-		t.Errorf("count a: %d %v, want 2", n, err)
+		t.Errorf("count a: %d %v, want 2 (the owner is not a key)", n, err)
 	}
 	if n, err := a.Reset(now); err != nil || n != 2 {
 		t.Errorf("reset a: %d %v, want 2", n, err)
+	}
+	if owner, _, err := a.Owner(); err != nil || owner != "a.mqb" {
+		t.Errorf("owner after resetting the keys: %q %v, want a.mqb (the runtime forgets it)", owner, err)
+	}
+	if err := a.SetOwner("b.mqb"); err != nil {
+		t.Fatal(err)
+	}
+	if owner, _, err := a2.Owner(); err != nil || owner != "b.mqb" {
+		t.Errorf("owner after handing over: %q %v, want b.mqb", owner, err)
+	}
+	if err := a.SetOwner(""); err != nil {
+		t.Fatal(err)
+	}
+	if owner, found, err := a.Owner(); err != nil || found {
+		t.Errorf("owner after forgetting it: %q %v %v, want none", owner, found, err)
 	}
 	if v := verdictsOf(t, a, now, "o-1"); v[0] != New {
 		t.Errorf("after reset: %v, want new", v)
