@@ -1,6 +1,7 @@
 package file
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -36,8 +37,14 @@ import (
 // is gone is refused too unless it was read to its end: its unread lines
 // would be lost quietly.
 //
-// consume lists the files once, at open; a file added later is read by
-// the next run when its name sorts after the checkpoint's. subscribe starts
+// consume lists the files at open, and again before each next file (at
+// most every relistEvery, and once the list runs out): a file added later
+// is read by this run, or the next, when its name sorts after the last
+// one opened. One sorting before a file the route has read past would
+// never be read: the run stops (relistConsume), and a resumed route
+// refuses a file sorting before its checkpoint's whose inode changed after
+// the listing that file was opened after (checkPassed; the listing's time
+// is kept in the checkpoint). subscribe starts
 // at the end of the last file and reads each file that appears with a
 // name sorting after the last one known, from its start, once the current
 // one has stopped growing for rotateGrace. group_subscribe is refused (the
@@ -54,8 +61,11 @@ type globSource struct {
 
 	listed []string // files to read, in name order, not yet opened
 	last   string   // the greatest file listed or read
-	seen   map[[2]uint64]bool
-	cur    *fileSource
+	// known holds every name a consume-mode listing has returned: a name
+	// a later listing returns that is not here appeared since.
+	known map[string]bool
+	seen  map[[2]uint64]bool
+	cur   *fileSource
 	// nextSeq is the Seq of the next record once cur is finished (cur
 	// keeps its own while it reads).
 	nextSeq   uint64
@@ -83,6 +93,10 @@ type globSeg struct {
 	fileFirst uint64 // Seq of the file's first record (its line 0)
 	end       uint64 // Seq after its last record, once complete
 	complete  bool
+	// listed is when the listing the file was opened after began (unix
+	// nanoseconds): every file sorting before it that existed then was
+	// read before it.
+	listed int64
 }
 
 // relistEvery bounds how often a follow-mode glob is listed again while
@@ -96,7 +110,7 @@ func newGlobSource(b *runtime.BuildEnv, tmpl *fileSource, written string) (runti
 	if tmpl.mode == modeGroupSubscribe {
 		return nil, b.Errorf("mode", "group_subscribe follows one file through its rotations and cannot read a glob or a directory; use consume or subscribe")
 	}
-	g := &globSource{tmpl: tmpl, pattern: tmpl.path, written: written, baseDir: b.BaseDir(), dir: strings.HasSuffix(written, "/"), seen: map[[2]uint64]bool{}}
+	g := &globSource{tmpl: tmpl, pattern: tmpl.path, written: written, baseDir: b.BaseDir(), dir: strings.HasSuffix(written, "/"), seen: map[[2]uint64]bool{}, known: map[string]bool{}}
 	if g.dir {
 		g.pattern = strings.TrimSuffix(g.pattern, string(filepath.Separator)) + string(filepath.Separator)
 	}
@@ -183,6 +197,7 @@ func (g *globSource) writtenPath(path string) string {
 
 func (g *globSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, host runtime.SourceHost) error {
 	g.state = runtime.CheckpointLocation(host)
+	g.listedAt = listingStart()
 	names, err := g.list()
 	if err != nil {
 		if g.tmpl.mode == modeConsume || !errors.Is(err, os.ErrNotExist) {
@@ -214,6 +229,9 @@ func (g *globSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bo
 		g.tmpl.log.Warn("file source: the path matches no file", "path", g.written)
 	}
 	g.listed = names
+	for _, n := range names {
+		g.known[n] = true
+	}
 	g.openCP, g.haveCP = cp, haveCP
 	if !haveCP || cp.Mode != g.tmpl.mode {
 		return nil
@@ -225,6 +243,9 @@ func (g *globSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bo
 	path, _, _ := decodeFileSource(gp.file)
 	g.nextSeq = cp.NextIndex
 	i, found := slices.BinarySearch(names, path)
+	if err := g.checkPassed(names[:i], path, gp.listed); err != nil {
+		return err
+	}
 	if gp.done {
 		if found {
 			i++
@@ -311,7 +332,7 @@ func (g *globSource) started(in *fileSource) {
 	g.seen[[2]uint64{in.id.Dev, in.id.Ino}] = true
 	g.idleSince, g.idleSize = time.Now(), -1
 	g.mu.Lock()
-	g.segs = append(g.segs, globSeg{fileSeg: in.segs[0], path: in.path, fileFirst: in.fileFirst})
+	g.segs = append(g.segs, globSeg{fileSeg: in.segs[0], path: in.path, fileFirst: in.fileFirst, listed: g.listedAt.UnixNano()})
 	g.mu.Unlock()
 }
 
@@ -327,7 +348,7 @@ func (g *globSource) syncSegs() {
 	if n := len(g.segs); n > 0 && g.segs[n-1].fileSeg == last {
 		return
 	}
-	g.segs = append(g.segs, globSeg{fileSeg: last, path: in.path, fileFirst: in.fileFirst})
+	g.segs = append(g.segs, globSeg{fileSeg: last, path: in.path, fileFirst: in.fileFirst, listed: g.listedAt.UnixNano()})
 }
 
 // finish closes the current file, read to its end.
@@ -347,6 +368,11 @@ func (g *globSource) finish() {
 
 // openNext opens the next listed file; false when there is none.
 func (g *globSource) openNext() (bool, error) {
+	if g.tmpl.mode == modeConsume {
+		if err := g.relistConsume(); err != nil {
+			return false, err
+		}
+	}
 	for len(g.listed) > 0 {
 		path := g.listed[0]
 		g.listed = g.listed[1:]
@@ -385,6 +411,72 @@ func (g *globSource) relist() error {
 		g.listed = append(g.listed, n)
 	}
 	return nil
+}
+
+// relistConsume (consume) lists the pattern again before the next file
+// is opened: at most every relistEvery, and always once the files listed
+// ran out. A file that appeared since and sorts after the last one
+// opened is read in its place; one that sorts before it would never be
+// read, and stops the route.
+func (g *globSource) relistConsume() error {
+	if len(g.listed) > 0 && time.Since(g.listedAt) < relistEvery {
+		return nil
+	}
+	at := listingStart()
+	names, err := g.list()
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("route %s: file source %s: %w", g.tmpl.route, g.written, err)
+	}
+	g.listedAt = at
+	for _, n := range names {
+		if g.known[n] {
+			continue
+		}
+		g.known[n] = true
+		if id, ok := statID(n); ok && g.seen[id] {
+			continue // a file read already, renamed within the glob
+		}
+		if n < g.last {
+			return g.passedError(n, g.last, "appeared while the route was reading the files after it")
+		}
+		i, _ := slices.BinarySearch(g.listed, n)
+		g.listed = slices.Insert(g.listed, i, n)
+	}
+	return nil
+}
+
+// checkPassed (consume, at a resume in path) refuses a file sorting
+// before path that appeared or changed after the listing path was opened
+// after began (listed, unix nanoseconds; 0 for a checkpoint that did not
+// keep it): every file there then was read before path, so such a file,
+// or what was written to it since, would never be read.
+func (g *globSource) checkPassed(before []string, path string, listed int64) error {
+	if listed == 0 {
+		return nil
+	}
+	cut := time.Unix(0, listed)
+	for _, n := range before {
+		st, err := os.Stat(n)
+		if err != nil {
+			continue
+		}
+		if ct := changeTime(st); ct.After(cut) {
+			return g.passedError(n, path, fmt.Sprintf("appeared or changed (at %s) after the route had listed the files to read %s (at %s)",
+				ct.UTC().Format(time.RFC3339Nano), g.writtenPath(path), cut.UTC().Format(time.RFC3339Nano)))
+		}
+	}
+	return nil
+}
+
+// passedError is the error of a file the route has read past in name
+// order: path sorts before last.
+func (g *globSource) passedError(path, last, what string) error {
+	return fmt.Errorf("route %s: file source %s: %s sorts before %s, which the route has read past, and %s: a consume route reads the files in name order, so its lines would never be read. "+
+		"To have it read, give it a name that sorts after %s; or, to read every file again, reset the route's state (`mqbc state reset %s %s`: an idempotent sink absorbs what it had)",
+		g.tmpl.route, g.written, g.writtenPath(path), g.writtenPath(last), what, g.writtenPath(last), cmp.Or(g.tmpl.pipeline, "FILE.mqb"), g.tmpl.route)
 }
 
 func statID(path string) ([2]uint64, bool) {
@@ -563,7 +655,7 @@ func (g *globSource) Position(committed map[int32]runtime.AckPos) (checkpoint.Po
 	}
 	g.segs = g.segs[i:]
 	pos := checkpoint.Position{Mode: g.tmpl.mode, NextIndex: c.Next, Offset: c.Offset}
-	gp := globPos{first: seg.fileFirst, file: encodeFileSource(seg.path, seg.id)}
+	gp := globPos{first: seg.fileFirst, file: encodeFileSource(seg.path, seg.id), listed: seg.listed}
 	switch {
 	case seg.complete && c.Next == seg.end:
 		gp.done = true
@@ -584,10 +676,16 @@ type globPos struct {
 	first uint64 // Seq of the file's first record
 	done  bool   // the file was read to its end and all of it committed
 	file  string // the file and its identity, as encodeFileSource writes it
+	// listed is globSeg.listed of the file (0 in a checkpoint written
+	// before it was kept).
+	listed int64
 }
 
 func encodeGlobSource(pattern string, p globPos) string {
-	return fmt.Sprintf("%s%sfirst=%d done=%t file=%s", pattern, globSourceMarker, p.first, p.done, p.file)
+	if p.listed == 0 {
+		return fmt.Sprintf("%s%sfirst=%d done=%t file=%s", pattern, globSourceMarker, p.first, p.done, p.file)
+	}
+	return fmt.Sprintf("%s%sfirst=%d done=%t listed=%d file=%s", pattern, globSourceMarker, p.first, p.done, p.listed, p.file)
 }
 
 func decodeGlobSource(source string) (pattern string, p globPos, ok bool) {
@@ -596,6 +694,15 @@ func decodeGlobSource(source string) (pattern string, p globPos, ok bool) {
 		return source, globPos{}, false
 	}
 	f := strings.SplitN(rest, " ", 3)
+	var listed int64
+	if len(f) == 3 && strings.HasPrefix(f[2], "listed=") {
+		l, file, _ := strings.Cut(f[2], " ")
+		n, err := strconv.ParseInt(strings.TrimPrefix(l, "listed="), 10, 64)
+		if err != nil {
+			return source, globPos{}, false
+		}
+		listed, f[2] = n, file
+	}
 	if len(f) != 3 || !strings.HasPrefix(f[0], "first=") || !strings.HasPrefix(f[1], "done=") || !strings.HasPrefix(f[2], "file=") {
 		return source, globPos{}, false
 	}
@@ -604,5 +711,5 @@ func decodeGlobSource(source string) (pattern string, p globPos, ok bool) {
 	if err1 != nil || err2 != nil {
 		return source, globPos{}, false
 	}
-	return pattern, globPos{first: first, done: done, file: strings.TrimPrefix(f[2], "file=")}, true
+	return pattern, globPos{first: first, done: done, file: strings.TrimPrefix(f[2], "file="), listed: listed}, true
 }

@@ -248,6 +248,7 @@ func TestGlobCheckpointEncoding(t *testing.T) {
 		{},
 		{first: 7, done: true, file: encodeFileSource("/a b/x|y.log", fileIdentity{Dev: 1, Ino: 2, HeadLen: 3, Head: "ab", Parts: "cd"})},
 		{first: 1 << 40, file: "/plain path"},
+		{first: 3, done: true, listed: 1767225600123456789, file: "/logs/with listed=5 file=x.log"},
 	} {
 		src := encodeGlobSource("/logs/*.log", gp)
 		pattern, got, ok := decodeGlobSource(src)
