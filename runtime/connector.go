@@ -443,6 +443,25 @@ func (pr PartitionRanges) Add(part int32, s PartSpan) {
 	partitionRanges(pr).add(part, s)
 }
 
+// RenamedPartSource is a source that can tell, from the source name in a
+// part file's name, that the part holds its own input written under
+// another route's name (the route renamed since, or another plan's route
+// over the same input): its parts do not cover this route's names, so a
+// positional sink would write every record again beside them.
+type RenamedPartSource interface {
+	PartsOfRoute(name string) (route string, ok bool)
+}
+
+// PartsOfAnotherRoute reports whether parts named with source name name
+// hold src's input written by another route, and which (see
+// RenamedPartSource); false for sources that cannot tell.
+func PartsOfAnotherRoute(src Source, name string) (string, bool) {
+	if r, ok := src.(RenamedPartSource); ok {
+		return r.PartsOfRoute(name)
+	}
+	return "", false
+}
+
 // LegacyPartSource is a source whose positions may have been written
 // under other names in part names (a file source's, from before part
 // names carried the file's identity).

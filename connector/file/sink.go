@@ -491,6 +491,14 @@ func (s *partSink) listLocked() error {
 	}
 	for _, e := range entries {
 		m := partNameRE.FindStringSubmatch(e.Name())
+		if m != nil && m[1] != source && !slices.Contains(s.legacy, m[1]) && s.epoch == "" {
+			if other, ok := runtime.PartsOfAnotherRoute(s.src, m[1]); ok {
+				s.listErr = fmt.Errorf("route %s: file sink %s: it holds parts of this same input written by route %s (%s): parts are named by their route, so this route would write every record again beside them. "+
+					"If %s is route %s renamed, give it its old name back; if the parts are another route's on purpose, give this route a directory of its own",
+					s.route, s.dir, other, e.Name(), s.route, other)
+				return s.listErr
+			}
+		}
 		if m == nil || (m[1] != source && !slices.Contains(s.legacy, m[1])) {
 			continue
 		}

@@ -158,6 +158,38 @@ func (s *fileSource) labelFor(key string) string {
 	return s.baseName() + "." + partSafe(s.route) + "." + key
 }
 
+// PartsOfRoute reports whether parts whose source name is name hold this
+// file, as it is now, written by a route of another name: the label is
+// the file's base name, the route's and a key of the route and the file's
+// identity (labelFor), so the key tells.
+func (s *fileSource) PartsOfRoute(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, s.baseName()+".")
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i < 0 || rest[:i] == partSafe(s.route) {
+		return "", false
+	}
+	id := s.id
+	if s.label == "" {
+		f, err := os.Open(s.path)
+		if err != nil {
+			return "", false
+		}
+		id, _, err = identify(f)
+		f.Close()
+		if err != nil {
+			return "", false
+		}
+	}
+	// A route's name is an identifier: partSafe leaves it as it is.
+	if route := rest[:i]; partsKey(route, id) == rest[i+1:] {
+		return route, true
+	}
+	return "", false
+}
+
 // LegacyPartSources are the source names of part files written before part
 // names carried the file's identity: they cover this file's positions only
 // when the route resumes a checkpoint written then.
