@@ -114,19 +114,11 @@ func (s RouteState) OwnedElsewhere() *StateOwnedError {
 // taken over, fencing a running instance). It returns the state as it
 // was before.
 func AdoptRouteState(ctx context.Context, p plan.Plan, o Options, route string) (RouteState, error) {
-	prs, err := pickRoutes(p, []string{route})
-	if err != nil {
-		return RouteState{}, err
-	}
-	rs, err := openRouteStores(ctx, prs[0], &o)
-	if err != nil {
-		return RouteState{}, err
-	}
-	defer rs.close()
-	before, err := rs.state(time.Now())
-	if err != nil {
+	rs, before, err := openRouteState(ctx, p, o, route, time.Now())
+	if rs == nil || err != nil {
 		return before, err
 	}
+	defer rs.close()
 	if rs.plan == "" {
 		return before, fmt.Errorf("route %s: the plan names no file to hand the state to", route)
 	}

@@ -203,20 +203,12 @@ func RoutesState(ctx context.Context, p plan.Plan, o Options, routes ...string) 
 // while the route runs from a Pebble store fails; a SQL checkpoint
 // deleted under a running instance fences it (its next commit fails).
 func ResetRouteState(ctx context.Context, p plan.Plan, o Options, route string) (RouteState, error) {
-	prs, err := pickRoutes(p, []string{route})
-	if err != nil {
-		return RouteState{}, err
-	}
-	rs, err := openRouteStores(ctx, prs[0], &o)
-	if err != nil {
-		return RouteState{}, err
-	}
-	defer rs.close()
 	now := time.Now()
-	before, err := rs.state(now)
-	if err != nil {
+	rs, before, err := openRouteState(ctx, p, o, route, now)
+	if rs == nil || err != nil {
 		return before, err
 	}
+	defer rs.close()
 	if err := before.OwnedElsewhere(); err != nil {
 		return before, fmt.Errorf("%w; to forget that route's state, reset it from its own plan (mqbc state reset %s %s)", err, err.Owner, route)
 	}
@@ -244,6 +236,26 @@ func ResetRouteState(ctx context.Context, p plan.Plan, o Options, route string) 
 		}
 	}
 	return before, nil
+}
+
+// openRouteState opens the stores of p's route named route and reads its
+// state at now; on an error the stores are closed (rs is nil when they
+// could not be opened).
+func openRouteState(ctx context.Context, p plan.Plan, o Options, route string, now time.Time) (*routeStores, RouteState, error) {
+	prs, err := pickRoutes(p, []string{route})
+	if err != nil {
+		return nil, RouteState{}, err
+	}
+	rs, err := openRouteStores(ctx, prs[0], &o)
+	if err != nil {
+		return nil, RouteState{}, err
+	}
+	st, err := rs.state(now)
+	if err != nil {
+		rs.close()
+		return nil, st, err
+	}
+	return rs, st, nil
 }
 
 // pickRoutes returns the routes of p named in names, in plan order, or

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
@@ -85,15 +84,7 @@ route consume {
 // the premise), run.
 func TestNATSStreamKeepsMessagesPremise(t *testing.T) {
 	url := testsrv.NATS(t)
-	nc, err := natsgo.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := jetStreamOf(t, url)
 	tests := []struct {
 		name   string
 		cfg    jetstream.StreamConfig

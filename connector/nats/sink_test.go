@@ -16,7 +16,8 @@ import (
 	"github.com/mqb-dev/mqb/runtime"
 )
 
-func natsStream(t *testing.T, url string) (*natsgo.Conn, jetstream.JetStream, jetstream.Stream) {
+// jetStreamOf connects to url for the test's length.
+func jetStreamOf(t *testing.T, url string) (*natsgo.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := natsgo.Connect(url)
 	if err != nil {
@@ -27,6 +28,12 @@ func natsStream(t *testing.T, url string) (*natsgo.Conn, jetstream.JetStream, je
 	if err != nil {
 		t.Fatal(err)
 	}
+	return nc, js
+}
+
+func natsStream(t *testing.T, url string) (*natsgo.Conn, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	nc, js := jetStreamOf(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"},

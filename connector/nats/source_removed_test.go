@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mqb-dev/mqb/internal/plantest"
@@ -22,15 +21,7 @@ import (
 // subjects.
 func limitedStream(t *testing.T, url string, subjects []string, maxMsgs int64, denyDelete bool) jetstream.JetStream {
 	t.Helper()
-	nc, err := natsgo.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := jetStreamOf(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: subjects, MaxMsgs: maxMsgs, DenyDelete: denyDelete}); err != nil {
