@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -317,7 +318,7 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 	wait := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		names, err = s.store.List(lctx, "part-"+source+"-")
+		names, err = s.store.List(lctx, s.partsPrefix(source))
 		for _, l := range legacy {
 			if err != nil {
 				break
@@ -345,6 +346,13 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 	n := 0
 	for _, name := range names {
 		m := objectPartRE().FindStringSubmatch(name)
+		if m != nil && m[1] != source && !slices.Contains(legacy, m[1]) {
+			if other, ok := runtime.PartsOfAnotherRoute(s.src, m[1]); ok && s.epoch == "" {
+				return fmt.Errorf("route %s: object_store %s: it holds parts of this same input written by route %s (%s): parts are named by their route, so this route would write every record again beside them. "+
+					"If %s is route %s renamed, give it its old name back; if the parts are another route's on purpose, give this route a prefix of its own",
+					s.route, plan.RedactURLs(s.store.String()), other, name, s.route, other)
+			}
+		}
 		if m == nil || (m[1] != source && !slices.Contains(legacy, m[1])) {
 			continue
 		}
@@ -360,6 +368,20 @@ func (s *objectSink) ensureListed(ctx context.Context) error {
 	s.source, s.legacy, s.listed = source, legacy, true
 	s.log.Info("object_store: listed existing parts", "store", plan.RedactURLs(s.store.String()), "parts", n)
 	return nil
+}
+
+// partsPrefix is the prefix of the part names listed at the start: this
+// source's, or, for a source that can tell its input's parts written by a
+// route of another name (a renamed route would write them all again:
+// runtime.PartsOfAnotherRoute), every part whose source name shares its
+// base name (a file source's is base.route.key).
+func (s *objectSink) partsPrefix(source string) string {
+	if _, ok := s.src.(runtime.RenamedPartSource); ok && s.epoch == "" {
+		if base, _, ok := strings.Cut(source, "."); ok {
+			return "part-" + base + "."
+		}
+	}
+	return "part-" + source + "-"
 }
 
 // flushPart writes p as one part object and marks its range covered.
