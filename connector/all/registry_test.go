@@ -102,6 +102,8 @@ func TestPremiseDeclarations(t *testing.T) {
 		"postgres_cdc source": {checks: plan.PremisePrimaryKey},
 		// The queue drops no message by itself (its flags and arguments).
 		"amqp source": {checks: plan.PremiseQueueKeepsMessages},
+		// The JetStream stream removes no message by itself (its limits).
+		"nats source": {checks: plan.PremiseStreamKeepsMessages},
 	}
 	for _, r := range runtime.Registrations() {
 		name := r.Kind + " " + r.End
