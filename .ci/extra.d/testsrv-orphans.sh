@@ -9,7 +9,7 @@ left=()
 for f in /proc/[0-9]*/cmdline; do
   pid=${f#/proc/}; pid=${pid%/cmdline}
   [ "$pid" = "$$" ] && continue
-  args=$(tr '\0' ' ' < "$f" 2>/dev/null || true)
+  args=$(tr '\0' ' ' 2>/dev/null < "$f" || true) # a process may end while we look
   [[ "$args" =~ mqb-testsrv-([0-9]+)- ]] || continue
   owner=${BASH_REMATCH[1]}
   [ -d "/proc/$owner" ] && continue
