@@ -49,11 +49,9 @@ func (s *natsSource) CheckPremise(ctx context.Context, p plan.Premise) error {
 	}
 	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	name := s.stream
-	if name == "" {
-		if name, err = js.StreamNameBySubject(qctx, s.subject); err != nil {
-			return fmt.Errorf("no JetStream stream captures %s (%v); create one, or set no_jetstream = true", s.subject, err)
-		}
+	name, err := s.streamName(qctx, js)
+	if err != nil {
+		return err
 	}
 	st, err := js.Stream(qctx, name)
 	if err != nil {

@@ -190,10 +190,8 @@ func (s *natsSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ 
 	}
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if s.stream == "" {
-		if s.stream, err = js.StreamNameBySubject(sctx, s.subject); err != nil {
-			return fmt.Errorf("route %s: nats source subject: no JetStream stream captures %s (%v); create one, or set no_jetstream = true", s.route, s.subject, err)
-		}
+	if s.stream, err = s.streamName(sctx, js); err != nil {
+		return fmt.Errorf("route %s: nats source subject: %w", s.route, err)
 	}
 	cons, err := js.CreateOrUpdateConsumer(sctx, s.stream, jetstream.ConsumerConfig{
 		Durable:       s.durable,
@@ -223,6 +221,19 @@ func (s *natsSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ 
 	}
 	s.log.Info("nats source (JetStream)", "url", plan.RedactURLs(s.url), "stream", s.stream, "durable", s.durable, "subject", s.subject)
 	return nil
+}
+
+// streamName is the stream the source reads: the one named, or the one
+// capturing its subject.
+func (s *natsSource) streamName(ctx context.Context, js jetstream.JetStream) (string, error) {
+	if s.stream != "" {
+		return s.stream, nil
+	}
+	name, err := js.StreamNameBySubject(ctx, s.subject)
+	if err != nil {
+		return "", fmt.Errorf("no JetStream stream captures %s (%v); create one, or set no_jetstream = true", s.subject, err)
+	}
+	return name, nil
 }
 
 func (s *natsSource) deliver(m *natsMsg) {
