@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +106,65 @@ func TestSubscribeLongLineInPieces(t *testing.T) {
 	}
 	if rs := st.Route("long"); rs.In != 2 || rs.Out != 1 || rs.DeadLettered != 1 {
 		t.Errorf("stats %+v", rs)
+	}
+}
+
+// TestFollowTornLastLineRewritten: a follow-mode source holding an
+// unterminated last line, whose writer then cuts that line and writes on
+// from its start, as mqb's own file sink does when it starts again after a
+// crash left a torn line (dropTornTail). Reading on from where the held
+// bytes ended glued the cut fragment to the middle of the new line, a
+// record nobody wrote, and lost the record whose start it covered, the
+// run ending 0. The line is read again from its start, whether the new
+// bytes replace the fragment in one write or the cut is seen first; the
+// records before it are not read again.
+func TestFollowTornLastLineRewritten(t *testing.T) {
+	var head strings.Builder
+	for i := range 200 { // past the 1 KiB the file's identity hashes
+		fmt.Fprintf(&head, `{"n": %d}`+"\n", i)
+	}
+	const torn = `{"n": 200, "v": "aa`
+	const rest = `{"n": 201, "v": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}` + "\n" + `{"n": 202}` + "\n"
+	for _, tc := range []struct {
+		name string
+		cut  bool // truncate, and let the source see it, before writing on
+	}{
+		{"written over in one write", false},
+		{"cut, then written", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			in, out := filepath.Join(d, "in.jsonl"), filepath.Join(d, "out.jsonl")
+			appendFile(t, in, head.String()+torn)
+			p := fileRoute("follow", in, out, "", filepath.Join(d, "state"))
+			p.Routes[0].Nodes[0].Attrs["mode"] = enumV(modeGroupSubscribe)
+			r := startRun(context.Background(), p, testOptions(t))
+			waitLines(t, out, 200)
+			time.Sleep(300 * time.Millisecond) // the source holds the torn line
+			f, err := os.OpenFile(in, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := int64(head.Len())
+			if tc.cut {
+				if err := f.Truncate(at); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(300 * time.Millisecond)
+			}
+			if _, err := f.WriteAt([]byte(rest), at); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			waitLines(t, out, 202)
+			time.Sleep(300 * time.Millisecond)
+			r.Stop(t)
+			got := readLines(t, out)
+			want := strings.Split(head.String()+rest, "\n")
+			want = want[:len(want)-1]
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("output has %d lines, want %d; the last ones %q", len(got), len(want), got[max(0, len(got)-3):])
+			}
+		})
 	}
 }

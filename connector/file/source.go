@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,7 @@ type fileSource struct {
 	// when it is already too long and only a snippet is kept.
 	partialLen int
 	scratch    []byte // a line longer than the read buffer
+	heldCheck  []byte // the file's bytes where partial was, read again (stillHeld)
 	head       []byte // the file's first bytes, read again by checkUnchanged
 	// arenaHint sizes the next batch's payload arena from the last one, so
 	// it is allocated once instead of grown (and copied) by doubling.
@@ -757,6 +759,7 @@ func blank(line []byte) bool {
 // then its full length. At the end of a follow-mode file an unterminated
 // line is kept in s.partial and io.EOF returned.
 func (s *fileSource) readLine() (line []byte, tooLong, n int, err error) {
+	held := len(s.partial) // read before the end of the file, in an earlier call
 	s.scratch = append(s.scratch[:0], s.partial...)
 	total := max(s.partialLen, len(s.partial))
 	over := total > s.maxRecord+2
@@ -779,6 +782,11 @@ func (s *fileSource) readLine() (line []byte, tooLong, n int, err error) {
 		case err == nil:
 			if line == nil {
 				line = s.scratch
+			}
+			if held > 0 && !s.stillHeld(s.scratch[:held]) {
+				s.log.Warn("the unterminated last line was rewritten (its writer cut it and wrote on, as mqb's file sink does after a crash): reading the line again from its start",
+					"path", s.path, "offset", s.offset)
+				return nil, 0, 0, s.rewindLine()
 			}
 			content := trimLineEnd(line)
 			if over || len(content) > s.maxRecord {
@@ -807,6 +815,36 @@ func (s *fileSource) readLine() (line []byte, tooLong, n int, err error) {
 	}
 }
 
+// stillHeld reports whether the file still holds held, the start of the
+// line at s.offset that an earlier read found unterminated. A writer that
+// cut that line and wrote on (mqb's file sink drops a torn last line when
+// it starts again after a crash) has put other bytes there: the line read
+// on from where the held bytes ended would glue the cut fragment to the
+// middle of a new line, a record nobody wrote, and lose the one whose
+// start it hides.
+func (s *fileSource) stillHeld(held []byte) bool {
+	s.heldCheck = slices.Grow(s.heldCheck[:0], len(held))[:len(held)]
+	n, _ := s.f.ReadAt(s.heldCheck, s.offset)
+	return n == len(held) && bytes.Equal(s.heldCheck, held)
+}
+
+// rewindLine forgets what was read of the line at s.offset and reads the
+// file again from there. It returns io.EOF when that succeeds, as at the
+// end of a follow-mode file, so the caller polls and reads on.
+func (s *fileSource) rewindLine() error {
+	s.partial, s.partialLen = s.partial[:0], 0
+	if _, err := s.f.Seek(s.offset, io.SeekStart); err != nil {
+		return fmt.Errorf("route %s: file source %s: seek: %w", s.route, s.path, err)
+	}
+	if s.blocks {
+		s.file.pending = s.file.pending[:0]
+		s.r.Reset(&s.file)
+	} else {
+		s.r.Reset(s.f)
+	}
+	return io.EOF
+}
+
 // followRotation is called by a follow mode at the end of its file. When
 // the path names another file than the one open (rotated: renamed away and
 // a new file created), the open one is read until it has not grown for
@@ -830,6 +868,17 @@ func (s *fileSource) followRotation(b *runtime.Batch) (bool, error) {
 			s.rotated, s.rotatedAt = true, time.Now()
 			return true, nil // read the old file to its end once more
 		case st.Size() < s.offset+int64(max(s.partialLen, len(s.partial))):
+			if same, err := s.headUnchanged(); err == nil && same && st.Size() >= s.offset && int64(s.id.HeadLen) <= s.offset {
+				// Only the unterminated last line was cut: the records
+				// before it are still there, and its writer may write it
+				// again (see stillHeld).
+				s.log.Warn("the unterminated last line was cut: reading the line again from its start when it is written",
+					"path", s.path, "offset", s.offset)
+				if err := s.rewindLine(); err != io.EOF {
+					return false, err
+				}
+				return false, nil
+			}
 			s.truncated = true
 		default:
 			head, err := headHash(s.f, s.id.HeadLen)
