@@ -267,71 +267,6 @@ func (s *kafkaSource) startFetch(ctx context.Context, part int, offset int64, ge
 	}()
 }
 
-func (s *kafkaSource) fetch(ctx context.Context, part int, offset int64, gen uint32) {
-	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Dialer:    s.sec.dialer(),
-		Brokers:   s.brokers,
-		Topic:     s.topic,
-		Partition: part,
-		MinBytes:  1,
-		MaxBytes:  8 << 20,
-		MaxWait:   250 * time.Millisecond,
-		// The route bounds what is in flight; the reader need not run far
-		// ahead of it.
-		QueueCapacity: 1024,
-		// Asked for an offset the partition no longer has (or does not
-		// have yet), the reader would jump to the first one (or wait):
-		// records would be passed over without a word (outOfRange).
-		OffsetOutOfRangeError: true,
-	})
-	defer r.Close()
-	if err := s.checkOffset(ctx, part, offset); err != nil {
-		s.fatal(err)
-		return
-	}
-	if err := r.SetOffset(offset); err != nil {
-		s.fatal(fmt.Errorf("route %s: kafka source %s partition %d: set offset %d: %w", s.route, s.topic, part, offset, err))
-		return
-	}
-	for {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(err, kafkago.OffsetOutOfRange) {
-				s.fatal(s.outOfRange(ctx, part, r.Offset()))
-				return
-			}
-			// kafka-go retries broker errors itself; an error here ends the
-			// reader, so start over from where it got to.
-			s.log.Warn("kafka source: fetch failed, retrying", "partition", part, "err", plan.RedactURLs(err.Error()))
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			next := r.Offset()
-			r.Close()
-			if err := s.checkOffset(ctx, part, next); err != nil {
-				s.fatal(err)
-				return
-			}
-			r = kafkago.NewReader(r.Config())
-			if err := r.SetOffset(next); err != nil {
-				s.fatal(fmt.Errorf("route %s: kafka source %s partition %d: %w", s.route, s.topic, part, err))
-				return
-			}
-			continue
-		}
-		select {
-		case s.msgs <- kafkaMsg{m: m, gen: gen}:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
 // checkOffset stops the route (outOfRange) when partition part no longer
 // has offset, the next one the route reads, or does not have it yet: a
 // Kafka reader set to it would start at the first offset there is, or
@@ -341,13 +276,26 @@ func (s *kafkaSource) checkOffset(ctx context.Context, part int, offset int64) e
 	if offset < 0 {
 		return nil
 	}
-	// The broker may be down a while (a restart): wait for it as the
-	// reader itself would, rather than start the reader blind.
-	var first, last int64
-	var err error
+	first, last, err := s.waitBounds(ctx, part)
+	switch {
+	case err != nil || ctx.Err() != nil:
+		return err // nil when the route is stopping
+	case offset < first || offset > last:
+		return s.outOfRangeError(part, offset, first, last)
+	}
+	return nil
+}
+
+// waitBounds is partitionBounds, waiting for a broker that is down a
+// while (a restart) rather than failing: it returns an error only when
+// the route is stopping.
+func (s *kafkaSource) waitBounds(ctx context.Context, part int) (first, last int64, err error) {
 	for wait, try := 250*time.Millisecond, 1; ; try++ {
-		if first, last, err = s.partitionBounds(ctx, part); err == nil || ctx.Err() != nil {
-			break
+		if first, last, err = s.partitionBounds(ctx, part); err == nil {
+			return first, last, nil
+		}
+		if ctx.Err() != nil {
+			return 0, 0, nil
 		}
 		if try == 1 || try%10 == 0 {
 			s.log.Warn("kafka source: reading the partition's offsets failed, retrying", "partition", part, "attempt", try, "err", plan.RedactURLs(err.Error()))
@@ -358,13 +306,6 @@ func (s *kafkaSource) checkOffset(ctx context.Context, part int, offset int64) e
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
-	switch {
-	case ctx.Err() != nil:
-		return nil // the route is stopping
-	case offset < first || offset > last:
-		return s.outOfRangeError(part, offset, first, last)
-	}
-	return nil
 }
 
 // outOfRange is the error that stops the route when partition part has no
