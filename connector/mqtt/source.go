@@ -73,6 +73,9 @@ type source struct {
 
 	msgs chan delivery
 	done chan struct{}
+	errs chan error // a broken premise the watcher found (dropped.go)
+
+	drops dropWatch
 
 	mu   sync.Mutex // guards link across a reconnect (Next reconnects, Commit acks)
 	link *link      // the current connection
@@ -151,7 +154,7 @@ func buildSource(b *runtime.BuildEnv, cfg *sourceConfig) (runtime.Source, error)
 	}
 	s := &source{route: b.Route(), log: b.Logger(), url: url, clientID: cfg.ClientID, expiry: cfg.SessionExpiry,
 		format: cfg.Format, metadata: cfg.SourceMetadata, resubscribe: cfg.OnSessionLost == "resubscribe",
-		msgs: make(chan delivery, 4096), done: make(chan struct{})}
+		msgs: make(chan delivery, 4096), done: make(chan struct{}), errs: make(chan error, 1)}
 	for _, p := range cfg.Topic {
 		if p.Expr != "" {
 			return nil, b.Errorf("topic", "a source subscribes to one topic filter: ${%s} has no record to render from", p.Expr)
@@ -218,10 +221,15 @@ func (s *source) SeqGaps() bool        { return false }
 // route has consumed from this client id's session, so a later start
 // that finds the session gone knows messages were lost (Open).
 func (s *source) Position(committed map[int32]runtime.AckPos) (checkpoint.Position, bool) {
-	if !s.keepsSession() || committed != nil && s.marked {
+	if !s.keepsSession() {
 		return checkpoint.Position{}, false
 	}
-	return checkpoint.Position{Source: s.sessionName(), Mode: "mqtt_session"}, true
+	accepted := s.drops.accepted.Load()
+	if committed != nil && s.marked && s.drops.saved.Load() == accepted+1 {
+		return checkpoint.Position{}, false
+	}
+	s.drops.saved.Store(accepted + 1)
+	return checkpoint.Position{Source: s.sessionName(), Mode: modeDropped, Offset: int64(accepted)}, true
 }
 
 // sessionName says whose session the route consumes from.
@@ -233,6 +241,12 @@ func (s *source) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, 
 	s.consumed = haveCP && s.keepsSession()
 	if s.consumed && cp.Source != s.sessionName() {
 		s.log.Warn("mqtt source: the route's checkpoint is of another session; the broker must still have this one", "checkpoint", plan.RedactURLs(cp.Source), "session", s.sessionName())
+	}
+	if s.keepsSession() {
+		kept := uint64(max(cp.Offset, 0))
+		if err := s.watchDropped(ctx, kept, s.consumed && cp.Mode == modeDropped); err != nil {
+			return fmt.Errorf("route %s: mqtt source: %w", s.route, err)
+		}
 	}
 	present, err := s.connect(ctx, false)
 	if err != nil {
@@ -362,6 +376,8 @@ func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error
 		select {
 		case <-ctx.Done():
 			return b, false, nil
+		case err := <-s.errs:
+			return nil, false, fmt.Errorf("route %s: mqtt source: %w", s.route, err)
 		case d := <-s.msgs:
 			s.add(b, d)
 		case <-l.client.Done():

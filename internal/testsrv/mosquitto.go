@@ -90,6 +90,23 @@ func NewMosquittoVolatile(t testing.TB) *MosquittoServer {
 	})
 }
 
+// NewMosquittoConf starts a broker for this test alone with the lines
+// conf after this package's configuration, which they override (one
+// with "max_queued_messages 1000", Mosquitto's default, drops a client's
+// QoS 1 messages past the 1000 it queues). Stopped when the test ends.
+func NewMosquittoConf(t testing.TB, conf string) *MosquittoServer {
+	t.Helper()
+	if hidden("mosquitto") {
+		unavailable(t, "mosquitto", "Mosquitto hidden by %s", HideEnv)
+	}
+	if _, err := os.Stat(mosquittoPath); err != nil {
+		unavailable(t, "mosquitto", "Mosquitto not found: no %s", mosquittoPath)
+	}
+	return startPrivate(t, "Mosquitto", "mosquitto-conf-", func(dir string) (*MosquittoServer, error) {
+		return startMosquittoConf(dir, conf)
+	})
+}
+
 // startMosquittoConf starts a broker in dir with extra appended to its
 // configuration.
 func startMosquittoConf(dir, extra string) (*MosquittoServer, error) {

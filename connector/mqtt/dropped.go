@@ -1,0 +1,197 @@
+package mqtt
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/google/uuid"
+
+	"github.com/mqb-dev/mqb/plan"
+)
+
+// A broker that keeps the route's session can still drop messages it
+// queued for it: Mosquitto drops a client's QoS 1 messages past
+// max_queued_messages (1000 by default) or max_queued_bytes, while the
+// route is stopped, disconnected or behind, and says so only in its log.
+// The session is present on the next connection, so the session check
+// passes, and the messages are lost. tried: 3000 published while the
+// route was stopped, 1000 read, the verdict effectively-once.
+//
+// A client cannot see the broker's limits, but Mosquitto counts what it
+// dropped, for every client together, in the retained topic
+// $SYS/broker/publish/messages/dropped. A source that keeps its session
+// follows that count on a connection of its own, and its checkpoint keeps
+// the count the route last accepted: a count above it (at start-up, or
+// as it changes while the route runs) means messages were dropped while
+// the route was away or behind; they may have been the route's, and the
+// route stops, as when the session is lost. A broker that does not
+// publish the count (not Mosquitto, sys_interval 0, an ACL keeping the
+// client from $SYS) leaves the premise unchecked, and the route is
+// refused. A count lower than the one kept means the broker restarted
+// (Mosquitto does not keep it): what it dropped before then is not known,
+// which is said with a warning, and the count starts again from there.
+
+// droppedTopic is Mosquitto's count of the messages it dropped.
+const droppedTopic = "$SYS/broker/publish/messages/dropped"
+
+// droppedFirstWait bounds the wait for the count's retained value after
+// subscribing (Mosquitto sends it at once).
+const droppedFirstWait = 5 * time.Second
+
+// modeDropped marks a checkpoint that holds, as its Offset, the broker's
+// count of dropped messages the route last accepted.
+const modeDropped = "mqtt_session dropped"
+
+// dropWatch follows the broker's count of dropped messages.
+type dropWatch struct {
+	// accepted is the count the route accepts as not its loss: the one
+	// its checkpoint kept, or the first seen on a first start.
+	accepted atomic.Uint64
+	// saved is the count the route's checkpoint holds (+1; 0: none).
+	saved  atomic.Uint64
+	values chan uint64
+	client atomic.Pointer[paho.Client]
+}
+
+// watchDropped connects the watcher, reads the count's current value and
+// checks it against the one the route's checkpoint kept (known): an error
+// stops the route before its first record. The watcher then follows the
+// count until the source closes, reconnecting as the data connection
+// does, and a count above the accepted one stops the route (Next).
+func (s *source) watchDropped(ctx context.Context, kept uint64, known bool) error {
+	first, err := s.dropConnect(ctx)
+	if err != nil {
+		return err
+	}
+	w := &s.drops
+	switch {
+	case !known:
+		w.accepted.Store(first)
+	case first < kept:
+		s.log.Warn("mqtt source: the broker's count of dropped messages is lower than when the route last read it: the broker restarted, and what it dropped before then is not known",
+			"count", first, "was", kept, "client_id", s.clientID)
+		w.accepted.Store(first)
+	default:
+		w.accepted.Store(kept)
+		if err := s.checkDropped(first); err != nil {
+			return err
+		}
+	}
+	go s.followDropped()
+	return nil
+}
+
+// dropConnect opens the watcher's connection, subscribes to the count and
+// returns its current value.
+func (s *source) dropConnect(ctx context.Context) (uint64, error) {
+	vals := make(chan uint64, 16)
+	cfg := paho.ClientConfig{
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			if n, err := strconv.ParseUint(strings.TrimSpace(string(pr.Packet.Payload)), 10, 64); err == nil && pr.Packet.Topic == droppedTopic {
+				select {
+				case vals <- n:
+				default: // a later value follows; the latest one is what counts
+				}
+			}
+			return true, nil
+		}},
+	}
+	c, err := connect(ctx, s.url, cfg, &paho.Connect{ClientID: "mqb-drops-" + uuid.NewString()[:8], KeepAlive: 30, CleanStart: true})
+	if err != nil {
+		return 0, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	sa, err := c.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: droppedTopic, QoS: 0}}})
+	if err == nil && len(sa.Reasons) > 0 && sa.Reasons[0] >= 0x80 {
+		err = fmt.Errorf("refused (reason %d)", sa.Reasons[0])
+	}
+	if err == nil {
+		select {
+		case n := <-vals:
+			s.drops.values = vals
+			s.drops.client.Store(c)
+			return n, nil
+		case <-time.After(droppedFirstWait):
+			err = fmt.Errorf("no value within %v", droppedFirstWait)
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	c.Disconnect(&paho.Disconnect{ReasonCode: 0})
+	return 0, refusal{fmt.Errorf("subscribe to %s: %v. The broker %s must show its count of dropped messages for the route to check that none queued for its session (client_id %s) was dropped: "+
+		"Mosquitto publishes it unless sys_interval is 0 or an ACL keeps the client from $SYS topics, and drops a client's queued messages past max_queued_messages (1000 by default) or max_queued_bytes. "+
+		"Let the client read it, or set on_session_lost = resubscribe (the route is then at-most-once)",
+		droppedTopic, err, plan.RedactURLs(s.url), s.clientID)}
+}
+
+// checkDropped is the error of a count above the accepted one.
+func (s *source) checkDropped(n uint64) error {
+	was := s.drops.accepted.Load()
+	if n <= was {
+		return nil
+	}
+	premise := s.premise
+	if premise == "" {
+		premise = "the broker keeps the session of client_id " + s.clientID + " and drops none of the messages queued for it (Mosquitto drops them past max_queued_messages, 1000 by default, or max_queued_bytes: set both to 0)"
+	}
+	return refusal{fmt.Errorf("the broker %s dropped %d message(s) queued for its clients since the route last looked (%s went from %d to %d): "+
+		"messages queued for this route's session (client_id %s), while it was stopped, disconnected or behind, may be among them, and are lost; "+
+		"the plan's premise session_kept is broken (%s). Nothing uncommitted was acknowledged. "+
+		"To go on knowingly, reset the route's state (mqbc state reset), or set on_session_lost = resubscribe (the route is then at-most-once)",
+		plan.RedactURLs(s.url), n-was, droppedTopic, was, n, s.clientID, premise)}
+}
+
+// followDropped reads the count until the source closes: a count above
+// the accepted one stops the route; a lower one (the broker restarted)
+// is taken with a warning. A lost connection is made again.
+func (s *source) followDropped() {
+	w := &s.drops
+	wait := minBackoff
+	for {
+		c := w.client.Load()
+		select {
+		case <-s.done:
+			c.Disconnect(&paho.Disconnect{ReasonCode: 0})
+			return
+		case n := <-w.values:
+			if n < w.accepted.Load() {
+				s.log.Warn("mqtt source: the broker's count of dropped messages went down: the broker restarted, and what it dropped before then is not known",
+					"count", n, "was", w.accepted.Load(), "client_id", s.clientID)
+				w.accepted.Store(n)
+				continue
+			}
+			if err := s.checkDropped(n); err != nil {
+				select {
+				case s.errs <- err:
+				default:
+				}
+			}
+		case <-c.Done():
+			for {
+				select {
+				case <-s.done:
+					return
+				case <-time.After(wait):
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				n, err := s.dropConnect(ctx)
+				cancel()
+				if err == nil {
+					wait = minBackoff
+					select {
+					case w.values <- n: // checked as any other value
+					default: // a later value is queued already
+					}
+					break
+				}
+				wait = min(2*wait, maxBackoff)
+			}
+		}
+	}
+}
