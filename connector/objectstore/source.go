@@ -61,11 +61,16 @@ type objectSource struct {
 	format    string
 	maxRecord int
 
-	keys    []string // the listing, in key order
-	before  int64    // objects listed before keys[0] (read, or gone since)
-	nextKey int      // index in keys of the next object to open
-	lastKey string   // the greatest key listed (or checkpointed): a new listing reads only what sorts after it
-	poll    time.Duration
+	keys []string // the listing, in key order
+	// stamps are the greatest stamp of the objects listed up to each of
+	// keys (source_stamps.go; nil: the store gives none), from
+	// beforeStamp, the greatest of those listed before keys[0].
+	stamps      []int64
+	beforeStamp int64
+	before      int64  // objects listed before keys[0] (read, or gone since)
+	nextKey     int    // index in keys of the next object to open
+	lastKey     string // the greatest key listed (or checkpointed): a new listing reads only what sorts after it
+	poll        time.Duration
 
 	// The object being read.
 	cur     string
@@ -96,6 +101,7 @@ type objectSource struct {
 type objectSpan struct {
 	key      string
 	upTo     int64 // objects listed at or before key (source_behind.go)
+	stamp    int64 // the newest stamp listed at or before key (source_stamps.go; -1: none)
 	first    uint64
 	end      uint64
 	complete bool
@@ -233,10 +239,10 @@ func (s *objectSource) checkpointSource() string { return "object_store:" + s.ur
 // the objects before the committed one and the committed lines inside it.
 func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ runtime.SourceHost) error {
 	var keys []string
+	var stamps []int64
 	for {
 		var err error
-		if keys, err = s.store.List(ctx, ""); err == nil {
-			keys = withoutProbes(keys)
+		if keys, stamps, err = s.listing(ctx); err == nil {
 			break
 		}
 		err = fmt.Errorf("route %s: object_store source %s: list: %w", s.route, s.url, err)
@@ -248,7 +254,8 @@ func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP 
 		}
 	}
 	s.failures = 0
-	s.keys = keys
+	s.keys, s.beforeStamp = keys, -1
+	s.stamps = prefixMax(stamps, -1)
 	if len(keys) > 0 {
 		s.lastKey = keys[len(keys)-1]
 	}
@@ -257,11 +264,14 @@ func (s *objectSource) Open(ctx context.Context, cp checkpoint.Position, haveCP 
 	if !haveCP || cp.Source != s.checkpointSource() {
 		return nil
 	}
-	key, done, upTo, ok := parseObjectMode(cp.Mode)
+	key, done, upTo, stamp, ok := parseObjectMode(cp.Mode)
 	if !ok {
 		return nil
 	}
 	if err := s.checkResumeBehind(key, upTo); err != nil {
+		return err
+	}
+	if err := s.checkWritten(keys, stamps, key, stamp, "the route committed"); err != nil {
 		return err
 	}
 	s.nextSeq = cp.NextIndex
@@ -311,7 +321,7 @@ func (s *objectSource) Position(committed map[int32]runtime.AckPos) (checkpoint.
 	sp := s.spans[i]
 	s.spans = s.spans[i:] // spans before the committed one are never asked for again
 	pos := checkpoint.Position{Source: s.checkpointSource(), NextIndex: c.Next, Offset: c.Offset,
-		Mode: objectMode(sp.key, sp.complete && c.Next == sp.end, sp.upTo)}
+		Mode: objectMode(sp.key, sp.complete && c.Next == sp.end, sp.upTo, sp.stamp)}
 	return pos, true
 }
 
@@ -347,8 +357,7 @@ func (s *objectSource) relist(ctx context.Context) error {
 		return nil
 	case <-time.After(s.poll):
 	}
-	keys, err := s.store.List(ctx, "")
-	keys = withoutProbes(keys)
+	keys, stamps, err := s.listing(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -364,13 +373,18 @@ func (s *objectSource) relist(ctx context.Context) error {
 	if err := s.checkBehind(upTo); err != nil {
 		return err
 	}
-	// Drop what was read: a long follow keeps only the listing ahead.
-	s.keys, s.nextKey, s.before = s.keys[:0], 0, upTo
-	for _, k := range keys {
-		if k > s.lastKey {
-			s.keys = append(s.keys, k)
-		}
+	known := s.beforeStamp
+	if n := len(s.stamps); n > 0 {
+		known = s.stamps[n-1]
 	}
+	if err := s.checkWritten(keys, stamps, s.lastKey, known, "the source listed"); err != nil {
+		return err
+	}
+	// Drop what was read: a long follow keeps only the listing ahead.
+	keys, stamps, newest := withoutKnown(keys, stamps, s.lastKey)
+	s.keys, s.nextKey, s.before = keys, 0, upTo
+	s.beforeStamp = max(known, newest)
+	s.stamps = prefixMax(stamps, s.beforeStamp)
 	if n := len(s.keys); n > 0 {
 		s.lastKey = s.keys[n-1]
 		s.total.Add(int64(n))
@@ -484,7 +498,11 @@ func (s *objectSource) openNext(ctx context.Context) (ok bool, err error) {
 		return false, err
 	}
 	s.mu.Lock()
-	s.spans = append(s.spans, objectSpan{key: key, upTo: s.before + int64(s.nextKey), first: s.nextSeq})
+	stamp := int64(-1)
+	if s.stamps != nil {
+		stamp = s.stamps[s.nextKey-1]
+	}
+	s.spans = append(s.spans, objectSpan{key: key, upTo: s.before + int64(s.nextKey), stamp: stamp, first: s.nextSeq})
 	s.mu.Unlock()
 	return true, nil
 }

@@ -37,32 +37,42 @@ func countUpTo(keys []string, key string) int {
 }
 
 // objectMode is a checkpoint's mode: the key, whether it was read to its
-// end, and how many objects were listed at or before it.
-func objectMode(key string, done bool, upTo int64) string {
+// end, how many objects were listed at or before it and the newest stamp
+// among them (source_stamps.go; -1: the store gives none).
+func objectMode(key string, done bool, upTo, stamp int64) string {
 	prefix := objectCheckpointAt
 	if done {
 		prefix = objectCheckpointDone
 	}
-	return prefix[:len(prefix)-1] + "#" + strconv.FormatInt(upTo, 10) + ":" + key
+	n := strconv.FormatInt(upTo, 10)
+	if stamp >= 0 {
+		n += "@" + strconv.FormatInt(stamp, 10)
+	}
+	return prefix[:len(prefix)-1] + "#" + n + ":" + key
 }
 
 // parseObjectMode reads what objectMode wrote, or a mode written before
-// the count was kept (upTo 0).
-func parseObjectMode(mode string) (key string, done bool, upTo int64, ok bool) {
+// the count (upTo 0) or the stamp (-1) was kept.
+func parseObjectMode(mode string) (key string, done bool, upTo, stamp int64, ok bool) {
 	for _, prefix := range []string{objectCheckpointDone, objectCheckpointAt} {
 		done = prefix == objectCheckpointDone
 		if key, ok = strings.CutPrefix(mode, prefix); ok {
-			return key, done, 0, true
+			return key, done, 0, -1, true
 		}
 		if rest, ok := strings.CutPrefix(mode, prefix[:len(prefix)-1]+"#"); ok {
 			n, key, found := strings.Cut(rest, ":")
+			n, st, hasStamp := strings.Cut(n, "@")
 			upTo, err := strconv.ParseInt(n, 10, 64)
+			stamp := int64(-1)
+			if hasStamp && err == nil {
+				stamp, err = strconv.ParseInt(st, 10, 64)
+			}
 			if found && err == nil && upTo >= 0 {
-				return key, done, upTo, true
+				return key, done, upTo, stamp, true
 			}
 		}
 	}
-	return "", false, 0, false
+	return "", false, 0, -1, false
 }
 
 // checkResumeBehind compares the listing Open made with the count the

@@ -12,9 +12,10 @@ import (
 )
 
 // dirStore is an object store over a local directory (file:///dir). A put
-// stages the body to a temp name, fsyncs it, and links it under the final
-// name: link(2) refuses to replace an existing file, which is the
-// does-not-exist precondition a bucket offers, and it is atomic, so a
+// stages the body to a temp name, fsyncs it, and renames it under the
+// final name without replacing (placeNew; a link where the file system
+// has no such rename): it refuses to replace an existing file, which is
+// the does-not-exist precondition a bucket offers, and it is atomic, so a
 // reader (or a crash) never sees half an object.
 type dirStore struct {
 	root string
@@ -72,7 +73,7 @@ func (s *dirStore) PutIfAbsent(_ context.Context, name string, data []byte, _ st
 	if err := f.Close(); err != nil {
 		return false, err
 	}
-	if err := os.Link(tmp, final); err != nil {
+	if err := placeNew(tmp, final); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return false, nil
 		}
@@ -84,8 +85,24 @@ func (s *dirStore) PutIfAbsent(_ context.Context, name string, data []byte, _ st
 	return true, nil
 }
 
-func (s *dirStore) List(_ context.Context, prefix string) ([]string, error) {
-	var names []string
+func (s *dirStore) List(ctx context.Context, prefix string) ([]string, error) {
+	names, _, err := s.listNames(prefix, false)
+	return names, err
+}
+
+// ListStamped is List with each file's change time, in nanoseconds: it
+// moves on every write, and on a file renamed over the name
+// (stampLister).
+func (s *dirStore) ListStamped(_ context.Context, prefix string) ([]string, []int64, error) {
+	return s.listNames(prefix, true)
+}
+
+func (s *dirStore) listNames(prefix string, stamped bool) ([]string, []int64, error) {
+	type named struct {
+		name  string
+		stamp int64
+	}
+	var found []named
 	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -98,16 +115,39 @@ func (s *dirStore) List(_ context.Context, prefix string) ([]string, error) {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if strings.HasPrefix(rel, prefix) {
-			names = append(names, rel)
+		if !strings.HasPrefix(rel, prefix) {
+			return nil
 		}
+		n := named{name: rel}
+		if stamped {
+			info, err := d.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed since it was listed
+			}
+			if err != nil {
+				return err
+			}
+			n.stamp = changeTime(info)
+		}
+		found = append(found, n)
 		return nil
 	})
 	if errors.Is(err, fs.ErrPermission) {
 		err = &permanentError{err}
 	}
-	sort.Strings(names)
-	return names, err
+	sort.Slice(found, func(i, j int) bool { return found[i].name < found[j].name })
+	names := make([]string, len(found))
+	var stamps []int64
+	if stamped {
+		stamps = make([]int64, len(found))
+	}
+	for i, n := range found {
+		names[i] = n.name
+		if stamped {
+			stamps[i] = n.stamp
+		}
+	}
+	return names, stamps, err
 }
 
 func (s *dirStore) Get(_ context.Context, name string) ([]byte, error) {

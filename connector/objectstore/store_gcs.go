@@ -84,15 +84,24 @@ func (s *gcsStore) PutIfAbsent(ctx context.Context, name string, data []byte, co
 }
 
 func (s *gcsStore) List(ctx context.Context, prefix string) ([]string, error) {
+	names, _, err := s.ListStamped(ctx, prefix)
+	return names, err
+}
+
+// ListStamped is List with each object's generation, which grows with
+// every write of it (stampLister).
+func (s *gcsStore) ListStamped(ctx context.Context, prefix string) ([]string, []int64, error) {
 	var names []string
+	var gens []int64
 	// The JSON API lists in lexicographic order of the names.
-	err := s.api.list(ctx, s.name, s.prefix+prefix, func(name string) {
+	err := s.api.list(ctx, s.name, s.prefix+prefix, func(name string, generation int64) {
 		names = append(names, name[len(s.prefix):])
+		gens = append(gens, generation)
 	})
 	if err != nil {
-		return names, gcsError(err)
+		return names, gens, gcsError(err)
 	}
-	return names, nil
+	return names, gens, nil
 }
 
 func (s *gcsStore) Get(ctx context.Context, name string) ([]byte, error) {

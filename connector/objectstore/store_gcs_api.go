@@ -101,10 +101,10 @@ func (a *gcsAPI) insertIfAbsent(ctx context.Context, bucket, object, contentType
 	return resp.Body.Close()
 }
 
-// list calls each with the name of every object that starts with prefix,
-// page after page.
-func (a *gcsAPI) list(ctx context.Context, bucket, prefix string, each func(name string)) error {
-	q := url.Values{"prefix": {prefix}, "fields": {"items(name),nextPageToken"}}
+// list calls each with the name and generation of every object that
+// starts with prefix, page after page.
+func (a *gcsAPI) list(ctx context.Context, bucket, prefix string, each func(name string, generation int64)) error {
+	q := url.Values{"prefix": {prefix}, "fields": {"items(name,generation),nextPageToken"}}
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.objectsURL(false, bucket, "", q), nil)
 		if err != nil {
@@ -116,7 +116,8 @@ func (a *gcsAPI) list(ctx context.Context, bucket, prefix string, each func(name
 		}
 		var page struct {
 			Items []struct {
-				Name string `json:"name"`
+				Name       string `json:"name"`
+				Generation int64  `json:"generation,string"`
 			} `json:"items"`
 			NextPageToken string `json:"nextPageToken"`
 		}
@@ -127,7 +128,7 @@ func (a *gcsAPI) list(ctx context.Context, bucket, prefix string, each func(name
 			return fmt.Errorf("list gs://%s/%s: %w", bucket, prefix, err)
 		}
 		for _, o := range page.Items {
-			each(o.Name)
+			each(o.Name, o.Generation)
 		}
 		if page.NextPageToken == "" {
 			return nil

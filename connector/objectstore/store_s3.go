@@ -98,7 +98,15 @@ func (s *s3Store) PutIfAbsent(ctx context.Context, name string, data []byte, con
 }
 
 func (s *s3Store) List(ctx context.Context, prefix string) ([]string, error) {
+	names, _, err := s.ListStamped(ctx, prefix)
+	return names, err
+}
+
+// ListStamped is List with each object's LastModified, in nanoseconds
+// (stampLister).
+func (s *s3Store) ListStamped(ctx context.Context, prefix string) ([]string, []int64, error) {
 	var names []string
+	var stamps []int64
 	// ListObjectsV2 returns keys in UTF-8 binary order: lexicographic.
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.bucket),
@@ -107,13 +115,14 @@ func (s *s3Store) List(ctx context.Context, prefix string) ([]string, error) {
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return names, s3Error(err)
+			return names, stamps, s3Error(err)
 		}
 		for _, o := range page.Contents {
 			names = append(names, aws.ToString(o.Key)[len(s.prefix):])
+			stamps = append(stamps, aws.ToTime(o.LastModified).UnixNano())
 		}
 	}
-	return names, nil
+	return names, stamps, nil
 }
 
 func (s *s3Store) Get(ctx context.Context, name string) ([]byte, error) {
