@@ -53,10 +53,12 @@ func (s *source) CheckPremise(ctx context.Context, p plan.Premise) error {
 	return nil
 }
 
-// queueShape is what a queue declaration says: flags and arguments.
+// queueShape is what a queue declaration says: flags and arguments; and
+// the broker's version, which gives some arguments their defaults.
 type queueShape struct {
 	durable, autoDelete bool
 	args                amqp.Table
+	version             string // the server's "version" property, as RabbitMQ says it
 }
 
 // inequivalentRE reads a 406 refusal of a declaration.
@@ -74,6 +76,7 @@ func (s *source) learnQueue(ctx context.Context) (queueShape, error) {
 	if _, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil); err != nil {
 		return q, err
 	}
+	q.version, _ = conn.Properties["version"].(string)
 	for range 32 {
 		if ctx.Err() != nil {
 			return q, ctx.Err()
@@ -184,11 +187,43 @@ func (q queueShape) drops() string {
 			why = append(why, fmt.Sprintf("has x-message-ttl = %v ms (a message older than that is dropped or dead-lettered)", v))
 		case k == "x-expires":
 			why = append(why, fmt.Sprintf("has x-expires = %v ms (the queue is deleted, with its messages, when unused that long)", v))
+		case k == "x-delivery-limit" && negative(v):
+			// -1: no limit (RabbitMQ 4 takes it so; quorum queues
+			// there have a limit of 20 otherwise).
 		case k == "x-delivery-limit":
 			why = append(why, fmt.Sprintf("has x-delivery-limit = %v (a message delivered more often, as one is when the route stops before acking it, is dropped or dead-lettered)", v))
 		default:
 			why = append(why, fmt.Sprintf("has argument %s = %v, which this check does not know to keep every message", k, v))
 		}
 	}
+	if _, set := q.args["x-delivery-limit"]; !set && q.args["x-queue-type"] == "quorum" && majorVersion(q.version) >= 4 {
+		why = append(why, fmt.Sprintf("is a quorum queue on RabbitMQ %s, which gives it a delivery limit of 20 when x-delivery-limit is not set (a message delivered more often, as one is when the route stops before acking it again and again, is dropped or dead-lettered); declare it with x-delivery-limit = -1", q.version))
+	}
 	return strings.Join(why, "; ")
+}
+
+// negative says whether an argument's value is a number below 0.
+func negative(v any) bool {
+	switch n := v.(type) {
+	case int8:
+		return n < 0
+	case int16:
+		return n < 0
+	case int32:
+		return n < 0
+	case int64:
+		return n < 0
+	}
+	return false
+}
+
+// majorVersion is the major number of a version such as "4.0.5" (0 when
+// it does not read as one).
+func majorVersion(v string) int {
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	if err != nil {
+		return 0
+	}
+	return n
 }

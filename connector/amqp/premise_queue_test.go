@@ -3,6 +3,7 @@ package amqp
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +70,32 @@ func TestPremiseQueueKeepsMessages(t *testing.T) {
 	ch := testChannel(t, url)
 	if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err == nil {
 		t.Errorf("queue %s exists after the refused start: the check created it", q)
+	}
+}
+
+// TestQueueShapeDeliveryLimitDefault: RabbitMQ 4 gives a quorum queue a
+// delivery limit of 20 when x-delivery-limit is not set, so there the
+// queue's arguments say nothing and still a message redelivered often
+// enough (a route that keeps stopping before it acks) is dropped; only
+// x-delivery-limit = -1 keeps it. The broker of these tests is older, so
+// this is the allow-list alone, on the shapes learnQueue reads.
+func TestQueueShapeDeliveryLimitDefault(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		args    amqp.Table
+		drops   string // what drops says; "" when the queue keeps every message
+	}{
+		{"3.10.8", amqp.Table{"x-queue-type": "quorum"}, ""},
+		{"4.0.5", amqp.Table{"x-queue-type": "quorum"}, "delivery limit of 20"},
+		{"4.1.0", amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(-1)}, ""},
+		{"4.1.0", amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(5)}, "x-delivery-limit = 5"},
+		{"4.0.5", amqp.Table{"x-queue-type": "classic"}, ""},
+		{"4.0.5", amqp.Table{}, ""},
+		{"", amqp.Table{"x-queue-type": "quorum"}, ""},
+	} {
+		got := queueShape{durable: true, args: tc.args, version: tc.version}.drops()
+		if (tc.drops == "") != (got == "") || !strings.Contains(got, tc.drops) {
+			t.Errorf("RabbitMQ %q, %v: drops %q, want %q", tc.version, tc.args, got, tc.drops)
+		}
 	}
 }
