@@ -109,8 +109,11 @@ func (s *kafkaSource) fetchLoop(ctx context.Context, tr *kafkago.Transport, part
 		}
 	}
 	wait, failures := 250*time.Millisecond, 0
+	var heldSince time.Time // since when an open transaction holds the partition back
+	var heldSaid bool
 	for ctx.Err() == nil {
-		next, stuck, err := s.fetchOnce(ctx, tr, addr, part, offset, emit)
+		a, err := s.fetchOnce(ctx, tr, addr, part, offset, emit)
+		next := a.next
 		var kerr kafkago.Error
 		switch {
 		case ctx.Err() != nil:
@@ -144,7 +147,17 @@ func (s *kafkaSource) fetchLoop(ctx context.Context, tr *kafkago.Transport, part
 			continue
 		}
 		wait, failures = 250*time.Millisecond, 0
-		if next <= offset && stuck {
+		switch {
+		case !a.held:
+			heldSince, heldSaid = time.Time{}, false
+		case heldSince.IsZero():
+			heldSince = time.Now()
+		case !heldSaid && time.Since(heldSince) > kafkaHeldWarn:
+			heldSaid = true
+			s.log.Warn("kafka source: the partition's records past this offset belong to a transaction still open, which read_committed waits for (a producer that died inside a transaction holds it until the transaction times out)",
+				"partition", part, "offset", offset, "last_stable_offset", a.lastStable, "high_watermark", a.highWatermark, "waiting", time.Since(heldSince).Round(time.Second).String())
+		}
+		if next <= offset && a.stuck {
 			// The answer brought no record, though the partition has some
 			// past offset: its next batch holds none (emptied by
 			// compaction) and names no offset after it. The next batch
@@ -159,12 +172,24 @@ func (s *kafkaSource) fetchLoop(ctx context.Context, tr *kafkago.Transport, part
 	}
 }
 
-// fetchOnce sends one Fetch request for partition part at offset, hands
-// the records its answer holds to emit, and returns the offset after the
-// last record of the answer, handed on or dropped, and whether the answer
-// was stuck: no record, while the partition's last stable offset is past
-// offset.
-func (s *kafkaSource) fetchOnce(ctx context.Context, tr *kafkago.Transport, addr net.Addr, part int, offset int64, emit func([]kafkago.Message) bool) (next int64, stuck bool, err error) {
+// answer is what a fetch says of its partition besides its records.
+type answer struct {
+	next int64 // the offset after the answer's last record, handed on or dropped
+	// stuck: no record, while the last stable offset is past the offset
+	// asked for; held: no record, while records past it wait behind a
+	// transaction still open (the last stable offset is at it, the high
+	// watermark past it).
+	stuck, held               bool
+	lastStable, highWatermark int64
+}
+
+// kafkaHeldWarn is how long an open transaction may hold a partition back
+// before the source says so (a variable for the tests).
+var kafkaHeldWarn = time.Minute
+
+// fetchOnce sends one Fetch request for partition part at offset and
+// hands the records its answer holds to emit.
+func (s *kafkaSource) fetchOnce(ctx context.Context, tr *kafkago.Transport, addr net.Addr, part int, offset int64, emit func([]kafkago.Message) bool) (answer, error) {
 	rctx, cancel := context.WithTimeout(ctx, kafkaFetchTimeout)
 	defer cancel()
 	res, err := tr.RoundTrip(rctx, addr, &fetchAPI.Request{
@@ -187,11 +212,11 @@ func (s *kafkaSource) fetchOnce(ctx context.Context, tr *kafkago.Transport, addr
 		}},
 	})
 	if err != nil {
-		return offset, false, err
+		return answer{next: offset}, err
 	}
 	r, ok := res.(*fetchAPI.Response)
 	if !ok {
-		return offset, false, fmt.Errorf("unexpected answer %T to a fetch", res)
+		return answer{next: offset}, fmt.Errorf("unexpected answer %T to a fetch", res)
 	}
 	for _, t := range r.Topics {
 		if t.Topic != s.topic {
@@ -203,13 +228,16 @@ func (s *kafkaSource) fetchOnce(ctx context.Context, tr *kafkago.Transport, addr
 				continue
 			}
 			if p.ErrorCode != 0 {
-				return offset, false, kafkago.Error(p.ErrorCode)
+				return answer{next: offset}, kafkago.Error(p.ErrorCode)
 			}
 			next, err := s.committedRecords(part, offset, p, emit)
-			return next, next <= offset && p.LastStableOffset > offset, err
+			none := next <= offset
+			return answer{next: next, lastStable: p.LastStableOffset, highWatermark: p.HighWatermark,
+				stuck: none && p.LastStableOffset > offset,
+				held:  none && p.LastStableOffset >= 0 && p.LastStableOffset <= offset && p.HighWatermark > offset}, err
 		}
 	}
-	return offset, false, fmt.Errorf("the broker's answer to a fetch has no partition %d", part)
+	return answer{next: offset}, fmt.Errorf("the broker's answer to a fetch has no partition %d", part)
 }
 
 // kafkaChunkRecords is how many records go to the route together: an

@@ -1,11 +1,14 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,6 +69,8 @@ func (p *txnProducer) end(commit bool) {
 // transaction still open is not read until it commits. With and without
 // a consumer group.
 func TestKafkaSourceReadsCommittedOnly(t *testing.T) {
+	defer func(d time.Duration) { kafkaHeldWarn = d }(kafkaHeldWarn)
+	kafkaHeldWarn = 200 * time.Millisecond
 	for _, group := range []string{"", "txn-readers"} {
 		t.Run(map[string]string{"": "partitions", "txn-readers": "group"}[group], func(t *testing.T) {
 			brokers := testsrv.Kafka(t, "orders:1")
@@ -90,14 +95,20 @@ func TestKafkaSourceReadsCommittedOnly(t *testing.T) {
 			want := []string{"o-0", "o-1", "o-2", "o-200", "o-201", "o-3", "o-4"}
 
 			p := kafkaSQLitePlan(brokers, "orders", group, state, db, 4, 1)
-			r := runtest.Start(context.Background(), p, runtest.Options())
+			var logs lockedBuffer
+			opts := runtest.Options()
+			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			r := runtest.Start(context.Background(), p, opts)
 			defer r.Stop(t)
 			if !runtest.WaitFor(func() bool { return runtest.CountRows(t, db) >= len(want) }, 20*time.Second, 50*time.Millisecond) {
 				t.Fatalf("%d rows after 20s, want %d", runtest.CountRows(t, db), len(want))
 			}
-			time.Sleep(500 * time.Millisecond) // anything more it would read
+			time.Sleep(800 * time.Millisecond) // anything more it would read
 			if got := ids(t, db); !slices.Equal(got, sorted(want)) {
 				t.Fatalf("with a transaction open the table holds %q, want %q", got, sorted(want))
+			}
+			if !strings.Contains(logs.String(), "transaction still open") {
+				t.Errorf("no warning that an open transaction holds the partition back; the log:\n%s", logs.String())
 			}
 			a.end(true)
 			want = append(want, "o-5", "o-6")
@@ -113,6 +124,24 @@ func TestKafkaSourceReadsCommittedOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a log read while the route writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func ids(t *testing.T, db string) []string {
