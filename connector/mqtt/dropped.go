@@ -26,25 +26,29 @@ import (
 // dropped, for every client together, in the retained topic
 // $SYS/broker/publish/messages/dropped. A source that keeps its session
 // follows that count on a connection of its own, and its checkpoint keeps
-// the count the route last accepted: a count above it (at start-up, or
-// as it changes while the route runs) means messages were dropped while
-// the route was away or behind; they may have been the route's, and the
-// route stops, as when the session is lost. A broker that does not
-// publish the count (not Mosquitto, sys_interval 0, an ACL keeping the
-// client from $SYS) leaves the premise unchecked, and the route is
-// refused. A count lower than the one kept means the broker restarted
+// the count the route last accepted: a count above it (its first value
+// after a start, or as it changes while the route runs) means messages
+// were dropped while the route was away or behind; they may have been
+// the route's, and the route stops, as when the session is lost. The
+// route reads while the first value is awaited: what the broker kept is
+// the route's either way. A broker that does not publish the count (not
+// Mosquitto, sys_interval 0, an ACL keeping the client from $SYS) leaves
+// the premise unchecked, and the route stops once droppedFirstWait has
+// passed. A count lower than the one kept means the broker restarted
 // (Mosquitto does not keep it): what it dropped before then is not known,
 // which is said with a warning, and the count starts again from there.
 
 // droppedTopic is Mosquitto's count of the messages it dropped.
 const droppedTopic = "$SYS/broker/publish/messages/dropped"
 
-// droppedFirstWait bounds the wait for the count's retained value after
-// subscribing. Mosquitto sends it at once, but it serves its clients on
-// one thread, between saves of its store: a broker saving many queued
-// messages every autosave_interval answered after more than 5 s under
-// load (a CI run), which refused a route that could be checked.
-const droppedFirstWait = 20 * time.Second
+// droppedFirstWait bounds the wait for the count's first value after
+// subscribing (a variable for the tests). Mosquitto sends the retained
+// value at once, but it serves its clients on one thread, between saves
+// of its store: a broker saving many queued messages every
+// autosave_interval on a loaded machine answered after more than 20 s.
+// The wait does not hold the route up: it reads meanwhile, and stops once
+// the count says messages were dropped, or when none came in time.
+var droppedFirstWait = 2 * time.Minute
 
 // modeDropped marks a checkpoint that holds, as its Offset, the broker's
 // count of dropped messages the route last accepted.
@@ -52,41 +56,74 @@ const modeDropped = "mqtt_session dropped"
 
 // dropWatch follows the broker's count of dropped messages.
 type dropWatch struct {
-	// accepted is the count the route accepts as not its loss: the one
-	// its checkpoint kept, or the first seen on a first start.
+	// accepted is the count the route accepts as not its loss (+1; 0:
+	// not known yet): the one its checkpoint kept, or the first seen on
+	// a first start.
 	accepted atomic.Uint64
-	// saved is the count the route's checkpoint holds (+1; 0: none).
+	// saved is what the route's checkpoint holds of it (+1; 0: none).
 	saved  atomic.Uint64
 	values chan uint64
 	client atomic.Pointer[paho.Client]
 }
 
-// watchDropped connects the watcher, reads the count's current value and
-// checks it against the one the route's checkpoint kept (known): an error
-// stops the route before its first record. The watcher then follows the
-// count until the source closes, reconnecting as the data connection
-// does, and a count above the accepted one stops the route (Next).
-func (s *source) watchDropped(ctx context.Context, kept uint64, known bool) error {
-	first, err := s.dropConnect(ctx)
-	if err != nil {
-		return err
-	}
+// acceptedCount is the accepted count, and whether it is known yet.
+func (w *dropWatch) acceptedCount() (uint64, bool) {
+	n := w.accepted.Load()
+	return n - 1, n > 0
+}
+
+func (w *dropWatch) accept(n uint64) { w.accepted.Store(n + 1) }
+
+// watchDropped starts the watcher: it connects, reads the count's current
+// value and checks it against the one the route's checkpoint kept
+// (known), then follows the count until the source closes, reconnecting
+// as the data connection does. A count above the accepted one, or no
+// count within droppedFirstWait, stops the route (Next): the route reads
+// meanwhile, what the broker kept for it being its own either way.
+func (s *source) watchDropped(kept uint64, known bool) {
 	w := &s.drops
-	switch {
-	case !known:
-		w.accepted.Store(first)
-	case first < kept:
-		s.log.Warn("mqtt source: the broker's count of dropped messages is lower than when the route last read it: the broker restarted, and what it dropped before then is not known",
-			"count", first, "was", kept, "client_id", s.clientID)
-		w.accepted.Store(first)
-	default:
-		w.accepted.Store(kept)
-		if err := s.checkDropped(first); err != nil {
-			return err
-		}
+	if known {
+		w.accept(kept)
 	}
-	go s.followDropped()
-	return nil
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), droppedFirstWait+30*time.Second)
+		go func() {
+			select {
+			case <-s.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		first, err := s.dropConnect(ctx)
+		cancel()
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		switch {
+		case !known:
+			w.accept(first)
+		case first < kept:
+			s.log.Warn("mqtt source: the broker's count of dropped messages is lower than when the route last read it: the broker restarted, and what it dropped before then is not known",
+				"count", first, "was", kept, "client_id", s.clientID)
+			w.accept(first)
+		default:
+			if err := s.checkDropped(first); err != nil {
+				s.fail(err)
+				w.client.Load().Disconnect(&paho.Disconnect{ReasonCode: 0})
+				return
+			}
+		}
+		s.followDropped()
+	}()
+}
+
+// fail hands the route an error that stops it (Next), unless it has one.
+func (s *source) fail(err error) {
+	select {
+	case s.errs <- err:
+	default:
+	}
 }
 
 // dropConnect opens the watcher's connection, subscribes to the count and
@@ -135,7 +172,7 @@ func (s *source) dropConnect(ctx context.Context) (uint64, error) {
 
 // checkDropped is the error of a count above the accepted one.
 func (s *source) checkDropped(n uint64) error {
-	was := s.drops.accepted.Load()
+	was, _ := s.drops.acceptedCount()
 	if n <= was {
 		return nil
 	}
@@ -163,17 +200,14 @@ func (s *source) followDropped() {
 			c.Disconnect(&paho.Disconnect{ReasonCode: 0})
 			return
 		case n := <-w.values:
-			if n < w.accepted.Load() {
+			if was, _ := w.acceptedCount(); n < was {
 				s.log.Warn("mqtt source: the broker's count of dropped messages went down: the broker restarted, and what it dropped before then is not known",
-					"count", n, "was", w.accepted.Load(), "client_id", s.clientID)
-				w.accepted.Store(n)
+					"count", n, "was", was, "client_id", s.clientID)
+				w.accept(n)
 				continue
 			}
 			if err := s.checkDropped(n); err != nil {
-				select {
-				case s.errs <- err:
-				default:
-				}
+				s.fail(err)
 			}
 		case <-c.Done():
 			for {

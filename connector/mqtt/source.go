@@ -224,12 +224,15 @@ func (s *source) Position(committed map[int32]runtime.AckPos) (checkpoint.Positi
 	if !s.keepsSession() {
 		return checkpoint.Position{}, false
 	}
-	accepted := s.drops.accepted.Load()
-	if committed != nil && s.marked && s.drops.saved.Load() == accepted+1 {
+	accepted := s.drops.accepted.Load() // +1; 0: not known yet
+	if committed != nil && s.marked && s.drops.saved.Load() == accepted {
 		return checkpoint.Position{}, false
 	}
-	s.drops.saved.Store(accepted + 1)
-	return checkpoint.Position{Source: s.sessionName(), Mode: modeDropped, Offset: int64(accepted)}, true
+	s.drops.saved.Store(accepted)
+	if accepted == 0 {
+		return checkpoint.Position{Source: s.sessionName(), Mode: "mqtt_session"}, true
+	}
+	return checkpoint.Position{Source: s.sessionName(), Mode: modeDropped, Offset: int64(accepted - 1)}, true
 }
 
 // sessionName says whose session the route consumes from.
@@ -242,15 +245,12 @@ func (s *source) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, 
 	if s.consumed && cp.Source != s.sessionName() {
 		s.log.Warn("mqtt source: the route's checkpoint is of another session; the broker must still have this one", "checkpoint", plan.RedactURLs(cp.Source), "session", s.sessionName())
 	}
-	if s.keepsSession() {
-		kept := uint64(max(cp.Offset, 0))
-		if err := s.watchDropped(ctx, kept, s.consumed && cp.Mode == modeDropped); err != nil {
-			return fmt.Errorf("route %s: mqtt source: %w", s.route, err)
-		}
-	}
 	present, err := s.connect(ctx, false)
 	if err != nil {
 		return fmt.Errorf("route %s: mqtt source: %w", s.route, err)
+	}
+	if s.keepsSession() {
+		s.watchDropped(uint64(max(cp.Offset, 0)), s.consumed && cp.Mode == modeDropped)
 	}
 	if s.qos == 0 {
 		s.log.Warn("mqtt source at QoS 0: at-most-once (messages published while the route is down or in flight at a crash are lost)", "topic", s.topic)
