@@ -1,14 +1,12 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -95,7 +93,7 @@ func TestKafkaSourceReadsCommittedOnly(t *testing.T) {
 			want := []string{"o-0", "o-1", "o-2", "o-200", "o-201", "o-3", "o-4"}
 
 			p := kafkaSQLitePlan(brokers, "orders", group, state, db, 4, 1)
-			var logs lockedBuffer
+			var logs runtest.Logs
 			opts := runtest.Options()
 			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			r := runtest.Start(context.Background(), p, opts)
@@ -124,24 +122,6 @@ func TestKafkaSourceReadsCommittedOnly(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a log read while the route writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func ids(t *testing.T, db string) []string {

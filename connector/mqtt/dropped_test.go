@@ -79,7 +79,8 @@ func TestMQTTBrokerDroppedQueuedMessages(t *testing.T) {
 	defer cancel()
 	done = runBack(ctx, p, opts)
 	probeUntilRead(t, url, topic, db, "q", done)
-	// Another client's session, away, gets 60 orders: 10 are dropped.
+	// Another client's session, away, gets 60 orders: past its queue of
+	// 50, some are dropped.
 	lazy, err := connect(context.Background(), url, paho.ClientConfig{}, &paho.Connect{ClientID: "lazy-" + id, KeepAlive: 30, CleanStart: true,
 		Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(uint32(3600))}})
 	if err != nil {

@@ -58,19 +58,11 @@ func startMosquitto(dir string) (*MosquittoServer, error) { return startMosquitt
 // PUBACK with reason 0x87 (not authorized). Stopped when the test ends.
 func NewMosquittoACL(t testing.TB, acl string) *MosquittoServer {
 	t.Helper()
-	if hidden("mosquitto") {
-		unavailable(t, "mosquitto", "Mosquitto hidden by %s", HideEnv)
+	path := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(path, []byte(acl), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(mosquittoPath); err != nil {
-		unavailable(t, "mosquitto", "Mosquitto not found: no %s", mosquittoPath)
-	}
-	return startPrivate(t, "Mosquitto", "mosquitto-acl-", func(dir string) (*MosquittoServer, error) {
-		path := filepath.Join(dir, "acl")
-		if err := os.WriteFile(path, []byte(acl), 0o644); err != nil {
-			return nil, err
-		}
-		return startMosquittoConf(dir, "acl_file "+path+"\n")
-	})
+	return NewMosquittoConf(t, "acl_file "+path+"\n")
 }
 
 // NewMosquittoVolatile starts a broker for this test alone that keeps
@@ -79,15 +71,7 @@ func NewMosquittoACL(t testing.TB, acl string) *MosquittoServer {
 // a broker run without persistence. Stopped when the test ends.
 func NewMosquittoVolatile(t testing.TB) *MosquittoServer {
 	t.Helper()
-	if hidden("mosquitto") {
-		unavailable(t, "mosquitto", "Mosquitto hidden by %s", HideEnv)
-	}
-	if _, err := os.Stat(mosquittoPath); err != nil {
-		unavailable(t, "mosquitto", "Mosquitto not found: no %s", mosquittoPath)
-	}
-	return startPrivate(t, "Mosquitto", "mosquitto-volatile-", func(dir string) (*MosquittoServer, error) {
-		return startMosquittoConf(dir, "persistence false\n")
-	})
+	return NewMosquittoConf(t, "persistence false\n")
 }
 
 // NewMosquittoConf starts a broker for this test alone with the lines
