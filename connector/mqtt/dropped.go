@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -86,7 +87,10 @@ func (s *source) watchDropped(kept uint64, known bool) {
 		w.accept(kept)
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), droppedFirstWait+30*time.Second)
+		// Until droppedFirstWait has passed, a broker that cannot be
+		// reached is tried again, as the data connection does: an outage
+		// at the start is ridden through, not taken for a hidden count.
+		ctx, cancel := context.WithTimeout(context.Background(), droppedFirstWait)
 		go func() {
 			select {
 			case <-s.done:
@@ -94,7 +98,27 @@ func (s *source) watchDropped(kept uint64, known bool) {
 			case <-ctx.Done():
 			}
 		}()
-		first, err := s.dropConnect(ctx)
+		var first uint64
+		var err error
+		for wait := minBackoff; ; wait = min(2*wait, maxBackoff) {
+			if first, err = s.dropConnect(ctx); err == nil {
+				break
+			}
+			var r refusal
+			if errors.As(err, &r) {
+				break
+			}
+			if ctx.Err() != nil {
+				if ctx.Err() == context.DeadlineExceeded {
+					err = s.cannotCheck(fmt.Errorf("not read within %v: %w", droppedFirstWait, err))
+				}
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
 		cancel()
 		if err != nil {
 			s.fail(err)
@@ -143,28 +167,40 @@ func (s *source) dropConnect(ctx context.Context) (uint64, error) {
 	}
 	c, err := connect(ctx, s.url, cfg, &paho.Connect{ClientID: "mqb-drops-" + uuid.NewString()[:8], KeepAlive: 30, CleanStart: true})
 	if err != nil {
-		return 0, err
+		return 0, err // the broker down or restarting: tried again
 	}
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	sa, err := c.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: droppedTopic, QoS: 0}}})
-	if err == nil && len(sa.Reasons) > 0 && sa.Reasons[0] >= 0x80 {
-		err = fmt.Errorf("refused (reason %d)", sa.Reasons[0])
+	if err != nil {
+		c.Disconnect(&paho.Disconnect{ReasonCode: 0})
+		return 0, fmt.Errorf("subscribe to %s: %w", droppedTopic, err) // tried again
 	}
-	if err == nil {
+	if len(sa.Reasons) > 0 && sa.Reasons[0] >= 0x80 {
+		err = fmt.Errorf("refused (reason %d)", sa.Reasons[0])
+	} else {
 		select {
 		case n := <-vals:
 			s.drops.values = vals
 			s.drops.client.Store(c)
 			return n, nil
-		case <-time.After(droppedFirstWait):
-			err = fmt.Errorf("no value within %v", droppedFirstWait)
+		case <-c.Done():
+			return 0, fmt.Errorf("the connection reading %s closed before its value came", droppedTopic) // tried again
 		case <-ctx.Done():
-			err = ctx.Err()
+			if ctx.Err() != context.DeadlineExceeded {
+				c.Disconnect(&paho.Disconnect{ReasonCode: 0})
+				return 0, ctx.Err()
+			}
+			err = fmt.Errorf("no value within %v", droppedFirstWait)
 		}
 	}
 	c.Disconnect(&paho.Disconnect{ReasonCode: 0})
-	return 0, refusal{fmt.Errorf("subscribe to %s: %v. The broker %s must show its count of dropped messages for the route to check that none queued for its session (client_id %s) was dropped: "+
+	return 0, s.cannotCheck(err)
+}
+
+// cannotCheck is the error of a broker that does not show its count.
+func (s *source) cannotCheck(err error) error {
+	return refusal{fmt.Errorf("subscribe to %s: %v. The broker %s must show its count of dropped messages for the route to check that none queued for its session (client_id %s) was dropped: "+
 		"Mosquitto publishes it unless sys_interval is 0 or an ACL keeps the client from $SYS topics, and drops a client's queued messages past max_queued_messages (1000 by default) or max_queued_bytes. "+
 		"Let the client read it, or set on_session_lost = resubscribe (the route is then at-most-once)",
 		droppedTopic, err, plan.RedactURLs(s.url), s.clientID)}
