@@ -208,20 +208,84 @@ func (s *kafkaSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 	if s.groupID != "" {
 		return s.openGroup(fctx)
 	}
+	fromCP := haveCP && cp.Source == "kafka:"+s.topic
 	s.resumed = map[int32]runtime.AckPos{}
+	reading := map[int]bool{}
+	resumed := 0
 	for _, p := range parts {
-		off := kafkago.FirstOffset
-		if haveCP && cp.Source == "kafka:"+s.topic {
-			if o, ok := cp.Partitions[int32(p)]; ok {
-				off = o
-				s.resumed[int32(p)] = runtime.AckPos{Next: uint64(o), Offset: o}
+		var off int64 // a partition the checkpoint does not name was added since: from offset 0, checked to be there
+		if o, ok := cp.Partitions[int32(p)]; fromCP && ok {
+			off = o
+			resumed++
+		} else if !fromCP {
+			// The route's first start reads each partition from the
+			// first offset it keeps. Every partition is named in the
+			// checkpoints from now on (an idle one too), so one added to
+			// the topic later is known for new and read from offset 0.
+			first, _, err := s.waitBounds(ctx, p)
+			if ctx.Err() != nil {
+				stop()
+				return ctx.Err()
 			}
+			if err != nil {
+				stop()
+				return err
+			}
+			off = first
 		}
+		s.resumed[int32(p)] = runtime.AckPos{Next: uint64(off), Offset: off}
 		s.startFetch(fctx, p, off, 0)
+		reading[p] = true
 	}
+	s.wg.Add(1)
+	go s.watchPartitions(fctx, reading)
 	s.log.Info("kafka source", "brokers", strings.Join(s.brokers, ","), "topic", s.topic,
-		"partitions", len(parts), "resumed_partitions", len(s.resumed))
+		"partitions", len(parts), "resumed_partitions", resumed)
 	return nil
+}
+
+// kafkaPartitionWatch is how often a source without a consumer group
+// looks for partitions added to its topic (a group's leader does the same
+// through kafka-go, WatchPartitionChanges).
+var kafkaPartitionWatch = 5 * time.Second
+
+// watchPartitions starts reading each partition added to the topic while
+// the route runs, from offset 0: all it holds was written after the
+// route started. Without it, what producers wrote there would wait for
+// the route's next start, and the topic's retention could delete it
+// first.
+func (s *kafkaSource) watchPartitions(ctx context.Context, reading map[int]bool) {
+	defer s.wg.Done()
+	tick := time.NewTicker(kafkaPartitionWatch)
+	defer tick.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		parts, err := s.partitions(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !failing {
+				s.log.Warn("kafka source: listing the topic's partitions failed, trying again", "topic", s.topic, "err", plan.RedactURLs(err.Error()))
+			}
+			failing = true
+			continue
+		}
+		failing = false
+		for _, p := range parts {
+			if reading[p] {
+				continue
+			}
+			reading[p] = true
+			s.log.Info("kafka source: a partition was added to the topic; reading it from offset 0", "topic", s.topic, "partition", p)
+			s.startFetch(ctx, p, 0, 0)
+		}
+	}
 }
 
 // partitions lists the topic's partitions; the topic must exist.
@@ -377,16 +441,21 @@ func (s *kafkaSource) fatal(err error) {
 // background as the group assigns and revokes partitions.
 func (s *kafkaSource) openGroup(ctx context.Context) error {
 	g, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{
-		Dialer:            s.sec.dialer(),
-		ID:                s.groupID,
-		Brokers:           s.brokers,
-		Topics:            []string{s.topic},
-		StartOffset:       kafkago.FirstOffset,
-		HeartbeatInterval: time.Second,
-		SessionTimeout:    s.session,
-		RebalanceTimeout:  2 * kafkaRevokeWait,
-		JoinGroupBackoff:  500 * time.Millisecond,
-		Timeout:           10 * time.Second,
+		Dialer:      s.sec.dialer(),
+		ID:          s.groupID,
+		Brokers:     s.brokers,
+		Topics:      []string{s.topic},
+		StartOffset: kafkago.FirstOffset,
+		// The leader rebalances the group when partitions are added, so
+		// what is written there is read without waiting for a member to
+		// come or go.
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: kafkaPartitionWatch,
+		HeartbeatInterval:      time.Second,
+		SessionTimeout:         s.session,
+		RebalanceTimeout:       2 * kafkaRevokeWait,
+		JoinGroupBackoff:       500 * time.Millisecond,
+		Timeout:                10 * time.Second,
 	})
 	if err != nil {
 		return fmt.Errorf("route %s: kafka source group_id %s: %s", s.route, s.groupID, plan.RedactURLs(err.Error()))

@@ -31,30 +31,7 @@ func TestKafkaSourceRecordsDeletedBeforeRead(t *testing.T) {
 	runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 10 })
 
 	produceOrders(t, brokers, "orders", 10, 10)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	// kafka-go has no DeleteRecords; franz-go's client sends it.
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.TimeoutMillis = 10000
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = "orders"
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, 15
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err == nil && (len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1) {
-		t.Fatalf("delete records: answer %+v", resp)
-	}
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("delete records: %v", err)
-	}
+	deleteRecords(t, brokers, "orders", 0, 15)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -70,6 +47,43 @@ func TestKafkaSourceRecordsDeletedBeforeRead(t *testing.T) {
 	if n := runtest.CountRows(t, db); n != 10 {
 		t.Errorf("%d rows, want the 10 of the first run (nothing read past the deleted records)", n)
 	}
+}
+
+// deleteRecords deletes partition part's records before offset, as the
+// topic's retention would (kafka-go has no DeleteRecords; franz-go's
+// client sends it).
+func deleteRecords(t testing.TB, brokers, topic string, part int32, offset int64) {
+	t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = part, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), adminClient(t, brokers))
+	if err == nil && (len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1) {
+		t.Fatalf("delete records: answer %+v", resp)
+	}
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+}
+
+// adminClient is a franz-go client for the requests kafka-go does not
+// send, closed with the test.
+func adminClient(t testing.TB, brokers string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
 
 // TestKafkaSourceRidesOutRestart: the source's check of its next offset
