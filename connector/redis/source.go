@@ -21,13 +21,14 @@ import (
 // redisSourceConfig is a redis source's attributes.
 type redisSourceConfig struct {
 	redisConfig
-	Group          string        `attr:"group"`
-	Consumer       string        `attr:"consumer"`
-	GroupStart     string        `attr:"group_start"`
-	ClaimIdle      time.Duration `attr:"claim_idle"`
-	Block          time.Duration `attr:"block"`
-	Format         string        `attr:"format"`
-	SourceMetadata bool          `attr:"source_metadata"`
+	Group           string        `attr:"group"`
+	Consumer        string        `attr:"consumer"`
+	GroupStart      string        `attr:"group_start"`
+	CheckpointStore string        `attr:"checkpoint_store"` // opened by the runtime (Position)
+	ClaimIdle       time.Duration `attr:"claim_idle"`
+	Block           time.Duration `attr:"block"`
+	Format          string        `attr:"format"`
+	SourceMetadata  bool          `attr:"source_metadata"`
 }
 
 // redisSource reads a stream as one consumer of a group. The server keeps
@@ -40,13 +41,20 @@ type redisSourceConfig struct {
 // trimmed past entries the group had not been delivered, and stops the
 // route, reading nothing, when it was (trimcheck.go).
 type redisSource struct {
-	route        string
-	log          *slog.Logger
-	url          string
-	stream       string
-	group        string
-	consumer     string
-	startID      string // "0" or "$", for a group the source creates
+	route    string
+	log      *slog.Logger
+	url      string
+	stream   string
+	group    string
+	consumer string
+	startID  string // "0" or "$", for a group the source creates
+	// consumed: the route has committed through the group before (its
+	// checkpoint says so, group_start = end only), so a group found gone
+	// is made again at the stream's start; marked: this run's checkpoint
+	// says so already.
+	consumed     bool
+	marked       bool
+	opened       bool // the group was there, or made, when the source opened
 	claimIdle    time.Duration
 	block        time.Duration
 	payloadField string
@@ -146,12 +154,26 @@ func (s *redisSource) Replayable() bool     { return true }
 func (s *redisSource) RecordFormat() string { return s.format }
 func (s *redisSource) SeqGaps() bool        { return true }
 
-// Position: the server keeps the group's position.
-func (s *redisSource) Position(map[int32]runtime.AckPos) (checkpoint.Position, bool) {
-	return checkpoint.Position{}, false
+// Position: the server keeps the group's position. With group_start =
+// end the route still saves a checkpoint, once a run (at its first
+// commit), holding no position: it says the route has read through the
+// group, so a later start that finds the group gone (destroyed, or the
+// stream deleted with it) makes it again at the stream's start, not at its
+// end, which would pass over what was added in between.
+func (s *redisSource) Position(committed map[int32]runtime.AckPos) (checkpoint.Position, bool) {
+	if s.startID != "$" || (committed != nil && s.marked) {
+		return checkpoint.Position{}, false
+	}
+	return checkpoint.Position{Source: s.groupName(), Mode: "redis_group"}, true
 }
 
-func (s *redisSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ runtime.SourceHost) error {
+// groupName says whose position the route reads from.
+func (s *redisSource) groupName() string {
+	return fmt.Sprintf("redis group %s on stream %s at %s", s.group, s.stream, plan.RedactURLs(s.url))
+}
+
+func (s *redisSource) Open(ctx context.Context, cp checkpoint.Position, haveCP bool, _ runtime.SourceHost) error {
+	s.consumed = haveCP && cp.Mode == "redis_group"
 	c, err := newClient(s.url, -1)
 	if err != nil {
 		return fmt.Errorf("route %s: redis source url: %w", s.route, err)
@@ -162,6 +184,7 @@ func (s *redisSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _
 	if err := s.createGroup(octx); err != nil {
 		return err
 	}
+	s.opened = true
 	claimed, err := s.claimStale(octx)
 	if err != nil {
 		return err
@@ -174,19 +197,33 @@ func (s *redisSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _
 // createGroup creates the group, and the stream with it, when absent,
 // with its entries-read counter set (createScript): a group made at the
 // beginning of a stream trimmed before it existed has lost nothing.
+//
+// group_start applies to the route's first start only. A group made
+// again, gone after the route read through it (destroyed, or the stream
+// deleted and written anew), starts at the stream's beginning: whatever
+// is there now was added after the route last read, or is read again.
 func (s *redisSource) createGroup(ctx context.Context) error {
 	var err error
+	start, again := s.startID, s.consumed || s.opened
+	if again {
+		start = "0"
+	}
 	if !s.noScript {
-		err = createScript.Run(ctx, s.c, []string{s.stream}, s.group, s.startID).Err()
+		err = createScript.Run(ctx, s.c, []string{s.stream}, s.group, start).Err()
 		if scriptRefused(err) {
 			s.scriptOff(err)
 		}
 	}
 	if s.noScript {
-		err = s.c.XGroupCreateMkStream(ctx, s.stream, s.group, s.startID).Err()
+		err = s.c.XGroupCreateMkStream(ctx, s.stream, s.group, start).Err()
 	}
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+	switch {
+	case err != nil && strings.HasPrefix(err.Error(), "BUSYGROUP"):
+	case err != nil:
 		return fmt.Errorf("route %s: redis source: create group %s on stream %s: %s", s.route, s.group, s.stream, plan.RedactURLs(err.Error()))
+	case again:
+		s.log.Warn("redis source: the consumer group the route read through was gone (destroyed, or the stream deleted); made it again at the stream's start: the entries still there are read again, and those removed with it are lost",
+			"stream", s.stream, "group", s.group)
 	}
 	return nil
 }
@@ -405,6 +442,7 @@ func (s *redisSource) Commit(ctx context.Context, changed map[int32]runtime.AckP
 	if !ok {
 		return nil
 	}
+	s.marked = true // the route saved Position's checkpoint before this
 	s.mu.Lock()
 	n, _ := slices.BinarySearchFunc(s.unacked, pos.Next, func(e entryRef, next uint64) int {
 		switch {
