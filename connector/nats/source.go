@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -214,6 +215,12 @@ func (s *natsSource) Open(ctx context.Context, _ checkpoint.Position, _ bool, _ 
 	s.cc, err = cons.Consume(func(m jetstream.Msg) {
 		s.deliver(&natsMsg{js: m})
 	}, jetstream.PullMaxMessages(2048), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrBadRequest) {
+			// The library stops pulling for good after these: the
+			// route would stand still with its messages unread.
+			s.fail(s.consumerEnded(err))
+			return
+		}
 		s.log.Warn("nats source: consume", "err", plan.RedactURLs(err.Error()))
 	}))
 	if err != nil {
@@ -234,6 +241,27 @@ func (s *natsSource) streamName(ctx context.Context, js jetstream.JetStream) (st
 		return "", fmt.Errorf("no JetStream stream captures %s (%v); create one, or set no_jetstream = true", s.subject, err)
 	}
 	return name, nil
+}
+
+// consumerEnded is the error that stops the route when the durable
+// consumer can deliver no more: deleted (nats consumer rm, or a stream
+// deleted), or a pull the server refuses.
+func (s *natsSource) consumerEnded(err error) error {
+	what := "the server refused its pull requests"
+	if errors.Is(err, jetstream.ErrConsumerDeleted) {
+		what = "it was deleted while the route ran"
+	}
+	return fmt.Errorf("route %s: nats source stream %s durable %s: %s (%v), so nothing more would be delivered; the route stops. "+
+		"A rerun makes the consumer again, reading the stream from its first message: what is still there is read again, and what the stream removed for want of a consumer (interest or work-queue retention) is lost",
+		s.route, s.stream, s.durable, what, err)
+}
+
+// fail stops the route with err (the first such error wins).
+func (s *natsSource) fail(err error) {
+	select {
+	case s.errs <- err:
+	default:
+	}
 }
 
 func (s *natsSource) deliver(m *natsMsg) {
