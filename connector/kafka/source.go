@@ -181,13 +181,17 @@ func (s *kafkaSource) Replayable() bool     { return true }
 func (s *kafkaSource) RecordFormat() string { return s.format }
 func (s *kafkaSource) SeqGaps() bool        { return true }
 
+// modeAllNamed is the mode of a checkpoint that names every partition
+// the route reads, an idle one too (Open).
+const modeAllNamed = "partitions, all named"
+
 // Position keeps every partition's next offset, unless a consumer group
 // keeps them.
 func (s *kafkaSource) Position(committed map[int32]runtime.AckPos) (checkpoint.Position, bool) {
 	if s.groupID != "" {
 		return checkpoint.Position{}, false
 	}
-	pos := checkpoint.Position{Source: "kafka:" + s.topic, Mode: "partitions", Partitions: map[int32]int64{}}
+	pos := checkpoint.Position{Source: "kafka:" + s.topic, Mode: modeAllNamed, Partitions: map[int32]int64{}}
 	for part, c := range committed {
 		pos.Partitions[part] = int64(c.Next)
 	}
@@ -217,11 +221,14 @@ func (s *kafkaSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 		if o, ok := cp.Partitions[int32(p)]; fromCP && ok {
 			off = o
 			resumed++
-		} else if !fromCP {
+		} else if !fromCP || cp.Mode != modeAllNamed {
 			// The route's first start reads each partition from the
 			// first offset it keeps. Every partition is named in the
 			// checkpoints from now on (an idle one too), so one added to
 			// the topic later is known for new and read from offset 0.
+			// (A checkpoint of an mqb before that named only the
+			// partitions it had read from: one it does not name may be
+			// idle since the route's first start.)
 			first, _, err := s.waitBounds(ctx, p)
 			if ctx.Err() != nil {
 				stop()

@@ -15,6 +15,7 @@ import (
 	"github.com/mqb-dev/mqb/internal/runtest"
 	"github.com/mqb-dev/mqb/internal/testsrv"
 	"github.com/mqb-dev/mqb/runtime"
+	"github.com/mqb-dev/mqb/runtime/checkpoint"
 )
 
 // addPartitions grows topic to count partitions, as an operator scaling
@@ -114,6 +115,21 @@ func TestKafkaSourceAddedPartitionRecordsDeleted(t *testing.T) {
 	produceTo(t, brokers, "orders", 0, 10, 10)
 	runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 20 })
 
+	// Every partition is named in the checkpoint, idle partition 1 too.
+	state := filepath.Join(d, "state")
+	cp := loadCheckpoint(t, state)
+	if _, ok := cp.Partitions[1]; !ok || cp.Mode != modeAllNamed {
+		t.Fatalf("checkpoint %+v does not name idle partition 1", cp)
+	}
+
+	// A checkpoint of an mqb before that named only the partitions it
+	// read from: partition 1 is read from its first kept offset, as then.
+	delete(cp.Partitions, 1)
+	cp.Mode = "partitions"
+	saveCheckpoint(t, state, cp)
+	produceTo(t, brokers, "orders", 1, 1005, 5)
+	runtest.RunUntil(t, p, runtest.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == 25 })
+
 	addPartitions(t, brokers, "orders", 3)
 	produceTo(t, brokers, "orders", 2, 20, 10)
 	deleteRecords(t, brokers, "orders", 2, 5)
@@ -130,5 +146,34 @@ func TestKafkaSourceAddedPartitionRecordsDeleted(t *testing.T) {
 	}
 	if n := rowsOf(t, db, 2); n != 0 {
 		t.Errorf("%d rows from partition 2, want none (nothing read past the deleted records)", n)
+	}
+}
+
+// loadCheckpoint reads route consume's checkpoint from the Pebble store
+// in dir.
+func loadCheckpoint(t testing.TB, dir string) checkpoint.Position {
+	t.Helper()
+	st, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cp, ok, err := st.Load("consume")
+	if err != nil || !ok {
+		t.Fatalf("checkpoint of consume: %v (found %v)", err, ok)
+	}
+	return cp
+}
+
+// saveCheckpoint writes cp as route consume's checkpoint in dir.
+func saveCheckpoint(t testing.TB, dir string, cp checkpoint.Position) {
+	t.Helper()
+	st, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Save("consume", cp); err != nil {
+		t.Fatal(err)
 	}
 }
