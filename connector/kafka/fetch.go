@@ -92,6 +92,13 @@ func (s *kafkaSource) startOffset(ctx context.Context, part int, offset int64) (
 	if offset == kafkago.LastOffset {
 		return last, nil
 	}
+	if s.groupID != "" && first > 0 {
+		// Only a group starts a partition at FirstOffset once the route
+		// has run: the group has no committed offset for it.
+		s.log.Warn("kafka source: the consumer group has no committed offset for the partition; reading from the first offset the topic keeps. "+
+			"If the group read this partition before, its offsets expired (the broker's offsets.retention.minutes, 7 days by default, counted from when the group emptied) and records the topic deleted before this offset were never read",
+			"group_id", s.groupID, "topic", s.topic, "partition", part, "first_offset", first)
+	}
 	return first, nil
 }
 

@@ -177,3 +177,34 @@ func saveCheckpoint(t testing.TB, dir string, cp checkpoint.Position) {
 		t.Fatal(err)
 	}
 }
+
+// TestKafkaGroupWarnsWithoutCommittedOffset: a group with no committed
+// offset for a partition whose first records the topic deleted reads from
+// the first offset kept, and says that records before it were never read
+// if the group had read the partition before (its offsets expired). A
+// group's first start on a topic that never lost a record says nothing.
+func TestKafkaGroupWarnsWithoutCommittedOffset(t *testing.T) {
+	for _, deleted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deleted=%v", deleted), func(t *testing.T) {
+			brokers := testsrv.Kafka(t, "orders:1")
+			d := t.TempDir()
+			db := filepath.Join(d, "orders.db")
+			produceTo(t, brokers, "orders", 0, 0, 10)
+			want := 10
+			if deleted {
+				deleteRecords(t, brokers, "orders", 0, 4)
+				want = 6
+			}
+			var logs runtest.Logs
+			p := kafkaSQLitePlan(brokers, "orders", "expired", filepath.Join(d, "state"), db, 4, 1)
+			runtest.RunUntil(t, p, logs.Options(), time.Minute, func() bool { return runtest.CountRows(t, db) == want })
+			said := strings.Contains(logs.String(), "offsets expired")
+			if said != deleted {
+				t.Errorf("warned %v, want %v; logs:\n%s", said, deleted, logs.String())
+			}
+			if deleted && !strings.Contains(logs.String(), "first_offset=4") {
+				t.Errorf("the warning does not name the first offset kept:\n%s", logs.String())
+			}
+		})
+	}
+}
