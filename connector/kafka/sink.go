@@ -2,12 +2,15 @@ package kafka
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,8 +133,77 @@ func newKafkaSink(b *runtime.BuildEnv, cfg *kafkaSinkConfig) (*kafkaSink, error)
 		return nil, b.Errorf(attr, "%s", plan.RedactURLs(err.Error()))
 	}
 	s.key = key
+	s.warnDurability(b.Context(), b.Logger())
 	b.Logger().Info("kafka sink", "brokers", strings.Join(brokers, ","), "topic", cfg.Topic, "partitions", len(s.partitions))
 	return s, nil
+}
+
+// warnDurability warns when the topic can lose a write the broker
+// acknowledged, which the route counts as delivered: the sink writes with
+// acks=all, which waits for the partition's in-sync replicas only. One
+// replica (a crash of its broker before the page cache reaches the disk,
+// or the loss of its disk, loses what it had), min.insync.replicas 1 (the
+// in-sync replicas may be the leader alone), and unclean leader election
+// (a replica that missed writes may become the leader) each allow that.
+func (s *kafkaSink) warnDurability(ctx context.Context, log *slog.Logger) {
+	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	replicas := 0
+	md, err := s.client.Metadata(qctx, &kafkago.MetadataRequest{Topics: []string{s.topic}})
+	if err == nil {
+		for _, t := range md.Topics {
+			for _, p := range t.Partitions {
+				if t.Name == s.topic && (replicas == 0 || len(p.Replicas) < replicas) {
+					replicas = len(p.Replicas)
+				}
+			}
+		}
+	}
+	var cfg map[string]string
+	if err == nil {
+		cfg, err = s.topicConfig(qctx, "min.insync.replicas", "unclean.leader.election.enable")
+	}
+	if err != nil {
+		log.Warn("kafka sink: could not read the topic's replication settings; a write counts as delivered once the in-sync replicas acknowledge it",
+			"topic", s.topic, "err", plan.RedactURLs(err.Error()))
+		return
+	}
+	var why []string
+	minISR, _ := strconv.Atoi(cfg["min.insync.replicas"])
+	switch {
+	case replicas == 1:
+		why = append(why, "the topic has one replica: a crash of its broker before the written pages reach the disk, or the loss of that disk, loses what it acknowledged")
+	case minISR < 2:
+		why = append(why, fmt.Sprintf("min.insync.replicas is %s: the in-sync replicas that acknowledge a write may be the leader alone, and its crash loses what only it had", cmp.Or(cfg["min.insync.replicas"], "not set")))
+	}
+	if cfg["unclean.leader.election.enable"] == "true" {
+		why = append(why, "unclean.leader.election.enable is true: a replica that missed acknowledged writes may become the leader and drop them")
+	}
+	if len(why) > 0 {
+		log.Warn("kafka sink: the topic can lose writes the broker acknowledged, which the route counts as delivered ("+strings.Join(why, "; ")+
+			"); give the topic a replication factor of 3 or more, min.insync.replicas 2 or more, and no unclean leader election",
+			"topic", s.topic, "replicas", replicas, "min_insync_replicas", cfg["min.insync.replicas"])
+	}
+}
+
+// topicConfig reads the named settings of the sink's topic as the broker
+// applies them (the topic's own, or the broker's default).
+func (s *kafkaSink) topicConfig(ctx context.Context, names ...string) (map[string]string, error) {
+	res, err := s.client.DescribeConfigs(ctx, &kafkago.DescribeConfigsRequest{Resources: []kafkago.DescribeConfigRequestResource{{
+		ResourceType: kafkago.ResourceTypeTopic, ResourceName: s.topic, ConfigNames: names}}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, r := range res.Resources {
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		for _, e := range r.ConfigEntries {
+			out[e.ConfigName] = e.ConfigValue
+		}
+	}
+	return out, nil
 }
 
 // dialKafkaSink connects a sink for route to topic, which must exist: a
