@@ -60,7 +60,7 @@ func (d sqlDialect) placeholder(n int) string {
 func mysqlConfig(rawURL string) (*mysql.Config, error) { return sqlkv.MySQLConfig(rawURL) }
 
 // pgConfig parses a postgres:// url, with a connect timeout unless the url
-// sets one.
+// sets one, and commits that wait for the disk (sqlkv.DurableCommit).
 func pgConfig(rawURL string) (*pgconn.Config, error) {
 	cfg, err := pgconn.ParseConfig(rawURL)
 	if err != nil {
@@ -69,6 +69,7 @@ func pgConfig(rawURL string) (*pgconn.Config, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
+	sqlkv.DurableCommit(cfg.RuntimeParams)
 	return cfg, nil
 }
 

@@ -170,6 +170,7 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 		if s.copySQL != "" && binaryFit(conn.stmt.ParamOIDs) {
 			s.copyOIDs = conn.stmt.ParamOIDs
 		}
+		s.warnVolatilePG(cctx, conn.conn)
 		s.pg.put(cctx, conn)
 		if s.stage != nil && b.Concurrency() > 1 {
 			s.order = lockOrderOf(sc.InsertQuery, pgConflictTarget(sc.InsertQuery), foldPostgres)
@@ -205,6 +206,7 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 		if table, _, ok := insertNames(sc.InsertQuery); ok && b.Concurrency() > 1 {
 			s.order = lockOrderOf(sc.InsertQuery, s.mysqlPrimaryKey(cctx, table), foldCaseless)
 		}
+		s.warnVolatileMySQL(cctx)
 	default:
 		return nil, b.Errorf("url", "%s: not a postgres:// or mysql:// url", s.url)
 	}
