@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -87,8 +88,30 @@ func newNATSSink(b *runtime.BuildEnv, cfg *natsSinkConfig) (*natsSink, error) {
 	default:
 		log.Warn("nats sink: the subject is a template and no stream is named, so no stream was checked at start; set stream to check it")
 	}
+	if s.stream != "" {
+		warnVolatileStream(sctx, log, s.js, s.stream)
+	}
 	log.Info("nats sink (JetStream)", "url", plan.RedactURLs(url), "stream", s.stream)
 	return s, nil
+}
+
+// warnVolatileStream warns when the stream keeps its messages in memory:
+// the server acknowledges a publish once the message is stored, and a
+// restart of the server, even a clean one, loses what the stream held,
+// which the route counted as delivered.
+func warnVolatileStream(ctx context.Context, log *slog.Logger, js jetstream.JetStream, name string) {
+	st, err := js.Stream(ctx, name)
+	var info *jetstream.StreamInfo
+	if err == nil {
+		info, err = st.Info(ctx)
+	}
+	if err != nil {
+		log.Warn("nats sink: could not read the stream's configuration; a publish counts as delivered once the stream acknowledges it", "stream", name, "err", plan.RedactURLs(err.Error()))
+		return
+	}
+	if info.Config.Storage == jetstream.MemoryStorage {
+		log.Warn("nats sink: the stream keeps its messages in memory: a restart of the server loses what the route delivered there; give the stream file storage", "stream", name)
+	}
 }
 
 func (s *natsSink) programs() []*runtime.Program { return s.subject.Programs() }
