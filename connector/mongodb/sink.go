@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/plan"
@@ -150,20 +151,9 @@ func mongoURL(b *runtime.BuildEnv) (string, error) {
 // it, so an unreachable server or wrong credentials fail at start-up, not
 // on the first batch. Its errors are redacted.
 func mongoConnect(ctx context.Context, raw string) (*mongo.Client, error) {
-	opts := options.Client().ApplyURI(raw)
-	// Defaults shorter than the driver's 30 s, unless the url sets them
-	// (connectTimeoutMS, serverSelectionTimeoutMS, appName).
-	if opts.ConnectTimeout == nil {
-		opts.SetConnectTimeout(mongoConnectTimeout)
-	}
-	if opts.ServerSelectionTimeout == nil {
-		opts.SetServerSelectionTimeout(mongoConnectTimeout)
-	}
-	if opts.AppName == nil {
-		opts.SetAppName("mqb")
-	}
-	if err := opts.Validate(); err != nil {
-		return nil, errors.New(plan.RedactURLs(err.Error()))
+	opts, err := mongoOptions(raw)
+	if err != nil {
+		return nil, err
 	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
@@ -176,6 +166,38 @@ func mongoConnect(ctx context.Context, raw string) (*mongo.Client, error) {
 		return nil, errors.New(plan.RedactURLs(err.Error()))
 	}
 	return client, nil
+}
+
+// mongoOptions are the client options of raw: the url's, with mqb's
+// defaults for what it leaves unset.
+func mongoOptions(raw string) (*options.ClientOptions, error) {
+	opts := options.Client().ApplyURI(raw)
+	// Defaults shorter than the driver's 30 s, unless the url sets them
+	// (connectTimeoutMS, serverSelectionTimeoutMS, appName).
+	if opts.ConnectTimeout == nil {
+		opts.SetConnectTimeout(mongoConnectTimeout)
+	}
+	if opts.ServerSelectionTimeout == nil {
+		opts.SetServerSelectionTimeout(mongoConnectTimeout)
+	}
+	if opts.AppName == nil {
+		opts.SetAppName("mqb")
+	}
+	if opts.WriteConcern == nil {
+		// A write counts as delivered once the server acknowledges it.
+		// Left to the server's default write concern (w: 1 before
+		// MongoDB 5.0, or wherever a cluster sets it so), a primary
+		// answers before the write is in its journal, which it flushes
+		// every 100 ms: a crash of the server process loses what it
+		// answered in between, and a failover what the primary alone
+		// had. Unless the url says otherwise (w, journal), wait for both.
+		journal := true
+		opts.SetWriteConcern(&writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: &journal})
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, errors.New(plan.RedactURLs(err.Error()))
+	}
+	return opts, nil
 }
 
 // mongoIDText shows a template as written, for logs.
