@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -214,32 +215,37 @@ func (s *kafkaSource) Open(ctx context.Context, cp checkpoint.Position, haveCP b
 	}
 	fromCP := haveCP && cp.Source == "kafka:"+s.topic
 	s.resumed = map[int32]runtime.AckPos{}
-	reading := map[int]bool{}
-	resumed := 0
+	// A partition the checkpoint does not name was added to the topic
+	// since: it is read from offset 0, checked to be there. At the
+	// route's first start each partition is read from the first offset
+	// it keeps, and every partition is named in the checkpoints from
+	// then on (an idle one too), so one added later is known for new.
+	// (A checkpoint of an mqb before that named only the partitions it
+	// had read from: one it does not name may be idle since the route's
+	// first start, and is read from its first offset too.)
+	offsets, resumed := map[int]int64{}, 0
+	var fresh []int
 	for _, p := range parts {
-		var off int64 // a partition the checkpoint does not name was added since: from offset 0, checked to be there
 		if o, ok := cp.Partitions[int32(p)]; fromCP && ok {
-			off = o
+			offsets[p] = o
 			resumed++
 		} else if !fromCP || cp.Mode != modeAllNamed {
-			// The route's first start reads each partition from the
-			// first offset it keeps. Every partition is named in the
-			// checkpoints from now on (an idle one too), so one added to
-			// the topic later is known for new and read from offset 0.
-			// (A checkpoint of an mqb before that named only the
-			// partitions it had read from: one it does not name may be
-			// idle since the route's first start.)
-			first, _, err := s.waitBounds(ctx, p)
-			if ctx.Err() != nil {
-				stop()
-				return ctx.Err()
-			}
-			if err != nil {
-				stop()
-				return err
-			}
-			off = first
+			fresh = append(fresh, p)
 		}
+	}
+	if len(fresh) > 0 {
+		b, err := s.waitAllBounds(ctx, fresh)
+		if b == nil {
+			stop()
+			return cmp.Or(err, ctx.Err())
+		}
+		for _, p := range fresh {
+			offsets[p] = b[p][0]
+		}
+	}
+	reading := map[int]bool{}
+	for _, p := range parts {
+		off := offsets[p]
 		s.resumed[int32(p)] = runtime.AckPos{Next: uint64(off), Offset: off}
 		s.startFetch(fctx, p, off, 0)
 		reading[p] = true
@@ -361,15 +367,26 @@ func (s *kafkaSource) checkOffset(ctx context.Context, part int, offset int64) e
 // while (a restart) rather than failing: it returns an error only when
 // the route is stopping.
 func (s *kafkaSource) waitBounds(ctx context.Context, part int) (first, last int64, err error) {
+	b, err := s.waitAllBounds(ctx, []int{part})
+	if err != nil || b == nil {
+		return 0, 0, err
+	}
+	return b[part][0], b[part][1], nil
+}
+
+// waitAllBounds is bounds, waiting as waitBounds does; nil when the route
+// is stopping.
+func (s *kafkaSource) waitAllBounds(ctx context.Context, parts []int) (map[int][2]int64, error) {
 	for wait, try := 250*time.Millisecond, 1; ; try++ {
-		if first, last, err = s.partitionBounds(ctx, part); err == nil {
-			return first, last, nil
+		b, err := s.bounds(ctx, parts)
+		if err == nil {
+			return b, nil
 		}
 		if ctx.Err() != nil {
-			return 0, 0, nil
+			return nil, nil
 		}
 		if try == 1 || try%10 == 0 {
-			s.log.Warn("kafka source: reading the partition's offsets failed, retrying", "partition", part, "attempt", try, "err", plan.RedactURLs(err.Error()))
+			s.log.Warn("kafka source: reading the partitions' offsets failed, retrying", "partitions", fmt.Sprint(parts), "attempt", try, "err", plan.RedactURLs(err.Error()))
 		}
 		select {
 		case <-ctx.Done():
@@ -415,26 +432,42 @@ func (s *kafkaSource) outOfRangeError(part int, offset, first, last int64) error
 // partitionBounds reads the first offset partition part keeps and the
 // offset after its last record.
 func (s *kafkaSource) partitionBounds(ctx context.Context, part int) (first, last int64, err error) {
+	b, err := s.bounds(ctx, []int{part})
+	if err != nil {
+		return 0, 0, err
+	}
+	return b[part][0], b[part][1], nil
+}
+
+// bounds reads, in one request, the first offset and the offset after the
+// last record of each of parts.
+func (s *kafkaSource) bounds(ctx context.Context, parts []int) (map[int][2]int64, error) {
 	tr := s.sec.transport()
 	defer tr.CloseIdleConnections()
 	client := &kafkago.Client{Addr: kafkago.TCP(s.brokers...), Timeout: 10 * time.Second, Transport: tr}
 	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	res, err := client.ListOffsets(lctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{
-		s.topic: {kafkago.FirstOffsetOf(part), kafkago.LastOffsetOf(part)}}})
+	req := make([]kafkago.OffsetRequest, 0, 2*len(parts))
+	for _, p := range parts {
+		req = append(req, kafkago.FirstOffsetOf(p), kafkago.LastOffsetOf(p))
+	}
+	res, err := client.ListOffsets(lctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{s.topic: req}})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
+	out := make(map[int][2]int64, len(parts))
 	for _, po := range res.Topics[s.topic] {
-		if po.Partition != part {
-			continue
-		}
 		if po.Error != nil {
-			return 0, 0, po.Error
+			return nil, po.Error
 		}
-		return po.FirstOffset, po.LastOffset, nil
+		out[po.Partition] = [2]int64{po.FirstOffset, po.LastOffset}
 	}
-	return 0, 0, fmt.Errorf("the broker did not answer for partition %d", part)
+	for _, p := range parts {
+		if _, ok := out[p]; !ok {
+			return nil, fmt.Errorf("the broker did not answer for partition %d", p)
+		}
+	}
+	return out, nil
 }
 
 func (s *kafkaSource) fatal(err error) {
