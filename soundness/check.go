@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -92,7 +93,15 @@ func (ck *Checker) prepare(tmp string, c *Case, source string) (string, func(), 
 	if err != nil {
 		return "", nil, err
 	}
-	h, err := startSource(dir, c, source)
+	// The source's start may rewrite routes.mqb (an http_server's
+	// address, a mongodb url): from the prepared file, whose server
+	// placeholders already name this directory's databases.
+	prepared, err := os.ReadFile(filepath.Join(dir, "routes.mqb"))
+	if err != nil {
+		closeServerDBs(dir)
+		return "", nil, err
+	}
+	h, err := startSource(dir, c, string(prepared))
 	if err != nil {
 		closeServerDBs(dir)
 		return "", nil, fmt.Errorf("start the %s source for %s: %w", c.Broker, dir, err)
