@@ -123,24 +123,18 @@ func runServerSink(t *testing.T, url string) string {
 	if err := os.WriteFile(in, []byte("{\"id\":1}\n{\"id\":2}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	insert := "INSERT INTO durable_t (id) VALUES (${payload.id}) ON CONFLICT (id) DO NOTHING"
+	if strings.HasPrefix(url, "mysql") {
+		insert = "INSERT IGNORE INTO durable_t (id) VALUES (${payload.id})"
+	}
 	p := plantest.Compile(t, fmt.Sprintf(`route r {
   from file { path = %q, checkpoint_store = "pebble://%s" }
   to sql {
     url          = %q
     create_table = "CREATE TABLE IF NOT EXISTS durable_t (id BIGINT PRIMARY KEY)"
-    insert_query = "INSERT INTO durable_t (id) VALUES (${payload.id}) ON CONFLICT (id) DO NOTHING"
+    insert_query = %q
   }
-}`, in, filepath.Join(dir, "state"), url))
-	if strings.HasPrefix(url, "mysql") {
-		p = plantest.Compile(t, fmt.Sprintf(`route r {
-  from file { path = %q, checkpoint_store = "pebble://%s" }
-  to sql {
-    url          = %q
-    create_table = "CREATE TABLE IF NOT EXISTS durable_t (id BIGINT PRIMARY KEY)"
-    insert_query = "INSERT IGNORE INTO durable_t (id) VALUES (${payload.id})"
-  }
-}`, in, filepath.Join(dir, "state"), url))
-	}
+}`, in, filepath.Join(dir, "state"), url, insert))
 	var logs runtest.Logs
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
