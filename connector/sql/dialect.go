@@ -69,7 +69,7 @@ func pgConfig(rawURL string) (*pgconn.Config, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
-	sqlkv.DurableCommit(cfg.RuntimeParams)
+	sqlkv.DurableCommit(cfg)
 	return cfg, nil
 }
 

@@ -18,25 +18,6 @@ import (
 	"github.com/mqb-dev/mqb/runtime"
 )
 
-// TestDurableCommit: a session's synchronous_commit flushes to disk,
-// whatever the url leaves unset or sets to off; a stronger level the url
-// asks for is kept.
-func TestDurableCommit(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"", "on"}, {"off", "on"}, {"on", "on"}, {"local", "local"},
-		{"remote_write", "remote_write"}, {"remote_apply", "remote_apply"}, {"bogus", "on"},
-	} {
-		params := map[string]string{}
-		if c.in != "" {
-			params["synchronous_commit"] = c.in
-		}
-		sqlkv.DurableCommit(params)
-		if got := params["synchronous_commit"]; got != c.want {
-			t.Errorf("%q: %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
 // showPG runs SHOW name on a connection made from cfg.
 func showPG(t *testing.T, cfg *pgconn.Config, name string) string {
 	t.Helper()
@@ -85,6 +66,14 @@ func TestPostgresCommitsWaitForDisk(t *testing.T) {
 	}
 	if got := showPG(t, cfg, "synchronous_commit"); got != "on" {
 		t.Errorf("the sink's session has synchronous_commit %s, want on", got)
+	}
+	// A level that also flushes, which the url asks for, is kept.
+	local, err := pgConfig(db.URL + "&options=-c%20synchronous_commit%3Dlocal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := showPG(t, local, "synchronous_commit"); got != "local" {
+		t.Errorf("a session whose url asks for local has synchronous_commit %s", got)
 	}
 	kv, err := sqlkv.Open(ctx, db.URL)
 	if err != nil {

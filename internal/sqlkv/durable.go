@@ -1,17 +1,35 @@
 package sqlkv
 
-// DurableCommit sets, in params (a PostgreSQL connection's startup
-// parameters), a synchronous_commit that flushes a commit to the server's
-// WAL on disk before the server answers. mqb counts a record delivered,
-// and a dedup key or a position saved, once its transaction's commit
-// returns; under synchronous_commit = off (a server's or a database's
-// default some set for speed) the server answers first and a crash of it
-// loses the last commits it answered. A stronger level the url asks for
-// (local, remote_write, remote_apply, on) is kept.
-func DurableCommit(params map[string]string) {
-	switch params["synchronous_commit"] {
-	case "on", "local", "remote_write", "remote_apply":
-	default:
-		params["synchronous_commit"] = "on"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// durableCommitSQL turns synchronous_commit on for the session when it is
+// off, and leaves a level that also flushes (on, local, remote_write,
+// remote_apply) as it is.
+const durableCommitSQL = `SELECT set_config('synchronous_commit', 'on', false) WHERE current_setting('synchronous_commit') = 'off'`
+
+// DurableCommit makes every PostgreSQL connection made from cfg commit to
+// disk before the server answers. mqb counts a record delivered, and a
+// dedup key or a position saved, once its transaction's commit returns;
+// under synchronous_commit = off (a server's, database's or role's
+// default some set for speed) the server answers first, and a crash of
+// the server process loses the last commits it answered. The setting is
+// made once per connection, after it is made (not as a startup
+// parameter, which connection poolers such as PgBouncer refuse); behind a
+// pooler in transaction mode a session setting does not follow the
+// session, so there set it on the database or the role.
+func DurableCommit(cfg *pgconn.Config) {
+	prev := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error {
+		if prev != nil {
+			if err := prev(ctx, c); err != nil {
+				return err
+			}
+		}
+		_, err := c.Exec(ctx, durableCommitSQL).ReadAll()
+		return err
 	}
 }

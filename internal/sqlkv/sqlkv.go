@@ -71,7 +71,7 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 		if cfg.ConnectTimeout == 0 {
 			cfg.ConnectTimeout = 10 * time.Second
 		}
-		DurableCommit(cfg.RuntimeParams)
+		DurableCommit(&cfg.Config)
 		d.pgCfg = cfg
 		if _, err := d.pgConn(ctx); err != nil {
 			return nil, err
