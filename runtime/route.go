@@ -34,6 +34,12 @@ type route struct {
 	batchSize   int
 	concurrency int
 	commitEvery time.Duration
+	// ackWindow, when set, is how many acked records start a commit
+	// before the tick (WindowedSource); sinceCommit counts them, and
+	// commitNow wakes the committer.
+	ackWindow   int64
+	sinceCommit atomic.Int64
+	commitNow   chan struct{}
 	now         func() time.Time
 
 	src       source
@@ -381,6 +387,10 @@ func (rt *route) run(ctx context.Context) error {
 				if err := rt.commit(); err != nil {
 					rt.fail(err)
 				}
+			case <-rt.commitNow: // nil unless the source has an ack window
+				if err := rt.commit(); err != nil {
+					rt.fail(err)
+				}
 			case <-done:
 				commitErr <- rt.commit()
 				return
@@ -712,6 +722,7 @@ func (rt *route) linesOf(w *worker, group []*batch) ([][]byte, bool) {
 // included: they are all in their batch); else the records refs names,
 // one by one, so the commit stops before the first lost one.
 func (rt *route) ackGroup(w *worker, group []*batch, lost []*Record, refs []ackRef) error {
+	defer rt.nudgeCommit(group)
 	if len(lost) > 0 {
 		return rt.acks.ack(refs)
 	}
@@ -721,6 +732,27 @@ func (rt *route) ackGroup(w *worker, group []*batch, lost []*Record, refs []ackR
 	}
 	w.spans = spans
 	return rt.acks.ackSpans(spans)
+}
+
+// nudgeCommit wakes the committer once the records acked since the last
+// commit reach the source's ack window (WindowedSource): the broker hands
+// the route no more until they are committed, so waiting for the tick
+// would leave the route idle.
+func (rt *route) nudgeCommit(group []*batch) {
+	if rt.ackWindow == 0 {
+		return
+	}
+	var n int64
+	for _, b := range group {
+		n += int64(len(b.recs))
+	}
+	if rt.sinceCommit.Add(n) < rt.ackWindow {
+		return
+	}
+	select {
+	case rt.commitNow <- struct{}{}:
+	default: // a commit is asked for already
+	}
 }
 
 // undelivered reports whether a record failed with nowhere to go: dead,
@@ -829,6 +861,7 @@ func (rt *route) commit() error {
 }
 
 func (rt *route) commitLocked() error {
+	rt.sinceCommit.Store(0)
 	changed, all := rt.acks.advance()
 	rt.metrics.lag.Set(float64(rt.acks.pending(nil)))
 	if changed == nil {

@@ -161,6 +161,10 @@ func dial(url, name string) (*amqp.Connection, *amqp.Channel, error) {
 	return conn, ch, nil
 }
 
+// AckWindow is the prefetch: the broker sends no more than that many
+// messages unacked, and the source acks in Commit (runtime.WindowedSource).
+func (s *source) AckWindow() int { return s.prefetch }
+
 // Next returns the messages received so far, waiting for the first.
 func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error) {
 	b := runtime.NewBatch(min(max, 256))
@@ -178,18 +182,8 @@ func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error
 			s.add(b, &d)
 		}
 	}
-	for b.Len() < max {
-		select {
-		case d, ok := <-s.deliveries:
-			if !ok {
-				return b, false, nil // reconnected by the next call
-			}
-			s.add(b, &d)
-		default:
-			return b, false, nil
-		}
-	}
-	return b, false, nil
+	runtime.Fill(ctx, b, max, s.deliveries, func(d amqp.Delivery) { s.add(b, &d) })
+	return b, false, nil // a closed channel: reconnected by the next call
 }
 
 // queueRecoveryWindow bounds how long a reconnecting source waits for

@@ -89,6 +89,12 @@ func (s *source) Position(map[int32]runtime.AckPos) (checkpoint.Position, bool) 
 	return checkpoint.Position{}, false
 }
 
+// AckWindow is 1 (runtime.WindowedSource): each client waits for its
+// answer, which Commit gives, so the route commits as soon as a write is
+// acked instead of at the next tick; the clients' next requests wait on
+// nothing else.
+func (s *source) AckWindow() int { return 1 }
+
 // RequireProducerID: a route whose proof rests on ids the clients stamp
 // refuses a request that carries none (400), instead of letting an id
 // minted per request stand in for it. The record never enters the route,
@@ -135,14 +141,7 @@ func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error
 	case r := <-s.in:
 		s.add(b, r)
 	}
-	for b.Len() < max {
-		select {
-		case r := <-s.in:
-			s.add(b, r)
-		default:
-			return b, false, nil
-		}
-	}
+	runtime.Fill(ctx, b, max, s.in, func(r *request) { s.add(b, r) })
 	return b, false, nil
 }
 

@@ -282,14 +282,7 @@ func (s *natsSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, e
 	case m := <-s.msgs:
 		s.add(b, m)
 	}
-	for b.Len() < max {
-		select {
-		case m := <-s.msgs:
-			s.add(b, m)
-		default:
-			return b, false, nil
-		}
-	}
+	runtime.Fill(ctx, b, max, s.msgs, func(m *natsMsg) { s.add(b, m) })
 	return b, false, nil
 }
 

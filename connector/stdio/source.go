@@ -131,18 +131,8 @@ func (s *stdinSource) Next(ctx context.Context, max int) (*runtime.Batch, bool, 
 		}
 		s.add(b, l)
 	}
-	for b.Len() < max {
-		select {
-		case l, ok := <-s.lines:
-			if !ok {
-				return b, true, nil
-			}
-			s.add(b, l)
-		default:
-			return b, false, nil
-		}
-	}
-	return b, false, nil
+	closed := runtime.Fill(ctx, b, max, s.lines, func(l stdinLine) { s.add(b, l) })
+	return b, closed, nil
 }
 
 func (s *stdinSource) add(b *runtime.Batch, l stdinLine) {
