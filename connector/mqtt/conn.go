@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -35,6 +36,9 @@ func connectAck(ctx context.Context, rawURL string, cfg paho.ClientConfig, cp *p
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to %s: %w", plan.RedactURLs(rawURL), err)
 	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		conn = &bufferedConn{TCPConn: tcp, r: bufio.NewReaderSize(tcp, 64<<10)}
+	}
 	cfg.Conn = conn
 	cfg.ClientID = cp.ClientID
 	c := paho.NewClient(cfg)
@@ -56,3 +60,15 @@ func connectAck(ctx context.Context, rawURL string, cfg paho.ClientConfig, cp *p
 	}
 	return c, ca, nil
 }
+
+// bufferedConn reads through a buffer: the client reads each packet's
+// fixed header a byte at a time and then its body, three or more read
+// calls a message that the buffer turns into one system call per
+// buffer's worth. Writes go to the connection as they are (embedded, so
+// net.Buffers still writes a packet's parts in one writev).
+type bufferedConn struct {
+	*net.TCPConn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

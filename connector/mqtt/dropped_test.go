@@ -27,7 +27,7 @@ func droppedNames(url, id string) []string {
 // published: before, the next run read the 50 and ended 0 with the
 // verdict effectively-once. Now the run stops, naming the count that
 // went up and the setting, having read at most what the broker kept; so
-// does the run after it, reading nothing. After a reset (a first start, taking the count as it is) the route
+// does the run after it. After a reset (a first start, taking the count as it is) the route
 // reads what the broker kept, and when the broker drops messages of
 // another client's session while the route runs, it stops: the count is
 // the broker's, for all clients, and those may have been the route's.
@@ -67,9 +67,12 @@ func TestMQTTBrokerDroppedQueuedMessages(t *testing.T) {
 	if kept < n || kept > n+50 {
 		t.Fatalf("the refused run left %d orders, want %d to %d", kept, n, n+50)
 	}
+	// It is refused again. What the first left unacknowledged (it may
+	// have stopped before writing all the broker kept) comes again, and
+	// may be written before the count does: never more than was kept.
 	runRefused(t, p, opts, append(droppedNames(url, id), "went from 0 to "))
-	if got := countOrders(t, db); got != kept {
-		t.Fatalf("the second refused run wrote: %d orders, want %d", got, kept)
+	if got := countOrders(t, db); got < kept || got > n+50 {
+		t.Fatalf("the second refused run left %d orders, want %d to %d", got, kept, n+50)
 	}
 
 	if _, err := runtime.ResetRouteState(context.Background(), p, opts, "consume"); err != nil {

@@ -392,14 +392,7 @@ func (s *source) Next(ctx context.Context, max int) (*runtime.Batch, bool, error
 			}
 		}
 	}
-	for b.Len() < max {
-		select {
-		case d := <-s.msgs:
-			s.add(b, d)
-		default:
-			return b, false, nil
-		}
-	}
+	runtime.Fill(ctx, b, max, s.msgs, func(d delivery) { s.add(b, d) })
 	return b, false, nil
 }
 
