@@ -39,7 +39,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state", "", stateFlagDoc)
 	otlpEndpoint := fs.String("otlp-endpoint", "", otlpEndpointDoc)
 	progress := fs.String("progress", "auto", "progress line on stderr for file sources: auto (when stderr is a terminal), on or off")
-	commitEvery := fs.Duration("commit-interval", 100*time.Millisecond, "how often each route saves its position past what it delivered, from 1ms to 1m; an http_server source answers a client at the commit after its record is written, so a shorter interval answers sooner, at the cost of more checkpoint writes")
+	commitEvery := fs.Duration("commit-interval", 100*time.Millisecond, "how often each route saves its position past what it delivered, from 1ms to 1m; a route also commits sooner when its source waits for it (an http_server's clients, an amqp prefetch used up); a shorter interval sends a broker's acks and a checkpoint more often")
 	paths, ok := parseFiles(c, fs, args, stderr, nil)
 	if !ok {
 		return exitUsage
