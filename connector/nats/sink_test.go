@@ -17,7 +17,7 @@ import (
 )
 
 // jetStreamOf connects to url for the test's length.
-func jetStreamOf(t *testing.T, url string) (*natsgo.Conn, jetstream.JetStream) {
+func jetStreamOf(t testing.TB, url string) (*natsgo.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := natsgo.Connect(url)
 	if err != nil {
@@ -31,7 +31,7 @@ func jetStreamOf(t *testing.T, url string) (*natsgo.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-func natsStream(t *testing.T, url string) (*natsgo.Conn, jetstream.JetStream, jetstream.Stream) {
+func natsStream(t testing.TB, url string) (*natsgo.Conn, jetstream.JetStream, jetstream.Stream) {
 	t.Helper()
 	nc, js := jetStreamOf(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
