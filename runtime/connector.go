@@ -404,6 +404,24 @@ func (r *Record) MessageUUID() uuid.UUID { return r.msgIDValue() }
 // built with reads the payload (see FieldProgram).
 func (r *Record) Value() any { return r.payloadValue() }
 
+// Field is the top-level field name of r's decoded payload, as
+// Value().(map[string]any)[name] would give it (nil when absent or
+// null), and whether the payload is an object at all. A record decoded
+// into slots answers from its slot, building no map.
+func (r *Record) Field(name string) (any, bool) {
+	if r.slots != nil {
+		if i, ok := r.slotTab.index[name]; ok {
+			return r.slotValue(i + 1), true
+		}
+		return nil, true
+	}
+	m, ok := r.value.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	return m[name], true
+}
+
 // SetMeta sets r's metadata key k to v.
 func (r *Record) SetMeta(k, v string) { r.setMeta(k, v) }
 

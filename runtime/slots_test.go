@@ -82,6 +82,15 @@ func slotsAgree(t *testing.T, b *batch, progs []*program, fields map[string]bool
 		if got := r.Value(); !reflect.DeepEqual(got, whole) {
 			t.Errorf("%s: Value = %#v, want %#v", d.in, got, whole)
 		}
+		// Field answers as the whole object would, from the slots or
+		// the value, for a field read, one not read, and a missing one.
+		for _, name := range []string{"a", "b", "c", "zz"} {
+			m, isObject := whole.(map[string]any)
+			v, ok := r.Field(name)
+			if ok != isObject || !reflect.DeepEqual(v, m[name]) {
+				t.Errorf("%s: Field(%q) = %#v, %v; want %#v, %v", d.in, name, v, ok, m[name], isObject)
+			}
+		}
 		if got := r.payload(); !reflect.DeepEqual(got, whole) || r.slots != nil {
 			t.Errorf("%s: payload = %#v (slots left %v), want %#v", d.in, got, r.slots != nil, whole)
 		}

@@ -316,11 +316,11 @@ func (s *clickhouseSink) row(ev *runtime.Evaluator, r *runtime.Record, out []any
 				v = x
 			}
 		default:
-			m, ok := r.Value().(map[string]any)
+			x, ok := r.Field(col.field)
 			if !ok {
 				return fmt.Errorf("payload is not a JSON object")
 			}
-			v = m[col.field]
+			v = x
 		}
 		if v == nil && col.key {
 			return fmt.Errorf("key column %s would have no value; a replay could not be collapsed with it", col.name)
