@@ -735,9 +735,10 @@ func (rt *route) ackGroup(w *worker, group []*batch, lost []*Record, refs []ackR
 }
 
 // nudgeCommit wakes the committer once the records acked since the last
-// commit reach the source's ack window (WindowedSource): the broker hands
-// the route no more until they are committed, so waiting for the tick
-// would leave the route idle.
+// commit reach rt.ackWindow, half the source's ack window
+// (WindowedSource): the broker hands the route no more than the window
+// until they are committed, so waiting for the tick would leave the route
+// idle.
 func (rt *route) nudgeCommit(group []*batch) {
 	if rt.ackWindow == 0 {
 		return
