@@ -276,9 +276,11 @@ func (rt *route) buildSourceEndpoint(a nodeAttrs, c *compiler, o *Options) error
 	}
 	rt.src = src
 	rt.srcFormat = rt.src.RecordFormat()
-	if ws, ok := src.(WindowedSource); ok && ws.AckWindow() > 0 {
-		rt.ackWindow = max(1, int64(ws.AckWindow())/2)
-		rt.commitNow = make(chan struct{}, 1)
+	if ws, ok := src.(WindowedSource); ok {
+		if w := int64(ws.AckWindow()); w > 0 {
+			rt.ackWindow = max(1, w/2)
+			rt.commitNow = make(chan struct{}, 1)
+		}
 	}
 	return nil
 }

@@ -744,11 +744,11 @@ type FiniteSource interface {
 
 // WindowedSource is a source that receives at most AckWindow records not
 // yet committed: an AMQP broker's prefetch, an MQTT session's receive
-// maximum, or 1 for clients that each
-// wait for their answer (http_server). At that many it receives nothing
-// until a commit acks some. The route then commits once half the window
-// is acked, as well as every CommitInterval, so a window smaller than
-// what the route moves in an interval does not leave it idle.
+// maximum, or 1 for clients that each wait for their answer
+// (http_server). At that many it receives nothing until a commit acks
+// some. The route then commits once half the window is acked, as well as
+// every CommitInterval, so a window smaller than what the route moves in
+// an interval does not leave it idle.
 type WindowedSource interface {
 	AckWindow() int
 }
