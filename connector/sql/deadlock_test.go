@@ -161,6 +161,10 @@ func TestSQLServerSinkDeadlock(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The staged statement's locks are what is tested: a split
+				// write's COPY waits on m as well, fails on it once the
+				// blocker commits and leaves the batch to the statement.
+				noSplit(s)
 				srv, parts := s.(*sqlSink).server, s.(*sqlSink).insertParts
 				if concurrency > 1 {
 					// What newSQLServerSink sets on a route of concurrency 2

@@ -25,6 +25,21 @@ func pgStaging(s runtime.Sink) (staging bool, staged int64, off bool) {
 	return srv.stage != nil, srv.staged.Load(), srv.stageOff.Load()
 }
 
+// noSplit makes a PostgreSQL sql sink write its staged statement alone,
+// never a split write (pgsplit.go): for the tests of that statement.
+func noSplit(s runtime.Sink) { s.(*sqlSink).server.split = nil }
+
+// pgSplitting reports, of a sql sink on PostgreSQL, whether it makes
+// split writes, how many batches went that way and how many split writes
+// COPY refused.
+func pgSplitting(s runtime.Sink) (on bool, copied, missed int64) {
+	sp := s.(*sqlSink).server.split
+	if sp == nil {
+		return false, 0, 0
+	}
+	return true, sp.copied.Load(), sp.missed.Load()
+}
+
 var (
 	strV  = plantest.Str
 	enumV = plantest.Enum

@@ -54,6 +54,7 @@ func TestPostgresStagedInsert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			noSplit(s)
 			staging, _, _ := pgStaging(s)
 			if !staging {
 				t.Fatal("insert_query not staged")
@@ -111,6 +112,7 @@ func TestPostgresStagedChunks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			noSplit(s)
 			var kv []any
 			want := map[string]int{}
 			bad := map[int]bool{}
@@ -208,6 +210,7 @@ func TestPostgresStagedTypes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			noSplit(s)
 			if err := s.Write(context.Background(), tc.recs); err != nil {
 				t.Fatal(err)
 			}

@@ -70,6 +70,7 @@ type sqlServerSink struct {
 	copyBinDone atomic.Int64 // batches loaded by binary COPY
 	stage       *pgStaged    // batches go through unnest arrays (pgstage.go)
 	stageOff    atomic.Bool  // the server refused the staged form: row by row
+	split       *pgSplit     // a staged upsert written partly by COPY (pgsplit.go)
 	staged      atomic.Int64 // chunks written by the staged statement
 	// stageOIDs is each staged parameter's array type, stageDelims its
 	// array delimiter, learnt from the first connection (stageReady).
@@ -132,6 +133,7 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 	if d == dialectPostgres && !sc.BulkCopy && !sc.ReportOutcome {
 		if st, ok := stagedInsert(sc.InsertQuery); ok && st.params == len(s.params) {
 			s.stage = &st
+			s.split = splitTarget(sc.InsertQuery)
 		}
 	}
 	const size = 16 // idle connections kept; a route rarely runs more sink workers
@@ -169,6 +171,12 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 		}
 		if s.copySQL != "" && binaryFit(conn.stmt.ParamOIDs) {
 			s.copyOIDs = conn.stmt.ParamOIDs
+		}
+		if s.split != nil && !splitReady(cctx, conn.conn, s.split) {
+			s.split = nil
+		}
+		if s.split != nil {
+			s.log.Debug("sql sink: a batch's rows of keys it has not written go by COPY", "copy", s.split.copySQL)
 		}
 		s.warnVolatilePG(cctx, conn.conn)
 		s.pg.put(cctx, conn)
@@ -752,6 +760,16 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 		// A refused row fails the whole COPY: find it with the inserts.
 	}
 	if s.stage != nil && !s.stageOff.Load() {
+		if s.split != nil && s.split.due() {
+			absorbed, done, err := s.splitPG(ctx, c, recs, rows, live)
+			if err != nil {
+				return s.batchError("insert", err)
+			}
+			if done {
+				s.absorb.add(absorbed)
+				return nil
+			}
+		}
 		absorbed, rowWise, err := s.stagePG(ctx, c, recs, rows, live)
 		if c.conn.TxStatus() != 'I' && !c.conn.IsClosed() {
 			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil && err == nil {
@@ -763,6 +781,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 		}
 		if !rowWise {
 			s.absorb.add(absorbed)
+			s.split.remember(rows, live)
 			return nil
 		}
 		// A refused row, or staging turned off: the inserts below.

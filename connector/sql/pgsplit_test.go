@@ -1,0 +1,263 @@
+package sql
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"testing"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
+)
+
+// splitRec is a record keyed id whose payload holds amount and body (nil
+// for none).
+type splitRec struct {
+	id           string
+	amount, body any
+}
+
+func (r splitRec) record() *runtime.Record {
+	return valueRecord(r.id, map[string]any{"amount": r.amount, "body": r.body})
+}
+
+// A split write (pgsplit.go) leaves the table as the staged statement
+// alone does, batch by batch: each case writes the same batches through
+// two sinks, one making split writes and one not, into two tables made
+// alike, and compares every column of every row and the rows refused.
+// Where a case says so, the split sink must have written batches by COPY
+// and had COPY refuse some (a key in the table it did not write, a value
+// the column refuses), written again by the staged statement.
+func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
+	url := testsrv.Postgres(t)
+	odd := []string{`q"uote`, `back\slash`, `\N`, "tab\tnew\nline", `NULL`, ``, ` pad `, `ünï`, `{brace}`, `a,b`}
+	var oddRecs []splitRec
+	for i, s := range odd {
+		oddRecs = append(oddRecs, splitRec{fmt.Sprint("o", i), int64(i), s}, splitRec{s, int64(-i), nil})
+	}
+	for _, tc := range []struct {
+		name     string
+		table    string // %s: the table's name
+		conflict string
+		pre      string // run on each table before the first batch
+		between  string // run on each table between batches
+		batches  [][]splitRec
+		copied   bool // some batch went by COPY
+		missed   bool // COPY refused some batch
+	}{
+		{name: "do nothing, repeats in and across batches", conflict: "ON CONFLICT (id) DO NOTHING",
+			batches: [][]splitRec{
+				{{"a", int64(1), "x"}, {"b", int64(2), nil}, {"a", int64(3), "y"}, {"c", int64(4), "z"}},
+				{{"b", int64(5), "again"}, {"d", int64(6), nil}, {"d", int64(7), nil}},
+				{{"e", int64(8), nil}, {"a", int64(9), nil}},
+			}, copied: true},
+		{name: "accumulate", conflict: "ON CONFLICT (id) DO UPDATE SET amount = %s.amount + EXCLUDED.amount, body = EXCLUDED.body",
+			batches: [][]splitRec{
+				{{"a", int64(1), "1"}, {"b", int64(2), "2"}, {"a", int64(10), "3"}},
+				{{"a", int64(100), "4"}, {"c", int64(1), nil}, {"a", int64(1000), "5"}},
+				{{"b", int64(5), nil}, {"x", int64(7), "6"}, {"x", int64(70), "7"}, {"x", int64(700), "8"}},
+			}, copied: true, missed: true}, // x twice after its COPY: DO UPDATE cannot touch a row twice in a statement
+		{name: "latest wins", conflict: "ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount, body = EXCLUDED.body",
+			batches: [][]splitRec{
+				{{"a", int64(1), "1"}, {"b", int64(2), "2"}},
+				{{"c", int64(3), "3"}, {"a", int64(4), "4"}, {"d", int64(5), nil}},
+			}, copied: true},
+		{name: "rows already in the table", conflict: "ON CONFLICT (id) DO NOTHING",
+			pre: "INSERT INTO %s VALUES ('b', 20, 'before'), ('c', 30, NULL)",
+			batches: [][]splitRec{
+				{{"a", int64(1), nil}, {"b", int64(2), nil}, {"c", int64(3), nil}, {"d", int64(4), nil}},
+				{{"e", int64(5), nil}, {"f", int64(6), nil}},
+				{{"g", int64(7), nil}, {"b", int64(8), nil}},
+			}, copied: true, missed: true},
+		{name: "a value the column refuses", conflict: "ON CONFLICT (id) DO NOTHING",
+			batches: [][]splitRec{
+				{{"a", int64(1), nil}, {"b", "twelve", nil}, {"c", int64(3), nil}},
+				{{"d", int64(4), nil}},
+				{{"e", int64(5), nil}},
+			}, copied: true, missed: true},
+		{name: "text COPY must escape", conflict: "ON CONFLICT (id) DO NOTHING",
+			batches: [][]splitRec{oddRecs}, copied: true},
+		{name: "no conflict clause", conflict: "",
+			batches: [][]splitRec{
+				{{"a", int64(1), nil}, {"b", int64(2), nil}},
+				{{"c", int64(3), nil}, {"a", int64(4), nil}},
+				{{"d", int64(5), nil}},
+			}, copied: true, missed: true},
+		{name: "two-column key with NULLs", table: "CREATE TABLE %s (id TEXT, amount BIGINT, body TEXT, UNIQUE (id, body))",
+			conflict: "ON CONFLICT (id, body) DO NOTHING",
+			batches: [][]splitRec{
+				{{"a", int64(1), "x"}, {"a", int64(2), "y"}, {"a", int64(3), "x"}, {"a", int64(4), nil}, {"a", int64(5), nil}},
+				{{"a", int64(6), "y"}, {"b", int64(7), "x"}, {"a", int64(8), nil}},
+			}, copied: true},
+		{name: "a row deleted between batches", conflict: "ON CONFLICT (id) DO NOTHING",
+			between: "DELETE FROM %s WHERE id = 'a'",
+			batches: [][]splitRec{
+				{{"a", int64(1), nil}, {"b", int64(2), nil}},
+				{{"a", int64(3), nil}, {"c", int64(4), nil}},
+				{{"a", int64(5), nil}, {"b", int64(6), nil}, {"d", int64(7), nil}},
+			}, copied: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := strings.NewReplacer(" ", "_", ",", "", "-", "_").Replace(tc.name)
+			var contents, refusals [2]string
+			for k, split := range []bool{true, false} {
+				table := fmt.Sprintf("%s_%v", base, split)
+				ddl := tc.table
+				if ddl == "" {
+					ddl = "CREATE TABLE %s (id TEXT PRIMARY KEY, amount BIGINT, body TEXT)"
+				}
+				conflict := tc.conflict
+				if strings.Contains(conflict, "%s") {
+					conflict = fmt.Sprintf(conflict, table)
+				}
+				s, err := newServerSinkForTest(t, map[string]plan.Value{
+					"url":          strV(url),
+					"create_table": strV(fmt.Sprintf(ddl, table)),
+					"insert_query": tmplV(lit("INSERT INTO "+table+" (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+						ex("payload.amount"), lit(", "), ex("payload.body"), lit(") "+conflict))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if on, _, _ := pgSplitting(s); !on {
+					t.Fatal("the sink makes no split writes")
+				}
+				if !split {
+					noSplit(s)
+				}
+				if tc.pre != "" {
+					if err := pgExec(url, fmt.Sprintf(tc.pre, table)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var refused []string
+				for n, batch := range tc.batches {
+					if n > 0 && tc.between != "" {
+						if err := pgExec(url, fmt.Sprintf(tc.between, table)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					var recs []*runtime.Record
+					for _, r := range batch {
+						recs = append(recs, r.record())
+					}
+					if err := s.Write(context.Background(), recs); err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range recs {
+						if r.Refused() != "" {
+							refused = append(refused, r.Meta[runtime.MetaID])
+						}
+					}
+				}
+				contents[k] = fmt.Sprint(pgQuery(t, url, `SELECT format('%L,%L,%L', id, amount, body), '' FROM `+table, scanPairs[string]))
+				refusals[k] = fmt.Sprint(refused)
+				if split {
+					_, copied, missed := pgSplitting(s)
+					if (copied > 0) != tc.copied || (missed > 0) != tc.missed {
+						t.Errorf("%d batches by COPY, %d refused by it; want some by COPY %v, some refused %v", copied, missed, tc.copied, tc.missed)
+					}
+				}
+			}
+			if contents[0] != contents[1] || refusals[0] != refusals[1] {
+				t.Errorf("split writes left\n%s\nrefusing %s; the staged statement alone\n%s\nrefusing %s", contents[0], refusals[0], contents[1], refusals[1])
+			}
+		})
+	}
+}
+
+// Only a table COPY writes as the statement would gets split writes: a
+// trigger, a rule, row-level security, an identity or serial column, a
+// VALUES row that is not the bare parameters, or a conflict clause
+// naming no plain key turns them off.
+func TestPostgresSplitWriteQualifies(t *testing.T) {
+	url := testsrv.Postgres(t)
+	const plain = "CREATE TABLE %s (id TEXT PRIMARY KEY, amount BIGINT, body TEXT)"
+	for _, tc := range []struct {
+		name, ddl, values, conflict string
+		on                          bool
+	}{
+		{"plain", plain, "", "ON CONFLICT (id) DO NOTHING", true},
+		{"default now", "CREATE TABLE %s (id TEXT PRIMARY KEY, amount BIGINT, body TEXT, at TIMESTAMPTZ DEFAULT now())", "", "ON CONFLICT (id) DO NOTHING", true},
+		{"foreign key", "CREATE TABLE %[1]s_p (k BIGINT PRIMARY KEY); CREATE TABLE %[1]s (id TEXT PRIMARY KEY, amount BIGINT REFERENCES %[1]s_p, body TEXT); INSERT INTO %[1]s_p VALUES (1), (2)", "", "ON CONFLICT (id) DO NOTHING", true},
+		{"trigger", plain + "; CREATE FUNCTION %[1]s_f() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; CREATE TRIGGER %[1]s_t BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[1]s_f()", "", "ON CONFLICT (id) DO NOTHING", false},
+		{"statement trigger", plain + "; CREATE FUNCTION %[1]s_f() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'; CREATE TRIGGER %[1]s_t AFTER UPDATE ON %[1]s FOR EACH STATEMENT EXECUTE FUNCTION %[1]s_f()", "", "ON CONFLICT (id) DO NOTHING", false},
+		{"rule", plain + "; CREATE TABLE %[1]s_log (id TEXT); CREATE RULE %[1]s_r AS ON INSERT TO %[1]s DO ALSO INSERT INTO %[1]s_log VALUES (NEW.id)", "", "", false},
+		{"row-level security", plain + "; ALTER TABLE %[1]s ENABLE ROW LEVEL SECURITY", "", "ON CONFLICT (id) DO NOTHING", false},
+		{"identity", "CREATE TABLE %s (n BIGINT GENERATED ALWAYS AS IDENTITY, id TEXT PRIMARY KEY, amount BIGINT, body TEXT)", "", "ON CONFLICT (id) DO NOTHING", false},
+		{"serial", "CREATE TABLE %s (n BIGSERIAL, id TEXT PRIMARY KEY, amount BIGINT, body TEXT)", "", "ON CONFLICT (id) DO NOTHING", false},
+		{"an expression in VALUES", plain, "lower", "ON CONFLICT (id) DO NOTHING", false},
+		{"no conflict target", plain, "", "ON CONFLICT DO NOTHING", false},
+		{"a constraint named", plain, "", "ON CONFLICT ON CONSTRAINT %s_pkey DO NOTHING", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := "q_" + strings.NewReplacer(" ", "_", "-", "_").Replace(tc.name)
+			ddl := fmt.Sprintf(tc.ddl, table)
+			conflict := tc.conflict
+			if strings.Contains(conflict, "%s") {
+				conflict = fmt.Sprintf(conflict, table)
+			}
+			open, closing := "", ""
+			if tc.values != "" {
+				open, closing = tc.values+"(", ")"
+			}
+			s, err := newServerSinkForTest(t, map[string]plan.Value{
+				"url":          strV(url),
+				"create_table": strV(ddl),
+				"insert_query": tmplV(lit("INSERT INTO "+table+" (id, amount, body) VALUES ("+open), ex(`meta["mqb.id"]`), lit(closing+", "),
+					ex("payload.amount"), lit(", "), ex("payload.body"), lit(") "+conflict))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if on, _, _ := pgSplitting(s); on != tc.on {
+				t.Errorf("split writes %v, want %v", on, tc.on)
+			}
+			// Either way the rows land.
+			recs := []*runtime.Record{splitRec{"a", int64(1), nil}.record(), splitRec{"b", int64(2), nil}.record()}
+			if err := s.Write(context.Background(), recs); err != nil {
+				t.Fatal(err)
+			}
+			if got := pgQuery(t, url, `SELECT id, amount FROM `+table, scanOrderRows); len(got) != 2 {
+				t.Errorf("rows %v, want a and b", got)
+			}
+		})
+	}
+}
+
+// The filter never forgets a key it holds (a key it forgot would only
+// send its rows by COPY, which the table's index checks, but a filter
+// that forgets is no filter), says few new keys are held, and empties
+// itself once it holds its limit.
+func TestKeyFilter(t *testing.T) {
+	const limit = 200_000
+	f := newKeyFilter(limit)
+	seed := maphash.MakeSeed()
+	h := func(i int) uint64 { return maphash.String(seed, fmt.Sprint("key-", i)) }
+	for i := range 100_000 {
+		if f.testAndAdd(h(i)) && i < 10 {
+			t.Errorf("key %d tested present in an empty filter", i)
+		}
+	}
+	for i := range 100_000 {
+		if !f.testAndAdd(h(i)) {
+			t.Fatalf("key %d added, then tested absent", i)
+		}
+	}
+	held := 0
+	for i := 1_000_000; i < 1_010_000; i++ {
+		if f.testAndAdd(h(i)) {
+			held++
+		}
+	}
+	if held > 300 {
+		t.Errorf("%d of 10000 new keys tested present, want under 3%%", held)
+	}
+	for i := 2_000_000; f.added < limit; i++ {
+		f.testAndAdd(h(i))
+	}
+	f.testAndAdd(h(-1))
+	if f.added != 1 {
+		t.Errorf("%d keys held after the limit of %d was reached, want the filter emptied", f.added, limit)
+	}
+}
