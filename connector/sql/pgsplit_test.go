@@ -102,6 +102,7 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			base := strings.NewReplacer(" ", "_", ",", "", "-", "_").Replace(tc.name)
 			var contents, refusals [2]string
+			var absorbed [2]int64
 			for k, split := range []bool{true, false} {
 				table := fmt.Sprintf("%s_%v", base, split)
 				ddl := tc.table
@@ -126,6 +127,7 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 				if !split {
 					noSplit(s)
 				}
+				s.(*sqlSink).countAbsorbed()
 				if tc.pre != "" {
 					if err := pgExec(url, fmt.Sprintf(tc.pre, table)); err != nil {
 						t.Fatal(err)
@@ -153,12 +155,16 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 				}
 				contents[k] = fmt.Sprint(pgQuery(t, url, `SELECT format('%L,%L,%L', id, amount, body), '' FROM `+table, scanPairs[string]))
 				refusals[k] = fmt.Sprint(refused)
+				absorbed[k] = s.(*sqlSink).TakeAbsorbed()
 				if split {
 					_, copied, missed := pgSplitting(s)
 					if (copied > 0) != tc.copied || (missed > 0) != tc.missed {
 						t.Errorf("%d batches by COPY, %d refused by it; want some by COPY %v, some refused %v", copied, missed, tc.copied, tc.missed)
 					}
 				}
+			}
+			if absorbed[0] != absorbed[1] {
+				t.Errorf("split writes counted %d rows absorbed by the conflict clause, the staged statement alone %d", absorbed[0], absorbed[1])
 			}
 			if contents[0] != contents[1] || refusals[0] != refusals[1] {
 				t.Errorf("split writes left\n%s\nrefusing %s; the staged statement alone\n%s\nrefusing %s", contents[0], refusals[0], contents[1], refusals[1])
