@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mqb-dev/mqb/internal/lazyre"
 	"github.com/mqb-dev/mqb/plan"
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -53,8 +54,10 @@ import (
 // fires for ON CONFLICT DO UPDATE, not for COPY), identity columns or
 // sequence defaults (parts 1 and 3 run beside part 2, so a serial column
 // would not number the rows in read order). A conflict target of plain
-// columns, each bound to a parameter, names the key; a statement with no
-// conflict clause copies every row. After a failed COPY the sink waits
+// columns, each bound to a parameter, names the key (the primary key
+// does for ON CONFLICT DO NOTHING, which absorbs a conflict on any unique
+// index: one on another index fails COPY); a statement with no conflict
+// clause copies every row. After a failed COPY the sink waits
 // 1, 2, 4 … up to 64 batches before it tries again, so a route replaying
 // rows it wrote before its restart pays for one refused COPY, not one a
 // batch.
@@ -65,6 +68,11 @@ type pgSplit struct {
 	table   string // t, as insert_query names it
 	copySQL string // COPY t (cols) FROM STDIN
 	keys    []int  // the parameters bound into the conflict target; nil: none
+
+	// byPrimaryKey: ON CONFLICT DO NOTHING, keyed by the primary key's
+	// parameters, which splitReady finds in query.
+	byPrimaryKey bool
+	query        []plan.Part
 
 	mu      sync.Mutex      // guards what follows
 	written *keyFilter      // hashes of the keys this sink wrote, or tried to
@@ -113,15 +121,30 @@ func splitTarget(parts []plan.Part) *pgSplit {
 		}
 	}
 	sp := &pgSplit{table: m[1], copySQL: "COPY " + m[1] + " (" + strings.TrimSpace(m[2]) + ") FROM STDIN"}
-	if tail := strings.TrimSpace(sql[closing+1:]); tail != "" {
-		keys := lockOrderOf(parts, pgConflictTarget(parts), foldPostgres)
-		if keys == nil {
+	switch tail := strings.TrimSpace(sql[closing+1:]); {
+	case tail == "":
+	case doNothingRE().MatchString(tail):
+		sp.query, sp.byPrimaryKey = parts, true // splitReady reads the key
+	default:
+		if sp.keys = lockOrderOf(parts, pgConflictTarget(parts), foldPostgres); sp.keys == nil {
 			return nil
 		}
-		sp.keys = keys
 	}
 	return sp
 }
+
+// doNothingRE matches a conflict clause without a target: any unique
+// index's conflict is absorbed. The split write tells keys apart by the
+// primary key's columns then; a conflict on another index fails its
+// COPY as any conflict does.
+var doNothingRE = lazyre.New(`(?is)^ON\s+CONFLICT\s+DO\s+NOTHING$`)
+
+// primaryKeyPG lists the columns of the primary key of the table named
+// $1, quoted as needed, in the key's order.
+const primaryKeyPG = `SELECT quote_ident(a.attname) FROM pg_index i
+ JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])
+ WHERE i.indrelid = to_regclass($1) AND i.indisprimary
+ ORDER BY array_position(i.indkey::int2[], a.attnum)`
 
 // splitQualifies reads from the catalog whether table is one COPY writes
 // as the statement would (see above).
@@ -140,6 +163,19 @@ func splitReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
 	err := res.Err
 	if err != nil || len(res.Rows) != 1 || string(res.Rows[0][0]) != "t" {
 		return false
+	}
+	if sp.byPrimaryKey {
+		res := c.ExecParams(ctx, primaryKeyPG, [][]byte{[]byte(sp.table)}, nil, nil, nil).Read()
+		if res.Err != nil || len(res.Rows) == 0 {
+			return false
+		}
+		var cols []string
+		for _, row := range res.Rows {
+			cols = append(cols, string(row[0]))
+		}
+		if sp.keys = lockOrderOf(sp.query, cols, foldPostgres); sp.keys == nil {
+			return false
+		}
 	}
 	sp.written = newKeyFilter(splitFilterKeys)
 	sp.seed = maphash.MakeSeed()

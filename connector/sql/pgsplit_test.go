@@ -91,6 +91,16 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 				{{"a", int64(1), "x"}, {"a", int64(2), "y"}, {"a", int64(3), "x"}, {"a", int64(4), nil}, {"a", int64(5), nil}},
 				{{"a", int64(6), "y"}, {"b", int64(7), "x"}, {"a", int64(8), nil}},
 			}, copied: true},
+		{name: "no conflict target, a second unique column", table: "CREATE TABLE %s (id TEXT PRIMARY KEY, amount BIGINT UNIQUE, body TEXT)",
+			conflict: "ON CONFLICT DO NOTHING",
+			batches: [][]splitRec{
+				{{"a", int64(1), nil}, {"b", int64(1), nil}, {"c", int64(2), nil}},
+				{{"d", int64(3), nil}, {"a", int64(4), nil}, {"e", int64(2), nil}},
+				{{"f", int64(5), nil}, {"f", int64(6), nil}, {"g", int64(5), nil}},
+				{{"h", int64(7), nil}, {"a", int64(8), nil}, {"h", int64(9), nil}},
+				{{"i", int64(10), nil}},
+				{{"j", int64(11), nil}, {"a", int64(12), nil}, {"j", int64(7), nil}},
+			}, copied: true, missed: true},
 		{name: "a row deleted between batches", conflict: "ON CONFLICT (id) DO NOTHING",
 			between: "DELETE FROM %s WHERE id = 'a'",
 			batches: [][]splitRec{
@@ -176,7 +186,8 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 // Only a table COPY writes as the statement would gets split writes: a
 // trigger, a rule, row-level security, an identity or serial column, a
 // VALUES row that is not the bare parameters, or a conflict clause
-// naming no plain key turns them off.
+// naming no plain key (nor a primary key bound to parameters, for DO
+// NOTHING without a target) turns them off.
 func TestPostgresSplitWriteQualifies(t *testing.T) {
 	url := testsrv.Postgres(t)
 	const plain = "CREATE TABLE %s (id TEXT PRIMARY KEY, amount BIGINT, body TEXT)"
@@ -194,11 +205,13 @@ func TestPostgresSplitWriteQualifies(t *testing.T) {
 		{"identity", "CREATE TABLE %s (n BIGINT GENERATED ALWAYS AS IDENTITY, id TEXT PRIMARY KEY, amount BIGINT, body TEXT)", "", "ON CONFLICT (id) DO NOTHING", false},
 		{"serial", "CREATE TABLE %s (n BIGSERIAL, id TEXT PRIMARY KEY, amount BIGINT, body TEXT)", "", "ON CONFLICT (id) DO NOTHING", false},
 		{"an expression in VALUES", plain, "lower", "ON CONFLICT (id) DO NOTHING", false},
-		{"no conflict target", plain, "", "ON CONFLICT DO NOTHING", false},
+		{"no conflict target", plain, "", "ON CONFLICT DO NOTHING", true},
+		{"no conflict target, no primary key", "CREATE TABLE %s (id TEXT UNIQUE, amount BIGINT, body TEXT)", "", "ON CONFLICT DO NOTHING", false},
+		{"no conflict target, a key column without a parameter", "CREATE TABLE %s (id TEXT, amount BIGINT, body TEXT, k TEXT DEFAULT 'x', PRIMARY KEY (id, k))", "", "ON CONFLICT DO NOTHING", false},
 		{"a constraint named", plain, "", "ON CONFLICT ON CONSTRAINT %s_pkey DO NOTHING", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			table := "q_" + strings.NewReplacer(" ", "_", "-", "_").Replace(tc.name)
+			table := "q_" + strings.NewReplacer(" ", "_", "-", "_", ",", "").Replace(tc.name)
 			ddl := fmt.Sprintf(tc.ddl, table)
 			conflict := tc.conflict
 			if strings.Contains(conflict, "%s") {
