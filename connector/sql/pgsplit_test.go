@@ -280,3 +280,42 @@ func TestKeyFilter(t *testing.T) {
 		t.Errorf("%d keys held after the limit of %d was reached, want the filter emptied", f.added, limit)
 	}
 }
+
+// The shapes a split write takes: the VALUES row must be the listed
+// columns' parameters, in order and bare; the key is the conflict
+// target's parameters, the primary key's (read later) for DO NOTHING
+// without a target, or none without a conflict clause.
+func TestSplitTarget(t *testing.T) {
+	for _, tc := range []struct {
+		q    string
+		want string // "COPY …; keys", or "nil"
+	}{
+		{"INSERT INTO t (id, v) VALUES (${a}, ${b}) ON CONFLICT (id) DO NOTHING", "COPY t (id, v) FROM STDIN; [0]"},
+		{"insert into s.t(v,id)values(${a},${b}) on conflict (id) do update set v = excluded.v", "COPY s.t (v,id) FROM STDIN; [1]"},
+		{"INSERT INTO t (id, v) VALUES (${a}, ${b})", "COPY t (id, v) FROM STDIN; []"},
+		{"INSERT INTO t (id, v) VALUES (${a}, ${b}) ON CONFLICT DO NOTHING", "COPY t (id, v) FROM STDIN; primary key"},
+		{"INSERT INTO t (id, v) VALUES (${a}, ${b}) ON CONFLICT ON CONSTRAINT t_pkey DO NOTHING", "nil"},
+		{"INSERT INTO t (id, v) VALUES (${a}, ${b}) ON CONFLICT ((lower(id))) DO NOTHING", "nil"},
+		{"INSERT INTO t (id, v) VALUES (lower(${a}), ${b}) ON CONFLICT (id) DO NOTHING", "nil"},
+		{"INSERT INTO t (id, v) VALUES (${a}::text, ${b}) ON CONFLICT (id) DO NOTHING", "nil"},
+		{"INSERT INTO t (id, v) VALUES (${b}, ${a}) ON CONFLICT (id) DO NOTHING", "COPY t (id, v) FROM STDIN; [0]"}, // parameters are numbered in text order
+		{"INSERT INTO t (id, v) VALUES (${a}, 'x') ON CONFLICT (id) DO NOTHING", "nil"},
+		{"INSERT INTO t (id, v, w) VALUES (${a}, ${b}) ON CONFLICT (id) DO NOTHING", "nil"},
+		{"INSERT INTO t VALUES (${a}, ${b}) ON CONFLICT (id) DO NOTHING", "nil"},
+		{"INSERT INTO t AS x (id, v) VALUES (${a}, ${b}) ON CONFLICT (id) DO NOTHING", "nil"},
+		{`INSERT INTO t ("a,b", v) VALUES (${a}, ${b}) ON CONFLICT (v) DO NOTHING`, "nil"},
+		{"INSERT INTO t (id, v) VALUES (${a}, ${b}), (${c}, ${d}) ON CONFLICT (id) DO NOTHING", "nil"},
+	} {
+		sp := splitTarget(templateParts(tc.q))
+		got := "nil"
+		if sp != nil {
+			got = fmt.Sprintf("%s; %v", sp.copySQL, []int(sp.keys))
+			if sp.byPrimaryKey {
+				got = sp.copySQL + "; primary key"
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.q, got, tc.want)
+		}
+	}
+}
