@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -322,76 +321,4 @@ func (s *sqlServerSink) splitTx(ctx context.Context, c *pgConn, recs []*runtime.
 		return 0, err
 	}
 	return absorbed + n, nil
-}
-
-// stagedPipeline sends the rows idx through the staged statement chunk by
-// chunk in one pipeline, after BEGIN when begin is set, before the outbox
-// position (if any) and COMMIT when commit is, and returns how many of
-// the rows changed nothing.
-func (s *sqlServerSink) stagedPipeline(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, idx []int, begin, commit bool) (int64, error) {
-	p := c.conn.StartPipeline(ctx)
-	steps := 0
-	if begin {
-		p.SendQueryParams("BEGIN", nil, nil, nil, nil)
-		steps++
-	}
-	args := make([][]byte, s.stage.params)
-	formats := make([]int16, s.stage.params)
-	var chunks []int
-	for start := 0; start < len(idx); start += stageChunk {
-		ch := idx[start:min(start+stageChunk, len(idx))]
-		s.stageArrays(args, formats, rows, ch)
-		p.SendQueryPrepared(pgStageStmt, args, formats, nil)
-		// Flush copies args into the socket: the buffers are free for
-		// the next chunk while the server runs this one.
-		if err := p.Flush(); err != nil {
-			p.Close()
-			return 0, err
-		}
-		chunks = append(chunks, len(ch))
-	}
-	if commit {
-		if s.outboxRoute != "" {
-			p.SendQueryParams(outboxUpsertPG, [][]byte{[]byte(s.outboxRoute), strconv.AppendUint(nil, outboxNext(recs), 10)}, nil, nil, nil)
-			steps++
-		}
-		p.SendQueryParams("COMMIT", nil, nil, nil, nil)
-		steps++
-	}
-	p.SendPipelineSync()
-	if err := p.Flush(); err != nil {
-		p.Close()
-		return 0, err
-	}
-	// The results in order: BEGIN, the chunks, the position, COMMIT. After
-	// an error the server skips the rest up to the Sync.
-	var absorbed int64
-	var failed error
-	firstChunk := 0
-	if begin {
-		firstChunk = 1
-	}
-	for k := 0; k < steps+len(chunks) && failed == nil; k++ {
-		tag, err := pipelineResult(p)
-		var pe *pgconn.PgError
-		switch {
-		case err == nil:
-			if ch := k - firstChunk; ch >= 0 && ch < len(chunks) {
-				absorbed += int64(chunks[ch]) - tag.RowsAffected()
-			}
-		case !errors.As(err, &pe): // the connection: the pipeline is gone
-			p.Close()
-			return 0, err
-		default:
-			failed = err
-		}
-	}
-	if err := pipelineSync(p); err != nil {
-		p.Close()
-		return 0, err
-	}
-	if err := p.Close(); err != nil {
-		return 0, err
-	}
-	return absorbed, failed
 }
