@@ -30,8 +30,12 @@
 //     best at it, measured from psql: \copy of the rows, already split
 //     into columns (untimed), into a temporary table, then one INSERT …
 //     SELECT … ORDER BY … ON CONFLICT (id) DO NOTHING from it, in one
-//     transaction. The keyed insert is most of the server's work, so
-//     this bounds what any client can reach against \copy;
+//     transaction: the best one statement does (mqb's split writes
+//     send the rows of new keys by COPY instead, and pass it);
+//   - postgres-keyed (with -pg): the same upsert against psql's \copy of
+//     the rows it leaves (the first of each order_id, split into columns
+//     and deduplicated beforehand, untimed) into the same keyed table: the
+//     fastest load of that table, its unique index checked row by row;
 //   - benthos (with BENTHOS=/path/to/binary): file → file through Benthos
 //     (or Redpanda Connect) against mqb.
 //
@@ -102,7 +106,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	n := fs.Int("n", 500000, "records in the generated input")
 	runs := fs.Int("runs", 5, "runs of each side of a pair (alternating)")
-	only := fs.String("only", "", "run the pairs named, comma-separated: file, file-sync, sqlite, sqlite-dedup, postgres, postgres-copy, postgres-cap, benthos")
+	only := fs.String("only", "", "run the pairs named, comma-separated: file, file-sync, sqlite, sqlite-dedup, postgres, postgres-copy, postgres-cap, postgres-keyed, benthos")
 	mqbc := fs.String("mqbc", "", "the mqbc binary (default: build ./cmd/mqbc), or several to compare in one run: name=path,name=path")
 	pg := fs.String("pg", "", "a PostgreSQL URL for the postgres pair (a table bench_orders is created and dropped)")
 	if err := fs.Parse(args); err != nil {
@@ -430,6 +434,7 @@ func pgPairs(mqbc, input, url string) []pair {
 		{key: "postgres", name: "file→PostgreSQL", mqb: upsert, ref: copyRef},
 		{key: "postgres-copy", name: "file→PG bulk_copy", mqb: cmdSpec{name: "mqb", setup: resetPlain, argv: route("", "\n    bulk_copy    = true")}, ref: copyRef},
 		{key: "postgres-cap", name: "file→PG vs staged", mqb: upsert, ref: stagedUpsertRef(input, url, reset)},
+		{key: "postgres-keyed", name: "file→PG vs keyed", mqb: upsert, ref: keyedCopyRef(input, url, reset)},
 	}
 }
 
@@ -443,7 +448,7 @@ func stagedUpsertRef(input, url string, reset func(string) error) cmdSpec {
 			return err
 		}
 		csv := filepath.Join(dir, "rows.csv")
-		if err := orderRowsCSV(input, csv); err != nil {
+		if err := orderRowsCSV(input, csv, false); err != nil {
 			return err
 		}
 		script := `BEGIN;
@@ -458,9 +463,27 @@ COMMIT;
 	}}
 }
 
+// keyedCopyRef is the fastest any client loads the rows the upsert
+// leaves into the same keyed table: psql's \copy of the first row of
+// each order_id (split into columns and deduplicated beforehand, in
+// setup, untimed), the unique index checked as each row goes in.
+func keyedCopyRef(input, url string, reset func(string) error) cmdSpec {
+	return cmdSpec{name: `psql \copy, keyed`, setup: func(dir string) error {
+		if err := reset(dir); err != nil {
+			return err
+		}
+		return orderRowsCSV(input, filepath.Join(dir, "first.csv"), true)
+	}, argv: func(dir string) []string {
+		return []string{"psql", url, "-q", "-v", "ON_ERROR_STOP=1", "-c",
+			`\copy bench_orders (id, amount, body) FROM '` + filepath.Join(dir, "first.csv") + `' WITH (FORMAT csv)`}
+	}}
+}
+
 // orderRowsCSV writes the rows the route would insert from the order
-// lines in input (those that parse and carry an order_id) as CSV.
-func orderRowsCSV(input, out string) error {
+// lines in input (those that parse and carry an order_id) as CSV; with
+// firstOnly, only the first row of each order_id (what ON CONFLICT DO
+// NOTHING keeps).
+func orderRowsCSV(input, out string, firstOnly bool) error {
 	in, err := os.Open(input)
 	if err != nil {
 		return err
@@ -471,6 +494,7 @@ func orderRowsCSV(input, out string) error {
 		return err
 	}
 	w := csv.NewWriter(bufio.NewWriterSize(f, 1<<20))
+	seen := map[string]bool{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -481,6 +505,12 @@ func orderRowsCSV(input, out string) error {
 		}
 		if json.Unmarshal(sc.Bytes(), &o) != nil || o.ID == nil {
 			continue
+		}
+		if firstOnly {
+			if seen[*o.ID] {
+				continue
+			}
+			seen[*o.ID] = true
 		}
 		row := []string{*o.ID, "", ""}
 		if o.Amount != nil {

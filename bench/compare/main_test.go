@@ -65,7 +65,7 @@ func TestComparePostgres(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build mqbc: %v\n%s", err, out)
 	}
-	for _, only := range []string{"postgres", "postgres-copy", "postgres-cap"} {
+	for _, only := range []string{"postgres", "postgres-copy", "postgres-cap", "postgres-keyed"} {
 		var out strings.Builder
 		if err := run([]string{"-n", "3000", "-runs", "1", "-only", only, "-pg", url, "-mqbc", mqbc}, &out); err != nil {
 			t.Fatalf("%s: %v\n%s", only, err, out.String())
