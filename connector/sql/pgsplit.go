@@ -93,7 +93,7 @@ const splitMaxWait = 64
 
 // splitTarget reads a staged insert_query (parts) as a split write's
 // table and columns: nil when its VALUES row is not the parameters in
-// order, one a column, or its conflict clause names no plain key.
+// order, one per column, or its conflict clause names no plain key.
 func splitTarget(parts []plan.Part) *pgSplit {
 	var q strings.Builder
 	n := 0
