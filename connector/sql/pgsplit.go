@@ -95,17 +95,10 @@ const splitMaxWait = 64
 // table and columns: nil when its VALUES row is not the parameters in
 // order, one per column, or its conflict clause names no plain key.
 func splitTarget(parts []plan.Part) *pgSplit {
-	var q strings.Builder
-	n := 0
-	for _, p := range parts {
-		if p.Expr == "" {
-			q.WriteString(p.Lit)
-			continue
-		}
-		n++
-		q.WriteString(stageMark(n))
+	sql, n, ok := markedSQL(parts)
+	if !ok {
+		return nil
 	}
-	sql := q.String()
 	_, open, closing, ok := valuesRow(sql)
 	if !ok {
 		return nil
@@ -199,6 +192,14 @@ func (sp *pgSplit) failed() {
 	sp.mu.Lock()
 	sp.wait = min(max(2*sp.wait, 1), splitMaxWait)
 	sp.skip = sp.wait
+	sp.mu.Unlock()
+}
+
+// succeeded counts a split write and lets the next batch try at once.
+func (sp *pgSplit) succeeded() {
+	sp.copied.Add(1)
+	sp.mu.Lock()
+	sp.wait = 0
 	sp.mu.Unlock()
 }
 
@@ -297,10 +298,7 @@ func (s *sqlServerSink) splitPG(ctx context.Context, c *pgConn, recs []*runtime.
 		sp.failed()
 		return 0, false, nil
 	}
-	sp.mu.Lock()
-	sp.wait = 0
-	sp.mu.Unlock()
-	sp.copied.Add(1)
+	sp.succeeded()
 	return absorbed, true, nil
 }
 

@@ -118,15 +118,15 @@ var (
 	returningRE   = lazyre.New(`(?i)\bRETURNING\b`)
 )
 
-// stagedInsert rewrites insert_query's parts into the staged statement,
-// or says it cannot.
-func stagedInsert(parts []plan.Part) (pgStaged, bool) {
+// markedSQL is insert_query's text with each parameter written as its
+// stageMark, and how many there are; not ok when there are none, or a
+// literal holds the byte the marks are made of.
+func markedSQL(parts []plan.Part) (sql string, n int, ok bool) {
 	var q strings.Builder
-	n := 0
 	for _, p := range parts {
 		if p.Expr == "" {
 			if strings.ContainsRune(p.Lit, 0) {
-				return pgStaged{}, false
+				return "", 0, false
 			}
 			q.WriteString(p.Lit)
 			continue
@@ -134,10 +134,16 @@ func stagedInsert(parts []plan.Part) (pgStaged, bool) {
 		n++
 		q.WriteString(stageMark(n))
 	}
-	if n == 0 {
+	return q.String(), n, n > 0
+}
+
+// stagedInsert rewrites insert_query's parts into the staged statement,
+// or says it cannot.
+func stagedInsert(parts []plan.Part) (pgStaged, bool) {
+	sql, n, ok := markedSQL(parts)
+	if !ok {
 		return pgStaged{}, false
 	}
-	sql := q.String()
 	at, open, closing, ok := valuesRow(sql)
 	if !ok || !stagePrefixRE().MatchString(sql[:at]) {
 		return pgStaged{}, false
