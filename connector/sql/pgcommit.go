@@ -341,12 +341,14 @@ func (s *sqlServerSink) writeCopyOnCommit(ctx context.Context, recs []*runtime.R
 			textCopy = false // it would refuse the row too: the inserts find it
 		}
 	}
-	rows, live := s.pgRows(recs)
+	sc := s.scratch.get()
+	defer s.scratch.put(sc)
+	rows, live := s.pgRows(sc, recs)
 	if len(live) == 0 {
 		return nil
 	}
 	if textCopy {
-		err := s.copyIn(ctx, t.c, &copyReader{rows: rows, live: live}, s.copySQL, 0, t)
+		err := s.copyIn(ctx, t.c, sc.copyOf(rows, live), s.copySQL, 0, t)
 		if err == nil {
 			return written(live)
 		}

@@ -34,6 +34,16 @@ import (
 //  2. the first row of every other key, by COPY into t;
 //  3. the rows repeating a key of part 2, through the staged statement.
 //
+// They are sent in two round trips: BEGIN and the COPY of part 2 in one
+// query, then parts 1 and 3, the outbox position and COMMIT in one
+// pipeline. Part 1 runs after part 2 although its rows may come first in
+// read order: the two parts share no key, so a conflict between them can
+// only be on another unique index, which fails the statement (and the
+// split write) under a conflict target, and which ON CONFLICT DO NOTHING
+// without a target would absorb in whichever row came second: such a
+// table (a unique or exclusion index besides the primary key) gets no
+// split writes.
+//
 // The filter only chooses the way a row goes; the table's unique index
 // decides. COPY fails on any row that would have met a conflict (a key
 // already in the table that the filter did not know, two spellings of
@@ -138,6 +148,13 @@ const primaryKeyPG = `SELECT quote_ident(a.attname) FROM pg_index i
  WHERE i.indrelid = to_regclass($1) AND i.indisprimary
  ORDER BY array_position(i.indkey::int2[], a.attnum)`
 
+// otherUniquePG counts the unique and exclusion indexes of the table
+// named $1 other than its primary key: ON CONFLICT DO NOTHING without a
+// target absorbs a conflict on any of them, in whichever row comes
+// second, and a split write runs part 1 after part 2 (see above).
+const otherUniquePG = `SELECT count(*) FROM pg_index
+ WHERE indrelid = to_regclass($1) AND (indisunique OR indisexclusion) AND NOT indisprimary`
+
 // splitQualifies reads from the catalog whether table is one COPY writes
 // as the statement would (see above).
 const splitQualifies = `SELECT c.relkind = 'r' AND NOT c.relrowsecurity
@@ -166,6 +183,10 @@ func splitReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
 			cols = append(cols, string(row[0]))
 		}
 		if sp.keys = lockOrderOf(sp.query, cols, foldPostgres); sp.keys == nil {
+			return false
+		}
+		res = c.ExecParams(ctx, otherUniquePG, [][]byte{[]byte(sp.table)}, nil, nil, nil).Read()
+		if res.Err != nil || len(res.Rows) != 1 || string(res.Rows[0][0]) != "0" {
 			return false
 		}
 	}
@@ -239,10 +260,12 @@ func (sp *pgSplit) remember(rows [][][]byte, live []int) {
 // part 1 next time, which writes them all the same). The batch's own
 // keys are told apart by a 64-bit hash: two keys with one hash only send
 // the second one's rows by part 1 or 3.
-func (sp *pgSplit) parts(rows [][][]byte, live []int) (before, copied, after []int) {
+func (sp *pgSplit) parts(sc *pgScratch, rows [][][]byte, live []int) (before, copied, after []int) {
 	if sp.keys == nil {
 		return nil, live, nil
 	}
+	before, copied, after = sc.before[:0], sc.copied[:0], sc.after[:0]
+	defer func() { sc.before, sc.copied, sc.after = before, copied, after }()
 	var k []byte
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -274,17 +297,17 @@ func (sp *pgSplit) parts(rows [][][]byte, live []int) (before, copied, after []i
 // did not (nothing to copy, or COPY refused a row): nothing of the batch
 // is written then, and the staged statement writes it. An error is the
 // connection's: the batch is written again.
-func (s *sqlServerSink) splitPG(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, live []int) (absorbed int64, done bool, err error) {
+func (s *sqlServerSink) splitPG(ctx context.Context, c *pgConn, sc *pgScratch, recs []*runtime.Record, rows [][][]byte, live []int) (absorbed int64, done bool, err error) {
 	sp := s.split
 	live = s.order.sortText(rows, live) // at concurrency above 1 (lockorder.go)
-	before, copied, after := sp.parts(rows, live)
+	before, copied, after := sp.parts(sc, rows, live)
 	if len(copied) == 0 {
 		return 0, false, nil
 	}
 	if err := s.stageReady(ctx, c); err != nil {
 		return 0, false, nil // the staged write says what it means
 	}
-	absorbed, err = s.splitTx(ctx, c, recs, rows, before, copied, after)
+	absorbed, err = s.splitTx(ctx, c, sc, recs, rows, before, copied, after)
 	if err != nil {
 		if c.conn.TxStatus() != 'I' && !c.conn.IsClosed() {
 			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil {
@@ -302,21 +325,14 @@ func (s *sqlServerSink) splitPG(ctx context.Context, c *pgConn, recs []*runtime.
 	return absorbed, true, nil
 }
 
-// splitTx runs the three parts in one transaction: BEGIN and part 1 in
-// one pipeline, COPY, then part 3, the outbox position and COMMIT in
-// another. Any error leaves the transaction for the caller to roll back.
-func (s *sqlServerSink) splitTx(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, before, copied, after []int) (absorbed int64, err error) {
-	n, err := s.stagedPipeline(ctx, c, recs, rows, before, true, false)
-	if err != nil {
+// splitTx runs the three parts in one transaction: BEGIN and the COPY of
+// part 2 in one query, then parts 1 and 3, the outbox position and
+// COMMIT in one pipeline. Any error leaves the transaction for the
+// caller to roll back.
+func (s *sqlServerSink) splitTx(ctx context.Context, c *pgConn, sc *pgScratch, recs []*runtime.Record, rows [][][]byte, before, copied, after []int) (absorbed int64, err error) {
+	if _, err := c.conn.CopyFrom(ctx, sc.copyOf(rows, copied), "BEGIN; "+s.split.copySQL); err != nil {
 		return 0, err
 	}
-	absorbed += n
-	if _, err := c.conn.CopyFrom(ctx, &copyReader{rows: rows, live: copied}, s.split.copySQL); err != nil {
-		return 0, err
-	}
-	n, err = s.stagedPipeline(ctx, c, recs, rows, after, false, true)
-	if err != nil {
-		return 0, err
-	}
-	return absorbed + n, nil
+	sc.before = append(before, after...)
+	return s.stagedPipeline(ctx, c, recs, rows, sc.before, false, true)
 }

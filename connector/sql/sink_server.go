@@ -71,6 +71,7 @@ type sqlServerSink struct {
 	stage       *pgStaged    // batches go through unnest arrays (pgstage.go)
 	stageOff    atomic.Bool  // the server refused the staged form: row by row
 	split       *pgSplit     // a staged upsert written partly by COPY (pgsplit.go)
+	scratch     scratchPool  // what writes bind their rows into (pgscratch.go)
 	staged      atomic.Int64 // chunks written by the staged statement
 	// stageOIDs is each staged parameter's array type, stageDelims its
 	// array delimiter, learnt from the first connection (stageReady).
@@ -661,17 +662,21 @@ func appendPGValue(dst []byte, v any) (out []byte, null bool) {
 // pgRows binds recs into rows of text values (nil for NULL), refusing
 // the records that cannot be bound, and returns the indices of the
 // others. The values of a batch share one buffer and the rows one slice
-// of slices: a few allocations per batch rather than one per value.
-func (s *sqlServerSink) pgRows(recs []*runtime.Record) (rows [][][]byte, live []int) {
+// of slices, all of them sc's: no allocation once sc has held a batch
+// as large.
+func (s *sqlServerSink) pgRows(sc *pgScratch, recs []*runtime.Record) (rows [][][]byte, live []int) {
 	var ev runtime.Evaluator
 	n := len(s.params)
 	args := make([]any, n)
-	rows = make([][][]byte, len(recs))
-	cells := make([][]byte, len(recs)*n)
-	live = make([]int, 0, len(recs))
-	arena := make([]byte, 0, 64*len(recs)) // never nil: a nil slice of it would be NULL, not ''
-	type span struct{ start, end int }     // of a value in arena; start < 0: NULL
-	spans := make([]span, len(recs)*n)
+	rows = grow(sc.rows, len(recs))
+	clear(rows)
+	cells := grow(sc.cells, len(recs)*n)
+	live = sc.live[:0]
+	arena := sc.arena[:0]
+	if arena == nil {
+		arena = make([]byte, 0, 64*len(recs)) // never nil: a nil slice of it would be NULL, not ''
+	}
+	spans := grow(sc.spans, len(recs)*n)
 	for i, r := range recs {
 		if reason := s.bindRow(&ev, r, args); reason != "" {
 			r.Refuse(reason)
@@ -683,7 +688,7 @@ func (s *sqlServerSink) pgRows(recs []*runtime.Record) (rows [][][]byte, live []
 			if arena, null = appendPGValue(arena, v); null {
 				start = -1
 			}
-			spans[i*n+j] = span{start, len(arena)}
+			spans[i*n+j] = valueSpan{start, len(arena)}
 		}
 		live = append(live, i)
 	}
@@ -691,12 +696,14 @@ func (s *sqlServerSink) pgRows(recs []*runtime.Record) (rows [][][]byte, live []
 	for _, i := range live {
 		row := cells[i*n : (i+1)*n : (i+1)*n]
 		for j := range row {
+			row[j] = nil
 			if sp := spans[i*n+j]; sp.start >= 0 {
 				row[j] = arena[sp.start:sp.end:sp.end]
 			}
 		}
 		rows[i] = row
 	}
+	sc.rows, sc.cells, sc.live, sc.arena, sc.spans = rows, cells, live, arena, spans
 	return rows, live
 }
 
@@ -740,12 +747,14 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 			return s.batchError("copy", err)
 		}
 	}
-	rows, live := s.pgRows(recs)
+	sc := s.scratch.get()
+	defer s.scratch.put(sc)
+	rows, live := s.pgRows(sc, recs)
 	if len(live) == 0 {
 		return nil
 	}
 	if textCopy {
-		err := s.copyIn(ctx, c, &copyReader{rows: rows, live: live}, s.copySQL, outboxNext(recs), nil)
+		err := s.copyIn(ctx, c, sc.copyOf(rows, live), s.copySQL, outboxNext(recs), nil)
 		if err == nil {
 			if s.outcome {
 				for _, i := range live {
@@ -761,7 +770,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 	}
 	if s.stage != nil && !s.stageOff.Load() {
 		if s.split != nil && s.split.due() {
-			absorbed, done, err := s.splitPG(ctx, c, recs, rows, live)
+			absorbed, done, err := s.splitPG(ctx, c, sc, recs, rows, live)
 			if err != nil {
 				return s.batchError("insert", err)
 			}

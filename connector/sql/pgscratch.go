@@ -1,0 +1,52 @@
+package sql
+
+import "sync"
+
+// pgScratch is what a PostgreSQL write binds its rows into: the rows,
+// their values and the buffers they are cut from, the split write's
+// parts and the COPY text. A write takes one from its sink's pool and
+// puts it back when Write returns (the sink keeps nothing of a write
+// after it, see ReleasesRecords), so the next write reuses the memory:
+// fresh, it was about 200 bytes a record and most of a file →
+// PostgreSQL route's garbage (BenchmarkPostgresSink reports allocations
+// a record).
+type pgScratch struct {
+	rows                  [][][]byte
+	cells                 [][]byte
+	arena                 []byte
+	spans                 []valueSpan
+	live                  []int
+	before, copied, after []int
+	copy                  copyReader
+}
+
+// valueSpan is where a bound value lies in a scratch's arena; start < 0:
+// NULL.
+type valueSpan struct{ start, end int }
+
+// scratchPool hands out a sink's scratches; one per write in flight.
+type scratchPool struct{ p sync.Pool }
+
+func (sp *scratchPool) get() *pgScratch {
+	if sc, ok := sp.p.Get().(*pgScratch); ok {
+		return sc
+	}
+	return &pgScratch{}
+}
+
+func (sp *scratchPool) put(sc *pgScratch) { sp.p.Put(sc) }
+
+// copyOf is sc's COPY reader over rows[live...], its buffer kept.
+func (sc *pgScratch) copyOf(rows [][][]byte, live []int) *copyReader {
+	sc.copy = copyReader{rows: rows, live: live, buf: sc.copy.buf[:0]}
+	return &sc.copy
+}
+
+// grow returns s[:n], reallocated when its capacity is short; what it
+// holds is left for the caller to overwrite.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
+}
