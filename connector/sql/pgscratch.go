@@ -15,15 +15,12 @@ type pgScratch struct {
 	rows                  [][][]byte
 	cells                 [][]byte
 	arena                 []byte
-	spans                 []valueSpan
 	live                  []int
 	before, copied, after []int
+	first                 map[uint64]bool // of the write's keys: whose first row went by COPY
+	key                   []byte
 	copy                  copyReader
 }
-
-// valueSpan is where a bound value lies in a scratch's arena; start < 0:
-// NULL.
-type valueSpan struct{ start, end int }
 
 // scratchPool hands out a sink's scratches; one per write in flight.
 type scratchPool struct{ p sync.Pool }

@@ -83,12 +83,11 @@ type pgSplit struct {
 	byPrimaryKey bool
 	query        []plan.Part
 
-	mu      sync.Mutex      // guards what follows
-	written *keyFilter      // hashes of the keys this sink wrote, or tried to
-	seed    maphash.Seed    // of those hashes
-	first   map[uint64]bool // parts: a batch key's first row went by COPY
-	skip    int             // batches to write without trying
-	wait    int             // the skip after the next failure is twice this
+	mu      sync.Mutex   // guards what follows
+	written *keyFilter   // hashes of the keys this sink wrote, or tried to
+	seed    maphash.Seed // of those hashes
+	skip    int          // batches to write without trying
+	wait    int          // the skip after the next failure is twice this
 
 	copied atomic.Int64 // batches written by split writes
 	missed atomic.Int64 // split writes COPY refused, written again staged
@@ -192,7 +191,6 @@ func splitReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
 	}
 	sp.written = newKeyFilter(splitFilterKeys)
 	sp.seed = maphash.MakeSeed()
-	sp.first = map[uint64]bool{}
 	return true
 }
 
@@ -255,42 +253,57 @@ func (sp *pgSplit) remember(rows [][][]byte, live []int) {
 }
 
 // parts splits live (in the order they are written) into the three
-// parts of a split write, and adds the keys it sends by COPY to the
+// parts of a split write, sc's, and adds the keys it sends by COPY to the
 // filter (a key the batch then fails to write only sends its rows by
-// part 1 next time, which writes them all the same). The batch's own
-// keys are told apart by a 64-bit hash: two keys with one hash only send
-// the second one's rows by part 1 or 3.
+// part 1 next time, which writes them all the same).
 func (sp *pgSplit) parts(sc *pgScratch, rows [][][]byte, live []int) (before, copied, after []int) {
-	if sp.keys == nil {
-		return nil, live, nil
-	}
-	before, copied, after = sc.before[:0], sc.copied[:0], sc.after[:0]
-	defer func() { sc.before, sc.copied, sc.after = before, copied, after }()
-	var k []byte
+	sp.startParts(sc)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	first := sp.first
-	clear(first)
 	for _, i := range live {
-		k = sp.key(k[:0], rows[i])
-		h := maphash.Bytes(sp.seed, k)
-		if byCopy, seen := first[h]; seen {
-			if byCopy {
-				after = append(after, i)
-			} else {
-				before = append(before, i)
-			}
-			continue
-		}
-		byCopy := !sp.written.testAndAdd(h)
-		first[h] = byCopy
-		if byCopy {
-			copied = append(copied, i)
-		} else {
-			before = append(before, i)
-		}
+		sp.place(sc, rows, i)
 	}
-	return before, copied, after
+	return sc.before, sc.copied, sc.after
+}
+
+// startParts empties sc's parts for a write.
+func (sp *pgSplit) startParts(sc *pgScratch) {
+	sc.before, sc.copied, sc.after = sc.before[:0], sc.copied[:0], sc.after[:0]
+	if sc.first == nil {
+		sc.first = map[uint64]bool{}
+	}
+	clear(sc.first)
+}
+
+// place adds row i to its part, the rows before it placed: part 2 for
+// the first row of a key the filter does not hold, part 3 for the rows
+// after it, part 1 for every row of any other key. The write's own keys
+// are told apart by a 64-bit hash: two keys with one hash only send the
+// second one's rows by part 1 or 3. It reports whether the row goes by
+// COPY. sp.mu is held.
+func (sp *pgSplit) place(sc *pgScratch, rows [][][]byte, i int) bool {
+	if sp.keys == nil {
+		sc.copied = append(sc.copied, i)
+		return true
+	}
+	sc.key = sp.key(sc.key[:0], rows[i])
+	h := maphash.Bytes(sp.seed, sc.key)
+	if byCopy, seen := sc.first[h]; seen {
+		if byCopy {
+			sc.after = append(sc.after, i)
+		} else {
+			sc.before = append(sc.before, i)
+		}
+		return false
+	}
+	byCopy := !sp.written.testAndAdd(h)
+	sc.first[h] = byCopy
+	if byCopy {
+		sc.copied = append(sc.copied, i)
+	} else {
+		sc.before = append(sc.before, i)
+	}
+	return byCopy
 }
 
 // splitPG writes the live rows as a split write. done is false when it
@@ -309,20 +322,27 @@ func (s *sqlServerSink) splitPG(ctx context.Context, c *pgConn, sc *pgScratch, r
 	}
 	absorbed, err = s.splitTx(ctx, c, sc, recs, rows, before, copied, after)
 	if err != nil {
-		if c.conn.TxStatus() != 'I' && !c.conn.IsClosed() {
-			if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil {
-				return 0, false, rerr
-			}
-		}
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) {
-			return 0, false, err
-		}
-		sp.failed()
-		return 0, false, nil
+		return 0, false, s.splitFailed(ctx, c, err)
 	}
 	sp.succeeded()
 	return absorbed, true, nil
+}
+
+// splitFailed rolls a split write that failed with err back. A row the
+// server refused puts the next try off and returns nil: the staged
+// statement writes the batch. Any other error is the connection's.
+func (s *sqlServerSink) splitFailed(ctx context.Context, c *pgConn, err error) error {
+	if c.conn.TxStatus() != 'I' && !c.conn.IsClosed() {
+		if _, rerr := c.conn.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil {
+			return rerr
+		}
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	s.split.failed()
+	return nil
 }
 
 // splitTx runs the three parts in one transaction: BEGIN and the COPY of

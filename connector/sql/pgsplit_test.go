@@ -20,7 +20,11 @@ type splitRec struct {
 }
 
 func (r splitRec) record() *runtime.Record {
-	return valueRecord(r.id, map[string]any{"amount": r.amount, "body": r.body})
+	rec := valueRecord(r.id, map[string]any{"amount": r.amount, "body": r.body})
+	if r.id == "" {
+		delete(rec.Meta, runtime.MetaID) // no identity: refused as it is bound
+	}
+	return rec
 }
 
 // A split write (pgsplit.go) leaves the table as the staged statement
@@ -36,6 +40,13 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 	var oddRecs []splitRec
 	for i, s := range odd {
 		oddRecs = append(oddRecs, splitRec{fmt.Sprint("o", i), int64(i), s}, splitRec{s, int64(-i), nil})
+	}
+	// A batch of ~1 MB of COPY text whose second row meets a row already
+	// in the table: the server fails the COPY long before the sink has
+	// bound the rest, which the staged statement must then write too.
+	large := []splitRec{{"l-0", int64(0), nil}, {"pre", int64(1), "again"}}
+	for i := 2; i < 20000; i++ {
+		large = append(large, splitRec{fmt.Sprint("l-", i), int64(i), strings.Repeat("x", 40)})
 	}
 	for _, tc := range []struct {
 		name     string
@@ -108,6 +119,15 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 				{{"m", int64(41), nil}},
 				{{"k", int64(40), nil}, {"z", int64(40), nil}},
 			}, off: true},
+		{name: "COPY fails early in a large batch", conflict: "ON CONFLICT (id) DO NOTHING",
+			pre:     "INSERT INTO %s VALUES ('pre', 0, 'before')",
+			batches: [][]splitRec{large, {{"z", int64(1), nil}}, {{"y", int64(2), nil}}}, copied: true, missed: true},
+		{name: "records refused as they are bound", conflict: "ON CONFLICT (id) DO NOTHING",
+			batches: [][]splitRec{
+				{{"a", int64(1), nil}},
+				{{"", int64(2), nil}, {"", int64(3), nil}},
+				{{"", int64(4), nil}, {"b", int64(5), nil}, {"a", int64(6), nil}, {"", int64(7), nil}},
+			}, copied: true},
 		{name: "a row deleted between batches", conflict: "ON CONFLICT (id) DO NOTHING",
 			between: "DELETE FROM %s WHERE id = 'a'",
 			batches: [][]splitRec{
@@ -116,77 +136,89 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 				{{"a", int64(5), nil}, {"b", int64(6), nil}, {"d", int64(7), nil}},
 			}, copied: true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			base := strings.NewReplacer(" ", "_", ",", "", "-", "_").Replace(tc.name)
-			var contents, refusals [2]string
-			var absorbed [2]int64
-			for k, split := range []bool{true, false} {
-				table := fmt.Sprintf("%s_%v", base, split)
-				ddl := tc.table
-				if ddl == "" {
-					ddl = "CREATE TABLE %s (id TEXT PRIMARY KEY, amount BIGINT, body TEXT)"
+		// In read order the split write binds its rows as its COPY reads
+		// them (pgstream.go); in key order, as at concurrency above 1,
+		// it binds them all first (both sinks then write in key order).
+		for _, keyOrder := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/key order %v", tc.name, keyOrder), func(t *testing.T) {
+				base := strings.NewReplacer(" ", "_", ",", "", "-", "_").Replace(tc.name)
+				if keyOrder {
+					base += "_sorted"
 				}
-				conflict := tc.conflict
-				if strings.Contains(conflict, "%s") {
-					conflict = fmt.Sprintf(conflict, table)
-				}
-				s, err := newServerSinkForTest(t, map[string]plan.Value{
-					"url":          strV(url),
-					"create_table": strV(fmt.Sprintf(ddl, table)),
-					"insert_query": tmplV(lit("INSERT INTO "+table+" (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
-						ex("payload.amount"), lit(", "), ex("payload.body"), lit(") "+conflict))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if on, _, _ := pgSplitting(s); on == tc.off {
-					t.Fatalf("split writes %v, want %v", on, !tc.off)
-				}
-				if !split {
-					noSplit(s)
-				}
-				s.(*sqlSink).countAbsorbed()
-				if tc.pre != "" {
-					if err := pgExec(url, fmt.Sprintf(tc.pre, table)); err != nil {
+				var contents, refusals [2]string
+				var absorbed [2]int64
+				for k, split := range []bool{true, false} {
+					table := fmt.Sprintf("%s_%v", base, split)
+					ddl := tc.table
+					if ddl == "" {
+						ddl = "CREATE TABLE %s (id TEXT PRIMARY KEY, amount BIGINT, body TEXT)"
+					}
+					conflict := tc.conflict
+					if strings.Contains(conflict, "%s") {
+						conflict = fmt.Sprintf(conflict, table)
+					}
+					s, err := newServerSinkForTest(t, map[string]plan.Value{
+						"url":          strV(url),
+						"create_table": strV(fmt.Sprintf(ddl, table)),
+						"insert_query": tmplV(lit("INSERT INTO "+table+" (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+							ex("payload.amount"), lit(", "), ex("payload.body"), lit(") "+conflict))})
+					if err != nil {
 						t.Fatal(err)
 					}
-				}
-				var refused []string
-				for n, batch := range tc.batches {
-					if n > 0 && tc.between != "" {
-						if err := pgExec(url, fmt.Sprintf(tc.between, table)); err != nil {
+					if on, _, _ := pgSplitting(s); on == tc.off {
+						t.Fatalf("split writes %v, want %v", on, !tc.off)
+					}
+					if !split {
+						noSplit(s)
+					}
+					if keyOrder {
+						srv, parts := s.(*sqlSink).server, s.(*sqlSink).insertParts
+						srv.order = lockOrderOf(parts, pgConflictTarget(parts), foldPostgres)
+					}
+					s.(*sqlSink).countAbsorbed()
+					if tc.pre != "" {
+						if err := pgExec(url, fmt.Sprintf(tc.pre, table)); err != nil {
 							t.Fatal(err)
 						}
 					}
-					var recs []*runtime.Record
-					for _, r := range batch {
-						recs = append(recs, r.record())
+					var refused []string
+					for n, batch := range tc.batches {
+						if n > 0 && tc.between != "" {
+							if err := pgExec(url, fmt.Sprintf(tc.between, table)); err != nil {
+								t.Fatal(err)
+							}
+						}
+						var recs []*runtime.Record
+						for _, r := range batch {
+							recs = append(recs, r.record())
+						}
+						if err := s.Write(context.Background(), recs); err != nil {
+							t.Fatal(err)
+						}
+						for _, r := range recs {
+							if r.Refused() != "" {
+								refused = append(refused, r.Meta[runtime.MetaID])
+							}
+						}
 					}
-					if err := s.Write(context.Background(), recs); err != nil {
-						t.Fatal(err)
-					}
-					for _, r := range recs {
-						if r.Refused() != "" {
-							refused = append(refused, r.Meta[runtime.MetaID])
+					contents[k] = fmt.Sprint(pgQuery(t, url, `SELECT format('%L,%L,%L', id, amount, body), '' FROM `+table, scanPairs[string]))
+					refusals[k] = fmt.Sprint(refused)
+					absorbed[k] = s.(*sqlSink).TakeAbsorbed()
+					if split {
+						_, copied, missed := pgSplitting(s)
+						if (copied > 0) != tc.copied || (missed > 0) != tc.missed {
+							t.Errorf("%d batches by COPY, %d refused by it; want some by COPY %v, some refused %v", copied, missed, tc.copied, tc.missed)
 						}
 					}
 				}
-				contents[k] = fmt.Sprint(pgQuery(t, url, `SELECT format('%L,%L,%L', id, amount, body), '' FROM `+table, scanPairs[string]))
-				refusals[k] = fmt.Sprint(refused)
-				absorbed[k] = s.(*sqlSink).TakeAbsorbed()
-				if split {
-					_, copied, missed := pgSplitting(s)
-					if (copied > 0) != tc.copied || (missed > 0) != tc.missed {
-						t.Errorf("%d batches by COPY, %d refused by it; want some by COPY %v, some refused %v", copied, missed, tc.copied, tc.missed)
-					}
+				if absorbed[0] != absorbed[1] {
+					t.Errorf("split writes counted %d rows absorbed by the conflict clause, the staged statement alone %d", absorbed[0], absorbed[1])
 				}
-			}
-			if absorbed[0] != absorbed[1] {
-				t.Errorf("split writes counted %d rows absorbed by the conflict clause, the staged statement alone %d", absorbed[0], absorbed[1])
-			}
-			if contents[0] != contents[1] || refusals[0] != refusals[1] {
-				t.Errorf("split writes left\n%s\nrefusing %s; the staged statement alone\n%s\nrefusing %s", contents[0], refusals[0], contents[1], refusals[1])
-			}
-		})
+				if contents[0] != contents[1] || refusals[0] != refusals[1] {
+					t.Errorf("split writes left\n%s\nrefusing %s; the staged statement alone\n%s\nrefusing %s", contents[0], refusals[0], contents[1], refusals[1])
+				}
+			})
+		}
 	}
 }
 

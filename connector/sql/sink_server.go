@@ -665,46 +665,59 @@ func appendPGValue(dst []byte, v any) (out []byte, null bool) {
 // of slices, all of them sc's: no allocation once sc has held a batch
 // as large.
 func (s *sqlServerSink) pgRows(sc *pgScratch, recs []*runtime.Record) (rows [][][]byte, live []int) {
-	var ev runtime.Evaluator
-	n := len(s.params)
-	args := make([]any, n)
-	rows = grow(sc.rows, len(recs))
-	clear(rows)
-	cells := grow(sc.cells, len(recs)*n)
-	live = sc.live[:0]
-	arena := sc.arena[:0]
-	if arena == nil {
-		arena = make([]byte, 0, 64*len(recs)) // never nil: a nil slice of it would be NULL, not ''
-	}
-	spans := grow(sc.spans, len(recs)*n)
+	b := s.binder(sc, len(recs))
 	for i, r := range recs {
-		if reason := s.bindRow(&ev, r, args); reason != "" {
-			r.Refuse(reason)
-			continue
-		}
-		for j, v := range args {
-			start := len(arena)
-			var null bool
-			if arena, null = appendPGValue(arena, v); null {
-				start = -1
-			}
-			spans[i*n+j] = valueSpan{start, len(arena)}
-		}
-		live = append(live, i)
+		b.bind(i, r)
 	}
-	// arena is done growing: slice it.
-	for _, i := range live {
-		row := cells[i*n : (i+1)*n : (i+1)*n]
-		for j := range row {
-			row[j] = nil
-			if sp := spans[i*n+j]; sp.start >= 0 {
-				row[j] = arena[sp.start:sp.end:sp.end]
-			}
-		}
-		rows[i] = row
+	return sc.rows, sc.live
+}
+
+// rowBinder binds a write's records into sc one at a time, in read order
+// (pgRows, or a split write's COPY as it reads: pgstream.go).
+type rowBinder struct {
+	s    *sqlServerSink
+	sc   *pgScratch
+	ev   runtime.Evaluator
+	args []any
+}
+
+// binder readies sc for a write of n records.
+func (s *sqlServerSink) binder(sc *pgScratch, n int) *rowBinder {
+	sc.rows = grow(sc.rows, n)
+	clear(sc.rows)
+	sc.cells = grow(sc.cells, n*len(s.params))
+	sc.live = sc.live[:0]
+	sc.arena = sc.arena[:0]
+	if sc.arena == nil {
+		sc.arena = make([]byte, 0, 64*n) // never nil: a nil slice of it would be NULL, not ''
 	}
-	sc.rows, sc.cells, sc.live, sc.arena, sc.spans = rows, cells, live, arena, spans
-	return rows, live
+	return &rowBinder{s: s, sc: sc, args: make([]any, len(s.params))}
+}
+
+// bind binds record i, r, into sc.rows[i] and adds i to sc.live; it
+// refuses r and returns false when r cannot be bound. A row's values are
+// slices of sc.arena as it is then: when the arena grows into a new
+// array, the rows bound before keep the old one, which nothing writes
+// again.
+func (b *rowBinder) bind(i int, r *runtime.Record) bool {
+	if reason := b.s.bindRow(&b.ev, r, b.args); reason != "" {
+		r.Refuse(reason)
+		return false
+	}
+	sc, n := b.sc, len(b.args)
+	row := sc.cells[i*n : (i+1)*n : (i+1)*n]
+	for j, v := range b.args {
+		start := len(sc.arena)
+		var null bool
+		sc.arena, null = appendPGValue(sc.arena, v)
+		row[j] = nil
+		if !null {
+			row[j] = sc.arena[start:len(sc.arena):len(sc.arena)]
+		}
+	}
+	sc.rows[i] = row
+	sc.live = append(sc.live, i)
+	return true
 }
 
 // writePG writes the batch in one transaction sent as one pipeline (BEGIN,
@@ -749,7 +762,24 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 	}
 	sc := s.scratch.get()
 	defer s.scratch.put(sc)
-	rows, live := s.pgRows(sc, recs)
+	split := s.stage != nil && !s.stageOff.Load() && s.split != nil && s.split.due()
+	var rows [][][]byte
+	var live []int
+	if split && len(s.order) == 0 {
+		// Bound as the write's COPY reads them (pgstream.go).
+		absorbed, done, err := s.splitStreamPG(ctx, c, sc, recs)
+		if err != nil {
+			return s.batchError("insert", err)
+		}
+		if done {
+			s.absorb.add(absorbed)
+			return nil
+		}
+		split = false
+		rows, live = sc.rows, sc.live
+	} else {
+		rows, live = s.pgRows(sc, recs)
+	}
 	if len(live) == 0 {
 		return nil
 	}
@@ -769,7 +799,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 		// A refused row fails the whole COPY: find it with the inserts.
 	}
 	if s.stage != nil && !s.stageOff.Load() {
-		if s.split != nil && s.split.due() {
+		if split {
 			absorbed, done, err := s.splitPG(ctx, c, sc, recs, rows, live)
 			if err != nil {
 				return s.batchError("insert", err)
