@@ -8,6 +8,7 @@
 //	go run ./bench/kafka -n 500000 -runs 5 [-partitions 4] [-kcat kcat]
 //	go run ./bench/kafka -only publish -memprofile /tmp/mem   # one scenario, with a heap profile
 //	go run ./bench/kafka -only publish -mqbc /tmp/mqbc        # mqb as a whole process, as kcat is
+//	go run ./bench/kafka -only publish -kcat-header           # kcat carrying the id header mqb's records carry
 package main
 
 import (
@@ -43,6 +44,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the mqb runs of scenario only")
 	memprofile := flag.String("memprofile", "", "write a heap profile (allocations and what is in use) after the mqb runs of scenario only")
 	only := flag.String("only", "", "run one scenario: publish (file → kafka) or consume (kafka → file)")
+	kcatHeader := flag.Bool("kcat-header", false, "kcat sends each record with an mq_bridge.message_id header of the size mqb's sink writes (one fixed UUID's text), as mqb must (the delivery spec: identity across a broker hop)")
 	mqbcBin := flag.String("mqbc", "", "publish with this mqbc binary as a whole process (mqbc run on a .mqb file, timed like kcat: start-up, exit and rusage included) instead of the runtime in this process")
 	flag.Parse()
 	// mqb runs routes with GOGC=50 unless the environment sets GOGC
@@ -106,7 +108,11 @@ func main() {
 		var kcatUsed childUsage
 		brokerBefore = processCPU(brokerPID)
 		d = timeIt(func() {
-			kcatUsed = runTimed(dir, *kcatBin, "-P", "-b", brokers, "-t", topic, "-l", "-X", "acks=all", input)
+			args := []string{"-P", "-b", brokers, "-t", topic, "-l", "-X", "acks=all"}
+			if *kcatHeader {
+				args = append(args, "-H", "mq_bridge.message_id="+kcatMessageID)
+			}
+			kcatUsed = runTimed(dir, *kcatBin, append(args, input)...)
 		})
 		brokerKcat = append(brokerKcat, float64((processCPU(brokerPID)-brokerBefore).Nanoseconds())/float64(*n))
 		checkCount(brokers, topic, *partitions, *n)
@@ -201,6 +207,10 @@ func heapProfile(path string, on bool) {
 }
 
 var heapRun int
+
+// kcatMessageID is the header value kcat sends with -kcat-header: a
+// UUID v7's text, as long as the one mqb's sink writes on each record.
+const kcatMessageID = "0190f2a4-7b3c-7def-8123-456789abcdef"
 
 func report(name string, mqb, kcat []float64) {
 	m, k := median(mqb), median(kcat)
