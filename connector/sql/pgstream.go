@@ -12,16 +12,16 @@ import (
 // rows before it sends any, and the server waits meanwhile: on a file →
 // PostgreSQL upsert about a tenth of the run. Where the rows go in read
 // order (concurrency 1, or no key to order them by), a split write
-// (pgsplit.go) instead starts its
-// COPY at once and binds the records as COPY reads them: each read binds
-// the next records, places each row in its part (pgSplit.place, the same
-// choice parts makes for a whole batch) and renders the rows of part 2,
-// so the server parses the first rows while the sink binds the next.
-// Parts 1 and 3 follow in one pipeline with COMMIT, as before. When COPY
-// stops early (a conflict), the records it did not read are bound after
-// it, and the batch goes to the staged statement whole, as before. At
-// concurrency above 1 the rows are sorted by key before any is written
-// (lockorder.go), so they are bound first.
+// (pgsplit.go) instead starts its COPY at once and binds the records as
+// COPY reads them: each read binds the next records, places each row in
+// its part (pgSplit.place, the same choice parts makes for a whole
+// batch) and renders the rows of part 2, so the server parses the first
+// rows while the sink binds the next. Parts 1 and 3 follow in one
+// pipeline with COMMIT, as before. When COPY stops early (a conflict),
+// the records it did not read are bound after it, and the batch goes to
+// the staged statement whole, as before. Where the rows go in key order
+// (concurrency above 1 with a key: lockorder.go) they are all bound
+// first, to be sorted.
 
 // errNoRows: every record of a streamed write was refused as it was
 // bound; nothing is written.
