@@ -36,8 +36,15 @@ func (sp *scratchPool) put(sc *pgScratch) { sp.p.Put(sc) }
 
 // copyOf is sc's COPY reader over rows[live...], its buffer kept.
 func (sc *pgScratch) copyOf(rows [][][]byte, live []int) *copyReader {
-	sc.copy = copyReader{rows: rows, live: live, buf: sc.copy.buf[:0]}
+	sc.copy = copyReader{rows: rows, live: live, text: copyText{buf: sc.copy.text.buf[:0]}}
 	return &sc.copy
+}
+
+// copyText is the text of sc's COPY reader, emptied, its buffer kept,
+// for a reader of another kind (pgstream.go).
+func (sc *pgScratch) copyText() *copyText {
+	sc.copyOf(nil, nil)
+	return &sc.copy.text
 }
 
 // grow returns s[:n], reallocated when its capacity is short; what it

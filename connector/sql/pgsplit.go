@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -253,17 +254,16 @@ func (sp *pgSplit) remember(rows [][][]byte, live []int) {
 }
 
 // parts splits live (in the order they are written) into the three
-// parts of a split write, sc's, and adds the keys it sends by COPY to the
+// parts of a split write, sc.before, sc.copied and sc.after, and adds the keys it sends by COPY to the
 // filter (a key the batch then fails to write only sends its rows by
 // part 1 next time, which writes them all the same).
-func (sp *pgSplit) parts(sc *pgScratch, rows [][][]byte, live []int) (before, copied, after []int) {
+func (sp *pgSplit) parts(sc *pgScratch, rows [][][]byte, live []int) {
 	sp.startParts(sc)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	for _, i := range live {
 		sp.place(sc, rows, i)
 	}
-	return sc.before, sc.copied, sc.after
 }
 
 // startParts empties sc's parts for a write.
@@ -313,14 +313,14 @@ func (sp *pgSplit) place(sc *pgScratch, rows [][][]byte, i int) bool {
 func (s *sqlServerSink) splitPG(ctx context.Context, c *pgConn, sc *pgScratch, recs []*runtime.Record, rows [][][]byte, live []int) (absorbed int64, done bool, err error) {
 	sp := s.split
 	live = s.order.sortText(rows, live) // at concurrency above 1 (lockorder.go)
-	before, copied, after := sp.parts(sc, rows, live)
-	if len(copied) == 0 {
+	sp.parts(sc, rows, live)
+	if len(sc.copied) == 0 {
 		return 0, false, nil
 	}
 	if err := s.stageReady(ctx, c); err != nil {
 		return 0, false, nil // the staged write says what it means
 	}
-	absorbed, err = s.splitTx(ctx, c, sc, recs, rows, before, copied, after)
+	absorbed, err = s.splitTx(ctx, c, sc, recs, sc.copyOf(rows, sc.copied))
 	if err != nil {
 		return 0, false, s.splitFailed(ctx, c, err)
 	}
@@ -345,14 +345,18 @@ func (s *sqlServerSink) splitFailed(ctx context.Context, c *pgConn, err error) e
 	return nil
 }
 
-// splitTx runs the three parts in one transaction: BEGIN and the COPY of
-// part 2 in one query, then parts 1 and 3, the outbox position and
-// COMMIT in one pipeline. Any error leaves the transaction for the
-// caller to roll back.
-func (s *sqlServerSink) splitTx(ctx context.Context, c *pgConn, sc *pgScratch, recs []*runtime.Record, rows [][][]byte, before, copied, after []int) (absorbed int64, err error) {
-	if _, err := c.conn.CopyFrom(ctx, sc.copyOf(rows, copied), "BEGIN; "+s.split.copySQL); err != nil {
+// splitTx runs a split write's transaction, its rows placed in sc's
+// parts as COPY reads data (in full beforehand, or as it reads:
+// pgstream.go): BEGIN and the COPY of part 2 in one query, then parts 1
+// and 3, the outbox position and COMMIT in one pipeline. Any error
+// leaves the transaction for the caller to roll back.
+func (s *sqlServerSink) splitTx(ctx context.Context, c *pgConn, sc *pgScratch, recs []*runtime.Record, data io.Reader) (absorbed int64, err error) {
+	if _, err := c.conn.CopyFrom(ctx, data, "BEGIN; "+s.split.copySQL); err != nil {
 		return 0, err
 	}
-	sc.before = append(before, after...)
-	return s.stagedPipeline(ctx, c, recs, rows, sc.before, false, true)
+	if len(sc.live) == 0 {
+		return 0, errNoRows
+	}
+	sc.before = append(sc.before, sc.after...)
+	return s.stagedPipeline(ctx, c, recs, sc.rows, sc.before, false, true)
 }

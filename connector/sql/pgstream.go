@@ -3,7 +3,6 @@ package sql
 import (
 	"context"
 	"errors"
-	"io"
 
 	"github.com/mqb-dev/mqb/runtime"
 )
@@ -32,39 +31,34 @@ type splitReader struct {
 	b    *rowBinder
 	sp   *pgSplit
 	recs []*runtime.Record
-	next int // the next record to bind
-	buf  []byte
-	off  int
+	i    int // the next record to bind
+	text *copyText
 }
 
 func (r *splitReader) Read(p []byte) (int, error) {
-	// What the last read left over, then rows until p is full: each read
-	// a full CopyData message.
-	r.buf, r.off = append(r.buf[:0], r.buf[r.off:]...), 0
-	if len(r.buf) < len(p) && r.next < len(r.recs) {
-		sc := r.b.sc
-		r.sp.mu.Lock()
-		for len(r.buf) < len(p) && r.next < len(r.recs) {
-			i := r.next
-			r.next++
-			if r.b.bind(i, r.recs[i]) && r.sp.place(sc, sc.rows, i) {
-				r.buf = appendCopyRow(r.buf, sc.rows[i])
-			}
-		}
-		r.sp.mu.Unlock()
+	r.sp.mu.Lock()
+	defer r.sp.mu.Unlock()
+	return r.text.read(p, r.next)
+}
+
+// next binds the next record and places its row, rendering it onto buf
+// when it goes by COPY; false when no record is left. sp.mu is held.
+func (r *splitReader) next(buf []byte) ([]byte, bool) {
+	if r.i == len(r.recs) {
+		return buf, false
 	}
-	if len(r.buf) == 0 {
-		return 0, io.EOF
+	i, sc := r.i, r.b.sc
+	r.i++
+	if r.b.bind(i, r.recs[i]) && r.sp.place(sc, sc.rows, i) {
+		buf = appendCopyRow(buf, sc.rows[i])
 	}
-	n := copy(p, r.buf)
-	r.off = n
-	return n, nil
+	return buf, true
 }
 
 // finish binds the records COPY did not read.
 func (r *splitReader) finish() {
-	for ; r.next < len(r.recs); r.next++ {
-		r.b.bind(r.next, r.recs[r.next])
+	for ; r.i < len(r.recs); r.i++ {
+		r.b.bind(r.i, r.recs[r.i])
 	}
 }
 
@@ -74,14 +68,13 @@ func (r *splitReader) finish() {
 // (COPY or a statement refused a row: nothing of the batch is written,
 // and the staged statement writes it); an error is the connection's.
 func (s *sqlServerSink) splitStreamPG(ctx context.Context, c *pgConn, sc *pgScratch, recs []*runtime.Record) (absorbed int64, done bool, err error) {
-	rd := &splitReader{b: s.binder(sc, len(recs)), sp: s.split, recs: recs, buf: sc.copy.buf[:0]}
-	defer func() { sc.copy.buf = rd.buf[:0] }()
+	rd := &splitReader{b: s.binder(sc, len(recs)), sp: s.split, recs: recs, text: sc.copyText()}
 	s.split.startParts(sc)
 	if err := s.stageReady(ctx, c); err != nil {
 		rd.finish()
 		return 0, false, nil // the staged write says what it means
 	}
-	absorbed, err = s.streamTx(ctx, c, sc, rd, recs)
+	absorbed, err = s.splitTx(ctx, c, sc, recs, rd)
 	rd.finish()
 	if errors.Is(err, errNoRows) {
 		_, err := c.conn.Exec(ctx, "ROLLBACK").ReadAll()
@@ -92,19 +85,4 @@ func (s *sqlServerSink) splitStreamPG(ctx context.Context, c *pgConn, sc *pgScra
 	}
 	s.split.succeeded()
 	return absorbed, true, nil
-}
-
-// streamTx runs a streamed split write's transaction: BEGIN and the COPY
-// of part 2 in one query, binding as it goes, then parts 1 and 3, the
-// outbox position and COMMIT in one pipeline. Any error leaves the
-// transaction for the caller to roll back.
-func (s *sqlServerSink) streamTx(ctx context.Context, c *pgConn, sc *pgScratch, rd *splitReader, recs []*runtime.Record) (int64, error) {
-	if _, err := c.conn.CopyFrom(ctx, rd, "BEGIN; "+s.split.copySQL); err != nil {
-		return 0, err
-	}
-	if len(sc.live) == 0 {
-		return 0, errNoRows
-	}
-	sc.before = append(sc.before, sc.after...)
-	return s.stagedPipeline(ctx, c, recs, sc.rows, sc.before, false, true)
 }

@@ -977,23 +977,40 @@ func (s *sqlServerSink) copyIn(ctx context.Context, c *pgConn, data io.Reader, c
 type copyReader struct {
 	rows [][][]byte
 	live []int
-	buf  []byte
-	off  int
+	text copyText
 }
 
-func (r *copyReader) Read(p []byte) (int, error) {
-	// What the last read left over, then rows until p is full: each read
-	// a full CopyData message.
-	r.buf, r.off = append(r.buf[:0], r.buf[r.off:]...), 0
-	for len(r.buf) < len(p) && len(r.live) > 0 {
-		r.buf = appendCopyRow(r.buf, r.rows[r.live[0]])
-		r.live = r.live[1:]
+func (r *copyReader) Read(p []byte) (int, error) { return r.text.read(p, r.next) }
+
+// next renders the next live row onto buf; false when none is left.
+func (r *copyReader) next(buf []byte) ([]byte, bool) {
+	if len(r.live) == 0 {
+		return buf, false
 	}
-	if len(r.buf) == 0 {
+	buf = appendCopyRow(buf, r.rows[r.live[0]])
+	r.live = r.live[1:]
+	return buf, true
+}
+
+// copyText is the text a COPY reader rendered that COPY has not read.
+type copyText struct {
+	buf []byte
+	off int
+}
+
+// read keeps what the last read left over, renders rows with next until
+// the text fills p or next has none left, and copies it into p: each
+// read a full CopyData message.
+func (t *copyText) read(p []byte, next func(buf []byte) ([]byte, bool)) (int, error) {
+	t.buf, t.off = append(t.buf[:0], t.buf[t.off:]...), 0
+	for more := true; more && len(t.buf) < len(p); {
+		t.buf, more = next(t.buf)
+	}
+	if len(t.buf) == 0 {
 		return 0, io.EOF
 	}
-	n := copy(p, r.buf)
-	r.off = n
+	n := copy(p, t.buf)
+	t.off = n
 	return n, nil
 }
 
