@@ -43,7 +43,12 @@ import (
 // split write) under a conflict target, and which ON CONFLICT DO NOTHING
 // without a target would absorb in whichever row came second: such a
 // table (a unique or exclusion index besides the primary key) gets no
-// split writes.
+// split writes. The parts share no key only where a key is its text: a
+// text or varchar column under a deterministic collation (an allow-list,
+// exactKeyPG). In an integer column 5 and 05 are one key, which would go
+// by part 1 and part 2, and part 2's row would take it first; there part
+// 1 goes first, in a round trip of its own, and its rows are placed
+// before COPY starts, so COPY fails on such a row as on any conflict.
 //
 // The filter only chooses the way a row goes; the table's unique index
 // decides. COPY fails on any row that would have met a conflict (a key
@@ -83,6 +88,12 @@ type pgSplit struct {
 	// parameters, which splitReady finds in query.
 	byPrimaryKey bool
 	query        []plan.Part
+	columns      []string // the columns COPY fills, as insert_query names them
+
+	// exact: the key's columns hold a value equal to another only when
+	// their texts are the same (splitReady reads it from the catalog);
+	// then part 1 may run after part 2 (see above).
+	exact bool
 
 	mu      sync.Mutex   // guards what follows
 	written *keyFilter   // hashes of the keys this sink wrote, or tried to
@@ -123,6 +134,9 @@ func splitTarget(parts []plan.Part) *pgSplit {
 		}
 	}
 	sp := &pgSplit{table: m[1], copySQL: "COPY " + m[1] + " (" + strings.TrimSpace(m[2]) + ") FROM STDIN"}
+	for _, c := range strings.Split(m[2], ",") {
+		sp.columns = append(sp.columns, strings.TrimSpace(c))
+	}
 	switch tail := strings.TrimSpace(sql[closing+1:]); {
 	case tail == "":
 	case doNothingRE().MatchString(tail):
@@ -190,9 +204,52 @@ func splitReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
 			return false
 		}
 	}
+	sp.exact = exactKeyReady(ctx, c, sp)
 	sp.written = newKeyFilter(splitFilterKeys)
 	sp.seed = maphash.MakeSeed()
 	return true
+}
+
+// exactKeyPG reads whether the columns named $2 of the table named $1
+// compare equal only when their texts are the same (an allow-list):
+// text, or varchar without a length (which would cut trailing blanks),
+// under a deterministic collation, in the column and in every unique or
+// exclusion index over it, with the type's default operator class.
+// Elsewhere two spellings are one key: 5 and 05 in an integer column,
+// 'a' and 'a ' in a character(n), any case under a case-blind collation.
+const exactKeyPG = `WITH k AS (
+  SELECT a.attnum, a.atttypid, a.atttypmod, a.attcollation FROM pg_attribute a
+  WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY ($2::text[]))
+SELECT count(*) = cardinality($2::text[])
+  AND coalesce(bool_and((k.atttypid = 'text'::regtype OR (k.atttypid = 'varchar'::regtype AND k.atttypmod = -1))
+    AND coalesce((SELECT l.collisdeterministic FROM pg_collation l WHERE l.oid = k.attcollation), false)), false)
+  AND NOT EXISTS (SELECT 1 FROM pg_index i,
+      unnest(i.indkey::int2[], i.indcollation::oid[], i.indclass::oid[]) AS x(attnum, coll, opc)
+    WHERE i.indrelid = to_regclass($1) AND (i.indisunique OR i.indisexclusion)
+      AND x.attnum IN (SELECT attnum FROM k)
+      AND NOT (coalesce((SELECT l.collisdeterministic FROM pg_collation l WHERE l.oid = x.coll), false)
+        AND coalesce((SELECT o.opcdefault FROM pg_opclass o WHERE o.oid = x.opc), false)))
+FROM k`
+
+// exactKeyReady reads exactKeyPG for sp's key columns: false when they
+// are not exact, or it cannot tell.
+func exactKeyReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
+	if len(sp.keys) == 0 {
+		return true // no key: every row goes by COPY, none by part 1
+	}
+	names := []byte{'{'}
+	for n, j := range sp.keys {
+		if j >= len(sp.columns) {
+			return false
+		}
+		if n > 0 {
+			names = append(names, ',')
+		}
+		names = appendArrayElem(names, []byte(foldPostgres(sp.columns[j])))
+	}
+	names = append(names, '}')
+	res := c.ExecParams(ctx, exactKeyPG, [][]byte{[]byte(sp.table), names}, nil, nil, nil).Read()
+	return res.Err == nil && len(res.Rows) == 1 && string(res.Rows[0][0]) == "t"
 }
 
 // due reports whether the next batch tries a split write.
@@ -348,15 +405,25 @@ func (s *sqlServerSink) splitFailed(ctx context.Context, c *pgConn, err error) e
 // splitTx runs a split write's transaction, its rows placed in sc's
 // parts as COPY reads data (in full beforehand, or as it reads:
 // pgstream.go): BEGIN and the COPY of part 2 in one query, then parts 1
-// and 3, the outbox position and COMMIT in one pipeline. Any error
-// leaves the transaction for the caller to roll back.
+// and 3, the outbox position and COMMIT in one pipeline. Where the key
+// is not exact, part 1 goes first (placed beforehand), in a pipeline of
+// its own with BEGIN. Any error leaves the transaction for the caller to
+// roll back.
 func (s *sqlServerSink) splitTx(ctx context.Context, c *pgConn, sc *pgScratch, recs []*runtime.Record, data io.Reader) (absorbed int64, err error) {
-	if _, err := c.conn.CopyFrom(ctx, data, "BEGIN; "+s.split.copySQL); err != nil {
+	begin := "BEGIN; "
+	if !s.split.exact {
+		if absorbed, err = s.stagedPipeline(ctx, c, recs, sc.rows, sc.before, true, false); err != nil {
+			return 0, err
+		}
+		sc.before, begin = sc.before[:0], ""
+	}
+	if _, err := c.conn.CopyFrom(ctx, data, begin+s.split.copySQL); err != nil {
 		return 0, err
 	}
 	if len(sc.live) == 0 {
 		return 0, errNoRows
 	}
 	sc.before = append(sc.before, sc.after...)
-	return s.stagedPipeline(ctx, c, recs, sc.rows, sc.before, false, true)
+	n, err := s.stagedPipeline(ctx, c, recs, sc.rows, sc.before, false, true)
+	return absorbed + n, err
 }

@@ -128,6 +128,22 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 				{{"", int64(2), nil}, {"", int64(3), nil}},
 				{{"", int64(4), nil}, {"b", int64(5), nil}, {"a", int64(6), nil}, {"", int64(7), nil}},
 			}, copied: true},
+		// Two spellings of one key, where the filter holds the first (its
+		// row deleted since) and not the second: were part 1 to run after
+		// the COPY of part 2, 05 would take the key before 5, read first.
+		{name: "two spellings of an integer key", table: "CREATE TABLE %s (id BIGINT PRIMARY KEY, amount BIGINT, body TEXT)",
+			conflict: "ON CONFLICT (id) DO NOTHING", between: "DELETE FROM %s WHERE id = 5",
+			batches: [][]splitRec{{{"5", int64(1), "first"}}, {{"5", int64(2), "a"}, {"05", int64(3), "b"}}},
+			copied:  true, missed: true},
+		{name: "two spellings of an integer key, latest wins", table: "CREATE TABLE %s (id BIGINT PRIMARY KEY, amount BIGINT, body TEXT)",
+			conflict: "ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount, body = EXCLUDED.body", between: "DELETE FROM %s WHERE id = 5",
+			batches: [][]splitRec{{{"5", int64(1), "first"}}, {{"5", int64(2), "a"}, {"05", int64(3), "b"}}},
+			copied:  true, missed: true},
+		{name: "two spellings under a case-blind collation",
+			table:    "CREATE COLLATION IF NOT EXISTS %[1]s_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false); CREATE TABLE %[1]s (id TEXT COLLATE %[1]s_ci PRIMARY KEY, amount BIGINT, body TEXT)",
+			conflict: "ON CONFLICT (id) DO NOTHING", between: "DELETE FROM %s WHERE id = 'k'",
+			batches: [][]splitRec{{{"k", int64(1), "first"}}, {{"k", int64(2), "a"}, {"K", int64(3), "b"}}},
+			copied:  true, missed: true},
 		{name: "a row deleted between batches", conflict: "ON CONFLICT (id) DO NOTHING",
 			between: "DELETE FROM %s WHERE id = 'a'",
 			batches: [][]splitRec{
@@ -281,6 +297,51 @@ func TestPostgresSplitWriteQualifies(t *testing.T) {
 			}
 			if got := pgQuery(t, url, `SELECT id, amount FROM `+table, scanOrderRows); len(got) != 2 {
 				t.Errorf("rows %v, want a and b", got)
+			}
+		})
+	}
+}
+
+// A split write runs part 1 after the COPY of part 2 only where two rows
+// share a key exactly when their key texts are the same (an allow-list
+// read from the catalog); elsewhere part 1 goes first.
+func TestPostgresSplitKeyExact(t *testing.T) {
+	url := testsrv.Postgres(t)
+	for _, tc := range []struct {
+		name, ddl, cols, conflict string
+		exact                     bool
+	}{
+		{"text", "(id TEXT PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", true},
+		{"text, no target", "(id TEXT PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT DO NOTHING", true},
+		{"varchar", "(id VARCHAR PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v", true},
+		{"quoted name", `("Id" TEXT PRIMARY KEY, v TEXT)`, `"Id", v`, `ON CONFLICT ("Id") DO NOTHING`, true},
+		{"two text columns", "(id TEXT, v TEXT, UNIQUE (id, v))", "id, v", "ON CONFLICT (id, v) DO NOTHING", true},
+		{"no conflict clause", "(id BIGINT PRIMARY KEY, v TEXT)", "id, v", "", true},
+		{"bigint", "(id BIGINT PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
+		{"varchar with a length", "(id VARCHAR(8) PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
+		{"character", "(id CHAR(4) PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
+		{"uuid", "(id UUID PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
+		{"text and an integer", "(id TEXT, n BIGINT, PRIMARY KEY (id, n))", "id, n", "ON CONFLICT (id, n) DO NOTHING", false},
+		{"an index of another operator class", "(id TEXT, v TEXT); CREATE UNIQUE INDEX ON %[1]s (id text_pattern_ops)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
+		{"a case-blind collation", "(id TEXT COLLATE %[1]s_ci PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
+		{"a case-blind index", "(id TEXT, v TEXT); CREATE UNIQUE INDEX ON %[1]s (id COLLATE %[1]s_ci)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := "x_" + strings.NewReplacer(" ", "_", "-", "_", ",", "").Replace(tc.name)
+			ddl := fmt.Sprintf("CREATE COLLATION IF NOT EXISTS %[1]s_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false); CREATE TABLE %[1]s "+tc.ddl, table)
+			s, err := newServerSinkForTest(t, map[string]plan.Value{
+				"url":          strV(url),
+				"create_table": strV(ddl),
+				"insert_query": tmplV(lit("INSERT INTO "+table+" ("+tc.cols+") VALUES ("), ex(`meta["mqb.id"]`), lit(", "), ex("payload.body"), lit(") "+tc.conflict))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp := s.(*sqlSink).server.split
+			if sp == nil {
+				t.Fatal("no split writes")
+			}
+			if sp.exact != tc.exact {
+				t.Errorf("exact key %v, want %v", sp.exact, tc.exact)
 			}
 		})
 	}

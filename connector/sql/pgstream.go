@@ -16,7 +16,8 @@ import (
 // its part (pgSplit.place, the same choice parts makes for a whole
 // batch) and renders the rows of part 2, so the server parses the first
 // rows while the sink binds the next. Parts 1 and 3 follow in one
-// pipeline with COMMIT, as before. When COPY stops early (a conflict),
+// pipeline with COMMIT, as before: only where the key is exact
+// (pgSplit.exact), as part 1 is known only once COPY has read the batch. When COPY stops early (a conflict),
 // the records it did not read are bound after it, and the batch goes to
 // the staged statement whole, as before. Where the rows go in key order
 // (concurrency above 1 with a key: lockorder.go) they are all bound

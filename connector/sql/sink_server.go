@@ -765,7 +765,7 @@ func (s *sqlServerSink) writePG(ctx context.Context, recs []*runtime.Record) err
 	split := s.stage != nil && !s.stageOff.Load() && s.split != nil && s.split.due()
 	var rows [][][]byte
 	var live []int
-	if split && len(s.order) == 0 {
+	if split && len(s.order) == 0 && s.split.exact {
 		// Bound as the write's COPY reads them (pgstream.go).
 		absorbed, done, err := s.splitStreamPG(ctx, c, sc, recs)
 		if err != nil {
