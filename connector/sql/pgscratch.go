@@ -20,6 +20,7 @@ type pgScratch struct {
 	first                 map[uint64]bool // of the write's keys: whose first row went by COPY
 	key                   []byte
 	copy                  copyReader
+	aside                 *asideWrite // part 1 of a streamed split write, on a connection of its own
 }
 
 // scratchPool hands out a sink's scratches; one per write in flight.

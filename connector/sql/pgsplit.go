@@ -94,6 +94,9 @@ type pgSplit struct {
 	// their texts are the same (splitReady reads it from the catalog);
 	// then part 1 may run after part 2 (see above).
 	exact bool
+	// doNothing: the conflict clause is DO NOTHING; aside: part 1 may
+	// run beside the COPY on a connection of its own (pgaside.go).
+	doNothing, aside bool
 
 	mu      sync.Mutex   // guards what follows
 	written *keyFilter   // hashes of the keys this sink wrote, or tried to
@@ -102,6 +105,7 @@ type pgSplit struct {
 	wait    int          // the skip after the next failure is twice this
 
 	copied atomic.Int64 // batches written by split writes
+	asides atomic.Int64 // of which part 1 ran beside the COPY (pgaside.go)
 	missed atomic.Int64 // split writes COPY refused, written again staged
 }
 
@@ -140,11 +144,12 @@ func splitTarget(parts []plan.Part) *pgSplit {
 	switch tail := strings.TrimSpace(sql[closing+1:]); {
 	case tail == "":
 	case doNothingRE().MatchString(tail):
-		sp.query, sp.byPrimaryKey = parts, true // splitReady reads the key
+		sp.query, sp.byPrimaryKey, sp.doNothing = parts, true, true // splitReady reads the key
 	default:
 		if sp.keys = lockOrderOf(parts, pgConflictTarget(parts), foldPostgres); sp.keys == nil {
 			return nil
 		}
+		sp.doNothing = endsDoNothingRE().MatchString(tail)
 	}
 	return sp
 }
@@ -154,6 +159,9 @@ func splitTarget(parts []plan.Part) *pgSplit {
 // primary key's columns then; a conflict on another index fails its
 // COPY as any conflict does.
 var doNothingRE = lazyre.New(`(?is)^ON\s+CONFLICT\s+DO\s+NOTHING$`)
+
+// endsDoNothingRE matches a conflict clause whose action is DO NOTHING.
+var endsDoNothingRE = lazyre.New(`(?is)\bDO\s+NOTHING$`)
 
 // primaryKeyPG lists the columns of the primary key of the table named
 // $1, quoted as needed, in the key's order.
@@ -168,6 +176,10 @@ const primaryKeyPG = `SELECT quote_ident(a.attname) FROM pg_index i
 // second, and a split write runs part 1 after part 2 (see above).
 const otherUniquePG = `SELECT count(*) FROM pg_index
  WHERE indrelid = to_regclass($1) AND (indisunique OR indisexclusion) AND NOT indisprimary`
+
+// uniquePG counts the unique and exclusion indexes of the table named $1.
+const uniquePG = `SELECT count(*) FROM pg_index
+ WHERE indrelid = to_regclass($1) AND (indisunique OR indisexclusion)`
 
 // splitQualifies reads from the catalog whether table is one COPY writes
 // as the statement would (see above).
@@ -205,6 +217,10 @@ func splitReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
 		}
 	}
 	sp.exact = exactKeyReady(ctx, c, sp)
+	if sp.exact && sp.doNothing && len(sp.keys) > 0 {
+		res := c.ExecParams(ctx, uniquePG, [][]byte{[]byte(sp.table)}, nil, nil, nil).Read()
+		sp.aside = res.Err == nil && len(res.Rows) == 1 && string(res.Rows[0][0]) == "1"
+	}
 	sp.written = newKeyFilter(splitFilterKeys)
 	sp.seed = maphash.MakeSeed()
 	return true
@@ -417,7 +433,19 @@ func (s *sqlServerSink) splitTx(ctx context.Context, c *pgConn, sc *pgScratch, r
 		}
 		sc.before, begin = sc.before[:0], ""
 	}
-	if _, err := c.conn.CopyFrom(ctx, data, begin+s.split.copySQL); err != nil {
+	_, err = c.conn.CopyFrom(ctx, data, begin+s.split.copySQL)
+	if a := sc.aside; a != nil { // part 1 beside the COPY (pgaside.go)
+		sc.aside = nil
+		keep := err == nil && len(sc.live) > 0
+		n, ran, aerr := a.finish(sc, keep)
+		if ran && keep {
+			if err = aerr; err == nil {
+				s.split.asides.Add(1)
+			}
+			absorbed, sc.before = absorbed+n, sc.before[:0]
+		}
+	}
+	if err != nil {
 		return 0, err
 	}
 	if len(sc.live) == 0 {

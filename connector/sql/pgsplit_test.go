@@ -48,6 +48,20 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 	for i := 2; i < 20000; i++ {
 		large = append(large, splitRec{fmt.Sprint("l-", i), int64(i), strings.Repeat("x", 40)})
 	}
+	// Part 1 beside the COPY (pgaside.go): more than a chunk of rows of
+	// keys written before, a third of them deleted since (which part 1
+	// writes again), among new keys; then the same with a row part 1
+	// refuses.
+	var aside1, aside2, aside3 []splitRec
+	for i := range 1500 {
+		aside1 = append(aside1, splitRec{fmt.Sprint("s-", i), int64(i), nil})
+		aside2 = append(aside2, splitRec{fmt.Sprint("s-", i), int64(10000 + i), "again"}, splitRec{fmt.Sprint("t-", i), int64(i), nil})
+		var amount any = int64(20000 + i)
+		if i == 1000 {
+			amount = "twelve"
+		}
+		aside3 = append(aside3, splitRec{fmt.Sprint("u-", i), int64(i), nil}, splitRec{fmt.Sprint("s-", i), amount, "third"})
+	}
 	for _, tc := range []struct {
 		name     string
 		table    string // %s: the table's name
@@ -58,6 +72,7 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 		copied   bool // some batch went by COPY
 		missed   bool // COPY refused some batch
 		off      bool // the table gets no split writes (pgsplit.go says why)
+		aside    bool // some write ran part 1 beside the COPY
 	}{
 		{name: "do nothing, repeats in and across batches", conflict: "ON CONFLICT (id) DO NOTHING",
 			batches: [][]splitRec{
@@ -144,6 +159,9 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 			conflict: "ON CONFLICT (id) DO NOTHING", between: "DELETE FROM %s WHERE id = 'k'",
 			batches: [][]splitRec{{{"k", int64(1), "first"}}, {{"k", int64(2), "a"}, {"K", int64(3), "b"}}},
 			copied:  true, missed: true},
+		{name: "part 1 beside the COPY", conflict: "ON CONFLICT (id) DO NOTHING",
+			between: "DELETE FROM %s WHERE amount %% 3 = 0",
+			batches: [][]splitRec{aside1, aside2, aside3}, copied: true, missed: true, aside: true},
 		{name: "a row deleted between batches", conflict: "ON CONFLICT (id) DO NOTHING",
 			between: "DELETE FROM %s WHERE id = 'a'",
 			batches: [][]splitRec{
@@ -224,6 +242,10 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 						_, copied, missed := pgSplitting(s)
 						if (copied > 0) != tc.copied || (missed > 0) != tc.missed {
 							t.Errorf("%d batches by COPY, %d refused by it; want some by COPY %v, some refused %v", copied, missed, tc.copied, tc.missed)
+						}
+						if sp := s.(*sqlSink).server.split; sp != nil && (sp.asides.Load() > 0) != (tc.aside && !keyOrder) {
+							asides := sp.asides.Load()
+							t.Errorf("%d writes ran part 1 beside the COPY, want some %v", asides, tc.aside && !keyOrder)
 						}
 					}
 				}

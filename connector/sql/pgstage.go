@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 
@@ -382,17 +383,47 @@ func (s *sqlServerSink) stagePG(ctx context.Context, c *pgConn, recs []*runtime.
 // position (if any) and COMMIT when commit is, and returns how many of
 // the rows changed nothing.
 func (s *sqlServerSink) stagedPipeline(ctx context.Context, c *pgConn, recs []*runtime.Record, rows [][][]byte, idx []int, begin, commit bool) (int64, error) {
+	return s.chunkPipeline(ctx, c, recs, chunksOf(rows, idx), pipeEnds{begin: begin, commit: commit})
+}
+
+// chunksOf yields the rows idx a chunk at a time.
+func chunksOf(rows [][][]byte, idx []int) iter.Seq2[[][][]byte, []int] {
+	return func(yield func([][][]byte, []int) bool) {
+		for start := 0; start < len(idx); start += stageChunk {
+			if !yield(rows, idx[start:min(start+stageChunk, len(idx))]) {
+				return
+			}
+		}
+	}
+}
+
+// pipeEnds is what a staged pipeline sends around its chunks.
+type pipeEnds struct {
+	begin  bool // BEGIN first
+	lazy   bool // then asideSettings (pgaside.go)
+	commit bool // the outbox position, if any, and COMMIT last
+}
+
+// chunkPipeline sends each chunk of rows (rows, and the indexes of the
+// chunk's rows in it) through the staged statement as it comes, in one
+// pipeline with ends around them, and returns how many of the rows
+// changed nothing.
+func (s *sqlServerSink) chunkPipeline(ctx context.Context, c *pgConn, recs []*runtime.Record, chunkRows iter.Seq2[[][][]byte, []int], ends pipeEnds) (int64, error) {
 	p := c.conn.StartPipeline(ctx)
 	steps := 0
-	if begin {
+	if ends.begin {
 		p.SendQueryParams("BEGIN", nil, nil, nil, nil)
 		steps++
 	}
+	if ends.lazy {
+		p.SendQueryParams(asideSettings, nil, nil, nil, nil)
+		steps++
+	}
+	firstChunk := steps
 	args := make([][]byte, s.stage.params)
 	formats := make([]int16, s.stage.params)
 	var chunks []int
-	for start := 0; start < len(idx); start += stageChunk {
-		ch := idx[start:min(start+stageChunk, len(idx))]
+	for rows, ch := range chunkRows {
 		s.stageArrays(args, formats, rows, ch)
 		p.SendQueryPrepared(pgStageStmt, args, formats, nil)
 		// Flush copies args into the socket: the buffers are free for
@@ -403,7 +434,7 @@ func (s *sqlServerSink) stagedPipeline(ctx context.Context, c *pgConn, recs []*r
 		}
 		chunks = append(chunks, len(ch))
 	}
-	if commit {
+	if ends.commit {
 		if s.outboxRoute != "" {
 			p.SendQueryParams(outboxUpsertPG, [][]byte{[]byte(s.outboxRoute), strconv.AppendUint(nil, outboxNext(recs), 10)}, nil, nil, nil)
 			steps++
@@ -420,10 +451,6 @@ func (s *sqlServerSink) stagedPipeline(ctx context.Context, c *pgConn, recs []*r
 	// an error the server skips the rest up to the Sync.
 	var absorbed int64
 	var failed error
-	firstChunk := 0
-	if begin {
-		firstChunk = 1
-	}
 	for k := 0; k < steps+len(chunks) && failed == nil; k++ {
 		tag, err := pipelineResult(p)
 		var pe *pgconn.PgError

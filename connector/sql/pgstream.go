@@ -52,6 +52,8 @@ func (r *splitReader) next(buf []byte) ([]byte, bool) {
 	r.i++
 	if r.b.bind(i, r.recs[i]) && r.sp.place(sc, sc.rows, i) {
 		buf = appendCopyRow(buf, sc.rows[i])
+	} else if sc.aside != nil {
+		sc.aside.hand(sc, false)
 	}
 	return buf, true
 }
@@ -75,6 +77,7 @@ func (s *sqlServerSink) splitStreamPG(ctx context.Context, c *pgConn, sc *pgScra
 		rd.finish()
 		return 0, false, nil // the staged write says what it means
 	}
+	sc.aside = s.newAside(ctx)
 	absorbed, err = s.splitTx(ctx, c, sc, recs, rd)
 	rd.finish()
 	if errors.Is(err, errNoRows) {

@@ -184,6 +184,9 @@ func newSQLServerSink(ctx context.Context, b *runtime.BuildEnv, sc *sqlSinkConfi
 		if s.stage != nil && b.Concurrency() > 1 {
 			s.order = lockOrderOf(sc.InsertQuery, pgConflictTarget(sc.InsertQuery), foldPostgres)
 		}
+		if s.split != nil && b.Concurrency() > 1 {
+			s.split.aside = false // one write in flight (pgaside.go)
+		}
 	case dialectMySQL:
 		cfg, err := mysqlConfig(raw)
 		if err != nil {

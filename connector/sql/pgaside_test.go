@@ -1,0 +1,94 @@
+package sql
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqb-dev/mqb/internal/testsrv"
+	"github.com/mqb-dev/mqb/plan"
+	"github.com/mqb-dev/mqb/runtime"
+)
+
+// Two sinks writing one table at once (two routes, or two instances of
+// one), each holding in its filter the keys the other now writes first
+// by COPY: each sink's part 1 (pgaside.go) waits for the other's COPY,
+// whose sink waits for its own part 1, a cycle the server cannot see.
+// Part 1 gives up its lock wait, the batch goes by the staged statement,
+// and both writes finish with every row in the table.
+func TestPostgresSplitAsideOtherWriter(t *testing.T) {
+	url := testsrv.Postgres(t)
+	const table = "aside_other_writer"
+	sink := func() runtime.Sink {
+		s, err := newServerSinkForTest(t, map[string]plan.Value{
+			"url":          strV(url),
+			"create_table": strV("CREATE TABLE IF NOT EXISTS " + table + " (id TEXT PRIMARY KEY, amount BIGINT, body TEXT)"),
+			"insert_query": tmplV(lit("INSERT INTO "+table+" (id, amount, body) VALUES ("), ex(`meta["mqb.id"]`), lit(", "),
+				ex("payload.amount"), lit(", "), ex("payload.body"), lit(") ON CONFLICT (id) DO NOTHING"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp := s.(*sqlSink).server.split; sp == nil || !sp.aside {
+			t.Fatal("the sink would not run part 1 beside its COPY")
+		}
+		return s
+	}
+	x, y := sink(), sink()
+	records := func(first string, prefix string, n int) []*runtime.Record {
+		recs := []*runtime.Record{splitRec{first, int64(-1), nil}.record()}
+		for i := range n {
+			recs = append(recs, splitRec{fmt.Sprint(prefix, i), int64(i), nil}.record())
+		}
+		return recs
+	}
+	write := func(ctx context.Context, s runtime.Sink, recs []*runtime.Record) error {
+		var err error
+		for range 3 { // a deadlock the server breaks is the batch's error, written again
+			if err = s.Write(ctx, recs); err == nil {
+				return nil
+			}
+		}
+		return err
+	}
+	for round := range 4 {
+		j, k := fmt.Sprintf("j%d-", round), fmt.Sprintf("k%d-", round)
+		// x has written the j keys, y the k keys; then the rows go.
+		if err := x.Write(context.Background(), records("xj", j, 600)[1:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := y.Write(context.Background(), records("yk", k, 600)[1:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := pgExec(url, "DELETE FROM "+table); err != nil {
+			t.Fatal(err)
+		}
+		// x copies k…0 and sends the j keys by part 1; y the other way.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var wg sync.WaitGroup
+		var errs [2]error
+		for n, w := range []struct {
+			s   runtime.Sink
+			rec []*runtime.Record
+		}{{x, records(k+"0", j, 600)}, {y, records(j+"0", k, 600)}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[n] = write(ctx, w.s, w.rec)
+			}()
+		}
+		wg.Wait()
+		cancel()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if got := pgQuery(t, url, "SELECT count(*)::text, '' FROM "+table, scanPairs[string]); len(got) != 1 || !hasKey(got, "1200") {
+			t.Fatalf("round %d: %v rows, want 1200", round, got)
+		}
+	}
+}
+
+func hasKey[V any](m map[string]V, k string) bool { _, ok := m[k]; return ok }
