@@ -45,7 +45,10 @@ import (
 //
 // Part 1's transaction commits with synchronous_commit off, so its
 // COMMIT does not wait for the disk: the main transaction's COMMIT comes
-// after it in the write-ahead log and waits for both. Write returns only
+// after it in the write-ahead log and waits for both. Only a transaction
+// that wrote something waits for the disk at its COMMIT, so where the
+// COPY wrote no row (every key of the batch is one the sink wrote
+// before), part 1 commits with synchronous_commit on. Write returns only
 // after both committed; if part 1 fails (a row refused), the main
 // transaction is rolled back and the staged statement writes the batch;
 // if the main transaction fails after part 1 committed, Write returns
@@ -70,6 +73,7 @@ type asideWrite struct {
 	chunks chan [][][]byte // part 1's rows, a chunk at a time
 	quit   chan struct{}   // closed when the aside stops reading chunks
 	drop   atomic.Bool     // set before chunks closes: roll back
+	sync   atomic.Bool     // set before chunks closes: commit waiting for the disk
 	result chan asideResult
 	sent   int // rows of sc.before handed over
 }
@@ -116,6 +120,8 @@ func (a *asideWrite) start() bool {
 			end = "ROLLBACK"
 		case a.drop.Load():
 			end, err = "ROLLBACK", errAsideDropped
+		case a.sync.Load():
+			end = "SET LOCAL synchronous_commit = on; COMMIT"
 		}
 		if _, eerr := c.conn.Exec(ctx, end).ReadAll(); eerr != nil && err == nil {
 			err = eerr
@@ -169,8 +175,9 @@ func (a *asideWrite) hand(sc *pgScratch, all bool) {
 }
 
 // finish hands over the rest of part 1 and waits for its transaction:
-// committed when keep is set, rolled back otherwise. ran is false when
-// the aside never started: part 1 is all in sc.before still.
+// committed when keep is set (waiting for the disk when the COPY wrote
+// no row), rolled back otherwise. ran is false when the aside never
+// started: part 1 is all in sc.before still.
 func (a *asideWrite) finish(sc *pgScratch, keep bool) (absorbed int64, ran bool, err error) {
 	if !a.on {
 		return 0, false, nil
@@ -179,6 +186,7 @@ func (a *asideWrite) finish(sc *pgScratch, keep bool) (absorbed int64, ran bool,
 		a.hand(sc, true)
 	}
 	a.drop.Store(!keep)
+	a.sync.Store(len(sc.copied) == 0)
 	close(a.chunks)
 	r := <-a.result
 	return r.absorbed, true, r.err

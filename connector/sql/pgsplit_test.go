@@ -62,6 +62,12 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 		}
 		aside3 = append(aside3, splitRec{fmt.Sprint("u-", i), int64(i), nil}, splitRec{fmt.Sprint("s-", i), amount, "third"})
 	}
+	// Part 1 only: every key written before, so the COPY writes no row
+	// (and part 1 commits waiting for the disk itself).
+	var again []splitRec
+	for i := range 1500 {
+		again = append(again, splitRec{fmt.Sprint("s-", i), int64(30000 + i), "fourth"})
+	}
 	for _, tc := range []struct {
 		name     string
 		table    string // %s: the table's name
@@ -162,6 +168,9 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 		{name: "part 1 beside the COPY", conflict: "ON CONFLICT (id) DO NOTHING",
 			between: "DELETE FROM %s WHERE amount %% 3 = 0",
 			batches: [][]splitRec{aside1, aside2, aside3}, copied: true, missed: true, aside: true},
+		{name: "part 1 beside a COPY of no row", conflict: "ON CONFLICT (id) DO NOTHING",
+			between: "DELETE FROM %s WHERE amount %% 3 = 0",
+			batches: [][]splitRec{aside1, again, again}, copied: true, aside: true},
 		{name: "a row deleted between batches", conflict: "ON CONFLICT (id) DO NOTHING",
 			between: "DELETE FROM %s WHERE id = 'a'",
 			batches: [][]splitRec{

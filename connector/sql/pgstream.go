@@ -16,10 +16,11 @@ import (
 // its part (pgSplit.place, the same choice parts makes for a whole
 // batch) and renders the rows of part 2, so the server parses the first
 // rows while the sink binds the next. Parts 1 and 3 follow in one
-// pipeline with COMMIT, as before: only where the key is exact
-// (pgSplit.exact), as part 1 is known only once COPY has read the batch. When COPY stops early (a conflict),
-// the records it did not read are bound after it, and the batch goes to
-// the staged statement whole, as before. Where the rows go in key order
+// pipeline with COMMIT, as before (or part 1 beside the COPY: pgaside.go),
+// so only where the key is exact (pgSplit.exact): part 1 is known only
+// once COPY has read the batch. When COPY stops early (a conflict), the
+// records it did not read are bound after it, and the batch goes to the
+// staged statement whole, as before. Where the rows go in key order
 // (concurrency above 1 with a key: lockorder.go) they are all bound
 // first, to be sorted.
 
