@@ -21,6 +21,7 @@ type pgScratch struct {
 	key                   []byte
 	copy                  copyReader
 	aside                 *asideWrite // part 1 of a streamed split write, on a connection of its own
+	inexact               bool        // a key of the write is not in its form (pgexactkey.go)
 }
 
 // scratchPool hands out a sink's scratches; one per write in flight.

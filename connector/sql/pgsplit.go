@@ -43,12 +43,15 @@ import (
 // split write) under a conflict target, and which ON CONFLICT DO NOTHING
 // without a target would absorb in whichever row came second: such a
 // table (a unique or exclusion index besides the primary key) gets no
-// split writes. The parts share no key only where a key is its text: a
-// text or varchar column under a deterministic collation (an allow-list,
-// exactKeyPG). In an integer column 5 and 05 are one key, which would go
-// by part 1 and part 2, and part 2's row would take it first; there part
-// 1 goes first, in a round trip of its own, and its rows are placed
-// before COPY starts, so COPY fails on such a row as on any conflict.
+// split writes. The parts share no key only where a key is its text (in
+// an integer column 5 and 05 are one key, which would go by part 1 and
+// part 2, and part 2's row would take it first): a text or varchar
+// column under a deterministic collation, or an integer or uuid column
+// whose texts are in the form the server prints them (an allow-list,
+// pgexactkey.go). A streamed write that meets a key in another form
+// stops its COPY and the staged statement writes the batch; elsewhere
+// part 1 goes first, in a round trip of its own, its rows placed before
+// COPY starts, so COPY fails on such a row as on any conflict.
 //
 // The filter only chooses the way a row goes; the table's unique index
 // decides. COPY fails on any row that would have met a conflict (a key
@@ -91,9 +94,11 @@ type pgSplit struct {
 	columns      []string // the columns COPY fills, as insert_query names them
 
 	// exact: the key's columns hold a value equal to another only when
-	// their texts are the same (splitReady reads it from the catalog);
-	// then part 1 may run after part 2 (see above).
+	// their texts are the same, where each is in its form (forms, one a
+	// key parameter; pgexactkey.go); then part 1 may run after part 2
+	// (see above).
 	exact bool
+	forms []keyForm
 	// doNothing: the conflict clause is DO NOTHING; aside: part 1 may
 	// run beside the COPY on a connection of its own (pgaside.go).
 	doNothing, aside bool
@@ -216,7 +221,7 @@ func splitReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
 			return false
 		}
 	}
-	sp.exact = exactKeyReady(ctx, c, sp)
+	sp.forms, sp.exact = exactKeyReady(ctx, c, sp)
 	if sp.exact && sp.doNothing && len(sp.keys) > 0 {
 		res := c.ExecParams(ctx, uniquePG, [][]byte{[]byte(sp.table)}, nil, nil, nil).Read()
 		sp.aside = res.Err == nil && len(res.Rows) == 1 && string(res.Rows[0][0]) == "1"
@@ -224,48 +229,6 @@ func splitReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
 	sp.written = newKeyFilter(splitFilterKeys)
 	sp.seed = maphash.MakeSeed()
 	return true
-}
-
-// exactKeyPG reads whether the columns named $2 of the table named $1
-// compare equal only when their texts are the same (an allow-list):
-// text, or varchar without a length (which would cut trailing blanks),
-// under a deterministic collation, in the column and in every unique or
-// exclusion index over it, with the type's default operator class.
-// Elsewhere two spellings are one key: 5 and 05 in an integer column,
-// 'a' and 'a ' in a character(n), any case under a case-blind collation.
-const exactKeyPG = `WITH k AS (
-  SELECT a.attnum, a.atttypid, a.atttypmod, a.attcollation FROM pg_attribute a
-  WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY ($2::text[]))
-SELECT count(*) = cardinality($2::text[])
-  AND coalesce(bool_and((k.atttypid = 'text'::regtype OR (k.atttypid = 'varchar'::regtype AND k.atttypmod = -1))
-    AND coalesce((SELECT l.collisdeterministic FROM pg_collation l WHERE l.oid = k.attcollation), false)), false)
-  AND NOT EXISTS (SELECT 1 FROM pg_index i,
-      unnest(i.indkey::int2[], i.indcollation::oid[], i.indclass::oid[]) AS x(attnum, coll, opc)
-    WHERE i.indrelid = to_regclass($1) AND (i.indisunique OR i.indisexclusion)
-      AND x.attnum IN (SELECT attnum FROM k)
-      AND NOT (coalesce((SELECT l.collisdeterministic FROM pg_collation l WHERE l.oid = x.coll), false)
-        AND coalesce((SELECT o.opcdefault FROM pg_opclass o WHERE o.oid = x.opc), false)))
-FROM k`
-
-// exactKeyReady reads exactKeyPG for sp's key columns: false when they
-// are not exact, or it cannot tell.
-func exactKeyReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
-	if len(sp.keys) == 0 {
-		return true // no key: every row goes by COPY, none by part 1
-	}
-	names := []byte{'{'}
-	for n, j := range sp.keys {
-		if j >= len(sp.columns) {
-			return false
-		}
-		if n > 0 {
-			names = append(names, ',')
-		}
-		names = appendArrayElem(names, []byte(foldPostgres(sp.columns[j])))
-	}
-	names = append(names, '}')
-	res := c.ExecParams(ctx, exactKeyPG, [][]byte{[]byte(sp.table), names}, nil, nil, nil).Read()
-	return res.Err == nil && len(res.Rows) == 1 && string(res.Rows[0][0]) == "t"
 }
 
 // due reports whether the next batch tries a split write.
@@ -342,6 +305,7 @@ func (sp *pgSplit) parts(sc *pgScratch, rows [][][]byte, live []int) {
 // startParts empties sc's parts for a write.
 func (sp *pgSplit) startParts(sc *pgScratch) {
 	sc.before, sc.copied, sc.after = sc.before[:0], sc.copied[:0], sc.after[:0]
+	sc.inexact = false
 	if sc.first == nil {
 		sc.first = map[uint64]bool{}
 	}
@@ -358,6 +322,9 @@ func (sp *pgSplit) place(sc *pgScratch, rows [][][]byte, i int) bool {
 	if sp.keys == nil {
 		sc.copied = append(sc.copied, i)
 		return true
+	}
+	if !sp.canonical(rows[i]) {
+		sc.inexact = true
 	}
 	sc.key = sp.key(sc.key[:0], rows[i])
 	h := maphash.Bytes(sp.seed, sc.key)
@@ -422,12 +389,12 @@ func (s *sqlServerSink) splitFailed(ctx context.Context, c *pgConn, err error) e
 // parts as COPY reads data (in full beforehand, or as it reads:
 // pgstream.go): BEGIN and the COPY of part 2 in one query, then parts 1
 // and 3, the outbox position and COMMIT in one pipeline. Where the key
-// is not exact, part 1 goes first (placed beforehand), in a pipeline of
-// its own with BEGIN. Any error leaves the transaction for the caller to
+// is not exact (or a key of the batch is not in its form), part 1 goes
+// first (placed beforehand), in a pipeline of its own with BEGIN. Any error leaves the transaction for the caller to
 // roll back.
 func (s *sqlServerSink) splitTx(ctx context.Context, c *pgConn, sc *pgScratch, recs []*runtime.Record, data io.Reader) (absorbed int64, err error) {
 	begin := "BEGIN; "
-	if !s.split.exact {
+	if !s.split.exact || sc.inexact {
 		if absorbed, err = s.stagedPipeline(ctx, c, recs, sc.rows, sc.before, true, false); err != nil {
 			return 0, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -160,6 +161,11 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 			conflict: "ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount, body = EXCLUDED.body", between: "DELETE FROM %s WHERE id = 5",
 			batches: [][]splitRec{{{"5", int64(1), "first"}}, {{"5", int64(2), "a"}, {"05", int64(3), "b"}}},
 			copied:  true, missed: true},
+		{name: "two spellings of a uuid key", table: "CREATE TABLE %s (id UUID PRIMARY KEY, amount BIGINT, body TEXT)",
+			conflict: "ON CONFLICT (id) DO NOTHING", between: "DELETE FROM %s WHERE amount = 1",
+			batches: [][]splitRec{{{"123e4567-e89b-12d3-a456-426614174000", int64(1), "first"}},
+				{{"123e4567-e89b-12d3-a456-426614174000", int64(2), "a"}, {"123E4567-E89B-12D3-A456-426614174000", int64(3), "b"}}},
+			copied: true, missed: true},
 		{name: "two spellings under a case-blind collation",
 			table:    "CREATE COLLATION IF NOT EXISTS %[1]s_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false); CREATE TABLE %[1]s (id TEXT COLLATE %[1]s_ci PRIMARY KEY, amount BIGINT, body TEXT)",
 			conflict: "ON CONFLICT (id) DO NOTHING", between: "DELETE FROM %s WHERE id = 'k'",
@@ -168,6 +174,9 @@ func TestPostgresSplitWriteMatchesStaged(t *testing.T) {
 		{name: "part 1 beside the COPY", conflict: "ON CONFLICT (id) DO NOTHING",
 			between: "DELETE FROM %s WHERE amount %% 3 = 0",
 			batches: [][]splitRec{aside1, aside2, aside3}, copied: true, missed: true, aside: true},
+		{name: "part 1 beside the COPY, an integer key", table: "CREATE TABLE %s (id BIGINT PRIMARY KEY, amount BIGINT, body TEXT)",
+			conflict: "ON CONFLICT (id) DO NOTHING", between: "DELETE FROM %s WHERE amount %% 3 = 0",
+			batches: [][]splitRec{intIDs(aside1), intIDs(aside2), intIDs(aside3)}, copied: true, missed: true, aside: true},
 		{name: "part 1 beside a COPY of no row", conflict: "ON CONFLICT (id) DO NOTHING",
 			between: "DELETE FROM %s WHERE amount %% 3 = 0",
 			batches: [][]splitRec{aside1, again, again}, copied: true, aside: true},
@@ -334,8 +343,9 @@ func TestPostgresSplitWriteQualifies(t *testing.T) {
 }
 
 // A split write runs part 1 after the COPY of part 2 only where two rows
-// share a key exactly when their key texts are the same (an allow-list
-// read from the catalog); elsewhere part 1 goes first.
+// share a key exactly when their key texts (in their column's form) are
+// the same: an allow-list read from the catalog (pgexactkey.go);
+// elsewhere part 1 goes first.
 func TestPostgresSplitKeyExact(t *testing.T) {
 	url := testsrv.Postgres(t)
 	for _, tc := range []struct {
@@ -348,11 +358,15 @@ func TestPostgresSplitKeyExact(t *testing.T) {
 		{"quoted name", `("Id" TEXT PRIMARY KEY, v TEXT)`, `"Id", v`, `ON CONFLICT ("Id") DO NOTHING`, true},
 		{"two text columns", "(id TEXT, v TEXT, UNIQUE (id, v))", "id, v", "ON CONFLICT (id, v) DO NOTHING", true},
 		{"no conflict clause", "(id BIGINT PRIMARY KEY, v TEXT)", "id, v", "", true},
-		{"bigint", "(id BIGINT PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
+		{"bigint", "(id BIGINT PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", true},
+		{"smallint", "(id SMALLINT PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", true},
+		{"numeric", "(id NUMERIC PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
+		{"timestamp", "(id TIMESTAMPTZ PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
 		{"varchar with a length", "(id VARCHAR(8) PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
 		{"character", "(id CHAR(4) PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
-		{"uuid", "(id UUID PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
-		{"text and an integer", "(id TEXT, n BIGINT, PRIMARY KEY (id, n))", "id, n", "ON CONFLICT (id, n) DO NOTHING", false},
+		{"uuid", "(id UUID PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", true},
+		{"text and an integer", "(id TEXT, n BIGINT, PRIMARY KEY (id, n))", "id, n", "ON CONFLICT (id, n) DO NOTHING", true},
+		{"text and a character", "(id TEXT, n CHAR(2), PRIMARY KEY (id, n))", "id, n", "ON CONFLICT (id, n) DO NOTHING", false},
 		{"an index of another operator class", "(id TEXT, v TEXT); CREATE UNIQUE INDEX ON %[1]s (id text_pattern_ops)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
 		{"a case-blind collation", "(id TEXT COLLATE %[1]s_ci PRIMARY KEY, v TEXT)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
 		{"a case-blind index", "(id TEXT, v TEXT); CREATE UNIQUE INDEX ON %[1]s (id COLLATE %[1]s_ci)", "id, v", "ON CONFLICT (id) DO NOTHING", false},
@@ -450,6 +464,43 @@ func TestSplitTarget(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.q, got, tc.want)
+		}
+	}
+}
+
+// intIDs is recs with each id's letters made digits (s-12 is 1012, t-12
+// 2012, u-12 3012), for a table keyed by an integer.
+func intIDs(recs []splitRec) []splitRec {
+	out := make([]splitRec, len(recs))
+	for i, r := range recs {
+		n, err := strconv.Atoi(r.id[2:])
+		if err != nil {
+			panic(r.id)
+		}
+		r.id = strconv.Itoa(int(r.id[0]-'r')*100000 + n)
+		out[i] = r
+	}
+	return out
+}
+
+// Key forms: a text is in its column's form only as the server prints
+// the value (pgexactkey.go).
+func TestKeyFormHolds(t *testing.T) {
+	for _, tc := range []struct {
+		f    keyForm
+		v    string
+		want bool
+	}{
+		{formText, " 05 ", true},
+		{formInt, "0", true}, {formInt, "5", true}, {formInt, "-5", true}, {formInt, "1234567890123", true},
+		{formInt, "05", false}, {formInt, "-0", false}, {formInt, "+5", false}, {formInt, " 5", false}, {formInt, "5 ", false},
+		{formInt, "5.0", false}, {formInt, "", false}, {formInt, "-", false}, {formInt, "1_000", false}, {formInt, "0x10", false},
+		{formUUID, "123e4567-e89b-12d3-a456-426614174000", true},
+		{formUUID, "123E4567-e89b-12d3-a456-426614174000", false}, {formUUID, "{123e4567-e89b-12d3-a456-426614174000}", false},
+		{formUUID, "123e4567e89b12d3a456426614174000", false}, {formUUID, "123e4567-e89b-12d3-a456-42661417400g", false},
+	} {
+		if got := tc.f.holds([]byte(tc.v)); got != tc.want {
+			t.Errorf("form %d holds %q: %v, want %v", tc.f, tc.v, got, tc.want)
 		}
 	}
 }

@@ -40,7 +40,11 @@ type splitReader struct {
 func (r *splitReader) Read(p []byte) (int, error) {
 	r.sp.mu.Lock()
 	defer r.sp.mu.Unlock()
-	return r.text.read(p, r.next)
+	n, err := r.text.read(p, r.next)
+	if r.b.sc.inexact {
+		return 0, errInexactKey // COPY stops: the staged statement writes the batch
+	}
+	return n, err
 }
 
 // next binds the next record and places its row, rendering it onto buf
