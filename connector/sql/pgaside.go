@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"sync/atomic"
 )
 
 // Part 1 aside: in a streamed split write (pgstream.go) the server runs
@@ -36,12 +35,16 @@ import (
 //
 // Neither transaction waits for the other, but with other writers to the
 // table (another route, another instance of this one) a wait can close a
-// cycle through the sink itself, which the server cannot see: part 1
-// waits for another writer's row, whose writer waits for its own part 1,
-// which waits for this write's COPY, which waits here for part 1. So
-// part 1 waits for no lock longer than asideLockWait: past it, it fails,
-// the main transaction is rolled back and the staged statement writes
-// the batch on one connection, where the server sees any deadlock.
+// cycle through the sink itself, which the server cannot see: the COPY
+// waits for a row of another writer's part 1, which stays open until
+// that writer's COPY ends, which waits for a row of this write's part 1,
+// which stays open until this COPY ends; or part 1 waits for another
+// writer's COPY, whose writer waits for its own part 1, which waits for
+// this write's COPY, which waits here for part 1. Every such cycle holds
+// a lock wait of a COPY or a part 1, so both transactions wait for no
+// lock longer than asideLockWait: past it, the split write fails, the
+// main transaction is rolled back and the staged statement writes the
+// batch on one connection, where the server sees any deadlock.
 //
 // Part 1's transaction commits with synchronous_commit off, so its
 // COMMIT does not wait for the disk: the main transaction's COMMIT comes
@@ -58,8 +61,13 @@ import (
 // the disk, and it waits for no lock longer than asideLockWait.
 const asideSettings = "SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', '" + asideLockWait + "', true)"
 
-// asideLockWait is the longest part 1 waits for a lock.
+// asideLockWait is the longest part 1, and the main transaction of a
+// write that may run it, wait for a lock.
 const asideLockWait = "200ms"
+
+// asideLockLimit sets asideLockWait for the main transaction, after its
+// BEGIN.
+const asideLockLimit = "SET LOCAL lock_timeout = '" + asideLockWait + "'; "
 
 // asideWrite is part 1 of one streamed split write, run on a second
 // connection once it fills a chunk (a smaller part 1 goes with part 3,
@@ -72,8 +80,7 @@ type asideWrite struct {
 
 	chunks chan [][][]byte // part 1's rows, a chunk at a time
 	quit   chan struct{}   // closed when the aside stops reading chunks
-	drop   atomic.Bool     // set before chunks closes: roll back
-	sync   atomic.Bool     // set before chunks closes: commit waiting for the disk
+	end    string          // how part 1's transaction ends, set by finish before chunks closes
 	result chan asideResult
 	sent   int // rows of sc.before handed over
 }
@@ -114,14 +121,12 @@ func (a *asideWrite) start() bool {
 		close(a.quit)
 		for range a.chunks { // until finish closes it
 		}
-		end := "COMMIT"
+		end := a.end // chunks is closed: finish set it
 		switch {
 		case err != nil:
 			end = "ROLLBACK"
-		case a.drop.Load():
-			end, err = "ROLLBACK", errAsideDropped
-		case a.sync.Load():
-			end = "SET LOCAL synchronous_commit = on; COMMIT"
+		case end == "ROLLBACK":
+			err = errAsideDropped
 		}
 		if _, eerr := c.conn.Exec(ctx, end).ReadAll(); eerr != nil && err == nil {
 			err = eerr
@@ -185,8 +190,14 @@ func (a *asideWrite) finish(sc *pgScratch, keep bool) (absorbed int64, ran bool,
 	if keep {
 		a.hand(sc, true)
 	}
-	a.drop.Store(!keep)
-	a.sync.Store(len(sc.copied) == 0)
+	switch {
+	case !keep:
+		a.end = "ROLLBACK"
+	case len(sc.copied) == 0: // the main COMMIT wrote nothing: it would not flush
+		a.end = "SET LOCAL synchronous_commit = on; COMMIT"
+	default:
+		a.end = "COMMIT"
+	}
 	close(a.chunks)
 	r := <-a.result
 	return r.absorbed, true, r.err

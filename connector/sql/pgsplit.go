@@ -175,14 +175,12 @@ const primaryKeyPG = `SELECT quote_ident(a.attname) FROM pg_index i
  WHERE i.indrelid = to_regclass($1) AND i.indisprimary
  ORDER BY array_position(i.indkey::int2[], a.attnum)`
 
-// otherUniquePG counts the unique and exclusion indexes of the table
-// named $1 other than its primary key: ON CONFLICT DO NOTHING without a
-// target absorbs a conflict on any of them, in whichever row comes
-// second, and a split write runs part 1 after part 2 (see above).
-const otherUniquePG = `SELECT count(*) FROM pg_index
- WHERE indrelid = to_regclass($1) AND (indisunique OR indisexclusion) AND NOT indisprimary`
-
 // uniquePG counts the unique and exclusion indexes of the table named $1.
+// Where the key is the primary key of ON CONFLICT DO NOTHING without a
+// target, it must be the only one: that clause absorbs a conflict on any
+// of them, in whichever row comes second, and a split write runs part 1
+// after part 2 (see above). Part 1 beside the COPY needs the same of any
+// key (pgaside.go).
 const uniquePG = `SELECT count(*) FROM pg_index
  WHERE indrelid = to_regclass($1) AND (indisunique OR indisexclusion)`
 
@@ -216,19 +214,22 @@ func splitReady(ctx context.Context, c *pgconn.PgConn, sp *pgSplit) bool {
 		if sp.keys = lockOrderOf(sp.query, cols, foldPostgres); sp.keys == nil {
 			return false
 		}
-		res = c.ExecParams(ctx, otherUniquePG, [][]byte{[]byte(sp.table)}, nil, nil, nil).Read()
-		if res.Err != nil || len(res.Rows) != 1 || string(res.Rows[0][0]) != "0" {
+		if !onlyUnique(ctx, c, sp.table) {
 			return false
 		}
 	}
 	sp.forms, sp.exact = exactKeyReady(ctx, c, sp)
-	if sp.exact && sp.doNothing && len(sp.keys) > 0 {
-		res := c.ExecParams(ctx, uniquePG, [][]byte{[]byte(sp.table)}, nil, nil, nil).Read()
-		sp.aside = res.Err == nil && len(res.Rows) == 1 && string(res.Rows[0][0]) == "1"
-	}
+	sp.aside = sp.exact && sp.doNothing && len(sp.keys) > 0 && (sp.byPrimaryKey || onlyUnique(ctx, c, sp.table))
 	sp.written = newKeyFilter(splitFilterKeys)
 	sp.seed = maphash.MakeSeed()
 	return true
+}
+
+// onlyUnique reads uniquePG: whether the table has one unique or
+// exclusion index, no more (false when it cannot tell).
+func onlyUnique(ctx context.Context, c *pgconn.PgConn, table string) bool {
+	res := c.ExecParams(ctx, uniquePG, [][]byte{[]byte(table)}, nil, nil, nil).Read()
+	return res.Err == nil && len(res.Rows) == 1 && string(res.Rows[0][0]) == "1"
 }
 
 // due reports whether the next batch tries a split write.
@@ -290,9 +291,10 @@ func (sp *pgSplit) remember(rows [][][]byte, live []int) {
 }
 
 // parts splits live (in the order they are written) into the three
-// parts of a split write, sc.before, sc.copied and sc.after, and adds the keys it sends by COPY to the
-// filter (a key the batch then fails to write only sends its rows by
-// part 1 next time, which writes them all the same).
+// parts of a split write, sc.before, sc.copied and sc.after, and adds
+// the keys it sends by COPY to the filter (a key the batch then fails to
+// write only sends its rows by part 1 next time, which writes them all
+// the same).
 func (sp *pgSplit) parts(sc *pgScratch, rows [][][]byte, live []int) {
 	sp.startParts(sc)
 	sp.mu.Lock()
@@ -390,10 +392,13 @@ func (s *sqlServerSink) splitFailed(ctx context.Context, c *pgConn, err error) e
 // pgstream.go): BEGIN and the COPY of part 2 in one query, then parts 1
 // and 3, the outbox position and COMMIT in one pipeline. Where the key
 // is not exact (or a key of the batch is not in its form), part 1 goes
-// first (placed beforehand), in a pipeline of its own with BEGIN. Any error leaves the transaction for the caller to
-// roll back.
+// first (placed beforehand), in a pipeline of its own with BEGIN. Any
+// error leaves the transaction for the caller to roll back.
 func (s *sqlServerSink) splitTx(ctx context.Context, c *pgConn, sc *pgScratch, recs []*runtime.Record, data io.Reader) (absorbed int64, err error) {
 	begin := "BEGIN; "
+	if sc.aside != nil {
+		begin += asideLockLimit // pgaside.go
+	}
 	if !s.split.exact || sc.inexact {
 		if absorbed, err = s.stagedPipeline(ctx, c, recs, sc.rows, sc.before, true, false); err != nil {
 			return 0, err
