@@ -336,9 +336,12 @@ func (s *clickhouseSink) row(ev *runtime.Evaluator, r *runtime.Record, out []any
 
 func (s *clickhouseSink) Write(ctx context.Context, recs []*runtime.Record) error {
 	var ev runtime.Evaluator
+	// One array holds every row's values: a slice a row was an allocation
+	// a record.
+	cells := make([]any, len(recs)*len(s.cols))
 	rows := make([][]any, 0, len(recs))
-	for _, r := range recs {
-		row := make([]any, len(s.cols))
+	for i, r := range recs {
+		row := cells[i*len(s.cols) : (i+1)*len(s.cols) : (i+1)*len(s.cols)]
 		if err := s.row(&ev, r, row); err != nil {
 			r.Refuse("clickhouse: " + err.Error())
 			continue
@@ -385,6 +388,20 @@ func (s *clickhouseSink) batchError(op string, err error) error {
 }
 
 func (s *clickhouseSink) Close() error { return s.conn.Close() }
+
+// ReleasesRecords says the sink keeps nothing of a record once Write
+// returned (see runtime.ReleasingSink), so the route reuses its batches
+// and decodes payload fields into them without an allocation a value.
+// Write appends each row to a batch the driver makes for that write from
+// the server's first block, and drops it: the driver copies a String's
+// bytes into its column buffer (a LowCardinality column's dictionary map,
+// which holds the strings as given, belongs to that batch's block), the
+// conversions copy the rest (numbers, times, parsed UUIDs, marshalled
+// objects), and Send returns only once the block was written, stopping
+// its context watchdog first. A retried write converts the records again.
+func (s *clickhouseSink) ReleasesRecords() bool { return true }
+
+var _ runtime.ReleasingSink = (*clickhouseSink)(nil)
 
 // chConverter returns the conversion of a decoded JSON value (nil, bool,
 // int64, float64, string, []any, map[string]any) or an expression value to
@@ -474,6 +491,9 @@ func chConverter(typ string) (func(any) (any, error), error) {
 			if !signed && bits < 64 && u >= 1<<bits {
 				return nil, fmt.Errorf("%d out of range", u)
 			}
+			if _, ok := v.(int64); ok && signed && bits == 64 {
+				return v, nil // its own box: i as an any would be another
+			}
 			return cast(i, u), nil
 		})
 	}
@@ -528,7 +548,7 @@ func chConverter(typ string) (func(any) (any, error), error) {
 		return notNull(func(v any) (any, error) {
 			switch x := v.(type) {
 			case string:
-				return x, nil
+				return v, nil // its own box: x as an any would be another
 			case map[string]any, []any:
 				b, err := json.Marshal(x)
 				return string(b), err
