@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -37,7 +38,7 @@ func marshalEnvelope(t testing.TB, r *Record) []byte {
 
 func checkEnvelope(t *testing.T, r *Record) {
 	t.Helper()
-	var scratch bytes.Buffer
+	var scratch envelopeScratch
 	got := appendEnvelope([]byte("before|"), r, &scratch)
 	want := append([]byte("before|"), marshalEnvelope(t, r)...)
 	if !bytes.Equal(got, want) {
@@ -59,6 +60,12 @@ func TestEnvelopeMatchesMarshal(t *testing.T) {
 		"line \u2028 separator \u2029 and é ü 日本",
 		"\xff\xfe invalid \xc3\x28 utf-8", "{\"a\": \"\xff\"}", "\xe2\x80", "\xe2\x80\xa8",
 		"  \r\n  ",
+		// Deeper than the engine's validator goes (512), within
+		// encoding/json's limit (10,000), and past it.
+		strings.Repeat("[", 600) + strings.Repeat("]", 600),
+		strings.Repeat(`{"a":`, 600) + "1" + strings.Repeat("}", 600),
+		strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+		strings.Repeat("[", 600) + strings.Repeat("]", 599),
 	}
 	metas := []struct {
 		name string

@@ -1,10 +1,6 @@
 package runtime
 
-import (
-	"bytes"
-
-	"github.com/mqb-dev/mqb/internal/lazyre"
-)
+import "github.com/mqb-dev/mqb/internal/lazyre"
 
 // Records written as lines, by the sinks that write lines (a file, the
 // process's standard output): each record's payload, or, for a DLQ's
@@ -23,7 +19,7 @@ var unsafeName = lazyre.New(`[^A-Za-z0-9_.-]+`)
 // appendLines appends recs as lines; a record that cannot be encoded gets
 // the reason in its sinkErr and no line.
 func appendLines(buf []byte, recs []*Record, envelope bool) []byte {
-	var scratch bytes.Buffer // a payload compacted into an envelope
+	var scratch envelopeScratch
 	for _, r := range recs {
 		var err error
 		if buf, err = appendLine(buf, r, envelope, &scratch); err != nil {
@@ -35,7 +31,7 @@ func appendLines(buf []byte, recs []*Record, envelope bool) []byte {
 
 // appendLine appends r as one line: its payload, or the DLQ envelope
 // (envelope.go).
-func appendLine(buf []byte, r *Record, envelope bool, scratch *bytes.Buffer) ([]byte, error) {
+func appendLine(buf []byte, r *Record, envelope bool, scratch *envelopeScratch) ([]byte, error) {
 	if err := encodePayload(r); err != nil {
 		return buf, err
 	}

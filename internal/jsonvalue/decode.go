@@ -34,10 +34,14 @@ const maxDepth = 512
 type SyntaxError struct {
 	Offset int
 	Msg    string
+	// TooDeep: the document nests arrays and objects deeper than this
+	// package decodes (maxDepth), which JSON itself does not forbid.
+	TooDeep bool
 }
 
 func (e *SyntaxError) Error() string {
-	return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.Msg)
+	// Built once for each malformed record a DLQ gets: without fmt.
+	return "invalid JSON at byte " + strconv.Itoa(e.Offset) + ": " + e.Msg
 }
 
 // Decoder decodes documents; it is not safe for concurrent use.
@@ -107,6 +111,12 @@ func (d *Decoder) errorf(format string, args ...any) error {
 	return &SyntaxError{Offset: d.pos, Msg: fmt.Sprintf(format, args...)}
 }
 
+func (d *Decoder) tooDeep() error {
+	err := d.errorf("nesting deeper than %d", maxDepth)
+	err.(*SyntaxError).TooDeep = true
+	return err
+}
+
 func (d *Decoder) skipSpace() {
 	for d.pos < len(d.data) {
 		switch d.data[d.pos] {
@@ -160,7 +170,7 @@ func (d *Decoder) literal(word string) error {
 func (d *Decoder) object() (any, error) {
 	d.pos++ // '{'
 	if d.depth++; d.depth > maxDepth {
-		return nil, d.errorf("nesting deeper than %d", maxDepth)
+		return nil, d.tooDeep()
 	}
 	defer func() { d.depth-- }()
 	var m map[string]any
@@ -219,7 +229,7 @@ func (d *Decoder) object() (any, error) {
 func (d *Decoder) array() (any, error) {
 	d.pos++ // '['
 	if d.depth++; d.depth > maxDepth {
-		return nil, d.errorf("nesting deeper than %d", maxDepth)
+		return nil, d.tooDeep()
 	}
 	defer func() { d.depth-- }()
 	var a []any
