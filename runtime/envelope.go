@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/mqb-dev/mqb/internal/jsonquote"
 	"github.com/mqb-dev/mqb/internal/jsonvalue"
 )
 
@@ -54,7 +55,7 @@ func (s *envelopeScratch) jsonValid(b []byte) bool {
 // appendEnvelope appends r's envelope, without the newline.
 func appendEnvelope(buf []byte, r *Record, scratch *envelopeScratch) []byte {
 	buf = append(buf, `{"error":`...)
-	buf = appendJSONString(buf, r.Meta[metaError])
+	buf = jsonquote.Append(buf, r.Meta[metaError])
 	buf = append(buf, `,"position":`...)
 	buf = strconv.AppendUint(buf, r.Seq, 10)
 	buf = appendEnvelopeMeta(buf, r)
@@ -64,7 +65,7 @@ func appendEnvelope(buf []byte, r *Record, scratch *envelopeScratch) []byte {
 		// U+FFFD for each one): raw is for reading, raw_base64 the
 		// record as it came, to replay.
 		buf = append(buf, `,"raw":`...)
-		buf = appendJSONString(buf, r.Payload)
+		buf = jsonquote.Append(buf, r.Payload)
 		buf = append(buf, `,"raw_base64":"`...)
 		buf = base64.StdEncoding.AppendEncode(buf, r.Payload)
 		buf = append(buf, '"')
@@ -81,7 +82,7 @@ func appendEnvelope(buf []byte, r *Record, scratch *envelopeScratch) []byte {
 		}
 		if len(r.Payload) > 0 {
 			buf = append(buf, `,"raw":`...)
-			buf = appendJSONString(buf, r.Payload)
+			buf = jsonquote.Append(buf, r.Payload)
 		}
 	}
 	return append(buf, '}')
@@ -92,9 +93,9 @@ func appendEnvelope(buf []byte, r *Record, scratch *envelopeScratch) []byte {
 func appendEnvelopeMeta(buf []byte, r *Record) []byte {
 	if r.hasID {
 		buf = append(buf, `,"meta":{`...)
-		buf = appendJSONString(buf, metaID)
+		buf = jsonquote.Append(buf, metaID)
 		buf = append(buf, ':')
-		buf = appendJSONString(buf, r.id)
+		buf = jsonquote.Append(buf, r.id)
 		return append(buf, '}')
 	}
 	if len(r.Meta) == 0 {
@@ -111,65 +112,11 @@ func appendEnvelopeMeta(buf []byte, r *Record) []byte {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = appendJSONString(buf, k)
+		buf = jsonquote.Append(buf, k)
 		buf = append(buf, ':')
-		buf = appendJSONString(buf, r.Meta[k])
+		buf = jsonquote.Append(buf, r.Meta[k])
 	}
 	return append(buf, '}')
-}
-
-// appendJSONString appends s as encoding/json writes a string (with HTML
-// escaping, its default): a quote, backslash or control character
-// escaped, <, > and & as \u003c, \u003e and \u0026, U+2028 and U+2029
-// escaped, and each byte of invalid UTF-8 as \ufffd.
-func appendJSONString[T []byte | string](buf []byte, s T) []byte {
-	const hex = "0123456789abcdef"
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				buf = append(buf, '\\', c)
-			case '\b':
-				buf = append(buf, '\\', 'b')
-			case '\f':
-				buf = append(buf, '\\', 'f')
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		switch {
-		case r == utf8.RuneError && size == 1:
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
 }
 
 // appendHTMLEscaped appends compact JSON with <, >, &, U+2028 and U+2029
