@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -36,20 +35,16 @@ type envelopeScratch struct {
 	dec     *jsonvalue.Decoder // made on first use
 }
 
-// jsonValid is json.Valid(b) for b of valid UTF-8, by the engine's own
-// validator, which stops at the first fault without encoding/json's
-// scanner or its error text; a document nested deeper than that
-// validator goes is left to encoding/json.
+// jsonValid is json.Valid(b), by the engine's own validator, which
+// stops at the first fault without encoding/json's scanner or its error
+// text; a document it refuses by a rule stricter than JSON's (nesting
+// past 512 levels, a lone surrogate escape) is left to encoding/json.
 func (s *envelopeScratch) jsonValid(b []byte) bool {
 	if s.dec == nil {
 		s.dec = jsonvalue.NewDecoder()
 	}
-	err := s.dec.Valid(b)
-	if err == nil {
-		return true
-	}
-	var se *jsonvalue.SyntaxError
-	return errors.As(err, &se) && se.TooDeep && json.Valid(b)
+	valid, stricter := s.dec.Check(b)
+	return valid || stricter && json.Valid(b)
 }
 
 // appendEnvelope appends r's envelope, without the newline.

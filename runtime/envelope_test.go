@@ -66,6 +66,9 @@ func TestEnvelopeMatchesMarshal(t *testing.T) {
 		strings.Repeat(`{"a":`, 600) + "1" + strings.Repeat("}", 600),
 		strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
 		strings.Repeat("[", 600) + strings.Repeat("]", 599),
+		// A lone surrogate escape: JSON to encoding/json, not to the
+		// engine's decoder.
+		`{"a": "\ud800"}`, `"\udc00 x"`, `["\ud83d\ude00", "\ud83d"]`, `{"a": "\ud800"`,
 	}
 	metas := []struct {
 		name string
@@ -94,6 +97,7 @@ func FuzzEnvelope(f *testing.F) {
 	f.Add([]byte(`{"a": "<b>"}`), "reason", "k", "v", uint64(3), false)
 	f.Add([]byte("\xff"), "", "", "", uint64(0), true)
 	f.Add([]byte("a\u2028b"), "e\n", "mqb.id", "x", uint64(1), false)
+	f.Add([]byte(`{"a": "\ud800"}`), "", "k", "", uint64(2), false)
 	f.Fuzz(func(t *testing.T, payload []byte, reason, k, v string, seq uint64, pendingID bool) {
 		r := &Record{Payload: payload, Seq: seq}
 		if pendingID {

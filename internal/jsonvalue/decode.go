@@ -34,9 +34,6 @@ const maxDepth = 512
 type SyntaxError struct {
 	Offset int
 	Msg    string
-	// TooDeep: the document nests arrays and objects deeper than this
-	// package decodes (maxDepth), which JSON itself does not forbid.
-	TooDeep bool
 }
 
 func (e *SyntaxError) Error() string {
@@ -60,6 +57,9 @@ type Decoder struct {
 	// cells, when set, boxes the values built, and strings alias data
 	// (DecodeSlotsIn).
 	cells *Cells
+	// quiet: errors are errQuiet or errQuietStricter, with no message
+	// (Check).
+	quiet bool
 }
 
 // NewDecoder returns a Decoder with an empty key cache.
@@ -108,13 +108,39 @@ func (d *Decoder) document() (any, error) {
 }
 
 func (d *Decoder) errorf(format string, args ...any) error {
+	if d.quiet {
+		return errQuiet
+	}
 	return &SyntaxError{Offset: d.pos, Msg: fmt.Sprintf(format, args...)}
 }
 
-func (d *Decoder) tooDeep() error {
-	err := d.errorf("nesting deeper than %d", maxDepth)
-	err.(*SyntaxError).TooDeep = true
-	return err
+// stricter is errorf for a document this package refuses though JSON
+// does not forbid it: nesting deeper than maxDepth, a lone surrogate
+// escape, bytes that are not UTF-8 in a string.
+func (d *Decoder) stricter(format string, args ...any) error {
+	if d.quiet {
+		return errQuietStricter
+	}
+	return d.errorf(format, args...)
+}
+
+// What a quiet Decoder (Check) returns instead of building an error.
+var (
+	errQuiet         = &SyntaxError{Msg: "invalid JSON"}
+	errQuietStricter = &SyntaxError{Msg: "refused by a rule stricter than JSON's"}
+)
+
+// Check is Valid without the error: whether data holds exactly one JSON
+// value, and when it does not, whether it was refused by one of this
+// package's rules stricter than JSON's (see stricter; the rest of it is
+// then unread), so that encoding/json may still call it JSON. A caller
+// asking of many documents, most of them not JSON (a dead-letter
+// queue's), is spared building a message for each.
+func (d *Decoder) Check(data []byte) (valid, stricter bool) {
+	d.quiet = true
+	err := d.Valid(data)
+	d.quiet = false
+	return err == nil, err == errQuietStricter
 }
 
 func (d *Decoder) skipSpace() {
@@ -170,7 +196,7 @@ func (d *Decoder) literal(word string) error {
 func (d *Decoder) object() (any, error) {
 	d.pos++ // '{'
 	if d.depth++; d.depth > maxDepth {
-		return nil, d.tooDeep()
+		return nil, d.stricter("nesting deeper than %d", maxDepth)
 	}
 	defer func() { d.depth-- }()
 	var m map[string]any
@@ -229,7 +255,7 @@ func (d *Decoder) object() (any, error) {
 func (d *Decoder) array() (any, error) {
 	d.pos++ // '['
 	if d.depth++; d.depth > maxDepth {
-		return nil, d.tooDeep()
+		return nil, d.stricter("nesting deeper than %d", maxDepth)
 	}
 	defer func() { d.depth-- }()
 	var a []any
@@ -314,7 +340,7 @@ func (d *Decoder) strBytes() ([]byte, error) {
 			raw := d.data[start:i]
 			if high >= utf8.RuneSelf && !utf8.Valid(raw) {
 				d.pos = start + invalidUTF8At(raw)
-				return nil, d.errorf("invalid UTF-8 in string")
+				return nil, d.stricter("invalid UTF-8 in string")
 			}
 			d.pos = i + 1
 			return raw, nil
@@ -367,7 +393,7 @@ func (d *Decoder) strEscaped(start int) ([]byte, error) {
 		case c == '"':
 			if raw := d.data[start:i]; !utf8.Valid(raw) {
 				d.pos = start + invalidUTF8At(raw)
-				return nil, d.errorf("invalid UTF-8 in string")
+				return nil, d.stricter("invalid UTF-8 in string")
 			}
 			d.pos = i + 1
 			d.buf = buf
@@ -418,7 +444,7 @@ func (d *Decoder) strEscaped(start int) ([]byte, error) {
 					// decode to one value. I-JSON (RFC 7493) refuses
 					// it, and so does this decoder.
 					d.pos = i - 6
-					return nil, d.errorf("lone UTF-16 surrogate \\u%04x (a surrogate escape must be followed by its pair; alone it has no UTF-8 form)", r)
+					return nil, d.stricter("lone UTF-16 surrogate \\u%04x (a surrogate escape must be followed by its pair; alone it has no UTF-8 form)", r)
 				}
 				r = dec
 				i += 6

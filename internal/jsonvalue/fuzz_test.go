@@ -38,6 +38,9 @@ func FuzzDecode(f *testing.F) {
 		if _, ferr := d.DecodeFields(data, map[string]bool{"a": true}); (ferr == nil) != (err == nil) {
 			t.Fatalf("Decode error %v but DecodeFields error %v for %q", err, ferr, data)
 		}
+		if valid, stricter := d.Check(data); valid != (err == nil) || stricter != (err != nil && stricterThanJSON(err)) {
+			t.Fatalf("Decode error %v but Check says valid %v, stricter %v for %q", err, valid, stricter, data)
+		}
 		var want any
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
@@ -67,6 +70,13 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// stricterThanJSON reports whether err refuses a document by a rule of
+// this package's that JSON does not have (Decoder.stricter).
+func stricterThanJSON(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "nesting deeper") || strings.Contains(msg, "lone UTF-16 surrogate") || strings.Contains(msg, "invalid UTF-8")
 }
 
 // checkTrailing reports text after the value dec read that is not white
