@@ -17,7 +17,6 @@ package jsonvalue
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -102,16 +101,35 @@ func (d *Decoder) document() (any, error) {
 	}
 	d.skipSpace()
 	if d.pos != len(d.data) {
-		return nil, d.errorf("unexpected %q after the value", d.data[d.pos])
+		return nil, d.unexpected(d.data[d.pos], " after the value")
 	}
 	return v, nil
 }
 
+// errorf is the error at d.pos. A route's malformed records each get
+// one, so a message without arguments is not passed through fmt.
 func (d *Decoder) errorf(format string, args ...any) error {
 	if d.quiet {
 		return errQuiet
 	}
-	return &SyntaxError{Offset: d.pos, Msg: fmt.Sprintf(format, args...)}
+	msg := format
+	if len(args) > 0 {
+		msg = fmt.Sprintf(format, args...)
+	}
+	return &SyntaxError{Offset: d.pos, Msg: msg}
+}
+
+// unexpected is errorf("unexpected %q"+rest, c), the commonest error,
+// without fmt.
+func (d *Decoder) unexpected(c byte, rest string) error {
+	if d.quiet {
+		return errQuiet
+	}
+	return &SyntaxError{Offset: d.pos, Msg: unexpectedMsg(c, rest)}
+}
+
+func unexpectedMsg(c byte, rest string) string {
+	return "unexpected " + strconv.QuoteRune(rune(c)) + rest
 }
 
 // stricter is errorf for a document this package refuses though JSON
@@ -181,7 +199,7 @@ func (d *Decoder) value() (any, error) {
 	case c == '-' || (c >= '0' && c <= '9'):
 		return d.number()
 	default:
-		return nil, d.errorf("unexpected %q", c)
+		return nil, d.unexpected(c, "")
 	}
 }
 
@@ -479,8 +497,6 @@ func hex4(b []byte, i int) (rune, bool) {
 	return r, true
 }
 
-var errNumber = errors.New("invalid number")
-
 func (d *Decoder) number() (any, error) {
 	start := d.pos
 	i := d.pos
@@ -498,7 +514,7 @@ func (d *Decoder) number() (any, error) {
 	intStart := i
 	if n := digits(); n == 0 || (n > 1 && d.data[intStart] == '0') {
 		d.pos = i
-		return nil, d.errorf("%v", errNumber)
+		return nil, d.errorf("invalid number")
 	}
 	isFloat := false
 	if i < len(d.data) && d.data[i] == '.' {
@@ -506,7 +522,7 @@ func (d *Decoder) number() (any, error) {
 		isFloat = true
 		if digits() == 0 {
 			d.pos = i
-			return nil, d.errorf("%v", errNumber)
+			return nil, d.errorf("invalid number")
 		}
 	}
 	if i < len(d.data) && (d.data[i] == 'e' || d.data[i] == 'E') {
@@ -517,7 +533,7 @@ func (d *Decoder) number() (any, error) {
 		}
 		if digits() == 0 {
 			d.pos = i
-			return nil, d.errorf("%v", errNumber)
+			return nil, d.errorf("invalid number")
 		}
 	}
 	d.pos = i

@@ -100,3 +100,15 @@ func TestDecodeKeepsNumbersApart(t *testing.T) {
 		}
 	}
 }
+
+// TestUnexpectedMsg: the message built without fmt is the one fmt built,
+// for every byte.
+func TestUnexpectedMsg(t *testing.T) {
+	for c := range 256 {
+		for _, rest := range []string{"", " after the value"} {
+			if got, want := unexpectedMsg(byte(c), rest), fmt.Sprintf("unexpected %q"+rest, byte(c)); got != want {
+				t.Errorf("byte %#x: %q, want %q", c, got, want)
+			}
+		}
+	}
+}

@@ -39,7 +39,7 @@ func (d *Decoder) DecodeSlotsIn(data []byte, index map[string]int, slots []any, 
 	}
 	d.skipSpace()
 	if d.pos != len(d.data) {
-		return true, d.errorf("unexpected %q after the value", d.data[d.pos])
+		return true, d.unexpected(d.data[d.pos], " after the value")
 	}
 	return true, nil
 }
