@@ -71,8 +71,9 @@ func appendEnvelope(buf []byte, r *Record, scratch *envelopeScratch) []byte {
 		if scratch.jsonValid(r.Payload) {
 			scratch.compact.Reset()
 			if err := json.Compact(&scratch.compact, r.Payload); err == nil {
-				buf = append(buf, `,"payload":`...)
-				return append(appendHTMLEscaped(buf, scratch.compact.Bytes()), '}')
+				out := bytes.NewBuffer(append(buf, `,"payload":`...))
+				json.HTMLEscape(out, scratch.compact.Bytes())
+				return append(out.Bytes(), '}')
 			}
 		}
 		if len(r.Payload) > 0 {
@@ -112,25 +113,4 @@ func appendEnvelopeMeta(buf []byte, r *Record) []byte {
 		buf = jsonquote.Append(buf, r.Meta[k])
 	}
 	return append(buf, '}')
-}
-
-// appendHTMLEscaped appends compact JSON with <, >, &, U+2028 and U+2029
-// escaped, as json.HTMLEscape does, without a buffer of its own.
-func appendHTMLEscaped(buf, src []byte) []byte {
-	const hex = "0123456789abcdef"
-	start := 0
-	for i, c := range src {
-		if c == '<' || c == '>' || c == '&' {
-			buf = append(buf, src[start:i]...)
-			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			start = i + 1
-		}
-		// U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
-		if c == 0xE2 && i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xA8 {
-			buf = append(buf, src[start:i]...)
-			buf = append(buf, '\\', 'u', '2', '0', '2', hex[src[i+2]&0xF])
-			start = i + len("\u2029")
-		}
-	}
-	return append(buf, src[start:]...)
 }
